@@ -1,0 +1,189 @@
+package ownership
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+)
+
+// ETag names one version of one object. Stores hand it out on every landed
+// write and it is opaque to callers: compare it for equality, pass it back in
+// IfMatch, never parse it. Every write yields a new ETag, even for the same
+// bytes, in every store wasmkeep ships; S3 itself derives ETags from content,
+// which is why every record wasmkeep writes carries a nonce (see RATIONALE.md).
+type ETag string
+
+// Object is what a Get returns.
+type Object struct {
+	Body []byte
+	ETag ETag
+}
+
+// ListEntry is one key in a listing.
+type ListEntry struct {
+	Key  string
+	ETag ETag
+	Size int64
+}
+
+// ListPage is one page of a listing, in ascending key order (byte order, as S3).
+type ListPage struct {
+	Entries []ListEntry
+	// Truncated reports that more keys follow; list again with StartAfter set
+	// to the last entry's key.
+	Truncated bool
+}
+
+// ConditionKind says when a write may land.
+type ConditionKind uint8
+
+const (
+	// Unconditional: the write always lands.
+	Unconditional ConditionKind = iota
+	// CreateOnly (If-None-Match: *): lands only when the key is absent.
+	CreateOnly
+	// ReplaceOnly (If-Match: etag): lands only when the key holds that version.
+	ReplaceOnly
+)
+
+func (k ConditionKind) String() string {
+	switch k {
+	case Unconditional:
+		return "unconditional"
+	case CreateOnly:
+		return "if-none-match"
+	case ReplaceOnly:
+		return "if-match"
+	}
+	return fmt.Sprintf("condition(%d)", uint8(k))
+}
+
+// Condition guards a write. The zero value is Unconditional.
+type Condition struct {
+	Kind ConditionKind
+	ETag ETag // with ReplaceOnly
+}
+
+// Always is the unconditional write.
+func Always() Condition { return Condition{} }
+
+// IfAbsent is the create-only write (If-None-Match: *).
+func IfAbsent() Condition { return Condition{Kind: CreateOnly} }
+
+// IfMatch is the replace-only write (If-Match: etag).
+func IfMatch(etag ETag) Condition { return Condition{Kind: ReplaceOnly, ETag: etag} }
+
+func (c Condition) String() string {
+	if c.Kind == ReplaceOnly {
+		return fmt.Sprintf("if-match %s", c.ETag)
+	}
+	return c.Kind.String()
+}
+
+// Bucket is the only thing wasmkeep nodes share. Implementations must be safe
+// for concurrent use; every call honours its context.
+//
+// Errors are the outcome. A call returns nil (landed), or an error for which
+// OutcomeOf says one of NotFound, Refused, Unknown or Failed. Callers branch
+// on OutcomeOf or errors.Is with the sentinels below; they never fold Unknown
+// into success or failure.
+type Bucket interface {
+	// Get reads an object. Absent: ErrNotFound.
+	Get(ctx context.Context, key string) (Object, error)
+	// Put writes an object under a condition and returns its new ETag.
+	// Condition not met: ErrPrecondition (also for IfMatch on a missing key).
+	Put(ctx context.Context, key string, body []byte, cond Condition) (ETag, error)
+	// Delete removes an object. Unconditional deletes of a missing key land
+	// (as in S3); IfMatch on a missing key or another version: ErrPrecondition.
+	// CreateOnly makes no sense for a delete and is refused as a bad argument.
+	Delete(ctx context.Context, key string, cond Condition) error
+	// List returns up to limit keys that start with prefix and sort after
+	// startAfter (all keys when startAfter is empty), in ascending byte order.
+	// limit <= 0 means the store's page size (1,000, as S3).
+	List(ctx context.Context, prefix, startAfter string, limit int) (ListPage, error)
+}
+
+// Sentinels callers branch on. Stores wrap them with context (%w).
+var (
+	// ErrNotFound: the key holds no object.
+	ErrNotFound = errors.New("not found")
+	// ErrPrecondition: the store refused the write because its condition did
+	// not hold (HTTP 412, 409 ConditionalRequestConflict, 404 on If-Match).
+	// Nothing was written by this request.
+	ErrPrecondition = errors.New("precondition refused")
+	// ErrUnknownOutcome: no answer (timeout, reset connection, 5xx). For a
+	// write, it may have landed, or may still land later; only a fresh read
+	// can tell. For a read, nothing is known.
+	ErrUnknownOutcome = errors.New("outcome unknown")
+	// ErrInvalidKey: the key cannot be stored (empty, over MaxKeyLen bytes,
+	// not UTF-8). Nothing was sent.
+	ErrInvalidKey = errors.New("invalid key")
+)
+
+// MaxKeyLen is the longest key, in bytes (S3's limit).
+const MaxKeyLen = 1024
+
+// DefaultListLimit is the page size of List when the caller gives none.
+const DefaultListLimit = 1000
+
+// ValidateKey reports whether a key can be stored in every store.
+func ValidateKey(key string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("%w: empty", ErrInvalidKey)
+	case len(key) > MaxKeyLen:
+		return fmt.Errorf("%w: %d bytes, over %d", ErrInvalidKey, len(key), MaxKeyLen)
+	case !utf8.ValidString(key):
+		return fmt.Errorf("%w: not UTF-8", ErrInvalidKey)
+	}
+	return nil
+}
+
+// Outcome classifies the result of one bucket call.
+type Outcome uint8
+
+const (
+	// Landed: the call succeeded (a write took effect, a read found the object).
+	Landed Outcome = iota
+	// NotFound: the key holds no object.
+	NotFound
+	// Refused: a conditional write was refused; nothing was written.
+	Refused
+	// Unknown: no answer; a write may have landed or may still land.
+	Unknown
+	// Failed: any other error (bad request, denied, invalid key). Nothing was
+	// written by this request.
+	Failed
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Landed:
+		return "landed"
+	case NotFound:
+		return "not_found"
+	case Refused:
+		return "refused"
+	case Unknown:
+		return "unknown"
+	case Failed:
+		return "failed"
+	}
+	return fmt.Sprintf("outcome(%d)", uint8(o))
+}
+
+// OutcomeOf classifies an error returned by a Bucket.
+func OutcomeOf(err error) Outcome {
+	switch {
+	case err == nil:
+		return Landed
+	case errors.Is(err, ErrNotFound):
+		return NotFound
+	case errors.Is(err, ErrPrecondition):
+		return Refused
+	case errors.Is(err, ErrUnknownOutcome):
+		return Unknown
+	}
+	return Failed
+}
