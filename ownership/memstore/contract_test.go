@@ -1,0 +1,20 @@
+package memstore_test
+
+import (
+	"testing"
+
+	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/buckettest"
+	"github.com/wasmkeep/wasmkeep/ownership/memstore"
+)
+
+func TestContract(t *testing.T) {
+	buckettest.Run(t, func(t *testing.T) ownership.Bucket {
+		return heldStore{memstore.New(memstore.Faults{})}
+	})
+}
+
+// heldStore offers the Store's HoldWrites to the contract suite.
+type heldStore struct{ *memstore.Store }
+
+func (h heldStore) HoldWrites(*testing.T) (release func()) { return h.Store.HoldWrites() }
