@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/bucketurl"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitProblem = 1
+	exitUsage   = 2
+)
+
+// env is what a command may use of the outside world. run fills it with the
+// real things; tests substitute their own.
+type env struct {
+	// out receives results, err diagnostics.
+	out, err io.Writer
+	// openBucket opens the bucket a URL names (bucketurl.Open).
+	openBucket func(ctx context.Context, rawURL string) (ownership.Bucket, func() error, error)
+}
+
+// action runs a command once its flags are parsed; args are the arguments
+// left after the flags.
+type action func(ctx context.Context, e env, args []string) error
+
+// command is one node of the command tree: a group (subs) or a leaf (setup).
+type command struct {
+	name    string
+	summary string // one line, for listings
+	// detail is shown in the command's own help, after the summary.
+	detail string
+	// args describes the positional arguments a leaf takes; empty means
+	// none, and any given are a usage error.
+	args string
+	subs []*command
+	// setup registers a leaf's flags on fs and returns the action that
+	// reads them. It is called once per run, and once more for help.
+	setup func(fs *flag.FlagSet) action
+}
+
+// commands is the whole command tree.
+func commands() *command {
+	return &command{
+		name:    "wasmkeep",
+		summary: "a runtime for stateful actors whose nodes share nothing but a bucket",
+		subs: []*command{
+			bucketCommands(),
+		},
+	}
+}
+
+// usageError marks an error in the command line: exit code 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// exitError ends a command with a given code after it has already said why
+// on its env.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit code %d", e.code) }
+
+// run executes the command line args and returns the process exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return runEnv(ctx, args, env{out: stdout, err: stderr, openBucket: bucketurl.Open})
+}
+
+// runEnv is run with the outside world given.
+func runEnv(ctx context.Context, args []string, e env) int {
+	return dispatch(ctx, commands(), nil, args, e)
+}
+
+func dispatch(ctx context.Context, cmd *command, parents []string, args []string, e env) int {
+	path := append(parents[:len(parents):len(parents)], cmd.name)
+	name := strings.Join(path, " ")
+	if cmd.setup == nil {
+		if len(args) == 0 {
+			fmt.Fprintf(e.err, "%s: missing command\n\n", name)
+			printUsage(e.err, cmd, path)
+			return exitUsage
+		}
+		switch args[0] {
+		case "-h", "-help", "--help":
+			printHelp(e.out, cmd, path)
+			return exitOK
+		case "help":
+			return helpFor(cmd, path, args[1:], e)
+		}
+		for _, sub := range cmd.subs {
+			if sub.name == args[0] {
+				return dispatch(ctx, sub, path, args[1:], e)
+			}
+		}
+		fmt.Fprintf(e.err, "%s: unknown command %q\n\n", name, args[0])
+		printUsage(e.err, cmd, path)
+		return exitUsage
+	}
+
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	// Errors are reported below, once, in our own words.
+	fs.SetOutput(io.Discard)
+	act := cmd.setup(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printHelp(e.out, cmd, path)
+			return exitOK
+		}
+		fmt.Fprintf(e.err, "%s: %v\nrun '%s --help' for usage\n", name, err, name)
+		return exitUsage
+	}
+	if cmd.args == "" && fs.NArg() > 0 {
+		fmt.Fprintf(e.err, "%s: unexpected argument %q\nrun '%s --help' for usage\n", name, fs.Arg(0), name)
+		return exitUsage
+	}
+	err := act(ctx, e, fs.Args())
+	var usage usageError
+	var exit exitError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &exit):
+		return exit.code
+	case errors.As(err, &usage):
+		fmt.Fprintf(e.err, "%s: %v\nrun '%s --help' for usage\n", name, err, name)
+		return exitUsage
+	}
+	fmt.Fprintf(e.err, "%s: %v\n", name, err)
+	return exitProblem
+}
+
+// helpFor serves "help [COMMAND...]".
+func helpFor(cmd *command, path []string, args []string, e env) int {
+	for _, a := range args {
+		var next *command
+		for _, sub := range cmd.subs {
+			if sub.name == a {
+				next = sub
+			}
+		}
+		if next == nil {
+			fmt.Fprintf(e.err, "%s: unknown command %q\n", strings.Join(path, " "), a)
+			return exitUsage
+		}
+		cmd, path = next, append(path[:len(path):len(path)], a)
+	}
+	printHelp(e.out, cmd, path)
+	return exitOK
+}
+
+// printUsage is the short form: what commands a group has.
+func printUsage(w io.Writer, cmd *command, path []string) {
+	fmt.Fprintf(w, "usage: %s COMMAND [FLAGS]\n\ncommands:\n", strings.Join(path, " "))
+	for _, sub := range cmd.subs {
+		fmt.Fprintf(w, "  %-14s %s\n", sub.name, sub.summary)
+	}
+	fmt.Fprintf(w, "\nrun '%s --help' for every command and flag\n", strings.Join(path, " "))
+}
+
+// printHelp documents cmd and, for a group, every command below it with all
+// its flags, so that one --help shows everything there is.
+func printHelp(w io.Writer, cmd *command, path []string) {
+	name := strings.Join(path, " ")
+	if cmd.setup != nil {
+		printLeaf(w, cmd, name)
+		return
+	}
+	fmt.Fprintf(w, "%s: %s\n\nusage: %s COMMAND [FLAGS]\n", name, cmd.summary, name)
+	if cmd.detail != "" {
+		fmt.Fprintf(w, "\n%s\n", cmd.detail)
+	}
+	fmt.Fprintf(w, "\ncommands:\n")
+	forEachLeaf(cmd, path, func(leaf *command, leafPath []string) {
+		fmt.Fprintf(w, "  %-24s %s\n", strings.Join(leafPath, " "), leaf.summary)
+	})
+	fmt.Fprintf(w, "\n'%s help COMMAND...' or '%s COMMAND... --help' shows one command.\n", name, name)
+	fmt.Fprintf(w, "flags may be written -flag or --flag, with -flag=value or -flag value.\n")
+	fmt.Fprintf(w, "exit codes: 0 success; 1 the command failed or found a problem; 2 bad command line.\n")
+	forEachLeaf(cmd, path, func(leaf *command, leafPath []string) {
+		fmt.Fprintln(w)
+		printLeaf(w, leaf, strings.Join(leafPath, " "))
+	})
+}
+
+func forEachLeaf(cmd *command, path []string, fn func(*command, []string)) {
+	if cmd.setup != nil {
+		fn(cmd, path)
+		return
+	}
+	for _, sub := range cmd.subs {
+		forEachLeaf(sub, append(path[:len(path):len(path)], sub.name), fn)
+	}
+}
+
+func printLeaf(w io.Writer, cmd *command, name string) {
+	synopsis := name + " [FLAGS]"
+	if cmd.args != "" {
+		synopsis += " " + cmd.args
+	}
+	fmt.Fprintf(w, "%s\n    %s\n", synopsis, cmd.summary)
+	if cmd.detail != "" {
+		for _, line := range strings.Split(cmd.detail, "\n") {
+			fmt.Fprintf(w, "    %s\n", line)
+		}
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	cmd.setup(fs)
+	fs.SetOutput(w)
+	fmt.Fprintln(w, "  flags:")
+	fs.PrintDefaults()
+}

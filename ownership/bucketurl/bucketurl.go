@@ -1,0 +1,224 @@
+package bucketurl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/dirstore"
+	"github.com/wasmkeep/wasmkeep/ownership/memstore"
+	"github.com/wasmkeep/wasmkeep/ownership/s3store"
+)
+
+// Kind is the kind of store a URL names.
+type Kind string
+
+const (
+	Dir    Kind = "dir"
+	S3     Kind = "s3"
+	Memory Kind = "mem"
+)
+
+// Target is a parsed bucket URL: what Open will open.
+type Target struct {
+	Kind Kind
+	// Dir is the directory of a Dir target.
+	Dir string
+	// S3 configures an S3 target; its credentials are left empty so that
+	// the SDK's chain supplies them.
+	S3 s3store.Config
+}
+
+// s3Params are the query parameters of an s3 URL, in the order errors list
+// them.
+var s3Params = []string{"endpoint", "region", "path_style", "timeout", "max_attempts"}
+
+// Parse reads a bucket URL without opening anything.
+func Parse(raw string) (Target, error) {
+	if raw == "" {
+		return Target{}, errors.New("bucketurl: empty bucket URL")
+	}
+	scheme, _, hasScheme := strings.Cut(raw, "://")
+	if !hasScheme {
+		// A plain path. "mem:" and "s3:" without slashes are almost
+		// certainly typos, not directory names.
+		if s, _, ok := strings.Cut(raw, ":"); ok && (s == "s3" || s == "mem" || s == "file") {
+			return Target{}, fmt.Errorf("bucketurl: %q: write %s://", raw, s)
+		}
+		return Target{Kind: Dir, Dir: raw}, nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return Target{}, fmt.Errorf("bucketurl: %w", err)
+	}
+	if u.User != nil {
+		return Target{}, fmt.Errorf("bucketurl: %s: credentials do not belong in a bucket URL; "+
+			"use AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or AWS_PROFILE", redact(u))
+	}
+	switch strings.ToLower(scheme) {
+	case "file":
+		return parseFile(u)
+	case "s3":
+		return parseS3(u)
+	case "mem":
+		if u.Host != "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			return Target{}, fmt.Errorf("bucketurl: %q: mem:// takes no bucket, path or parameters", raw)
+		}
+		return Target{Kind: Memory}, nil
+	}
+	return Target{}, fmt.Errorf("bucketurl: %q: unknown scheme %q; want a directory path, file://, s3:// or mem://",
+		raw, scheme)
+}
+
+func parseFile(u *url.URL) (Target, error) {
+	if u.Host != "" && u.Host != "localhost" {
+		return Target{}, fmt.Errorf("bucketurl: %q: a file URL names a local directory, not host %q; "+
+			"write file:///absolute/path or a plain path", u, u.Host)
+	}
+	if u.RawQuery != "" {
+		return Target{}, fmt.Errorf("bucketurl: %q: a file URL takes no parameters", u)
+	}
+	if u.Path == "" {
+		return Target{}, fmt.Errorf("bucketurl: %q: no directory", u)
+	}
+	return Target{Kind: Dir, Dir: u.Path}, nil
+}
+
+func parseS3(u *url.URL) (Target, error) {
+	cfg := s3store.Config{Bucket: u.Host}
+	if cfg.Bucket == "" {
+		return Target{}, fmt.Errorf("bucketurl: %q: no bucket; write s3://BUCKET/PREFIX", u)
+	}
+	if u.Port() != "" {
+		return Target{}, fmt.Errorf("bucketurl: %q: the host of an s3 URL is the bucket; "+
+			"give the server as ?endpoint=http://HOST:PORT", u)
+	}
+	cfg.Prefix = strings.TrimPrefix(u.Path, "/")
+	if cfg.Prefix != "" && !strings.HasSuffix(cfg.Prefix, "/") {
+		cfg.Prefix += "/"
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return Target{}, fmt.Errorf("bucketurl: %q: parameters: %w", u, err)
+	}
+	var errs []error
+	for name, values := range q {
+		if !slices.Contains(s3Params, name) {
+			errs = append(errs, fmt.Errorf("unknown parameter %q (known: %s)", name, strings.Join(s3Params, ", ")))
+			continue
+		}
+		if len(values) != 1 {
+			errs = append(errs, fmt.Errorf("parameter %q given %d times", name, len(values)))
+			continue
+		}
+		v := values[0]
+		switch name {
+		case "endpoint":
+			cfg.Endpoint = v
+		case "region":
+			cfg.Region = v
+		case "path_style":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("path_style=%q: want true or false", v))
+			}
+			cfg.PathStyle = b
+		case "timeout":
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				errs = append(errs, fmt.Errorf("timeout=%q: want a positive duration such as 5s", v))
+			}
+			cfg.AttemptTimeout = d
+		case "max_attempts":
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				errs = append(errs, fmt.Errorf("max_attempts=%q: want a positive integer", v))
+			}
+			cfg.MaxAttempts = n
+		}
+	}
+	if len(errs) == 0 {
+		if err := cfg.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		// Sorted so the message does not depend on map order.
+		slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+		return Target{}, fmt.Errorf("bucketurl: %q: %w", u, errors.Join(errs...))
+	}
+	return Target{Kind: S3, S3: cfg}, nil
+}
+
+// Open parses raw and opens the store it names. The function it returns
+// releases what the store holds (the directory store's lock and session);
+// call it once, when done with the bucket.
+func Open(ctx context.Context, raw string) (ownership.Bucket, func() error, error) {
+	t, err := Parse(raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	return t.Open(ctx)
+}
+
+// Open opens the store t names.
+func (t Target) Open(ctx context.Context) (ownership.Bucket, func() error, error) {
+	switch t.Kind {
+	case Dir:
+		s, err := dirstore.Open(t.Dir)
+		if err != nil {
+			return nil, nil, fmt.Errorf("bucketurl: %w", err)
+		}
+		return s, closer(s), nil
+	case S3:
+		s, err := s3store.New(ctx, t.S3)
+		if err != nil {
+			return nil, nil, fmt.Errorf("bucketurl: %w", err)
+		}
+		return s, closer(s), nil
+	case Memory:
+		s := memstore.New(memstore.Faults{})
+		return s, closer(s), nil
+	}
+	return nil, nil, fmt.Errorf("bucketurl: unknown kind %q", t.Kind)
+}
+
+// closer returns the store's Close, for stores that hold resources, or a
+// no-op.
+func closer(s any) func() error {
+	if c, ok := s.(io.Closer); ok {
+		return c.Close
+	}
+	return func() error { return nil }
+}
+
+// String renders the target for logs and reports.
+func (t Target) String() string {
+	switch t.Kind {
+	case Dir:
+		return "directory " + t.Dir
+	case S3:
+		s := "s3://" + t.S3.Bucket + "/" + t.S3.Prefix
+		if t.S3.Endpoint != "" {
+			s += " at " + t.S3.Endpoint
+		}
+		return s
+	case Memory:
+		return "in-memory bucket"
+	}
+	return string(t.Kind)
+}
+
+// redact drops the user information from a URL for an error message.
+func redact(u *url.URL) string {
+	c := *u
+	c.User = nil
+	return c.String()
+}

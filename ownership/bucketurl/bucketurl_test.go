@@ -1,0 +1,140 @@
+package bucketurl_test
+
+import (
+	"context"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wasmkeep/wasmkeep/internal/s3test"
+	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/bucketurl"
+	"github.com/wasmkeep/wasmkeep/ownership/s3store"
+)
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		raw  string
+		want bucketurl.Target
+	}{
+		{"./wasmkeep-data", bucketurl.Target{Kind: bucketurl.Dir, Dir: "./wasmkeep-data"}},
+		{"data", bucketurl.Target{Kind: bucketurl.Dir, Dir: "data"}},
+		{"/var/lib/wasmkeep", bucketurl.Target{Kind: bucketurl.Dir, Dir: "/var/lib/wasmkeep"}},
+		{"file:///var/lib/wasmkeep", bucketurl.Target{Kind: bucketurl.Dir, Dir: "/var/lib/wasmkeep"}},
+		{"file://localhost/srv/b", bucketurl.Target{Kind: bucketurl.Dir, Dir: "/srv/b"}},
+		{"file:///with%20space", bucketurl.Target{Kind: bucketurl.Dir, Dir: "/with space"}},
+		{"mem://", bucketurl.Target{Kind: bucketurl.Memory}},
+		{"s3://b", bucketurl.Target{Kind: bucketurl.S3, S3: s3store.Config{Bucket: "b"}}},
+		{"s3://b/", bucketurl.Target{Kind: bucketurl.S3, S3: s3store.Config{Bucket: "b"}}},
+		{"s3://b/cluster-a", bucketurl.Target{Kind: bucketurl.S3, S3: s3store.Config{Bucket: "b", Prefix: "cluster-a/"}}},
+		{"s3://b/x/y/", bucketurl.Target{Kind: bucketurl.S3, S3: s3store.Config{Bucket: "b", Prefix: "x/y/"}}},
+		{"s3://b/p?endpoint=http://127.0.0.1:9000&region=us-east-1&path_style=true&timeout=5s",
+			bucketurl.Target{Kind: bucketurl.S3, S3: s3store.Config{
+				Bucket: "b", Prefix: "p/", Endpoint: "http://127.0.0.1:9000", Region: "us-east-1",
+				PathStyle: true, AttemptTimeout: 5 * time.Second,
+			}}},
+		{"s3://b?path_style=0&max_attempts=5&region=eu-west-1",
+			bucketurl.Target{Kind: bucketurl.S3, S3: s3store.Config{Bucket: "b", Region: "eu-west-1", MaxAttempts: 5}}},
+	}
+	for _, tt := range tests {
+		got, err := bucketurl.Parse(tt.raw)
+		if err != nil {
+			t.Errorf("Parse(%q): %v", tt.raw, err)
+			continue
+		}
+		if !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("Parse(%q) = %+v, want %+v", tt.raw, got, tt.want)
+		}
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		raw  string
+		want string // a fragment the error must contain
+	}{
+		{"", "empty"},
+		{"gs://bucket", `unknown scheme "gs"`},
+		{"http://127.0.0.1:9000/b", `unknown scheme "http"`},
+		{"s3:bucket", "s3://"},
+		{"mem:", "mem://"},
+		{"mem://name", "takes no"},
+		{"mem://?x=1", "takes no"},
+		{"file://relative/dir", `not host "relative"`},
+		{"file:///d?sync=1", "no parameters"},
+		{"s3://", "no bucket"},
+		{"s3:///prefix", "no bucket"},
+		{"s3://b:9000/p", "?endpoint="},
+		{"s3://key:secret@b/p", "credentials do not belong"},
+		{"s3://b?endpont=http://x", `unknown parameter "endpont"`},
+		{"s3://b?path_style=yes", "path_style"},
+		{"s3://b?timeout=5", "timeout"},
+		{"s3://b?timeout=-1s", "timeout"},
+		{"s3://b?max_attempts=0", "max_attempts"},
+		{"s3://b?region=a&region=b", "given 2 times"},
+		{"s3://b?endpoint=ftp://x", "scheme must be http or https"},
+		{"s3://b?endpoint=%zz", "parameters"},
+	}
+	for _, tt := range tests {
+		_, err := bucketurl.Parse(tt.raw)
+		if err == nil {
+			t.Errorf("Parse(%q) = nil error, want one containing %q", tt.raw, tt.want)
+			continue
+		}
+		if !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Parse(%q) = %v, want an error containing %q", tt.raw, err, tt.want)
+		}
+		if strings.Contains(err.Error(), "secret") && !strings.Contains(tt.want, "credentials") {
+			t.Errorf("Parse(%q): error leaks a secret: %v", tt.raw, err)
+		}
+	}
+	// A refused URL with credentials must not echo them.
+	if _, err := bucketurl.Parse("s3://key:secret@b/p"); err == nil || strings.Contains(err.Error(), "secret@") {
+		t.Errorf("credentials echoed: %v", err)
+	}
+}
+
+// TestOpen opens one store of each kind and checks that it works.
+func TestOpen(t *testing.T) {
+	srv := s3test.Start(t)
+	for k, v := range srv.Env() {
+		t.Setenv(k, v)
+	}
+	dir := t.TempDir()
+	for _, raw := range []string{
+		"mem://",
+		filepath.Join(dir, "plain"),
+		"file://" + filepath.Join(dir, "url"),
+		srv.URL("bucketurl-test") + "&timeout=5s",
+	} {
+		t.Run(raw, func(t *testing.T) {
+			b, closeBucket, err := bucketurl.Open(t.Context(), raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				if err := closeBucket(); err != nil {
+					t.Error(err)
+				}
+			}()
+			roundTrip(t.Context(), t, b)
+		})
+	}
+}
+
+func roundTrip(ctx context.Context, t *testing.T, b ownership.Bucket) {
+	t.Helper()
+	etag, err := b.Put(ctx, "k", []byte("v"), ownership.IfAbsent())
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := b.Get(ctx, "k")
+	if err != nil || string(obj.Body) != "v" || obj.ETag != etag {
+		t.Fatalf("get: %q %s %v; want \"v\" %s", obj.Body, obj.ETag, err, etag)
+	}
+	if _, err := b.Put(ctx, "k", []byte("w"), ownership.IfAbsent()); ownership.OutcomeOf(err) != ownership.Refused {
+		t.Fatalf("second create: %v, want refused", err)
+	}
+}
