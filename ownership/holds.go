@@ -1,0 +1,581 @@
+package ownership
+
+import (
+	"fmt"
+	"time"
+)
+
+// entry is everything this node knows of one actor. The hold sets of the
+// design (live holds, parked holds, pending releases, unresolved acquires)
+// are the fields of the entries; only the core's own steps change them.
+//
+// Invariant: at most one request on the actor's record is in flight (busy).
+type entry struct {
+	actor Actor
+	key   string
+
+	live       *hold
+	parked     *hold
+	pending    []*pendingRelease
+	unresolved []*unresolved
+	sockets    int
+
+	busy      RequestID
+	acq       *acquireJob
+	sweepRead sweepRead
+	moving    *moving
+	look      *look
+	exposed   bool // this node's last wake had an unknown outcome or found another holder
+	scheduled time.Time
+}
+
+type hold struct {
+	gen  Generation
+	etag ETag
+}
+
+type pendingRelease struct {
+	h        hold
+	reason   string
+	parked   bool
+	move     bool
+	reread   bool // the write was refused: read the record before anything else
+	attempts int
+	due      time.Time
+}
+
+// unresolved is an acquisition write with no answer: it may have landed, or
+// may still land.
+type unresolved struct {
+	gen     Generation
+	nonce   string
+	prior   ETag // the version the write was conditioned on; "" for a create
+	created bool
+	since   time.Time
+	due     time.Time
+}
+
+type acquireJob struct {
+	waiters  []waiter
+	attempts int
+	retryAt  time.Time // zero: read now
+	// seenETag is the record version last read, first read at seenAt.
+	seenETag ETag
+	seenAt   time.Time
+}
+
+type waiter struct {
+	ref   uint64
+	since time.Time
+}
+
+type sweepRead uint8
+
+const (
+	sweepNone   sweepRead = iota
+	sweepReread           // the one-pass-in-ten re-read of a parked record
+	sweepOwner            // sockets here, no hold: does another node hold the room?
+)
+
+type moving struct {
+	target NodeID
+	until  time.Time
+}
+
+type look struct {
+	until time.Time
+	due   time.Time
+}
+
+func (c *Core) entry(a Actor) *entry {
+	e := c.entries[a]
+	if e == nil {
+		e = &entry{actor: a, key: OwnerKey(a)}
+		c.entries[a] = e
+	}
+	return e
+}
+
+// gc forgets an entry that holds nothing and waits for nothing.
+func (c *Core) gc(e *entry) {
+	if e.live == nil && e.parked == nil && len(e.pending) == 0 && len(e.unresolved) == 0 &&
+		e.sockets == 0 && e.busy == 0 && e.acq == nil && e.moving == nil && e.look == nil && e.sweepRead == sweepNone {
+		delete(c.entries, e.actor)
+	}
+}
+
+func (c *Core) setParked(n int) {
+	if n != c.parked {
+		c.parked = n
+		c.emit(SetGauge{Name: MetricParkedRecords, Value: float64(n)})
+	}
+}
+
+func (c *Core) ownRecord(a Actor, gen Generation, held bool) (Record, []byte) {
+	r := Record{Class: a.Class, Name: a.Name, Node: c.cfg.Node, Instance: c.cfg.Instance, Generation: gen, Held: held, Nonce: c.nonce()}
+	return r, EncodeRecord(r)
+}
+
+// ---- events ----
+
+func (c *Core) route(e *entry, ref uint64, n NodeID) {
+	addr := ""
+	if p := c.peers[n]; p != nil {
+		addr = p.lease.Addr
+	}
+	c.count(MetricRoutes, "")
+	c.emit(Route{Actor: e.actor, Ref: ref, Node: n, Addr: addr})
+}
+
+func (c *Core) holdEnded(in HoldEnded) {
+	e := c.entries[in.Actor]
+	if e == nil || e.live == nil || e.live.gen != in.Gen {
+		return
+	}
+	reason := in.Reason
+	if reason == "" {
+		reason = "ended"
+	}
+	h := *e.live
+	e.live = nil
+	c.queueRelease(e, h, reason, false, false)
+	c.advance(e)
+}
+
+func (c *Core) socketOpened(a Actor) { c.entry(a).sockets++ }
+
+func (c *Core) socketGone(a Actor) {
+	e := c.entries[a]
+	if e == nil || e.sockets == 0 {
+		return
+	}
+	e.sockets--
+	if e.sockets == 0 && e.live == nil {
+		c.releaseParked(e, "last_socket")
+	}
+	if e.sockets == 0 {
+		e.look = nil
+	}
+	c.advance(e)
+	c.gc(e)
+}
+
+func (c *Core) liveCount() int {
+	n := 0
+	for _, e := range c.entries {
+		if e.live != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// ---- ending holds ----
+
+// endLive stops the live hold and releases it.
+func (c *Core) endLive(e *entry, reason string) {
+	if e.live == nil {
+		return
+	}
+	h := *e.live
+	e.live = nil
+	c.emit(StopActing{Actor: e.actor, Gen: h.gen, Reason: reason})
+	c.queueRelease(e, h, reason, false, false)
+}
+
+// releaseParked moves the parked record to the pending releases.
+func (c *Core) releaseParked(e *entry, reason string) {
+	if e.parked == nil {
+		return
+	}
+	h := *e.parked
+	e.parked = nil
+	c.setParked(c.parked - 1)
+	c.queueRelease(e, h, reason, true, false)
+}
+
+// dropParked forgets a parked entry whose record is known to have moved.
+func (c *Core) dropParked(e *entry) {
+	if e.parked != nil {
+		e.parked = nil
+		c.setParked(c.parked - 1)
+	}
+}
+
+func (c *Core) queueRelease(e *entry, h hold, reason string, parked, move bool) {
+	for _, p := range e.pending {
+		if p.h == h {
+			p.parked = p.parked || parked
+			p.move = p.move || move
+			return
+		}
+	}
+	e.pending = append(e.pending, &pendingRelease{h: h, reason: reason, parked: parked, move: move, due: c.now})
+	c.emit(SetGauge{Name: MetricPendingReleases, Value: float64(c.pendingCount())})
+}
+
+func (c *Core) pendingCount() int {
+	n := 0
+	for _, e := range c.entries {
+		n += len(e.pending)
+	}
+	return n
+}
+
+func (c *Core) refuseWaiters(e *entry, reason string, draining bool) {
+	if e.acq == nil {
+		return
+	}
+	for _, w := range e.acq.waiters {
+		c.emit(Refuse{Actor: e.actor, Ref: w.ref, Reason: reason, RetryAfter: c.cfg.LeasePeriod, Draining: draining})
+	}
+	e.acq = nil
+}
+
+// ---- the per-actor request scheduler ----
+
+// advance sends the actor's next request when none is in flight: due
+// releases first, then the waiting acquisition, the resolver, the move's
+// look and the sweep's read. Otherwise it schedules the next due time.
+func (c *Core) advance(e *entry) {
+	if e.busy != 0 || c.phase != phaseRunning {
+		return
+	}
+	var next time.Time
+	later := func(t time.Time) {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	for _, p := range e.pending {
+		if !c.now.Before(p.due) {
+			if p.reread {
+				e.busy = c.send(fReleaseRead, OpGet, e.key, nil, Always(), &flight{actor: e.actor, rel: p})
+				return
+			}
+			_, body := c.ownRecord(e.actor, p.h.gen, false)
+			e.busy = c.send(fRelease, OpPut, e.key, body, IfMatch(p.h.etag), &flight{actor: e.actor, rel: p, gen: p.h.gen})
+			return
+		}
+		later(p.due)
+	}
+	if e.acq != nil {
+		if c.expireWaiters(e) {
+			if !c.now.Before(e.acq.retryAt) {
+				e.busy = c.send(fAcqRead, OpGet, e.key, nil, Always(), &flight{actor: e.actor})
+				return
+			}
+			later(e.acq.retryAt)
+		}
+	}
+	for _, u := range e.unresolved {
+		if !c.now.Before(u.due) {
+			e.busy = c.send(fResolveRead, OpGet, e.key, nil, Always(), &flight{actor: e.actor})
+			return
+		}
+		later(u.due)
+	}
+	if e.look != nil {
+		if !c.now.Before(e.look.until) {
+			e.look = nil
+			if e.moving != nil && !c.now.Before(e.moving.until) {
+				e.moving = nil
+			}
+		} else if !c.now.Before(e.look.due) {
+			e.busy = c.send(fLookRead, OpGet, e.key, nil, Always(), &flight{actor: e.actor})
+			return
+		} else {
+			later(e.look.due)
+		}
+	}
+	if e.moving != nil && e.look == nil {
+		if !c.now.Before(e.moving.until) {
+			e.moving = nil
+		} else {
+			later(e.moving.until)
+		}
+	}
+	if e.sweepRead != sweepNone {
+		e.busy = c.send(fSweepRead, OpGet, e.key, nil, Always(), &flight{actor: e.actor})
+		return
+	}
+	if !next.IsZero() {
+		c.schedule(e, next)
+	}
+	c.gc(e)
+}
+
+// expireWaiters refuses waiters that waited past the failover bound; it
+// reports whether any remain.
+func (c *Core) expireWaiters(e *entry) bool {
+	kept := e.acq.waiters[:0]
+	for _, w := range e.acq.waiters {
+		if c.now.Sub(w.since) >= c.cfg.FailoverWait {
+			c.emit(Refuse{Actor: e.actor, Ref: w.ref, Reason: "owner unreachable past the failover wait", RetryAfter: c.cfg.LeasePeriod})
+			continue
+		}
+		kept = append(kept, w)
+	}
+	e.acq.waiters = kept
+	if len(kept) == 0 {
+		e.acq = nil
+		return false
+	}
+	return true
+}
+
+// wakeWaiting re-reads, now, the records of acquisitions waiting on the
+// membership view (a fence landed, a peer's lease was read).
+func (c *Core) wakeWaiting() {
+	for _, e := range c.sortedEntries() {
+		if e.acq != nil && !e.acq.retryAt.IsZero() {
+			e.acq.retryAt = time.Time{}
+			c.advance(e)
+		}
+	}
+}
+
+func (c *Core) onEntryReply(f *flight, r Reply) {
+	e := c.entries[f.actor]
+	if e == nil || e.busy != r.ID {
+		return
+	}
+	e.busy = 0
+	switch f.kind {
+	case fAcqRead:
+		c.onAcquireRead(e, r)
+	case fAcqWrite:
+		c.onAcquireWrite(e, f, r)
+	case fRelease:
+		c.onRelease(e, f, r)
+	case fReleaseRead:
+		c.onReleaseRead(e, f, r)
+	case fResolveRead:
+		c.onResolveRead(e, r)
+	case fSweepRead:
+		c.onSweepRead(e, r)
+	case fLookRead:
+		c.onLookRead(e, r)
+	}
+	c.advance(e)
+	c.gc(e)
+}
+
+// readRecord decodes an owner record reply: ok is false when the reply says
+// nothing usable (no answer, or an unreadable record, which is reported).
+func (c *Core) readRecord(e *entry, r Reply) (rec *Record, ok bool) {
+	switch r.Outcome {
+	case NotFound:
+		return nil, true
+	case Landed:
+		got, err := DecodeRecord(r.Body)
+		if err != nil {
+			c.reportUnreadable(e.key, err)
+			return nil, false
+		}
+		return &got, true
+	}
+	return nil, false
+}
+
+// ---- acquisition ----
+
+type verdict uint8
+
+const (
+	verdictTake  verdict = iota + 1 // write generation + 1 (or create)
+	verdictRoute                    // another live process holds it
+	verdictWait                     // its holder may still act: wait for a fence, or for the view
+)
+
+// judge applies the acquire rule to a record read from the bucket.
+func (c *Core) judge(rec Record, seenAt time.Time) (verdict, string) {
+	if !rec.Held || rec.Node == c.cfg.Node {
+		// Free; or this node's: a hold of this instance that ended, parked
+		// or pending, or of an earlier instance, which can no longer act (it
+		// released, was fenced, was watched dead, or was taken over a TTL ago).
+		return verdictTake, ""
+	}
+	p := c.peers[rec.Node]
+	if p == nil || !p.known {
+		c.listing.nextAt = c.now
+		return verdictWait, fmt.Sprintf("node %s not yet in the membership view", rec.Node)
+	}
+	if p.lease.Instance != rec.Instance {
+		// The record's instance is not the one our view shows: it may be an
+		// older one (dead, or taken over) or a newer one our view has not seen
+		// yet. Only a read of the node's lease sent after this version of the
+		// record existed tells: the record's instance wrote its lease before
+		// the record, so such a read shows it or a later instance.
+		if p.readSentAt.Before(seenAt) {
+			c.readPeer(p)
+			return verdictWait, fmt.Sprintf("record names instance %s of node %s; re-reading that node's lease", rec.Instance, rec.Node)
+		}
+		// Older: it cannot act a ttl after we first saw its successor.
+		if c.now.Sub(p.instanceSince) >= c.cfg.LeaseTTL {
+			return verdictTake, ""
+		}
+		return verdictWait, fmt.Sprintf("instance %s of node %s was replaced less than a ttl ago", rec.Instance, rec.Node)
+	}
+	switch p.lease.State {
+	case LeaseReleased, LeaseFenced:
+		return verdictTake, ""
+	}
+	if c.now.Sub(p.changedAt) >= c.cfg.deadAfter() {
+		if p.busy == 0 {
+			c.fence(p)
+		}
+		return verdictWait, fmt.Sprintf("node %s looks dead; fencing it", rec.Node)
+	}
+	return verdictRoute, ""
+}
+
+func (c *Core) onAcquireRead(e *entry, r Reply) {
+	if e.acq == nil {
+		return
+	}
+	rec, ok := c.readRecord(e, r)
+	if !ok {
+		// The wake wrote nothing: the parked entry stays.
+		c.refuseWaiters(e, "bucket did not answer the record read", false)
+		return
+	}
+	if rec != nil && rec.Names(c.cfg.Node, c.cfg.Instance) {
+		for i, u := range e.unresolved {
+			if u.nonce == rec.Nonce {
+				// An earlier acquisition of ours landed unanswered: it is this
+				// event's hold.
+				e.unresolved = append(e.unresolved[:i], e.unresolved[i+1:]...)
+				c.count(MetricResolver, "landed_granted")
+				c.granted(e, hold{gen: rec.Generation, etag: r.ETag})
+				return
+			}
+		}
+	}
+	if !c.LeaseValid(c.now) || c.mode != modeServing {
+		c.refuseWaiters(e, "node lease not valid", c.mode == modeDraining)
+		return
+	}
+	var gen Generation = 1
+	cond := IfAbsent()
+	if rec != nil {
+		if r.ETag != e.acq.seenETag {
+			e.acq.seenETag, e.acq.seenAt = r.ETag, c.now
+		}
+		v, why := c.judge(*rec, e.acq.seenAt)
+		switch v {
+		case verdictRoute:
+			if e.parked != nil {
+				// The parked record moved to another holder.
+				c.dropParked(e)
+				e.exposed = true
+			}
+			for _, w := range e.acq.waiters {
+				c.route(e, w.ref, rec.Node)
+			}
+			e.acq = nil
+			return
+		case verdictWait:
+			e.acq.retryAt = c.now.Add(c.cfg.LeasePeriod)
+			c.emit(Report{Level: "info", Key: e.key, Msg: "acquisition waits: " + why})
+			return
+		}
+		gen, cond = rec.Generation+1, IfMatch(r.ETag)
+	}
+	written, body := c.ownRecord(e.actor, gen, true)
+	nonce := written.Nonce
+	prior := ETag("")
+	if rec != nil {
+		prior = r.ETag
+	}
+	e.busy = c.send(fAcqWrite, OpPut, e.key, body, cond, &flight{
+		actor: e.actor, gen: gen, nonce: nonce, prior: prior, wake: e.parked != nil,
+	})
+}
+
+const maxAcquireRounds = 6
+
+func errText(err error) string {
+	if err == nil {
+		return "unknown error"
+	}
+	return err.Error()
+}
+
+// ---- release ----
+
+func (c *Core) endRelease(e *entry, idx int, how string) {
+	p := e.pending[idx]
+	e.pending = append(e.pending[:idx], e.pending[idx+1:]...)
+	c.emit(SetGauge{Name: MetricPendingReleases, Value: float64(c.pendingCount())})
+	c.count(MetricReleases, p.reason+":"+how)
+	if how == "landed" && p.parked {
+		c.count(MetricParkedReleases, p.reason)
+	}
+	if p.move {
+		c.moveReleased(e, how == "landed")
+	}
+}
+
+// onReleaseRead decides a release whose write was refused: if the record
+// still names this instance at the hold's generation, the release is tried
+// again on the version read; otherwise the record moved on (an acquisition,
+// or our own earlier attempt landing late) and the release has nothing left
+// to do.
+func (c *Core) onReleaseRead(e *entry, f *flight, r Reply) {
+	p := f.rel
+	idx := -1
+	for i, q := range e.pending {
+		if q == p {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		return
+	}
+	rec, ok := c.readRecord(e, r)
+	switch {
+	case !ok:
+		p.attempts++
+		p.due = c.now.Add(c.backoff(p.attempts))
+	case rec != nil && rec.Names(c.cfg.Node, c.cfg.Instance) && rec.Generation == p.h.gen:
+		p.reread = false
+		p.h.etag, p.due = r.ETag, c.now
+	default:
+		c.endRelease(e, idx, "refused")
+	}
+}
+
+func (c *Core) backoff(attempts int) time.Duration {
+	d := c.cfg.ReleaseBackoff << min(max(attempts-1, 0), 16)
+	if d > c.cfg.ReleaseBackoffMax || d <= 0 {
+		d = c.cfg.ReleaseBackoffMax
+	}
+	return d
+}
+
+func (c *Core) onRelease(e *entry, f *flight, r Reply) {
+	p := f.rel
+	idx := -1
+	for i, q := range e.pending {
+		if q == p {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		return
+	}
+	switch r.Outcome {
+	case Landed:
+		c.endRelease(e, idx, "landed")
+	case Refused, NotFound:
+		// Refused does not prove the record moved on: a 409 can refuse a
+		// write whose condition still holds, and our own earlier attempt may
+		// have landed late. Re-read, then decide.
+		p.reread, p.due = true, c.now
+	default:
+		p.attempts++
+		p.due = c.now.Add(c.backoff(p.attempts))
+		c.count(MetricPendingRetries, "")
+	}
+}

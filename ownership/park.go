@@ -1,0 +1,152 @@
+package ownership
+
+import (
+	"fmt"
+	"time"
+)
+
+// Parking and waking (ADR 0024 sections 1 and 2): an idle drop with open
+// sockets parks the hold; the next event acquires at a new generation.
+// This file is small on purpose: the simulation's broken variants replace
+// it whole.
+
+func (c *Core) acquire(in Acquire) {
+	refuse := func(reason string, draining bool) {
+		c.emit(Refuse{Actor: in.Actor, Ref: in.Ref, Reason: reason, RetryAfter: c.cfg.LeasePeriod, Draining: draining})
+	}
+	switch {
+	case c.phase != phaseRunning:
+		refuse("node starting", false)
+		return
+	case c.mode == modeStopping:
+		refuse("node stopping", false)
+		return
+	}
+	e := c.entry(in.Actor)
+	if e.moving != nil {
+		c.route(e, in.Ref, e.moving.target)
+		c.gc(e)
+		return
+	}
+	if c.mode == modeDraining {
+		// A draining node takes no actor; a parked record is released first,
+		// so the peer the event goes to finds it free.
+		c.releaseParked(e, "drain")
+		c.advance(e)
+		refuse("node draining", true)
+		c.gc(e)
+		return
+	}
+	if !c.LeaseValid(c.now) {
+		refuse("node lease not valid", false)
+		c.gc(e)
+		return
+	}
+	if e.live != nil {
+		c.emit(Grant{Actor: in.Actor, Ref: in.Ref, Gen: e.live.gen})
+		return
+	}
+	if e.acq == nil {
+		e.acq = &acquireJob{}
+	}
+	e.acq.waiters = append(e.acq.waiters, waiter{ref: in.Ref, since: c.now})
+	c.advance(e)
+}
+
+// idle parks the hold when the rules of parking allow, and releases it
+// otherwise. Parking moves the hold from live to parked in this one step.
+func (c *Core) idle(in Idle) {
+	e := c.entries[in.Actor]
+	if e == nil || e.live == nil || e.live.gen != in.Gen {
+		return
+	}
+	if e.sockets > 0 && c.LeaseValid(c.now) && c.mode == modeServing && e.moving == nil {
+		e.parked, e.live = e.live, nil
+		e.exposed = false
+		c.setParked(c.parked + 1)
+		c.count("wasmkeep_parks_total", "")
+		c.emit(SetGauge{Name: MetricLiveHolds, Value: float64(c.liveCount())})
+		c.advance(e)
+		return
+	}
+	h := *e.live
+	e.live = nil
+	c.queueRelease(e, h, "idle", false, false)
+	c.advance(e)
+}
+
+func (c *Core) onAcquireWrite(e *entry, f *flight, r Reply) {
+	switch r.Outcome {
+	case Landed:
+		c.granted(e, hold{gen: f.gen, etag: r.ETag})
+	case Refused, NotFound:
+		// The record moved under us: re-read and decide again. The write is
+		// also watched as unresolved: a store that answers 409 having applied
+		// the write must not leave a record naming us with nothing here.
+		e.unresolved = append(e.unresolved, &unresolved{
+			gen: f.gen, nonce: f.nonce, prior: f.prior, created: f.prior == "", since: f.sentAt, due: c.now.Add(c.cfg.AttemptTimeout),
+		})
+		if e.acq == nil {
+			return
+		}
+		e.acq.attempts++
+		if e.acq.attempts > maxAcquireRounds {
+			c.refuseWaiters(e, "record contended", false)
+			return
+		}
+		e.acq.retryAt = time.Time{}
+	case Unknown:
+		// It may have landed, or may land later: the resolver watches it, and
+		// this acquisition re-reads at once to learn which.
+		e.unresolved = append(e.unresolved, &unresolved{
+			gen: f.gen, nonce: f.nonce, prior: f.prior, created: f.prior == "", since: f.sentAt, due: c.now.Add(c.cfg.AttemptTimeout),
+		})
+		if f.wake {
+			e.exposed = true
+		}
+		if e.acq != nil {
+			e.acq.attempts++
+			if e.acq.attempts > maxAcquireRounds {
+				c.refuseWaiters(e, "record write without answer", false)
+			}
+		}
+	default:
+		c.refuseWaiters(e, "record write failed: "+errText(r.Err), false)
+	}
+}
+
+// granted makes a landed acquisition the live hold, if the node may still act.
+func (c *Core) granted(e *entry, h hold) {
+	if e.parked != nil && e.parked.gen < h.gen {
+		// A wake: the record moved from the parked hold to this one.
+		c.dropParked(e)
+		c.count(MetricParkedWakes, "")
+	}
+	if !c.LeaseValid(c.now) || c.mode != modeServing || e.moving != nil {
+		reason := "lapse"
+		if c.mode == modeDraining {
+			reason = "drain"
+		} else if c.mode == modeStopping {
+			reason = "stop"
+		}
+		c.queueRelease(e, h, reason, false, false)
+		c.refuseWaiters(e, "node cannot act", c.mode == modeDraining)
+		return
+	}
+	if e.live != nil && e.live.gen >= h.gen {
+		panic(fmt.Sprintf("ownership: %s granted generation %d over live generation %d", e.actor, h.gen, e.live.gen))
+	}
+	e.live = &h
+	label := "taken"
+	if h.gen == 1 {
+		label = "created"
+	}
+	c.count(MetricAcquisitions, label)
+	c.emit(SetGauge{Name: MetricLiveHolds, Value: float64(c.liveCount())})
+	if e.acq != nil {
+		for _, w := range e.acq.waiters {
+			c.emit(Grant{Actor: e.actor, Ref: w.ref, Gen: h.gen})
+		}
+		e.acq = nil
+	}
+}

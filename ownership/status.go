@@ -1,0 +1,104 @@
+package ownership
+
+import "time"
+
+// Read-only views of a core, for its shell, `cluster status` and the
+// simulation's checks. Like Step, they are called from the core's goroutine.
+
+// Hold is one hold as seen from outside.
+type Hold struct {
+	Gen  Generation
+	ETag ETag
+}
+
+// Live returns the live hold on an actor, if any.
+func (c *Core) Live(a Actor) (Hold, bool) {
+	if e := c.entries[a]; e != nil && e.live != nil {
+		return Hold{Gen: e.live.gen, ETag: e.live.etag}, true
+	}
+	return Hold{}, false
+}
+
+// Parked returns the parked record of an actor, if any.
+func (c *Core) Parked(a Actor) (Hold, bool) {
+	if e := c.entries[a]; e != nil && e.parked != nil {
+		return Hold{Gen: e.parked.gen, ETag: e.parked.etag}, true
+	}
+	return Hold{}, false
+}
+
+// Tracks reports whether the core holds, parks, or has anything pending for
+// the actor's record: a release, an unresolved acquisition, a request.
+func (c *Core) Tracks(a Actor) bool {
+	e := c.entries[a]
+	return e != nil && (e.live != nil || e.parked != nil || len(e.pending) > 0 || len(e.unresolved) > 0 || e.busy != 0 || e.acq != nil)
+}
+
+// Moving reports whether the actor is being moved away from this node.
+func (c *Core) Moving(a Actor) bool {
+	e := c.entries[a]
+	return e != nil && e.moving != nil
+}
+
+// Sockets returns the count of the actor's open sockets the core knows of.
+func (c *Core) Sockets(a Actor) int {
+	if e := c.entries[a]; e != nil {
+		return e.sockets
+	}
+	return 0
+}
+
+// Status summarises a core.
+type Status struct {
+	Node       NodeID
+	Instance   InstanceID
+	Phase      string
+	LeaseValid bool
+	Draining   bool
+	Live       int
+	Parked     int
+	Pending    int
+	Unresolved int
+	Peers      []PeerStatus
+}
+
+// PeerStatus is one peer as this node's membership view sees it.
+type PeerStatus struct {
+	Node      NodeID
+	Instance  InstanceID
+	State     LeaseState
+	Unchanged time.Duration // how long its record has been unchanged, on this node's clock
+}
+
+// Status returns a summary at the given time.
+func (c *Core) Status(now time.Time) Status {
+	s := Status{Node: c.cfg.Node, Instance: c.cfg.Instance, LeaseValid: c.LeaseValid(now), Draining: c.mode == modeDraining}
+	switch c.phase {
+	case phaseNew:
+		s.Phase = "new"
+	case phaseStarting:
+		s.Phase = "starting"
+	case phaseRunning:
+		s.Phase = "running"
+		if c.mode == modeStopping {
+			s.Phase = "stopping"
+		}
+	case phaseExited:
+		s.Phase = "exited"
+	}
+	for _, e := range c.entries {
+		if e.live != nil {
+			s.Live++
+		}
+		if e.parked != nil {
+			s.Parked++
+		}
+		s.Pending += len(e.pending)
+		s.Unresolved += len(e.unresolved)
+	}
+	for _, n := range c.sortedPeers() {
+		p := c.peers[n]
+		s.Peers = append(s.Peers, PeerStatus{Node: n, Instance: p.lease.Instance, State: p.lease.State, Unchanged: now.Sub(p.changedAt)})
+	}
+	return s
+}

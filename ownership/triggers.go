@@ -1,0 +1,288 @@
+package ownership
+
+import (
+	"sort"
+	"time"
+)
+
+// sweepState paces the owner sweep (ADR 0024 section 5).
+type sweepState struct {
+	nextAt time.Time
+	pass   int
+	// cursor is the key of the first parked record the next re-read reads
+	// (the one after the last re-read; "" to start over).
+	cursor string
+	// outstanding counts this pass's reads still to answer; a read without
+	// answer cuts the pass short.
+	outstanding int
+}
+
+// sweepDue starts a pass once a sweep period has gone by. A pass skips
+// parked rooms except on every RereadEvery-th pass, which re-reads up to
+// SweepBatch parked records, going on where the last re-read stopped; it
+// releases parked records with no open socket left; and it reads the record
+// of every room with sockets here and no hold, closing their sockets when
+// another live node holds the room.
+func (c *Core) sweepDue() {
+	if c.now.Before(c.sweep.nextAt) {
+		return
+	}
+	c.sweep.nextAt = c.now.Add(c.cfg.SweepPeriod)
+	c.sweep.pass++
+	reread := c.sweep.pass%c.cfg.RereadEvery == 0
+	var parkedKeys []string
+	budget := c.cfg.SweepBatch
+	for _, e := range c.sortedEntries() {
+		switch {
+		case e.parked != nil && e.sockets == 0 && e.live == nil:
+			c.releaseParked(e, "last_socket")
+		case e.parked != nil:
+			if reread {
+				parkedKeys = append(parkedKeys, e.key)
+			}
+		case e.live == nil && e.sockets > 0 && e.look == nil && budget > 0 && e.sweepRead == sweepNone:
+			e.sweepRead = sweepOwner
+			c.sweep.outstanding++
+			budget--
+		}
+		c.advance(e)
+	}
+	if !reread || len(parkedKeys) == 0 {
+		return
+	}
+	// Resume after the cursor, wrapping around once.
+	start := sort.SearchStrings(parkedKeys, c.sweep.cursor)
+	order := append(parkedKeys[start:len(parkedKeys):len(parkedKeys)], parkedKeys[:start]...)
+	if len(order) > budget {
+		order = order[:budget]
+	}
+	byKey := map[string]*entry{}
+	for _, e := range c.entries {
+		byKey[e.key] = e
+	}
+	for i, k := range order {
+		e := byKey[k]
+		if e.sweepRead == sweepNone {
+			e.sweepRead = sweepReread
+			c.sweep.outstanding++
+		}
+		if i == len(order)-1 {
+			c.sweep.cursor = k + "\x00" // the next re-read starts after it
+		}
+		c.advance(e)
+	}
+}
+
+func (c *Core) onSweepRead(e *entry, r Reply) {
+	kind := e.sweepRead
+	e.sweepRead = sweepNone
+	c.sweep.outstanding--
+	switch r.Outcome {
+	case Landed, NotFound:
+	default:
+		// A bucket that does not answer cuts the pass short; the next re-read
+		// starts at the first record this one did not read.
+		if kind == sweepReread && (c.sweep.cursor == "" || e.key < c.sweep.cursor) {
+			c.sweep.cursor = e.key
+		}
+		for _, o := range c.entries {
+			if o.sweepRead != sweepNone && o.busy == 0 {
+				if o.sweepRead == sweepReread && o.key < c.sweep.cursor {
+					c.sweep.cursor = o.key
+				}
+				o.sweepRead = sweepNone
+				c.sweep.outstanding--
+			}
+		}
+		return
+	}
+	var rec *Record
+	if r.Outcome == Landed {
+		got, err := DecodeRecord(r.Body)
+		if err != nil {
+			// Proves nothing: kept, counted, reported once, passed over.
+			c.count(MetricSweepUnreadable, "")
+			c.reportUnreadable(e.key, err)
+			return
+		}
+		rec = &got
+	}
+	if kind == sweepReread && e.parked != nil {
+		if rec != nil && rec.Names(c.cfg.Node, c.cfg.Instance) && rec.Generation == e.parked.gen {
+			return
+		}
+		// The parked entry no longer matches the record: forget it; its
+		// sockets are treated as those of any room not held here.
+		c.emit(Report{Level: "warn", Key: e.key, Msg: "parked entry no longer matches its record; dropped"})
+		c.dropParked(e)
+	}
+	if e.live == nil && e.parked == nil && e.sockets > 0 && rec != nil && c.heldElsewhere(*rec) {
+		c.closeRoom(e, "sweep")
+	}
+}
+
+// heldElsewhere says whether a record is held by another live process.
+func (c *Core) heldElsewhere(rec Record) bool {
+	if !rec.Held || rec.Node == c.cfg.Node {
+		return false
+	}
+	p := c.peers[rec.Node]
+	return p != nil && p.known && p.lease.Instance == rec.Instance &&
+		(p.lease.State == LeaseLive || p.lease.State == LeaseDraining)
+}
+
+func (c *Core) closeRoom(e *entry, reason string) {
+	c.count(MetricOwnerCloses, reason)
+	c.emit(CloseSockets{Actor: e.actor, Code: CloseServiceRestart, Reason: reason})
+}
+
+// ---- drain ----
+
+func (c *Core) drain(why string) {
+	if c.mode != modeServing {
+		return
+	}
+	c.mode = modeDraining
+	if c.phase != phaseRunning {
+		// Still taking the lease: it is written draining, and the first pass
+		// runs once it is taken.
+		c.emit(Report{Level: "info", Msg: "draining (" + why + ") once the lease is taken"})
+		return
+	}
+	c.drainedSet = false
+	c.emit(Report{Level: "info", Msg: "draining (" + why + ")"})
+	c.emit(CloseSockets{All: true, Code: CloseServiceRestart, Reason: "drain"})
+	c.lease.nextRenew = c.now // say draining in the lease at once
+	c.runDrainPass()
+}
+
+// runDrainPass releases every parked record and live hold, on every pass: a
+// park that checked "not draining" just before the drain began may land
+// after the first pass.
+func (c *Core) runDrainPass() {
+	c.drainPass = c.now.Add(c.cfg.LeasePeriod)
+	for _, e := range c.sortedEntries() {
+		c.refuseWaiters(e, "node draining", true)
+		c.endLive(e, "drain")
+		c.releaseParked(e, "drain")
+		c.advance(e)
+	}
+}
+
+// nothingLeft reports no live hold, parked record, pending release,
+// unresolved acquisition or request on a record.
+func (c *Core) nothingLeft() bool {
+	for _, e := range c.entries {
+		if e.live != nil || e.parked != nil || len(e.pending) > 0 || len(e.unresolved) > 0 || e.busy != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *Core) checkDrained() {
+	if c.mode == modeDraining && !c.drainedSet && c.nothingLeft() {
+		c.drainedSet = true
+		c.emit(Drained{})
+		c.emit(Report{Level: "info", Msg: "drained: no hold, parked record or pending release left"})
+	}
+}
+
+// Draining reports whether the node drains (or drained).
+func (c *Core) Draining() bool { return c.mode == modeDraining }
+
+// ---- clean stop ----
+
+func (c *Core) stop() {
+	switch {
+	case c.phase == phaseStarting || c.phase == phaseNew:
+		c.exit(true, "stopped before the lease was taken")
+		return
+	case c.phase != phaseRunning || c.mode == modeStopping:
+		return
+	}
+	c.mode = modeStopping
+	c.stopUntil = c.now.Add(c.cfg.ResolverWatch + c.cfg.AttemptTimeout)
+	c.emit(CloseSockets{All: true, Code: CloseServiceRestart, Reason: "stop"})
+	for _, e := range c.sortedEntries() {
+		c.refuseWaiters(e, "node stopping", false)
+		c.endLive(e, "stop")
+		c.releaseParked(e, "stop")
+		e.look, e.moving = nil, nil
+		c.advance(e)
+	}
+}
+
+// stopReady: every release landed or ended (or the wait is over), so the
+// lease may be written released, which frees anything left.
+func (c *Core) stopReady() bool {
+	return c.nothingLeft() || !c.now.Before(c.stopUntil)
+}
+
+// ---- move ----
+
+// move releases the actor's hold (live or parked) so that the target can
+// take it. Events for the actor go to the target from now on. Only a release
+// that landed closes the sockets and sends the take call.
+func (c *Core) move(in Move) {
+	if c.phase != phaseRunning || in.Target == c.cfg.Node {
+		return
+	}
+	e := c.entries[in.Actor]
+	if e == nil || (e.live == nil && e.parked == nil) {
+		c.emit(Report{Level: "info", Key: OwnerKey(in.Actor), Msg: "move: the actor is neither held nor parked here"})
+		return
+	}
+	e.moving = &moving{target: in.Target, until: c.now.Add(c.cfg.MoveLook)}
+	c.refuseWaiters(e, "actor moving", false)
+	if e.live != nil {
+		h := *e.live
+		e.live = nil
+		c.emit(StopActing{Actor: e.actor, Gen: h.gen, Reason: "move"})
+		c.queueRelease(e, h, "move", false, true)
+	} else {
+		h := *e.parked
+		c.dropParked(e)
+		c.queueRelease(e, h, "move", true, true)
+	}
+	c.advance(e)
+}
+
+// moveReleased continues a move once its release has an answer.
+func (c *Core) moveReleased(e *entry, landed bool) {
+	if e.moving == nil {
+		return
+	}
+	if landed {
+		if e.sockets > 0 {
+			c.closeRoom(e, "move")
+		}
+		c.emit(Take{Actor: e.actor, Target: e.moving.target})
+		return
+	}
+	// The record moved on: perhaps a wake of ours landed unanswered (the
+	// resolver releases it), perhaps another node holds it. Keep the sockets
+	// and look at the record until another live node holds the room.
+	if e.sockets > 0 {
+		e.look = &look{until: c.now.Add(c.cfg.MoveLook), due: c.now}
+	}
+}
+
+func (c *Core) onLookRead(e *entry, r Reply) {
+	if e.look == nil {
+		return
+	}
+	e.look.due = c.now.Add(c.cfg.LeasePeriod)
+	if e.sockets == 0 || e.live != nil || e.parked != nil {
+		e.look = nil
+		return
+	}
+	rec, ok := c.readRecord(e, r)
+	if !ok || rec == nil {
+		return // an unread record counts as this node's: keep the sockets
+	}
+	if c.heldElsewhere(*rec) {
+		c.closeRoom(e, "move")
+		e.look = nil
+	}
+}

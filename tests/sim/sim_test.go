@@ -1,0 +1,81 @@
+package sim
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"testing"
+)
+
+var (
+	flagSeed  = flag.Int64("seed", -1, "run only this seed (with -show, print its trace)")
+	flagSeeds = flag.Int("seeds", 2000, "how many seeds TestSeeds runs")
+	flagFirst = flag.Uint64("first", 0, "the first seed TestSeeds runs")
+	flagTrace = flag.Bool("show", false, "print the trace of -seed, readable")
+)
+
+func replayCommand(seed uint64) string {
+	return fmt.Sprintf("go test ./tests/sim -run 'TestSeeds$' -seed=%d -show", seed)
+}
+
+// runSeeds runs seeds on every core and returns the failing ones in order.
+func runSeeds(first uint64, count int, each func(w *World)) map[uint64]string {
+	var mu sync.Mutex
+	failures := map[uint64]string{}
+	next := first
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				seed := next
+				next++
+				mu.Unlock()
+				if seed >= first+uint64(count) {
+					return
+				}
+				w := New(Default(), seed, nil)
+				f := w.Run()
+				mu.Lock()
+				if each != nil {
+					each(w)
+				}
+				if f != "" {
+					failures[seed] = f
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return failures
+}
+
+func TestSeeds(t *testing.T) {
+	if *flagSeed >= 0 {
+		var tr *os.File
+		if *flagTrace {
+			tr = os.Stdout
+		}
+		w := New(Default(), uint64(*flagSeed), tr)
+		if f := w.Run(); f != "" {
+			t.Fatalf("seed %d: %s\nstats: %+v", *flagSeed, f, w.Stats)
+		}
+		t.Logf("seed %d: ok, hash %016x, stats %+v", *flagSeed, w.TraceHash(), w.Stats)
+		return
+	}
+	var total Stats
+	total.Releases = map[string]int{}
+	failures := runSeeds(*flagFirst, *flagSeeds, func(w *World) { total.add(w.Stats) })
+	t.Logf("%d seeds: %s", *flagSeeds, total.summary())
+	for seed := *flagFirst; seed < *flagFirst+uint64(*flagSeeds); seed++ {
+		if f, ok := failures[seed]; ok {
+			t.Errorf("seed %d failed (%d of %d seeds failed): %s\nreplay: %s", seed, len(failures), *flagSeeds, f, replayCommand(seed))
+			break
+		}
+	}
+}

@@ -1,0 +1,858 @@
+package sim
+
+import (
+	"container/heap"
+	"fmt"
+	"hash"
+	"hash/fnv"
+	"io"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/memstore"
+)
+
+// Params shape one run. The zero value is not useful: start from Default.
+type Params struct {
+	Nodes int
+	Rooms int
+
+	Chaos time.Duration // faults, crashes, drains, moves and cut links
+	Heal  time.Duration // no faults; every node back; events still arrive
+	Quiet time.Duration // no new events; what is pending settles
+
+	// Per-request fault probabilities during the chaos phase.
+	LoseRequest, LoseReply, LandLate, Slow float64
+	Unavailable, UnavailableApplied       float64 // 503 without / with effect
+	Conflict, ConflictApplied             float64 // 409 without / with effect
+
+	MaxLate time.Duration // how long after its attempt timeout a late write may land
+
+	EventEvery   time.Duration // mean gap between room events
+	CrashEvery   time.Duration // mean gap between crashes (whole cluster)
+	StopEvery    time.Duration
+	DrainEvery   time.Duration
+	MoveEvery    time.Duration
+	CutEvery     time.Duration
+	SocketChance float64 // a served event opens a socket
+	MaxSkew      time.Duration
+
+	// LivenessBound: an event that arrives once the heal phase has settled
+	// must be served within it.
+	LivenessBound time.Duration
+}
+
+// Default is the run every seed of the suite uses.
+func Default() Params {
+	return Params{
+		Nodes: 3, Rooms: 4,
+		Chaos: 90 * time.Second, Heal: 60 * time.Second, Quiet: 45 * time.Second,
+		LoseRequest: 0.02, LoseReply: 0.02, LandLate: 0.03, Slow: 0.03,
+		Unavailable: 0.01, UnavailableApplied: 0.01, Conflict: 0.005, ConflictApplied: 0.005,
+		MaxLate:       4 * time.Second,
+		EventEvery:    250 * time.Millisecond,
+		CrashEvery:    40 * time.Second,
+		StopEvery:     60 * time.Second,
+		DrainEvery:    70 * time.Second,
+		MoveEvery:     30 * time.Second,
+		CutEvery:      20 * time.Second,
+		SocketChance:  0.3,
+		MaxSkew:       3 * time.Second,
+		LivenessBound: 20 * time.Second,
+	}
+}
+
+// coreConfig is the configuration of every simulated node: the defaults,
+// with a sweep short enough that runs see its re-reads.
+func coreConfig(node ownership.NodeID, inst ownership.InstanceID) ownership.Config {
+	c := ownership.DefaultConfig(node, inst)
+	c.Addr = string(node)
+	c.SweepPeriod = 4 * time.Second
+	c.RereadEvery = 3
+	c.MoveLook = 20 * time.Second
+	c.FailoverWait = 25 * time.Second
+	return c
+}
+
+// World is one simulated cluster: nodes running real cores, a bucket with
+// the memory store's semantics, clients, sockets, faults. Single-threaded.
+type World struct {
+	P      Params
+	Seed   uint64
+	rng    *rand.Rand
+	now    time.Duration // virtual time since the start
+	seq    uint64
+	queue  eventQueue
+	bucket *memstore.State
+	nodes  []*node
+	rooms  []ownership.Actor
+
+	cut map[[2]int]bool
+
+	trace   io.Writer
+	hash    hash.Hash64
+	Stats   Stats
+	Failure string // the first invariant broken, with context
+
+	truth truth
+
+	events    map[uint64]*clientEvent
+	nextEvent uint64
+	nextSock  uint64
+	healed    bool
+	healAt    time.Duration
+}
+
+// Stats counts what a run did, like the ADR's recorded run.
+type Stats struct {
+	Events, Served, GivenUp                  int
+	Acquisitions, Parks, WakesAtHome, Relays int
+	Releases                                 map[string]int
+	Exposed                                  int
+	Crashes, Stops, Drains, Moves, Cuts      int
+	Requests, Faults                         int
+	SimEvents                                int
+}
+
+type node struct {
+	id       int
+	name     ownership.NodeID
+	core     *ownership.Core
+	inst     ownership.InstanceID
+	life     int // counts starts; replies and timers of earlier lives are dropped
+	up       bool
+	skew     time.Duration
+	timerAt  time.Duration
+	resident map[ownership.Actor]*resident
+	sockets  map[ownership.Actor][]uint64
+	draining bool
+	stopping bool
+	exposed  map[ownership.Actor]bool
+	inflight map[ownership.RequestID]*inflight
+	drainAt  time.Duration
+	inbox    []ownership.Input
+}
+
+type resident struct {
+	gen    ownership.Generation
+	active time.Duration
+}
+
+type inflight struct {
+	req        ownership.Request
+	parkedSent bool
+}
+
+type clientEvent struct {
+	id       uint64
+	room     ownership.Actor
+	born     time.Duration
+	attempts int
+	hops     int
+	served   bool
+	take     bool // a move's take call, not a client's event
+}
+
+// New makes a world for a seed.
+func New(p Params, seed uint64, trace io.Writer) *World {
+	w := &World{
+		P: p, Seed: seed,
+		rng:    rand.New(rand.NewPCG(seed, 0x5eed)),
+		bucket: memstore.NewState(),
+		cut:    map[[2]int]bool{},
+		trace:  trace,
+		hash:   fnv.New64a(),
+		events: map[uint64]*clientEvent{},
+	}
+	w.Stats.Releases = map[string]int{}
+	w.truth.init()
+	for i := 0; i < p.Rooms; i++ {
+		w.rooms = append(w.rooms, ownership.Actor{Class: "room", Name: fmt.Sprintf("r%d", i)})
+	}
+	for i := 0; i < p.Nodes; i++ {
+		n := &node{id: i, name: ownership.NodeID(fmt.Sprintf("n%d", i+1))}
+		w.nodes = append(w.nodes, n)
+		w.startNode(n)
+	}
+	w.at(0, evClient{})
+	w.at(w.exp(p.CrashEvery), evCrash{})
+	w.at(w.exp(p.StopEvery), evStop{})
+	w.at(w.exp(p.DrainEvery), evDrain{})
+	w.at(w.exp(p.MoveEvery), evMove{})
+	w.at(w.exp(p.CutEvery), evCut{})
+	w.at(p.Chaos, evHeal{})
+	return w
+}
+
+// Run runs to the end and reports the first broken invariant ("" if none).
+func (w *World) Run() string {
+	end := w.P.Chaos + w.P.Heal + w.P.Quiet
+	for w.queue.Len() > 0 && w.Failure == "" {
+		ev := heap.Pop(&w.queue).(*scheduled)
+		if ev.at > end {
+			break
+		}
+		w.now = ev.at
+		w.Stats.SimEvents++
+		w.handle(ev.ev)
+		if w.Failure == "" {
+			w.checkStep()
+		}
+	}
+	if w.Failure == "" {
+		w.now = end
+		w.checkFinal()
+	}
+	return w.Failure
+}
+
+// TraceHash is a running hash of everything that happened, in order.
+func (w *World) TraceHash() uint64 { return w.hash.Sum64() }
+
+func (w *World) fail(format string, args ...any) {
+	if w.Failure == "" {
+		w.Failure = fmt.Sprintf("t=%v: ", w.now) + fmt.Sprintf(format, args...)
+		w.logf("FAIL %s", w.Failure)
+	}
+}
+
+func (w *World) logf(format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	w.hash.Write([]byte(line))
+	if w.trace != nil {
+		fmt.Fprintf(w.trace, "%10.3fs %s\n", w.now.Seconds(), line)
+	}
+}
+
+// note adds one line to the trace: its fields go into the running hash
+// without formatting; the line is formatted only when the trace is printed.
+func (w *World) note(kind string, n *node, format string, args ...any) {
+	h := w.hash
+	var b [8]byte
+	put := func(v uint64) {
+		for i := range 8 {
+			b[i] = byte(v >> (8 * i))
+		}
+		h.Write(b[:])
+	}
+	put(uint64(w.now))
+	h.Write([]byte(kind))
+	if n != nil {
+		h.Write([]byte(n.name))
+	}
+	for _, a := range args {
+		switch a := a.(type) {
+		case string:
+			h.Write([]byte(a))
+		case ownership.InstanceID:
+			h.Write([]byte(a))
+		case ownership.NodeID:
+			h.Write([]byte(a))
+		case ownership.Actor:
+			h.Write([]byte(a.Class))
+			h.Write([]byte(a.Name))
+		case uint64:
+			put(a)
+		case int:
+			put(uint64(a))
+		case ownership.Generation:
+			put(uint64(a))
+		case ownership.RequestID:
+			put(uint64(a))
+		case ownership.Op:
+			put(uint64(a))
+		case ownership.Outcome:
+			put(uint64(a))
+		case time.Duration:
+			put(uint64(a))
+		case bool:
+			if a {
+				put(1)
+			} else {
+				put(0)
+			}
+		case ownership.Condition:
+			put(uint64(a.Kind))
+			h.Write([]byte(a.ETag))
+		default:
+			panic(fmt.Sprintf("sim: note of a %T", a))
+		}
+	}
+	if w.trace != nil {
+		who := "--"
+		if n != nil {
+			who = string(n.name)
+		}
+		fmt.Fprintf(w.trace, "%10.3fs %-3s %-10s %s\n", w.now.Seconds(), who, kind, fmt.Sprintf(format, args...))
+	}
+}
+
+// ---- time and randomness ----
+
+func (w *World) at(d time.Duration, ev any) {
+	w.seq++
+	heap.Push(&w.queue, &scheduled{at: d, seq: w.seq, ev: ev})
+}
+
+func (w *World) after(d time.Duration, ev any) { w.at(w.now+d, ev) }
+
+func (w *World) uniform(lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(w.rng.Int64N(int64(hi-lo)))
+}
+
+func (w *World) exp(mean time.Duration) time.Duration {
+	return time.Duration(w.rng.ExpFloat64() * float64(mean))
+}
+
+func (w *World) chance(p float64) bool { return p > 0 && w.rng.Float64() < p }
+
+var epoch = time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
+
+func (n *node) clock(now time.Duration) time.Time { return epoch.Add(now + n.skew) }
+
+func (w *World) chaos() bool { return !w.healed }
+
+// ---- nodes ----
+
+func (w *World) startNode(n *node) {
+	n.life++
+	n.inst = ownership.InstanceID(fmt.Sprintf("%s.%d", n.name, n.life))
+	n.skew = w.uniform(-w.P.MaxSkew, w.P.MaxSkew)
+	core, err := ownership.NewCore(coreConfig(n.name, n.inst))
+	if err != nil {
+		panic(err)
+	}
+	n.core, n.up, n.draining, n.stopping = core, true, false, false
+	n.timerAt = -1
+	n.resident = map[ownership.Actor]*resident{}
+	n.sockets = map[ownership.Actor][]uint64{}
+	n.exposed = map[ownership.Actor]bool{}
+	n.inflight = map[ownership.RequestID]*inflight{}
+	w.note("start", n, "%s", n.inst)
+	w.step(n, ownership.Start{})
+}
+
+// crash kills a node: no input reaches its core again, its sockets are gone.
+func (w *World) crash(n *node) {
+	w.note("crash", n, "%s", n.inst)
+	w.truth.endInstance(n.inst)
+	n.up = false
+	n.core = nil
+	n.sockets = map[ownership.Actor][]uint64{}
+	n.resident = map[ownership.Actor]*resident{}
+	n.inbox = nil
+}
+
+// step feeds one input to a node's core and carries out its effects; inputs
+// the effects cause (socket closes) are fed after, in order.
+func (w *World) step(n *node, in ownership.Input) {
+	n.inbox = append(n.inbox, in)
+	if len(n.inbox) > 1 {
+		return // already draining the inbox below
+	}
+	for len(n.inbox) > 0 && n.up {
+		next := n.inbox[0]
+		effects := n.core.Step(n.clock(w.now), next)
+		w.observe(n, next, effects)
+		for _, e := range effects {
+			if !n.up {
+				break
+			}
+			w.effect(n, e)
+		}
+		if len(n.inbox) > 0 {
+			n.inbox = n.inbox[1:]
+		}
+	}
+	n.inbox = n.inbox[:0]
+}
+
+func (w *World) effect(n *node, e ownership.Effect) {
+	switch e := e.(type) {
+	case ownership.Request:
+		w.request(n, e)
+	case ownership.SetTimer:
+		d := e.At.Sub(epoch) - n.skew
+		if d < w.now {
+			d = w.now
+		}
+		n.timerAt = d
+		w.at(d, evTimer{node: n.id, life: n.life, at: d})
+	case ownership.Grant:
+		w.granted(n, e)
+	case ownership.Route:
+		w.routed(n, e)
+	case ownership.Refuse:
+		w.refused(n, e)
+	case ownership.StopActing:
+		w.truth.endHold(e.Actor, n.inst, e.Gen)
+		delete(n.resident, e.Actor)
+		w.note("stop-act", n, "%s g%d %s", e.Actor, e.Gen, e.Reason)
+	case ownership.CloseSockets:
+		w.closeSockets(n, e)
+	case ownership.Count:
+		w.countMetric(e)
+	case ownership.Take:
+		w.note("take", n, "%s -> %s", e.Actor, e.Target)
+		if t := w.nodeByName(e.Target); t != nil {
+			w.nextEvent++
+			ce := &clientEvent{id: w.nextEvent, room: e.Actor, born: w.now, take: true}
+			w.events[ce.id] = ce
+			w.relay(n, t, ce)
+		}
+	case ownership.Drained:
+		w.note("drained", n, "")
+		w.truth.drained(n.inst)
+		w.after(w.uniform(0, 2*time.Second), evStopNode{node: n.id, life: n.life})
+	case ownership.Exit:
+		w.note("exit", n, "clean=%v %s", e.Clean, e.Reason)
+		if e.Clean {
+			w.truth.stoppedCleanly(n.inst)
+		} else if w.chaos() || !strings.HasPrefix(e.Reason, "lost lease") {
+			w.noteUncleanExit(n, e.Reason)
+		}
+		w.truth.endInstance(n.inst)
+		n.up = false
+		n.core = nil
+		n.sockets = map[ownership.Actor][]uint64{}
+		n.resident = map[ownership.Actor]*resident{}
+		w.after(w.uniform(time.Second, 8*time.Second), evRestart{node: n.id, life: n.life})
+	case ownership.Report, ownership.SetGauge, ownership.Observe, ownership.LeaseChanged:
+	default:
+		panic(fmt.Sprintf("sim: unknown effect %T", e))
+	}
+}
+
+func (w *World) noteUncleanExit(n *node, reason string) {
+	w.note("exit!", n, "%s", reason)
+	if w.healed {
+		w.fail("node %s exited after the heal: %s", n.name, reason)
+	}
+}
+
+func (w *World) countMetric(c ownership.Count) {
+	switch c.Name {
+	case ownership.MetricAcquisitions:
+		w.Stats.Acquisitions++
+	case ownership.MetricParkedWakes:
+		w.Stats.WakesAtHome++
+	case ownership.MetricReleases:
+		w.Stats.Releases[c.Label]++
+	case "wasmkeep_parks_total":
+		w.Stats.Parks++
+	}
+}
+
+func (w *World) nodeByName(name ownership.NodeID) *node {
+	for _, n := range w.nodes {
+		if n.name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+// ---- the bucket ----
+
+type pendingReq struct {
+	node    int
+	life    int
+	req     ownership.Request
+	sentAt  time.Duration
+	result  ownership.Reply
+	applied bool
+	lost    bool // the reply never comes: unknown at the attempt timeout
+	fault   string
+}
+
+func (w *World) request(n *node, r ownership.Request) {
+	w.Stats.Requests++
+	_, parked := ownership.Actor{}, false
+	if a, ok := ownership.ActorFromOwnerKey(r.Key); ok {
+		_, parked = n.core.Parked(a)
+	}
+	n.inflight[r.ID] = &inflight{req: r, parkedSent: parked}
+	p := &pendingReq{node: n.id, life: n.life, req: r, sentAt: w.now}
+	timeout := n.core.Config().AttemptTimeout
+	lat := w.uniform(time.Millisecond, 25*time.Millisecond)
+	write := r.Op == ownership.OpPut || r.Op == ownership.OpDelete
+	conditional := write && r.Cond.Kind != ownership.Unconditional
+	fault := ""
+	if w.chaos() {
+		switch x := w.rng.Float64(); {
+		case x < w.P.LoseRequest:
+			fault = "lose-request"
+		case x < w.P.LoseRequest+w.P.LoseReply:
+			fault = "lose-reply"
+		case write && x < w.P.LoseRequest+w.P.LoseReply+w.P.LandLate:
+			fault = "late"
+		case x < w.P.LoseRequest+w.P.LoseReply+w.P.LandLate+w.P.Slow:
+			fault = "slow"
+		case x < w.P.LoseRequest+w.P.LoseReply+w.P.LandLate+w.P.Slow+w.P.Unavailable:
+			fault = "503"
+		case write && x < w.P.LoseRequest+w.P.LoseReply+w.P.LandLate+w.P.Slow+w.P.Unavailable+w.P.UnavailableApplied:
+			fault = "503-applied"
+		case conditional && x < w.P.LoseRequest+w.P.LoseReply+w.P.LandLate+w.P.Slow+w.P.Unavailable+w.P.UnavailableApplied+w.P.Conflict:
+			fault = "409"
+		case conditional && x < w.P.LoseRequest+w.P.LoseReply+w.P.LandLate+w.P.Slow+w.P.Unavailable+w.P.UnavailableApplied+w.P.Conflict+w.P.ConflictApplied:
+			fault = "409-applied"
+		}
+	}
+	p.fault = fault
+	if fault != "" {
+		w.Stats.Faults++
+	}
+	w.note("send", n, "#%d %s %s %s %s", r.ID, r.Op, r.Key, r.Cond, fault)
+	unknownAt := w.now + timeout
+	switch fault {
+	case "lose-request":
+		w.at(unknownAt, evReply{p: p, unknown: true})
+	case "lose-reply":
+		w.after(lat, evLand{p: p})
+		w.at(unknownAt, evReply{p: p, unknown: true})
+	case "late":
+		w.at(unknownAt+w.uniform(0, w.P.MaxLate), evLand{p: p})
+		w.at(unknownAt, evReply{p: p, unknown: true})
+	case "slow":
+		landAt := w.now + w.uniform(timeout/2, timeout+timeout/2)
+		w.at(landAt, evLand{p: p})
+		if back := landAt + lat; back < unknownAt {
+			w.at(back, evReply{p: p})
+		} else {
+			w.at(unknownAt, evReply{p: p, unknown: true})
+		}
+	case "503":
+		w.after(lat, evReply{p: p, unknown: true})
+	case "503-applied":
+		w.after(lat, evLand{p: p})
+		w.after(lat+time.Millisecond, evReply{p: p, unknown: true})
+	case "409":
+		w.after(lat, evReply{p: p, refused: true})
+	case "409-applied":
+		w.after(lat, evLand{p: p})
+		w.after(lat+time.Millisecond, evReply{p: p, refused: true})
+	default:
+		w.after(lat, evLand{p: p})
+		w.after(lat+w.uniform(time.Millisecond, 10*time.Millisecond), evReply{p: p})
+	}
+}
+
+func (w *World) land(p *pendingReq) {
+	r := p.req
+	res := ownership.Reply{ID: r.ID}
+	var err error
+	var before *ownership.Record
+	if r.Op == ownership.OpPut && strings.HasPrefix(r.Key, ownership.OwnersPrefix) {
+		if obj, gerr := w.bucket.Get(r.Key); gerr == nil {
+			if rec, derr := ownership.DecodeRecord(obj.Body); derr == nil {
+				before = &rec
+			}
+		}
+	}
+	switch r.Op {
+	case ownership.OpGet:
+		var obj ownership.Object
+		obj, err = w.bucket.Get(r.Key)
+		res.Body, res.ETag = obj.Body, obj.ETag
+	case ownership.OpPut:
+		res.ETag, err = w.bucket.Put(r.Key, r.Body, r.Cond)
+	case ownership.OpDelete:
+		err = w.bucket.Delete(r.Key, r.Cond)
+	case ownership.OpList:
+		res.Page, err = w.bucket.List(r.Key, r.StartAfter, r.Limit)
+	}
+	res.Outcome, res.Err = ownership.OutcomeOf(err), err
+	p.result, p.applied = res, true
+	w.note("land", w.nodes[p.node], "#%d %s %s -> %s", r.ID, r.Op, r.Key, res.Outcome)
+	if r.Op == ownership.OpPut && res.Outcome == ownership.Landed && strings.HasPrefix(r.Key, ownership.OwnersPrefix) {
+		if rec, derr := ownership.DecodeRecord(r.Body); derr == nil && rec.Held {
+			if before == nil || before.Generation < rec.Generation || !before.Held {
+				w.taken(rec)
+			}
+		}
+	}
+}
+
+func (w *World) deliver(p *pendingReq, unknown, refused bool) {
+	n := w.nodes[p.node]
+	if !n.up || n.life != p.life {
+		return
+	}
+	reply := p.result
+	reply.ID = p.req.ID
+	switch {
+	case unknown:
+		reply = ownership.Reply{ID: p.req.ID, Outcome: ownership.Unknown, Err: fmt.Errorf("no answer (%s)", p.fault)}
+	case refused:
+		reply = ownership.Reply{ID: p.req.ID, Outcome: ownership.Refused, Err: fmt.Errorf("409 conditional request conflict")}
+	case !p.applied:
+		panic("sim: reply before landing")
+	}
+	fl := n.inflight[p.req.ID]
+	delete(n.inflight, p.req.ID)
+	w.note("reply", n, "#%d %s %s", p.req.ID, p.req.Key, reply.Outcome)
+	if fl != nil && fl.parkedSent {
+		w.exposureFrom(n, fl, reply)
+	}
+	w.step(n, reply)
+}
+
+// exposureFrom marks, from what the bucket answered, that a node's wake of a
+// parked room had an unknown outcome or found another holder: a take of the
+// room while its sockets stay here is then an exposure, not a violation.
+func (w *World) exposureFrom(n *node, fl *inflight, reply ownership.Reply) {
+	a, ok := ownership.ActorFromOwnerKey(fl.req.Key)
+	if !ok {
+		return
+	}
+	switch {
+	case fl.req.Op == ownership.OpPut && reply.Outcome != ownership.Landed:
+		if rec, err := ownership.DecodeRecord(fl.req.Body); err == nil && rec.Held {
+			n.exposed[a] = true
+		}
+	case fl.req.Op == ownership.OpGet && reply.Outcome == ownership.Landed:
+		if rec, err := ownership.DecodeRecord(reply.Body); err == nil && rec.Held && rec.Node != n.name {
+			n.exposed[a] = true
+		}
+	}
+}
+
+// ---- clients, events, sockets ----
+
+func (w *World) upNodes() []*node {
+	var out []*node
+	for _, n := range w.nodes {
+		if n.up {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (w *World) pickNode(not *node) *node {
+	var c []*node
+	for _, n := range w.upNodes() {
+		if n != not {
+			c = append(c, n)
+		}
+	}
+	if len(c) == 0 {
+		return nil
+	}
+	return c[w.rng.IntN(len(c))]
+}
+
+func (w *World) newEvent() {
+	end := w.P.Chaos + w.P.Heal
+	if w.now >= end {
+		return
+	}
+	w.nextEvent++
+	ce := &clientEvent{id: w.nextEvent, room: w.rooms[w.rng.IntN(len(w.rooms))], born: w.now}
+	w.events[ce.id] = ce
+	w.Stats.Events++
+	w.send(ce, nil)
+	w.after(w.exp(w.P.EventEvery), evClient{})
+}
+
+// send delivers an event to a random up node (not `avoid`), as a balancer would.
+func (w *World) send(ce *clientEvent, avoid *node) {
+	n := w.pickNode(avoid)
+	if n == nil {
+		n = w.pickNode(nil)
+	}
+	if n == nil {
+		w.retry(ce)
+		return
+	}
+	ce.hops = 0
+	w.note("event", n, "e%d %s", ce.id, ce.room)
+	w.step(n, ownership.Acquire{Actor: ce.room, Ref: ce.id})
+}
+
+func (w *World) retry(ce *clientEvent) {
+	ce.attempts++
+	if ce.attempts > 60 {
+		if !ce.take {
+			w.Stats.GivenUp++
+		}
+		delete(w.events, ce.id)
+		return
+	}
+	w.after(w.uniform(200*time.Millisecond, time.Second), evRetry{id: ce.id})
+}
+
+func (w *World) relay(from, to *node, ce *clientEvent) {
+	ce.hops++
+	if ce.hops > 5 || !to.up || w.cut[linkKey(from.id, to.id)] {
+		w.note("relay-x", from, "e%d -> %s", ce.id, to.name)
+		w.retry(ce)
+		return
+	}
+	w.Stats.Relays++
+	w.after(w.uniform(time.Millisecond, 5*time.Millisecond), evArrive{node: to.id, life: to.life, id: ce.id})
+}
+
+func (w *World) granted(n *node, g ownership.Grant) {
+	ce := w.events[g.Ref]
+	w.truth.grant(w, g.Actor, n.inst, g.Gen)
+	if ce == nil {
+		return
+	}
+	r := n.resident[g.Actor]
+	if r == nil || r.gen != g.Gen {
+		r = &resident{gen: g.Gen}
+		n.resident[g.Actor] = r
+	}
+	r.active = w.now
+	// The event runs, then releases its output: that is when acting is checked.
+	w.after(w.uniform(time.Millisecond, 20*time.Millisecond), evOutput{node: n.id, life: n.life, id: ce.id, actor: g.Actor, gen: g.Gen})
+}
+
+func (w *World) routed(n *node, r ownership.Route) {
+	ce := w.events[r.Ref]
+	if ce == nil {
+		return
+	}
+	t := w.nodeByName(r.Node)
+	if t == nil {
+		w.retry(ce)
+		return
+	}
+	w.note("route", n, "e%d %s -> %s", ce.id, r.Actor, r.Node)
+	w.relay(n, t, ce)
+}
+
+func (w *World) refused(n *node, r ownership.Refuse) {
+	ce := w.events[r.Ref]
+	if ce == nil {
+		return
+	}
+	w.note("refused", n, "e%d %s: %s", ce.id, r.Actor, r.Reason)
+	if r.Draining {
+		// A draining node sends the client to another node, as a balancer
+		// would retry elsewhere; with no other node up, the client waits.
+		if other := w.pickNode(n); other != nil && ce.attempts < 60 {
+			ce.attempts++
+			ce.hops = 0
+			w.note("redirect", other, "e%d %s", ce.id, ce.room)
+			w.step(other, ownership.Acquire{Actor: ce.room, Ref: ce.id})
+			return
+		}
+	}
+	w.retry(ce)
+}
+
+// output is the moment the event's response is released: the node may act
+// only with a live hold and a valid lease.
+func (w *World) output(n *node, ev evOutput) {
+	ce := w.events[ev.id]
+	if ce == nil {
+		return
+	}
+	if !n.core.MayAct(ev.actor, ev.gen, n.clock(w.now)) {
+		w.note("no-act", n, "e%d %s g%d", ce.id, ev.actor, ev.gen)
+		w.retry(ce)
+		return
+	}
+	w.truth.act(w, ev.actor, n.inst, ev.gen)
+	ce.served = true
+	if !ce.take {
+		w.Stats.Served++
+		w.truth.served(w, ce)
+	}
+	delete(w.events, ce.id)
+	w.note("act", n, "e%d %s g%d", ce.id, ev.actor, ev.gen)
+	r := n.resident[ev.actor]
+	if r != nil && r.gen == ev.gen {
+		r.active = w.now
+		w.after(w.idleTimeout(), evIdle{node: n.id, life: n.life, actor: ev.actor, gen: ev.gen, active: w.now})
+	}
+	if !ce.take && w.chance(w.P.SocketChance) {
+		w.nextSock++
+		n.sockets[ev.actor] = append(n.sockets[ev.actor], w.nextSock)
+		w.note("sock+", n, "%s s%d", ev.actor, w.nextSock)
+		w.step(n, ownership.SocketOpened{Actor: ev.actor})
+		w.after(w.uniform(500*time.Millisecond, 25*time.Second), evSockClose{node: n.id, life: n.life, actor: ev.actor, sock: w.nextSock})
+	}
+}
+
+func (w *World) idleTimeout() time.Duration { return w.uniform(300*time.Millisecond, 3*time.Second) }
+
+func (w *World) idle(n *node, ev evIdle) {
+	r := n.resident[ev.actor]
+	if r == nil || r.gen != ev.gen || r.active != ev.active {
+		return
+	}
+	delete(n.resident, ev.actor)
+	w.truth.endHold(ev.actor, n.inst, ev.gen)
+	w.note("idle", n, "%s g%d", ev.actor, ev.gen)
+	w.step(n, ownership.Idle{Actor: ev.actor, Gen: ev.gen})
+	if n.up {
+		if _, ok := n.core.Parked(ev.actor); ok {
+			n.exposed[ev.actor] = false
+		}
+	}
+}
+
+func (w *World) closeSocket(n *node, a ownership.Actor, sock uint64, why string) {
+	list := n.sockets[a]
+	for i, s := range list {
+		if s == sock {
+			n.sockets[a] = append(list[:i:i], list[i+1:]...)
+			if len(n.sockets[a]) == 0 {
+				delete(n.sockets, a)
+			}
+			w.note("sock-", n, "%s s%d %s", a, sock, why)
+			w.step(n, ownership.SocketGone{Actor: a})
+			return
+		}
+	}
+}
+
+func (w *World) closeSockets(n *node, c ownership.CloseSockets) {
+	var rooms []ownership.Actor
+	if c.All {
+		for a := range n.sockets {
+			rooms = append(rooms, a)
+		}
+		sort.Slice(rooms, func(i, j int) bool { return rooms[i].String() < rooms[j].String() })
+	} else {
+		rooms = []ownership.Actor{c.Actor}
+	}
+	for _, a := range rooms {
+		for _, s := range append([]uint64(nil), n.sockets[a]...) {
+			w.closeSocket(n, a, s, fmt.Sprintf("%d %s", c.Code, c.Reason))
+		}
+	}
+}
+
+func linkKey(a, b int) [2]int {
+	if a > b {
+		a, b = b, a
+	}
+	return [2]int{a, b}
+}
+
+// observe traces what a core was fed and what it asked for.
+func (w *World) observe(n *node, in ownership.Input, effects []ownership.Effect) {
+	if w.trace == nil {
+		return
+	}
+	for _, e := range effects {
+		switch e := e.(type) {
+		case ownership.Request, ownership.SetTimer, ownership.Count, ownership.SetGauge, ownership.Observe:
+		case ownership.Report:
+			fmt.Fprintf(w.trace, "%10.3fs %-3s %-10s %s %s %v\n", w.now.Seconds(), n.name, "report", e.Msg, e.Key, e.Err)
+		default:
+			fmt.Fprintf(w.trace, "%10.3fs %-3s %-10s %T %+v\n", w.now.Seconds(), n.name, "effect", e, e)
+		}
+	}
+	_ = in
+}
