@@ -1,0 +1,30 @@
+// Package buckettest is the contract suite every ownership.Bucket store must
+// pass: the directory store, the in-memory store with its faults off, and the
+// S3 store against a real S3-compatible server. Running one suite against all
+// of them is what makes the fakes trustworthy: a behaviour the protocol
+// relies on is written down here once, as a test, and every store is held to
+// it.
+//
+// Run knows nothing of the store under test beyond the Bucket interface.
+// Each subtest asks open for a fresh, empty bucket, so stores that share a
+// backend (an S3 bucket with a fresh key prefix per call, say) work
+// unchanged. A store that can hold writes in flight on demand may implement
+// Holder; Run then also checks deadlines that expire mid-call.
+//
+// What the suite checks, in short: conditional writes have exactly one
+// winner under contention and refuse (never "unknown") the losers; every
+// write yields a new ETag, even for identical bytes; reads see the last
+// landed write; listings are complete, in byte order, paged exactly as S3
+// pages (1,000 keys at most), and a prefix is a byte prefix, not a
+// directory; awkward keys round-trip and never collide; invalid keys are
+// refused before anything is written; a write whose context is done reports
+// an unknown outcome, never a refusal.
+//
+// Timing: the suite asserts no durations. Against a local store it runs in a
+// few seconds; most of the time goes to the ~1,150 writes of the listing
+// test, issued by a small worker pool.
+//
+// Goroutines: Run must be called from the test's goroutine; it starts its
+// own goroutines for the races and waits for them before returning. open is
+// called from subtest goroutines, one call at a time.
+package buckettest
