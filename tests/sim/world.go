@@ -26,8 +26,8 @@ type Params struct {
 
 	// Per-request fault probabilities during the chaos phase.
 	LoseRequest, LoseReply, LandLate, Slow float64
-	Unavailable, UnavailableApplied       float64 // 503 without / with effect
-	Conflict, ConflictApplied             float64 // 409 without / with effect
+	Unavailable, UnavailableApplied        float64 // 503 without / with effect
+	Conflict, ConflictApplied              float64 // 409 without / with effect
 
 	MaxLate time.Duration // how long after its attempt timeout a late write may land
 
