@@ -88,6 +88,13 @@ func (c Condition) String() string {
 // OutcomeOf says one of NotFound, Refused, Unknown or Failed. Callers branch
 // on OutcomeOf or errors.Is with the sentinels below; they never fold Unknown
 // into success or failure.
+//
+// wasmkeep lays out its keys so that any S3-compatible store can hold them,
+// including servers that keep each object as a file named by its key: no key
+// is ever the prefix-directory of another (never "a" beside "a/b"), and no
+// '/'-separated segment is empty, "." or "..". Nor does it rely on an ETag
+// being new for identical bytes: an ETag may be a hash of the content, so
+// every record it writes carries a nonce.
 type Bucket interface {
 	// Get reads an object. Absent: ErrNotFound.
 	Get(ctx context.Context, key string) (Object, error)

@@ -38,7 +38,7 @@ func wantLandedOrAbsent(t *testing.T, b ownership.Bucket, key string, body []byt
 
 // testContextDone: calls whose context is already done report an unknown
 // outcome, whatever the condition would have said.
-func testContextDone(t *testing.T, b ownership.Bucket) {
+func testContextDone(t *testing.T, b ownership.Bucket, _ Traits) {
 	existing := put(t, b, "ctx/existing", []byte("existing"), ownership.IfAbsent())
 
 	expired, cancel := context.WithDeadline(t.Context(), time.Now().Add(-time.Second))
@@ -89,7 +89,7 @@ func testContextDone(t *testing.T, b ownership.Bucket) {
 // either nothing or the whole write. When the bucket is a Holder, writes are
 // held until their deadline has certainly passed, and the outcome must be
 // unknown.
-func testDeadlineMidCall(t *testing.T, b ownership.Bucket) {
+func testDeadlineMidCall(t *testing.T, b ownership.Bucket, _ Traits) {
 	body := randomBytes(1 << 20)
 	for i, timeout := range []time.Duration{50 * time.Microsecond, 200 * time.Microsecond, time.Millisecond, 5 * time.Millisecond} {
 		key := fmt.Sprintf("mid/%d", i)

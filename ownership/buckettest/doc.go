@@ -12,13 +12,24 @@
 // Holder; Run then also checks deadlines that expire mid-call.
 //
 // What the suite checks, in short: conditional writes have exactly one
-// winner under contention and refuse (never "unknown") the losers; every
-// write yields a new ETag, even for identical bytes; reads see the last
-// landed write; listings are complete, in byte order, paged exactly as S3
-// pages (1,000 keys at most), and a prefix is a byte prefix, not a
-// directory; awkward keys round-trip and never collide; invalid keys are
-// refused before anything is written; a write whose context is done reports
-// an unknown outcome, never a refusal.
+// winner under contention and refuse (never "unknown") the losers; a stale
+// ETag is refused once the object holds other bytes, and distinct bytes get
+// distinct ETags; reads see the last landed write; listings are complete, in
+// byte order, paged exactly as S3 pages (1,000 keys at most), and a prefix
+// is a byte prefix, not a directory; awkward keys round-trip and never
+// collide; invalid keys are refused before anything is written; a write
+// whose context is done reports an unknown outcome, never a refusal.
+//
+// Stores differ in a few ways wasmkeep copes with, and the caller of Run
+// declares them in Traits: ETags derived from content (S3), an if-match
+// delete of a missing key that lands (versitygw), keys kept as file paths
+// (versitygw's posix backend). Traits never skip a subtest. Every subtest
+// runs on every store and asserts the behaviour the traits declare, in full:
+// a store declaring no traits must give identical bytes a new ETag each
+// write, one declaring ContentETags must give them the same ETag. Keys that
+// a path store cannot hold ("a" beside "a/b", ".", "a//b", "a/") are written
+// only to stores that do not declare PathKeys, in addition to the keys every
+// store gets.
 //
 // Timing: the suite asserts no durations. Against a local store it runs in a
 // few seconds; most of the time goes to the ~1,150 writes of the listing

@@ -20,7 +20,7 @@ func randomBytes(n int) []byte {
 	return b
 }
 
-func testLargeObject(t *testing.T, b ownership.Bucket) {
+func testLargeObject(t *testing.T, b ownership.Bucket, _ Traits) {
 	body := randomBytes(8 << 20)
 	etag := put(t, b, "large", body, ownership.IfAbsent())
 	obj := get(t, b, "large")
@@ -51,36 +51,56 @@ func firstByteDiff(a, b []byte) int {
 
 // awkwardKeys are keys a store that maps keys onto something else (file
 // names, URLs) could get wrong: path syntax, escapes, case, unicode, and
-// lengths up to the limit. All are distinct.
-func awkwardKeys() []string {
-	keys := []string{
+// lengths up to the limit. All are distinct. always keep the PathKeys rules;
+// extra break them (dot and empty segments, a trailing '/', a segment over
+// 255 bytes, a key that is the directory of another) and are written only to
+// stores without PathKeys.
+func awkwardKeys() (always, extra []string) {
+	// seg255 is a segment of exactly 255 bytes; long keys made of such
+	// segments stay under 1,000 bytes, leaving room for a store's own key
+	// prefix within MaxKeyLen.
+	seg255 := strings.Repeat("s", 255)
+	always = []string{
 		"plain",
-		"with space", "two  spaces", " leading space", "trailing space ",
+		"with space", "two  spaces", " leading space", "trailing space ", "space dir/ both ends ",
 		"ünïcödé", "日本語/キー", "emoji/🙂", "é", "e\u0301", // composed and decomposed é
-		".", "..", "...", "./x", "../x", "x/.", "x/..", "a/./b", "a/../b",
-		"a//b", "a/b", "a/b/", "trailing/", "/leading", "/", "//", "///x",
+		"...", "...x/y", "x.../..y", ".hidden", ".hidden-dir/f", "a/b", "a/b.", "a/.b",
 		"%", "%2F", "a%2Fb", "%2e%2e", "%25", "a%b",
 		"Case", "case", "CASE", "cAsE",
-		".hidden", "-dash", "_under", "~tilde", "back\\slash", "quote\"s", "apos's",
+		"-dash", "_under", "~tilde", "back\\slash", "quote\"s", "apos's",
 		"a:b", "a*b?c", "<tag>&amp;", "plus+sign", "equals=", "hash#frag", "semi;colon",
 		"braces{}[]", "pipe|", "comma,", "at@", "dollar$", "caret^", "backtick`",
+		// Keys shaped like wasmkeep's: escaped segments under fixed prefixes.
+		"nodes/node-1", "owners/Counter/a%2Fb", "owners/Counter/%2E%2E", "moves/Counter/~x_y-z",
+		// Long keys, no segment over the file name limit.
+		seg255,
+		strings.Repeat("é", 127) + "/" + strings.Repeat("ü", 127),          // segments of 254 bytes of two-byte runes
+		"long/" + strings.Repeat(seg255+"/", 3) + strings.Repeat("t", 227), // 1,000 bytes
+		strings.Repeat("seg/", 249) + "end",                                // 999 bytes, 250 segments
+		// Segments at common split widths.
+		strings.Repeat("y", 64) + "/tail",
+		strings.Repeat("y", 64) + "-",
+		strings.Repeat("y", 65),
+	}
+	extra = []string{
+		".", "..", "./x", "../x", "x/.", "x/..", "a/./b", "a/../b",
+		"a//b", "a/b/", "trailing/", "/leading", "/", "//", "///x",
+		"plain/under-a-key", "a/b/c",
 		"k/" + strings.Repeat("x", 998),          // 1,000 bytes
 		strings.Repeat("é", 500),                 // 1,000 bytes, one segment
 		strings.Repeat("seg/", 250),              // 1,000 bytes, 250 segments, trailing '/'
-		strings.Repeat("y", 64) + "/tail",        // a segment at common split widths
-		strings.Repeat("y", 64),                  //
-		strings.Repeat("y", 64) + "-",            //
-		strings.Repeat("y", 65),                  //
+		strings.Repeat("y", 64),                  // the directory of a key above
 		strings.Repeat("z", ownership.MaxKeyLen), // exactly the limit
 		strings.Repeat("/", ownership.MaxKeyLen), //
 	}
-	return keys
+	return always, extra
 }
 
 // testKeys: awkward keys are all distinct objects, round-trip, list in byte
 // order, and can be deleted.
-func testKeys(t *testing.T, b ownership.Bucket) {
-	keys := awkwardKeys()
+func testKeys(t *testing.T, b ownership.Bucket, tr Traits) {
+	always, extra := awkwardKeys()
+	keys := keysFor(t, tr, always, extra)
 	seen := map[string]bool{}
 	for _, k := range keys {
 		if seen[k] {
@@ -160,7 +180,7 @@ func abbrevKey(k string) string {
 
 // testInvalidKeys: keys ValidateKey rejects are refused with ErrInvalidKey by
 // every call, and nothing is written.
-func testInvalidKeys(t *testing.T, b ownership.Bucket) {
+func testInvalidKeys(t *testing.T, b ownership.Bucket, _ Traits) {
 	ctx := t.Context()
 	for _, key := range []string{
 		"",

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -22,9 +24,45 @@ type Holder interface {
 	HoldWrites(t *testing.T) (release func())
 }
 
+// Traits declares where a store under test departs, within what wasmkeep
+// relies on, from the strictest behaviour the suite knows. The zero value is
+// that strictest store: the directory and in-memory stores declare no traits.
+//
+// Traits never skip anything. Every subtest runs on every store; the traits
+// choose what it asserts, and a store must behave exactly as it declares:
+// one that declares ContentETags but hands out a new ETag for identical
+// bytes fails, as does one that declares nothing and repeats an ETag.
+type Traits struct {
+	// ContentETags: the store derives an ETag from the bytes alone, as S3
+	// does, so identical bytes get equal ETags, under one key or several and
+	// across a delete, and a writer holding the ETag of bytes that come round
+	// again matches them. Without it, every landed write must yield an ETag
+	// no earlier write returned. Either way a stale ETag is refused once the
+	// object holds other bytes, and distinct bytes get distinct ETags.
+	ContentETags bool
+	// IfMatchDeleteMissingLands: an If-Match delete of a key that holds
+	// nothing lands instead of being refused (versitygw answers 204 where S3
+	// answers 404). Either way nothing is there afterwards and the outcome
+	// is definite.
+	IfMatchDeleteMissingLands bool
+	// PathKeys: the store keeps keys as file paths cut at '/', so no key may
+	// be the directory of another ("a" beside "a/b"), and no segment may be
+	// empty, "." or "..", or over 255 bytes (a file name's limit). The
+	// delete, listing and key subtests then write only keys that keep these
+	// rules (still byte-prefix neighbours such as "a/b", "a/bc" and "a-b",
+	// slashes, spaces, unicode and long keys); without PathKeys they also
+	// write keys that break them.
+	PathKeys bool
+}
+
+// maxSegmentLen is the longest segment of a key, in bytes, that the suite
+// writes to a store with PathKeys: the longest file name most file systems
+// allow.
+const maxSegmentLen = 255
+
 type subtest struct {
 	name string
-	fn   func(t *testing.T, b ownership.Bucket)
+	fn   func(t *testing.T, b ownership.Bucket, tr Traits)
 }
 
 var subtests = []subtest{
@@ -37,7 +75,7 @@ var subtests = []subtest{
 	{"CreateOnlyRace", testCreateOnlyRace},
 	{"IfMatch", testIfMatch},
 	{"IfMatchRace", testIfMatchRace},
-	{"SameBytesNewETag", testSameBytesNewETag},
+	{"IdenticalBytes", testIdenticalBytes},
 	{"Delete", testDelete},
 	{"ListPrefix", testListPrefix},
 	{"ListPaging", testListPaging},
@@ -48,15 +86,75 @@ var subtests = []subtest{
 	{"DeadlineMidCall", testDeadlineMidCall},
 }
 
-// Run runs the contract suite. Each subtest calls open once for a fresh,
-// empty bucket; open should register its own cleanup with t.Cleanup.
-func Run(t *testing.T, open func(t *testing.T) ownership.Bucket) {
+// Run runs the contract suite against the store open returns, holding it to
+// the behaviour its traits declare. Each subtest calls open once for a
+// fresh, empty bucket; open should register its own cleanup with t.Cleanup.
+func Run(t *testing.T, open func(t *testing.T) ownership.Bucket, traits Traits) {
 	t.Helper()
 	for _, st := range subtests {
 		t.Run(st.name, func(t *testing.T) {
-			st.fn(t, open(t))
+			st.fn(t, open(t), traits)
 		})
 	}
+}
+
+// pathKeyProblem says why key breaks the PathKeys rules on its own, or
+// returns "".
+func pathKeyProblem(key string) string {
+	for seg := range strings.SplitSeq(key, "/") {
+		switch {
+		case seg == "":
+			return "empty segment"
+		case seg == "." || seg == "..":
+			return "segment " + seg
+		case len(seg) > maxSegmentLen:
+			return fmt.Sprintf("segment of %d bytes", len(seg))
+		}
+	}
+	return ""
+}
+
+// checkPathKeys fails the test, as a bug in the suite, unless keys keep the
+// PathKeys rules together: each key alone, and no key the directory of
+// another.
+func checkPathKeys(t *testing.T, keys []string) {
+	t.Helper()
+	set := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		set[k] = true
+	}
+	for _, k := range keys {
+		if why := pathKeyProblem(k); why != "" {
+			t.Fatalf("test bug: key %q written to a PathKeys store: %s", abbrevKey(k), why)
+		}
+		for i := range len(k) {
+			if k[i] == '/' && set[k[:i]] {
+				t.Fatalf("test bug: key %q written to a PathKeys store is the directory of %q", k[:i], abbrevKey(k))
+			}
+		}
+	}
+}
+
+// keysFor returns the keys a subtest writes: always, which keep the PathKeys
+// rules, and, unless the store declares PathKeys, extra, which break them.
+func keysFor(t *testing.T, tr Traits, always, extra []string) []string {
+	t.Helper()
+	checkPathKeys(t, always)
+	if tr.PathKeys {
+		return slices.Clone(always)
+	}
+	return append(slices.Clone(always), extra...)
+}
+
+// onlyPresent returns the keys of want that are in keys, in want's order.
+func onlyPresent(want, keys []string) []string {
+	var out []string
+	for _, k := range want {
+		if slices.Contains(keys, k) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // wantOutcome fails the test unless err classifies as want.

@@ -9,10 +9,14 @@ import (
 	"github.com/wasmkeep/wasmkeep/ownership/buckettest"
 )
 
+// TestContract holds the directory store to the strictest contract: a new
+// ETag for every write, refusal of an if-match delete of a missing key, and
+// any valid key beside any other (its key encoding lets "a" and "a/b" share
+// the tree), so it declares no traits.
 func TestContract(t *testing.T) {
 	buckettest.Run(t, func(t *testing.T) ownership.Bucket {
 		return &heldStore{openTemp(t)}
-	})
+	}, buckettest.Traits{})
 }
 
 func openTemp(t testing.TB) *Store {

@@ -8,10 +8,12 @@ import (
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
 )
 
+// TestContract holds the store, faults off, to the strictest contract, so it
+// declares no traits.
 func TestContract(t *testing.T) {
 	buckettest.Run(t, func(t *testing.T) ownership.Bucket {
 		return heldStore{memstore.New(memstore.Faults{})}
-	})
+	}, buckettest.Traits{})
 }
 
 // heldStore offers the Store's HoldWrites to the contract suite.
