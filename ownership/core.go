@@ -257,7 +257,24 @@ func (c *Core) nonce() string {
 // LeaseValid says whether this node may act as owner now: its lease is
 // valid (and, after a take-over, old enough).
 func (c *Core) LeaseValid(now time.Time) bool {
-	return c.phase == phaseRunning && !c.lease.lapsed && now.Before(c.lease.validUntil) && !now.Before(c.lease.actFrom)
+	return !c.lease.lapsed && c.leaseInTime(now)
+}
+
+// leaseInTime: an acknowledged renewal covers now, and a take-over's wait
+// is over. A lapse is reported (and everything ended) before the lease may
+// count again, so LeaseValid also needs the lapse to have been lifted.
+func (c *Core) leaseInTime(now time.Time) bool {
+	return c.phase == phaseRunning && now.Before(c.lease.validUntil) && !now.Before(c.lease.actFrom)
+}
+
+// checkValidAgain lifts a lapse (or the take-over wait) once a renewal
+// covers the present again.
+func (c *Core) checkValidAgain() {
+	if c.lease.lapsed && c.leaseInTime(c.now) {
+		c.lease.lapsed = false
+		c.emit(LeaseChanged{Valid: true, State: string(c.mode.leaseState())})
+		c.emit(Report{Level: "info", Msg: "node lease valid"})
+	}
 }
 
 // MayAct says whether the event granted at gen may release its output now:
@@ -282,6 +299,7 @@ func (c *Core) leaseRecord(state LeaseState, seq uint64) []byte {
 	return EncodeLease(Lease{
 		Node: c.cfg.Node, Instance: c.cfg.Instance, Addr: c.cfg.Addr,
 		TTLMilli: c.cfg.LeaseTTL.Milliseconds(), State: state, Seq: seq, Nonce: c.nonce(),
+		WrittenAt: c.now.UnixMilli(), Held: uint64(c.liveCount()), Parked: uint64(c.parked),
 	})
 }
 
@@ -325,13 +343,22 @@ func (c *Core) onLeaseRead(f *flight, r Reply) {
 		return
 	}
 	if l.Instance == c.cfg.Instance {
-		if l.State == LeaseFenced {
+		switch {
+		case l.State == LeaseFenced:
 			c.loseLease("this node was fenced")
+			return
+		case l.State == LeaseReleased && c.mode == modeStopping:
+			// The clean stop's final write landed unanswered.
+			c.exit(true, "stopped")
+			return
+		case l.State == LeaseReleased:
+			c.loseLease("the lease record says this instance released it")
 			return
 		}
 		// Our own write landed unanswered: adopt its version and renew now.
 		// Validity still counts only from an acknowledged write's send time.
 		c.lease.etag, c.lease.seq = r.ETag, l.Seq
+		c.lease.releasing = false // a stop's final write did not land: write it again
 		if c.phase == phaseStarting {
 			c.becomeRunning()
 		}
@@ -402,11 +429,7 @@ func (c *Core) onLeaseWrite(f *flight, r Reply) {
 			c.becomeRunning()
 		}
 		c.lease.nextRenew = f.sentAt.Add(c.cfg.LeasePeriod)
-		if c.lease.lapsed && c.LeaseValid(c.now) {
-			c.lease.lapsed = false
-			c.emit(LeaseChanged{Valid: true, State: string(c.mode.leaseState())})
-			c.emit(Report{Level: "info", Msg: "node lease valid again"})
-		}
+		c.checkValidAgain()
 	case Refused, NotFound:
 		// Maybe our own earlier write landed late; maybe a fence or a twin.
 		// Only a fresh read tells.
@@ -430,10 +453,8 @@ func (c *Core) becomeRunning() {
 	c.lease.nextRenew = c.now
 	c.listing.nextAt = c.now
 	c.sweep.nextAt = c.now.Add(c.cfg.SweepPeriod)
+	c.lease.lapsed = !c.leaseInTime(c.now)
 	c.emit(LeaseChanged{Valid: c.LeaseValid(c.now), State: string(c.mode.leaseState())})
-	if !c.LeaseValid(c.now) {
-		c.lease.lapsed = true
-	}
 	if c.mode == modeDraining {
 		c.drainPass = c.now
 	}
@@ -621,6 +642,7 @@ func (c *Core) runDue() {
 	if c.phase != phaseRunning {
 		return
 	}
+	c.checkValidAgain()
 	c.listDue()
 	c.sweepDue()
 	if c.mode == modeDraining && !c.now.Before(c.drainPass) {

@@ -440,18 +440,11 @@ func (c *Core) onAcquireRead(e *entry, r Reply) {
 		c.refuseWaiters(e, "bucket did not answer the record read", false)
 		return
 	}
-	if rec != nil && rec.Names(c.cfg.Node, c.cfg.Instance) {
-		for i, u := range e.unresolved {
-			if u.nonce == rec.Nonce {
-				// An earlier acquisition of ours landed unanswered: it is this
-				// event's hold.
-				e.unresolved = append(e.unresolved[:i], e.unresolved[i+1:]...)
-				c.count(MetricResolver, "landed_granted")
-				c.granted(e, hold{gen: rec.Generation, etag: r.ETag})
-				return
-			}
-		}
-	}
+	// A record naming this instance, even one of our unanswered writes that
+	// landed, is never adopted as a hold: a release of that version may be on
+	// its way (the resolver's, or a retry). The acquisition writes the next
+	// generation over it, which also ends any such release. Every hold is a
+	// write this core saw land.
 	if !c.LeaseValid(c.now) || c.mode != modeServing {
 		c.refuseWaiters(e, "node lease not valid", c.mode == modeDraining)
 		return

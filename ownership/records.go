@@ -46,6 +46,13 @@ type Lease struct {
 	// every write's bytes distinct, so no content-hash ETag repeats.
 	Seq   uint64
 	Nonce string
+	// Informational, for `cluster status`; never used for a decision (peers
+	// judge a lease by its version changing on their own clocks): the
+	// writer's clock at the write (Unix milliseconds) and its counts of live
+	// holds and parked records.
+	WrittenAt int64
+	Held      uint64
+	Parked    uint64
 }
 
 // Record is the ownership record at owners/<class>/<name>.
@@ -165,7 +172,8 @@ func (p *parser) num() uint64 {
 // EncodeLease gives the stored bytes of a node lease record.
 func EncodeLease(l Lease) []byte {
 	return newFields("lease").str(string(l.Node)).str(string(l.Instance)).str(l.Addr).
-		num(uint64(max(l.TTLMilli, 0))).str(string(l.State)).num(l.Seq).str(l.Nonce).b
+		num(uint64(max(l.TTLMilli, 0))).str(string(l.State)).num(l.Seq).str(l.Nonce).
+		num(uint64(max(l.WrittenAt, 0))).num(l.Held).num(l.Parked).b
 }
 
 // EncodeRecord gives the stored bytes of an ownership record.
@@ -185,9 +193,9 @@ func EncodeMove(m MoveRequest) []byte {
 
 // DecodeLease reads a node lease record.
 func DecodeLease(data []byte) (Lease, error) {
-	p := parse("lease", data, 7)
+	p := parse("lease", data, 10)
 	l := Lease{Node: NodeID(p.str()), Instance: InstanceID(p.str()), Addr: p.str(), TTLMilli: int64(p.num()),
-		State: LeaseState(p.str()), Seq: p.num(), Nonce: p.str()}
+		State: LeaseState(p.str()), Seq: p.num(), Nonce: p.str(), WrittenAt: int64(p.num()), Held: p.num(), Parked: p.num()}
 	if p.err != nil {
 		return Lease{}, p.err
 	}

@@ -69,6 +69,7 @@ type (
 	evDrain    struct{}
 	evMove     struct{}
 	evCut      struct{}
+	evBlackout struct{}
 	evHealLink struct{ a, b int }
 	evRestart  struct{ node, life int }
 	evStopNode struct{ node, life int }
@@ -176,6 +177,16 @@ func (w *World) handle(ev any) {
 			}
 			w.after(w.exp(w.P.CutEvery), evCut{})
 		}
+	case evBlackout:
+		if w.chaos() {
+			if n := w.pickNode(nil); n != nil && w.now >= n.blackoutUntil {
+				w.Stats.Blackouts++
+				n.blackoutUntil = w.now + w.uniform(4*time.Second, 14*time.Second)
+				n.blackoutLands = w.chance(0.5)
+				w.note("blackout", n, "until %v lands=%v", n.blackoutUntil, n.blackoutLands)
+			}
+			w.after(w.exp(w.P.BlackoutEvery), evBlackout{})
+		}
 	case evHealLink:
 		delete(w.cut, linkKey(ev.a, ev.b))
 		w.note("heal-link", nil, "%s-%s", w.nodes[ev.a].name, w.nodes[ev.b].name)
@@ -231,6 +242,9 @@ func (w *World) heal() {
 	w.note("heal", nil, "")
 	for k := range w.cut {
 		delete(w.cut, k)
+	}
+	for _, n := range w.nodes {
+		n.blackoutUntil = 0
 	}
 	for _, n := range w.nodes {
 		if !n.up {

@@ -20,6 +20,7 @@ func (s *Stats) add(o Stats) {
 	s.Drains += o.Drains
 	s.Moves += o.Moves
 	s.Cuts += o.Cuts
+	s.Blackouts += o.Blackouts
 	s.Requests += o.Requests
 	s.Faults += o.Faults
 	s.SimEvents += o.SimEvents
@@ -38,7 +39,7 @@ func (s Stats) summary() string {
 	}
 	sort.Strings(rel)
 	return fmt.Sprintf("%d events (%d served, %d given up), %d acquisitions, %d parks, %d wakes at home, %d relays, %d exposed takeovers; "+
-		"%d crashes, %d clean stops, %d drains, %d moves, %d cut links; %d bucket requests (%d faulted), %d simulated events; releases: %s",
+		"%d crashes, %d clean stops, %d drains, %d moves, %d cut links, %d bucket blackouts; %d bucket requests (%d faulted), %d simulated events; releases: %s",
 		s.Events, s.Served, s.GivenUp, s.Acquisitions, s.Parks, s.WakesAtHome, s.Relays, s.Exposed,
-		s.Crashes, s.Stops, s.Drains, s.Moves, s.Cuts, s.Requests, s.Faults, s.SimEvents, strings.Join(rel, " "))
+		s.Crashes, s.Stops, s.Drains, s.Moves, s.Cuts, s.Blackouts, s.Requests, s.Faults, s.SimEvents, strings.Join(rel, " "))
 }

@@ -31,14 +31,17 @@ type Params struct {
 
 	MaxLate time.Duration // how long after its attempt timeout a late write may land
 
-	EventEvery   time.Duration // mean gap between room events
-	CrashEvery   time.Duration // mean gap between crashes (whole cluster)
-	StopEvery    time.Duration
-	DrainEvery   time.Duration
-	MoveEvery    time.Duration
-	CutEvery     time.Duration
-	SocketChance float64 // a served event opens a socket
-	MaxSkew      time.Duration
+	EventEvery time.Duration // mean gap between room events
+	CrashEvery time.Duration // mean gap between crashes (whole cluster)
+	StopEvery  time.Duration
+	DrainEvery time.Duration
+	MoveEvery  time.Duration
+	CutEvery   time.Duration
+	// BlackoutEvery paces bucket blackouts: for a few seconds one node's
+	// requests are all lost, or their replies are (long enough to lapse).
+	BlackoutEvery time.Duration
+	SocketChance  float64 // a served event opens a socket
+	MaxSkew       time.Duration
 
 	// LivenessBound: an event that arrives once the heal phase has settled
 	// must be served within it.
@@ -59,6 +62,7 @@ func Default() Params {
 		DrainEvery:    70 * time.Second,
 		MoveEvery:     30 * time.Second,
 		CutEvery:      20 * time.Second,
+		BlackoutEvery: 30 * time.Second,
 		SocketChance:  0.3,
 		MaxSkew:       3 * time.Second,
 		LivenessBound: 20 * time.Second,
@@ -113,6 +117,7 @@ type Stats struct {
 	Releases                                 map[string]int
 	Exposed                                  int
 	Crashes, Stops, Drains, Moves, Cuts      int
+	Blackouts                                int
 	Requests, Faults                         int
 	SimEvents                                int
 }
@@ -134,6 +139,10 @@ type node struct {
 	inflight map[ownership.RequestID]*inflight
 	drainAt  time.Duration
 	inbox    []ownership.Input
+	// blackoutUntil: until then every request of this node is lost, or
+	// lands with its reply lost (blackoutLands).
+	blackoutUntil time.Duration
+	blackoutLands bool
 }
 
 type resident struct {
@@ -183,6 +192,7 @@ func New(p Params, seed uint64, trace io.Writer) *World {
 	w.at(w.exp(p.DrainEvery), evDrain{})
 	w.at(w.exp(p.MoveEvery), evMove{})
 	w.at(w.exp(p.CutEvery), evCut{})
+	w.at(w.exp(p.BlackoutEvery), evBlackout{})
 	w.at(p.Chaos, evHeal{})
 	return w
 }
@@ -484,7 +494,12 @@ func (w *World) request(n *node, r ownership.Request) {
 	write := r.Op == ownership.OpPut || r.Op == ownership.OpDelete
 	conditional := write && r.Cond.Kind != ownership.Unconditional
 	fault := ""
-	if w.chaos() {
+	if w.now < n.blackoutUntil {
+		fault = "lose-request"
+		if n.blackoutLands && write {
+			fault = "lose-reply"
+		}
+	} else if w.chaos() {
 		switch x := w.rng.Float64(); {
 		case x < w.P.LoseRequest:
 			fault = "lose-request"
