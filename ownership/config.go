@@ -78,8 +78,8 @@ func DefaultConfig(node NodeID, instance InstanceID) Config {
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if c.Node == "" {
-		bad("node id is empty")
+	if err := ValidateNodeID(c.Node); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Instance == "" {
 		bad("instance id is empty")
@@ -126,3 +126,17 @@ func (c Config) validFor() time.Duration { return c.LeaseTTL - c.Safety }
 // deadAfter is how long a watcher waits, on its own clock, for a peer's lease
 // record to change before it judges the peer dead.
 func (c Config) deadAfter() time.Duration { return c.LeaseTTL + c.Grace }
+
+// ValidateNodeID accepts 1 to 64 bytes of letters, digits, '.', '_' and '-':
+// a node id names its lease record and appears in logs and metrics.
+func ValidateNodeID(n NodeID) error {
+	if n == "" || len(n) > 64 {
+		return fmt.Errorf("node id %q must be 1 to 64 bytes long", n)
+	}
+	for _, r := range n {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return fmt.Errorf("node id %q may hold only letters, digits, '.', '_' and '-'", n)
+		}
+	}
+	return nil
+}

@@ -1,6 +1,8 @@
 package ownership
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 )
@@ -15,15 +17,26 @@ const (
 
 const upperHex = "0123456789ABCDEF"
 
-// EscapeSegment makes one path segment of a bucket key from user input: every
-// byte outside [A-Za-z0-9_~-] and every '.' becomes %XX, so a segment never
-// holds '/', is never "." or "..", and distinct inputs give distinct segments.
+// maxSegment bounds an escaped key segment, well under the 255 bytes a
+// file-backed store allows for one path component.
+const maxSegment = 200
+
+// EscapeSegment makes one reversible path segment from user input: every byte
+// outside [A-Za-z0-9_-] becomes %XX (so '.', '~', '/' and '%' never appear
+// raw), hence a segment never holds '/', is never "." or "..", and distinct
+// inputs give distinct segments. The empty string becomes "~".
+//
+// Record fields use it as is. Bucket keys use KeySegment, which also bounds
+// the length.
 func EscapeSegment(s string) string {
+	if s == "" {
+		return "~"
+	}
 	var b strings.Builder
 	b.Grow(len(s))
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '~' || c == '-' {
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' {
 			b.WriteByte(c)
 			continue
 		}
@@ -34,8 +47,31 @@ func EscapeSegment(s string) string {
 	return b.String()
 }
 
+// KeySegment is EscapeSegment bounded to maxSegment bytes: a longer one
+// keeps a readable head and ends in "~" and a hash of the whole input, so it
+// stays distinct ('~' never appears in an escaped segment) but is no longer
+// reversible; readers take names from the records, never from keys.
+func KeySegment(s string) string {
+	e := EscapeSegment(s)
+	if len(e) <= maxSegment {
+		return e
+	}
+	sum := sha256.Sum256([]byte(s))
+	head := e[:maxSegment-1-2*16]
+	if i := strings.LastIndexByte(head[max(len(head)-2, 0):], '%'); i >= 0 {
+		head = head[:len(head)-2+i] // never cut an escape in two
+	}
+	return head + "~" + hex.EncodeToString(sum[:16])
+}
+
 // UnescapeSegment reverses EscapeSegment.
 func UnescapeSegment(s string) (string, error) {
+	if s == "~" {
+		return "", nil
+	}
+	if strings.Contains(s, "~") {
+		return "", fmt.Errorf("hashed or malformed segment %q", s)
+	}
 	if !strings.Contains(s, "%") {
 		return s, nil
 	}
@@ -67,19 +103,20 @@ func UnescapeSegment(s string) (string, error) {
 }
 
 // NodeKey is the key of a node's lease record.
-func NodeKey(n NodeID) string { return NodesPrefix + EscapeSegment(string(n)) }
+func NodeKey(n NodeID) string { return NodesPrefix + KeySegment(string(n)) }
 
 // OwnerKey is the key of an actor's ownership record.
 func OwnerKey(a Actor) string {
-	return OwnersPrefix + EscapeSegment(a.Class) + "/" + EscapeSegment(a.Name)
+	return OwnersPrefix + KeySegment(a.Class) + "/" + KeySegment(a.Name)
 }
 
 // MoveKey is the key of an actor's move request.
 func MoveKey(a Actor) string {
-	return MovesPrefix + EscapeSegment(a.Class) + "/" + EscapeSegment(a.Name)
+	return MovesPrefix + KeySegment(a.Class) + "/" + KeySegment(a.Name)
 }
 
-// ActorFromOwnerKey reads the actor back from an ownership record key.
+// ActorFromOwnerKey reads the actor back from an ownership record key whose
+// segments were not shortened (false otherwise: read the record instead).
 func ActorFromOwnerKey(key string) (Actor, bool) {
 	rest, ok := strings.CutPrefix(key, OwnersPrefix)
 	if !ok {

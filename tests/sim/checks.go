@@ -2,7 +2,6 @@ package sim
 
 import (
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/wasmkeep/wasmkeep/ownership"
@@ -19,19 +18,12 @@ type truth struct {
 	clean      map[ownership.InstanceID]bool
 	drains     map[ownership.InstanceID]time.Duration // instance → drain start, until drained
 	moves      map[ownership.InstanceID]map[ownership.Actor]bool
-	recCache   map[string]cachedRecord
 	lateServed []string
 }
 
 type holdTruth struct {
 	instance ownership.InstanceID
 	ended    bool
-}
-
-type cachedRecord struct {
-	etag ownership.ETag
-	rec  ownership.Record
-	ok   bool
 }
 
 func (t *truth) init() {
@@ -42,7 +34,6 @@ func (t *truth) init() {
 	t.clean = map[ownership.InstanceID]bool{}
 	t.drains = map[ownership.InstanceID]time.Duration{}
 	t.moves = map[ownership.InstanceID]map[ownership.Actor]bool{}
-	t.recCache = map[string]cachedRecord{}
 }
 
 // grant: never one generation for two holds. A grant at a generation that
@@ -219,28 +210,16 @@ func (w *World) sortedEventIDs() []uint64 {
 	return ids
 }
 
-// heldRecords lists the ownership records that name a holder, decoding each
-// version once.
+// heldRecords lists the ownership records that name a holder, in room
+// order. The simulator is the bucket's only writer, so it keeps every
+// record's latest landed version (see land).
 func (w *World) heldRecords() []ownership.Record {
-	page, err := w.bucket.List(ownership.OwnersPrefix, "", 0)
-	if err != nil {
-		panic(err)
-	}
-	var out []ownership.Record
-	for _, e := range page.Entries {
-		c, ok := w.truth.recCache[e.Key]
-		if !ok || c.etag != e.ETag {
-			obj, err := w.bucket.Get(e.Key)
-			if err != nil {
-				panic(err)
-			}
-			rec, derr := ownership.DecodeRecord(obj.Body)
-			c = cachedRecord{etag: e.ETag, rec: rec, ok: derr == nil}
-			w.truth.recCache[e.Key] = c
-		}
-		if c.ok && c.rec.Held && strings.HasPrefix(e.Key, ownership.OwnersPrefix) {
-			out = append(out, c.rec)
+	out := w.heldBuf[:0]
+	for _, a := range w.rooms {
+		if rec, ok := w.records[a]; ok && rec.Held {
+			out = append(out, rec)
 		}
 	}
+	w.heldBuf = out
 	return out
 }

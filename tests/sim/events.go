@@ -102,7 +102,7 @@ func (w *World) handle(ev any) {
 			w.retry(ce)
 			return
 		}
-		w.note("arrive", n, "e%d %s", ce.id, ce.room)
+		w.noteEv("arrive", n, ce.id, ce.room, "")
 		w.step(n, ownership.Acquire{Actor: ce.room, Ref: ce.id})
 	case evOutput:
 		n := w.live(ev.node, ev.life)

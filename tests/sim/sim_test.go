@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"testing"
 )
@@ -22,6 +23,8 @@ func replayCommand(seed uint64) string {
 
 // runSeeds runs seeds on every core and returns the failing ones in order.
 func runSeeds(first uint64, count int, each func(w *World)) map[uint64]string {
+	// Worlds are small and short-lived: collect less often.
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	var mu sync.Mutex
 	failures := map[uint64]string{}
 	next := first

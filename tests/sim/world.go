@@ -3,11 +3,10 @@ package sim
 import (
 	"container/heap"
 	"fmt"
-	"hash"
-	"hash/fnv"
 	"io"
 	"math/rand/v2"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -97,11 +96,14 @@ type World struct {
 	cut map[[2]int]bool
 
 	trace   io.Writer
-	hash    hash.Hash64
+	h       uint64 // running FNV-1a hash of the trace
 	Stats   Stats
 	Failure string // the first invariant broken, with context
 
-	truth truth
+	truth   truth
+	records map[ownership.Actor]ownership.Record // the latest landed version of each ownership record
+	heldBuf []ownership.Record
+	served  map[uint64]servedAt // scripted events only
 
 	events    map[uint64]*clientEvent
 	nextEvent uint64
@@ -169,12 +171,14 @@ type clientEvent struct {
 func New(p Params, seed uint64, trace io.Writer) *World {
 	w := &World{
 		P: p, Seed: seed,
-		rng:    rand.New(rand.NewPCG(seed, 0x5eed)),
-		bucket: memstore.NewState(),
-		cut:    map[[2]int]bool{},
-		trace:  trace,
-		hash:   fnv.New64a(),
-		events: map[uint64]*clientEvent{},
+		rng:     rand.New(rand.NewPCG(seed, 0x5eed)),
+		bucket:  memstore.NewState(),
+		cut:     map[[2]int]bool{},
+		trace:   trace,
+		h:       14695981039346656037,
+		events:  map[uint64]*clientEvent{},
+		records: map[ownership.Actor]ownership.Record{},
+		served:  map[uint64]servedAt{},
 	}
 	w.Stats.Releases = map[string]int{}
 	w.truth.init()
@@ -186,7 +190,7 @@ func New(p Params, seed uint64, trace io.Writer) *World {
 		w.nodes = append(w.nodes, n)
 		w.startNode(n)
 	}
-	w.at(0, evClient{})
+	w.at(w.exp(p.EventEvery), evClient{})
 	w.at(w.exp(p.CrashEvery), evCrash{})
 	w.at(w.exp(p.StopEvery), evStop{})
 	w.at(w.exp(p.DrainEvery), evDrain{})
@@ -220,7 +224,7 @@ func (w *World) Run() string {
 }
 
 // TraceHash is a running hash of everything that happened, in order.
-func (w *World) TraceHash() uint64 { return w.hash.Sum64() }
+func (w *World) TraceHash() uint64 { return w.h }
 
 func (w *World) fail(format string, args ...any) {
 	if w.Failure == "" {
@@ -231,7 +235,7 @@ func (w *World) fail(format string, args ...any) {
 
 func (w *World) logf(format string, args ...any) {
 	line := fmt.Sprintf(format, args...)
-	w.hash.Write([]byte(line))
+	w.mixString(line)
 	if w.trace != nil {
 		fmt.Fprintf(w.trace, "%10.3fs %s\n", w.now.Seconds(), line)
 	}
@@ -240,53 +244,36 @@ func (w *World) logf(format string, args ...any) {
 // note adds one line to the trace: its fields go into the running hash
 // without formatting; the line is formatted only when the trace is printed.
 func (w *World) note(kind string, n *node, format string, args ...any) {
-	h := w.hash
-	var b [8]byte
-	put := func(v uint64) {
-		for i := range 8 {
-			b[i] = byte(v >> (8 * i))
-		}
-		h.Write(b[:])
-	}
-	put(uint64(w.now))
-	h.Write([]byte(kind))
+	w.mix(uint64(w.now))
+	w.mixString(kind)
 	if n != nil {
-		h.Write([]byte(n.name))
+		w.mixString(string(n.name))
 	}
 	for _, a := range args {
 		switch a := a.(type) {
 		case string:
-			h.Write([]byte(a))
+			w.mixString(a)
 		case ownership.InstanceID:
-			h.Write([]byte(a))
+			w.mixString(string(a))
 		case ownership.NodeID:
-			h.Write([]byte(a))
+			w.mixString(string(a))
 		case ownership.Actor:
-			h.Write([]byte(a.Class))
-			h.Write([]byte(a.Name))
+			w.mixString(a.Class)
+			w.mixString(a.Name)
 		case uint64:
-			put(a)
+			w.mix(a)
 		case int:
-			put(uint64(a))
+			w.mix(uint64(a))
 		case ownership.Generation:
-			put(uint64(a))
-		case ownership.RequestID:
-			put(uint64(a))
-		case ownership.Op:
-			put(uint64(a))
-		case ownership.Outcome:
-			put(uint64(a))
+			w.mix(uint64(a))
 		case time.Duration:
-			put(uint64(a))
+			w.mix(uint64(a))
 		case bool:
 			if a {
-				put(1)
+				w.mix(1)
 			} else {
-				put(0)
+				w.mix(0)
 			}
-		case ownership.Condition:
-			put(uint64(a.Kind))
-			h.Write([]byte(a.ETag))
 		default:
 			panic(fmt.Sprintf("sim: note of a %T", a))
 		}
@@ -298,6 +285,51 @@ func (w *World) note(kind string, n *node, format string, args ...any) {
 		}
 		fmt.Fprintf(w.trace, "%10.3fs %-3s %-10s %s\n", w.now.Seconds(), who, kind, fmt.Sprintf(format, args...))
 	}
+}
+
+// noteReq and noteEv are note for the hot paths: they hash their fields
+// without boxing them, and format only when the trace is printed.
+func (w *World) noteReq(kind string, n *node, id ownership.RequestID, op ownership.Op, key, extra string) {
+	w.mix(uint64(w.now))
+	w.mixString(kind)
+	w.mixString(string(n.name))
+	w.mix(uint64(id))
+	w.mix(uint64(op))
+	w.mixString(key)
+	w.mixString(extra)
+	if w.trace != nil {
+		fmt.Fprintf(w.trace, "%10.3fs %-3s %-10s #%d %s %s %s\n", w.now.Seconds(), n.name, kind, id, op, key, extra)
+	}
+}
+
+func (w *World) noteEv(kind string, n *node, id uint64, a ownership.Actor, extra string) {
+	w.mix(uint64(w.now))
+	w.mixString(kind)
+	w.mixString(string(n.name))
+	w.mix(id)
+	w.mixString(a.Name)
+	w.mixString(extra)
+	if w.trace != nil {
+		fmt.Fprintf(w.trace, "%10.3fs %-3s %-10s e%d %s %s\n", w.now.Seconds(), n.name, kind, id, a, extra)
+	}
+}
+
+// mix and mixString fold into the running FNV-1a trace hash.
+func (w *World) mix(v uint64) {
+	for i := 0; i < 8; i++ {
+		w.h ^= v & 0xff
+		w.h *= 1099511628211
+		v >>= 8
+	}
+}
+
+func (w *World) mixString(s string) {
+	for i := 0; i < len(s); i++ {
+		w.h ^= uint64(s[i])
+		w.h *= 1099511628211
+	}
+	w.h ^= 0xff
+	w.h *= 1099511628211
 }
 
 // ---- time and randomness ----
@@ -523,7 +555,7 @@ func (w *World) request(n *node, r ownership.Request) {
 	if fault != "" {
 		w.Stats.Faults++
 	}
-	w.note("send", n, "#%d %s %s %s %s", r.ID, r.Op, r.Key, r.Cond, fault)
+	w.noteReq("send", n, r.ID, r.Op, r.Key, fault)
 	unknownAt := w.now + timeout
 	switch fault {
 	case "lose-request":
@@ -562,14 +594,7 @@ func (w *World) land(p *pendingReq) {
 	r := p.req
 	res := ownership.Reply{ID: r.ID}
 	var err error
-	var before *ownership.Record
-	if r.Op == ownership.OpPut && strings.HasPrefix(r.Key, ownership.OwnersPrefix) {
-		if obj, gerr := w.bucket.Get(r.Key); gerr == nil {
-			if rec, derr := ownership.DecodeRecord(obj.Body); derr == nil {
-				before = &rec
-			}
-		}
-	}
+
 	switch r.Op {
 	case ownership.OpGet:
 		var obj ownership.Object
@@ -584,12 +609,17 @@ func (w *World) land(p *pendingReq) {
 	}
 	res.Outcome, res.Err = ownership.OutcomeOf(err), err
 	p.result, p.applied = res, true
-	w.note("land", w.nodes[p.node], "#%d %s %s -> %s", r.ID, r.Op, r.Key, res.Outcome)
+	w.noteReq("land", w.nodes[p.node], r.ID, r.Op, r.Key, res.Outcome.String())
 	if r.Op == ownership.OpPut && res.Outcome == ownership.Landed && strings.HasPrefix(r.Key, ownership.OwnersPrefix) {
-		if rec, derr := ownership.DecodeRecord(r.Body); derr == nil && rec.Held {
-			if before == nil || before.Generation < rec.Generation || !before.Held {
-				w.taken(rec)
-			}
+		rec, derr := ownership.DecodeRecord(r.Body)
+		if derr != nil {
+			panic(fmt.Sprintf("sim: a core wrote an unreadable record: %v", derr))
+		}
+		a := ownership.Actor{Class: rec.Class, Name: rec.Name}
+		before, had := w.records[a]
+		w.records[a] = rec
+		if rec.Held && (!had || before.Generation < rec.Generation || !before.Held) {
+			w.taken(rec)
 		}
 	}
 }
@@ -611,7 +641,7 @@ func (w *World) deliver(p *pendingReq, unknown, refused bool) {
 	}
 	fl := n.inflight[p.req.ID]
 	delete(n.inflight, p.req.ID)
-	w.note("reply", n, "#%d %s %s", p.req.ID, p.req.Key, reply.Outcome)
+	w.noteReq("reply", n, p.req.ID, p.req.Op, p.req.Key, reply.Outcome.String())
 	if fl != nil && fl.parkedSent {
 		w.exposureFrom(n, fl, reply)
 	}
@@ -687,7 +717,7 @@ func (w *World) send(ce *clientEvent, avoid *node) {
 		return
 	}
 	ce.hops = 0
-	w.note("event", n, "e%d %s", ce.id, ce.room)
+	w.noteEv("event", n, ce.id, ce.room, "")
 	w.step(n, ownership.Acquire{Actor: ce.room, Ref: ce.id})
 }
 
@@ -706,7 +736,7 @@ func (w *World) retry(ce *clientEvent) {
 func (w *World) relay(from, to *node, ce *clientEvent) {
 	ce.hops++
 	if ce.hops > 5 || !to.up || w.cut[linkKey(from.id, to.id)] {
-		w.note("relay-x", from, "e%d -> %s", ce.id, to.name)
+		w.noteEv("relay-x", from, ce.id, ce.room, string(to.name))
 		w.retry(ce)
 		return
 	}
@@ -740,7 +770,7 @@ func (w *World) routed(n *node, r ownership.Route) {
 		w.retry(ce)
 		return
 	}
-	w.note("route", n, "e%d %s -> %s", ce.id, r.Actor, r.Node)
+	w.noteEv("route", n, ce.id, r.Actor, string(r.Node))
 	w.relay(n, t, ce)
 }
 
@@ -749,14 +779,14 @@ func (w *World) refused(n *node, r ownership.Refuse) {
 	if ce == nil {
 		return
 	}
-	w.note("refused", n, "e%d %s: %s", ce.id, r.Actor, r.Reason)
+	w.noteEv("refused", n, ce.id, r.Actor, r.Reason)
 	if r.Draining {
 		// A draining node sends the client to another node, as a balancer
 		// would retry elsewhere; with no other node up, the client waits.
 		if other := w.pickNode(n); other != nil && ce.attempts < 60 {
 			ce.attempts++
 			ce.hops = 0
-			w.note("redirect", other, "e%d %s", ce.id, ce.room)
+			w.noteEv("redirect", other, ce.id, ce.room, "")
 			w.step(other, ownership.Acquire{Actor: ce.room, Ref: ce.id})
 			return
 		}
@@ -772,18 +802,21 @@ func (w *World) output(n *node, ev evOutput) {
 		return
 	}
 	if !n.core.MayAct(ev.actor, ev.gen, n.clock(w.now)) {
-		w.note("no-act", n, "e%d %s g%d", ce.id, ev.actor, ev.gen)
+		w.noteEv("no-act", n, ce.id, ev.actor, "")
 		w.retry(ce)
 		return
 	}
 	w.truth.act(w, ev.actor, n.inst, ev.gen)
 	ce.served = true
+	if _, scripted := w.served[ce.id]; scripted {
+		w.served[ce.id] = servedAt{node: n.name, gen: ev.gen, at: w.now, ok: true}
+	}
 	if !ce.take {
 		w.Stats.Served++
 		w.truth.served(w, ce)
 	}
 	delete(w.events, ce.id)
-	w.note("act", n, "e%d %s g%d", ce.id, ev.actor, ev.gen)
+	w.noteEv("act", n, ce.id, ev.actor, "g"+strconv.FormatUint(uint64(ev.gen), 10))
 	r := n.resident[ev.actor]
 	if r != nil && r.gen == ev.gen {
 		r.active = w.now
