@@ -17,6 +17,7 @@ func (c *Core) checkLapse() {
 		c.refuseWaiters(e, "node lease lapsed", false)
 		c.endLive(e, "lapse")
 		c.releaseParked(e, "lapse")
+		c.advance(e)
 	}
 }
 

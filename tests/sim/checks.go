@@ -198,6 +198,10 @@ func (w *World) checkFinal() {
 			w.fail("liveness: node %s is not back up after the heal", n.name)
 			return
 		}
+		if s := n.core.Status(n.clock(w.now)); s.Pending > 0 || s.Unresolved > 0 {
+			w.fail("liveness: %s still has %d pending releases and %d unresolved acquisitions after the quiet window", n.inst, s.Pending, s.Unresolved)
+			return
+		}
 	}
 }
 
