@@ -28,7 +28,7 @@ type variant struct {
 
 var variants = []variant{
 	{
-		name: "readopt-on-wake", file: "park.go", budget: 300,
+		name: "readopt-on-wake", file: "park.go", budget: 200,
 		old: `	if e.live != nil {
 		c.emit(Grant{Actor: in.Actor, Ref: in.Ref, Gen: e.live.gen})
 		return
@@ -46,22 +46,22 @@ var variants = []variant{
 	}`,
 	},
 	{
-		name: "lapse-forgets-parked", file: "lapse.go", budget: 600,
+		name: "lapse-forgets-parked", file: "lapse.go", budget: 300,
 		old: `		c.releaseParked(e, "lapse")`,
 		new: `		c.dropParked(e) // broken: a lapse forgets parked records`,
 	},
 	{
-		name: "release-on-hibernation", file: "park.go", budget: 300,
+		name: "release-on-hibernation", file: "park.go", budget: 200,
 		old: `	if e.sockets > 0 && c.LeaseValid(c.now) && c.mode == modeServing && e.moving == nil {`,
 		new: `	if false { // broken: hibernation releases even with sockets open`,
 	},
 	{
-		name: "resolver-parked-any-generation", file: "resolver.go", budget: 1500,
+		name: "resolver-parked-any-generation", file: "resolver.go", budget: 1000,
 		old: `(e.parked != nil && e.parked.gen == u.gen)`,
 		new: `(e.parked != nil) /* broken: a parked hold counts at any generation */`,
 	},
 	{
-		name: "unknown-wake-drops-parked", file: "park.go", budget: 1500,
+		name: "unknown-wake-drops-parked", file: "park.go", budget: 2000,
 		old: `		if f.wake {
 			e.exposed = true
 		}`,
@@ -71,7 +71,7 @@ var variants = []variant{
 		}`,
 	},
 	{
-		name: "resolver-ends-unchanged", file: "resolver.go", budget: 1500,
+		name: "resolver-ends-unchanged", file: "resolver.go", budget: 2500,
 		old: `		if c.now.Sub(u.since) < c.cfg.ResolverWatch {`,
 		new: `		if false { // broken: the first read of an unchanged record ends the entry`,
 	},

@@ -1,0 +1,58 @@
+// Package ownership decides which node may act for an actor, and when.
+//
+// wasmkeep nodes share nothing but a bucket. This package holds the bucket
+// interface (Bucket, with typed outcomes: landed, not found, refused,
+// unknown), the records kept in it, and Core: one node's ownership protocol
+// as a deterministic state machine. Stores live in the sub-packages
+// dirstore, s3store and memstore; the proto.actor shell that runs a Core
+// against a real bucket and clock is keeper.
+//
+// # Glossary
+//
+// These words mean one thing each, everywhere in wasmkeep:
+//
+//   - node: one configured member of a cluster (NodeID), stable across
+//     restarts.
+//   - instance: one start of a node process (InstanceID, random per start).
+//   - lease: the node lease record at nodes/<node>, renewed every period
+//     with If-Match. This node counts it valid until the send time of its
+//     last acknowledged renewal plus ttl minus safety.
+//   - record: the ownership record of an actor at owners/<class>/<name>:
+//     node, instance, generation, held or free. Its version is its ETag.
+//   - generation: a counter in the record, raised by every acquisition and
+//     never by a release.
+//   - hold: this instance's ownership of one actor at one generation. A live
+//     hold with a valid lease may act.
+//   - park: keep the record of an actor that hibernated with sockets open
+//     on this node, without writing; a parked hold may not act.
+//   - wake: the next event for a parked actor: an acquisition at a new
+//     generation, never a re-adoption of the parked hold.
+//   - release: If-Match on the hold's version, generation kept, record free.
+//   - pending release: a release without an answer (or refused without
+//     proof that the record moved), retried with capped backoff.
+//   - resolver: what decides an acquisition whose write had no answer, by
+//     re-reading the record; a record counts as held here only when a live
+//     or parked hold here has that exact generation.
+//   - fence: a conditional write of a peer's lease as fenced, by a watcher
+//     that saw it unchanged for ttl + grace on its own clock; the fenced
+//     node's records are then free to acquire.
+//   - drain: a node hands its actors over: it releases every live hold and
+//     parked record, on every pass, until nothing is left.
+//   - move: one actor is released here so that a named node takes it.
+//   - sweep: the once-a-minute pass over the rooms with sockets here.
+//
+// # Guarantees
+//
+// Core reads no clock (every Step carries the node's time), starts no
+// goroutine, does no I/O and draws no random number: the same inputs give
+// the same effects, which is what lets tests/sim run three real cores over a
+// faulty simulated bucket and check, after every event, that no two owners
+// act, that no generation serves two holds, that no record leaks, and that
+// the broken variants it knows are caught. Every write that protects an
+// invariant is conditional, and an unknown outcome is never taken for
+// success or failure.
+//
+// A Core is owned by one goroutine (the ownership actor, or a simulator).
+// The package never imports protoactor, the AWS SDK, net/http or os; a test
+// enforces it.
+package ownership
