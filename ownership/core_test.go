@@ -273,3 +273,94 @@ func TestResolverWatchesAnUnchangedRecord(t *testing.T) {
 		t.Fatal("the core still tracks the room after the resolver released it")
 	}
 }
+
+func countOf(effects []ownership.Effect, name string) int {
+	n := 0
+	for _, e := range effects {
+		if c, ok := e.(ownership.Count); ok && c.Name == name {
+			n += int(c.Add)
+		}
+	}
+	return n
+}
+
+func reportsAbout(effects []ownership.Effect, key string) int {
+	n := 0
+	for _, e := range effects {
+		if r, ok := e.(ownership.Report); ok && r.Key == key {
+			n++
+		}
+	}
+	return n
+}
+
+// TestSweepPassesOverUnreadableRecords: the re-read of parked records counts
+// an unreadable record, reports it once, keeps the parked entry (it proves
+// nothing), and goes on with the records after it.
+func TestSweepPassesOverUnreadableRecords(t *testing.T) {
+	h := newHarness(t)
+	rooms := []ownership.Actor{{Class: "room", Name: "a"}, {Class: "room", Name: "b"}, {Class: "room", Name: "c"}}
+	for _, r := range rooms {
+		mustGrant(t, h.acquire(r), 1)
+		h.step(ownership.SocketOpened{Actor: r})
+		h.step(ownership.Idle{Actor: r, Gen: 1})
+	}
+	// Room a's record becomes garbage; room c's moves to another node behind
+	// our back.
+	if _, err := h.bucket.Put(ownership.OwnerKey(rooms[0]), []byte("\x00garbage"), ownership.Always()); err != nil {
+		t.Fatal(err)
+	}
+	moved := ownership.Record{Class: "room", Name: "c", Node: "n2", Instance: "n2.x", Generation: 5, Held: true, Nonce: "z"}
+	if _, err := h.bucket.Put(ownership.OwnerKey(rooms[2]), ownership.EncodeRecord(moved), ownership.Always()); err != nil {
+		t.Fatal(err)
+	}
+	h.effects = nil
+	cfg := h.core.Config()
+	h.advance(time.Duration(cfg.RereadEvery)*cfg.SweepPeriod + time.Second)
+	if got := countOf(h.effects, ownership.MetricSweepUnreadable); got != 1 {
+		t.Fatalf("unreadable records counted %d times in one re-read pass, want 1", got)
+	}
+	if got := reportsAbout(h.effects, ownership.OwnerKey(rooms[0])); got != 1 {
+		t.Fatalf("the unreadable record was reported %d times, want once", got)
+	}
+	if _, ok := h.core.Parked(rooms[0]); !ok {
+		t.Fatal("an unreadable record dropped the parked entry; it proves nothing")
+	}
+	if _, ok := h.core.Parked(rooms[1]); !ok {
+		t.Fatal("the room after the unreadable one lost its parked entry")
+	}
+	if _, ok := h.core.Parked(rooms[2]); ok {
+		t.Fatal("the re-read kept a parked entry whose record names another holder")
+	}
+	h.effects = nil
+	h.advance(time.Duration(cfg.RereadEvery) * cfg.SweepPeriod)
+	if got := reportsAbout(h.effects, ownership.OwnerKey(rooms[0])); got != 0 {
+		t.Fatalf("the unreadable record was reported again (%d)", got)
+	}
+}
+
+// TestMembershipPassesOverUnreadableLeases: a garbage lease record among the
+// nodes is reported, and the peers after it are still read and routed to.
+func TestMembershipPassesOverUnreadableLeases(t *testing.T) {
+	h := newHarness(t)
+	if _, err := h.bucket.Put(ownership.NodeKey("m0"), []byte("not a lease"), ownership.Always()); err != nil {
+		t.Fatal(err)
+	}
+	peer := ownership.Lease{Node: "n9", Instance: "n9.a", Addr: "10.0.0.9:8080", TTLMilli: 10000, State: ownership.LeaseLive, Seq: 1, Nonce: "q"}
+	if _, err := h.bucket.Put(ownership.NodeKey("n9"), ownership.EncodeLease(peer), ownership.Always()); err != nil {
+		t.Fatal(err)
+	}
+	other := ownership.Actor{Class: "room", Name: "theirs"}
+	rec := ownership.Record{Class: "room", Name: "theirs", Node: "n9", Instance: "n9.a", Generation: 3, Held: true, Nonce: "r"}
+	if _, err := h.bucket.Put(ownership.OwnerKey(other), ownership.EncodeRecord(rec), ownership.Always()); err != nil {
+		t.Fatal(err)
+	}
+	h.effects = nil
+	h.advance(3 * time.Second) // a listing and the reads it starts
+	if got := reportsAbout(h.effects, ownership.NodeKey("m0")); got != 1 {
+		t.Fatalf("the unreadable lease was reported %d times, want once", got)
+	}
+	if r, ok := h.acquire(other).(ownership.Route); !ok || r.Node != "n9" || r.Addr != "10.0.0.9:8080" {
+		t.Fatalf("an actor held by the live peer after the unreadable lease: %#v, want a route to n9", h.acquire(other))
+	}
+}
