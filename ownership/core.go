@@ -43,7 +43,16 @@ type Core struct {
 	stopUntil  time.Time
 
 	unreadable map[string]bool // keys reported unreadable, each reported once
-	timerAt    time.Time       // the last SetTimer emitted
+	// stopAfterStart: a stop came while our lease write was in flight; it
+	// runs once the write's fate is known, so no live lease is left behind.
+	stopAfterStart bool
+	// absent: nodes that records name but that a complete listing of nodes/
+	// did not show, since when (DESIGN: a node writes its lease first).
+	absent map[NodeID]time.Time
+	// listedAt is the send time of the last complete listing of nodes/.
+	listedAt   time.Time
+	listStart  time.Time
+	timerAt    time.Time // the last SetTimer emitted
 	exitReason string
 }
 
@@ -152,6 +161,7 @@ func NewCore(cfg Config) (*Core, error) {
 		peers:      map[NodeID]*peer{},
 		entries:    map[Actor]*entry{},
 		unreadable: map[string]bool{},
+		absent:     map[NodeID]time.Time{},
 	}, nil
 }
 
@@ -356,11 +366,17 @@ func (c *Core) onLeaseRead(f *flight, r Reply) {
 			return
 		}
 		// Our own write landed unanswered: adopt its version and renew now.
+		// (A stop asked for while starting runs once the lease is ours.)
 		// Validity still counts only from an acknowledged write's send time.
 		c.lease.etag, c.lease.seq = r.ETag, l.Seq
 		c.lease.releasing = false // a stop's final write did not land: write it again
 		if c.phase == phaseStarting {
 			c.becomeRunning()
+			if c.stopAfterStart {
+				c.stopAfterStart = false
+				c.stop()
+				return
+			}
 		}
 		c.lease.nextRenew = c.now
 		return
@@ -430,6 +446,10 @@ func (c *Core) onLeaseWrite(f *flight, r Reply) {
 		}
 		c.lease.nextRenew = f.sentAt.Add(c.cfg.LeasePeriod)
 		c.checkValidAgain()
+		if c.stopAfterStart {
+			c.stopAfterStart = false
+			c.stop()
+		}
 	case Refused, NotFound:
 		// Maybe our own earlier write landed late; maybe a fence or a twin.
 		// Only a fresh read tells.
@@ -462,11 +482,16 @@ func (c *Core) becomeRunning() {
 }
 
 func (c *Core) renewDue() {
-	if c.phase != phaseRunning || c.lease.busy != 0 || c.lease.releasing {
+	if c.phase != phaseRunning || c.lease.busy != 0 {
 		return
 	}
 	if !c.lease.retryRead.IsZero() && !c.now.Before(c.lease.retryRead) {
+		// Before anything else, even a stop's final write: that write's fate
+		// is what the read tells.
 		c.readOwnLease()
+		return
+	}
+	if c.lease.releasing {
 		return
 	}
 	if c.mode == modeStopping && c.stopReady() {
@@ -492,6 +517,7 @@ func (c *Core) listDue() {
 		return
 	}
 	c.listing.seen = map[NodeID]bool{}
+	c.listStart = c.now
 	c.listing.busy = c.send(fList, OpList, NodesPrefix, nil, Always(), nil)
 }
 
@@ -507,6 +533,8 @@ func (c *Core) onList(f *flight, r Reply) {
 			continue
 		}
 		n := NodeID(seg)
+		c.listing.seen[n] = true
+		delete(c.absent, n)
 		if n == c.cfg.Node {
 			continue
 		}
@@ -524,6 +552,7 @@ func (c *Core) onList(f *flight, r Reply) {
 		return
 	}
 	c.listing.nextAt = c.now.Add(c.cfg.LeasePeriod)
+	c.listedAt = c.listStart
 	for _, n := range c.sortedPeers() {
 		p := c.peers[n]
 		if p.busy != 0 {
@@ -671,7 +700,9 @@ func (c *Core) nextDeadline() time.Time {
 		consider(c.lease.retryRead)
 	case phaseRunning:
 		if c.lease.busy == 0 {
-			consider(c.lease.nextRenew)
+			if !c.lease.releasing {
+				consider(c.lease.nextRenew)
+			}
 			consider(c.lease.retryRead)
 		}
 		if !c.lease.lapsed {
@@ -687,7 +718,7 @@ func (c *Core) nextDeadline() time.Time {
 		if c.mode == modeDraining {
 			consider(c.drainPass)
 		}
-		if c.mode == modeStopping {
+		if c.mode == modeStopping && c.now.Before(c.stopUntil) {
 			consider(c.stopUntil)
 		}
 		if c.timers.Len() > 0 {
@@ -695,7 +726,8 @@ func (c *Core) nextDeadline() time.Time {
 		}
 	}
 	if !at.IsZero() && at.Before(c.now) {
-		at = c.now
+		// Everything due was done by this step, or waits for a reply.
+		panic(fmt.Sprintf("ownership: next deadline %v is before now %v", at, c.now))
 	}
 	return at
 }

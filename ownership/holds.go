@@ -397,6 +397,21 @@ func (c *Core) judge(rec Record, seenAt time.Time) (verdict, string) {
 		return verdictTake, ""
 	}
 	p := c.peers[rec.Node]
+	if p == nil && !c.listedAt.Before(seenAt) {
+		// A complete listing sent after this version was first seen has no
+		// lease for the node. A node writes its lease before any record, so
+		// its lease was deleted: it cannot renew, and is past acting a ttl
+		// after we first noticed.
+		since, ok := c.absent[rec.Node]
+		if !ok {
+			since = c.now
+			c.absent[rec.Node] = since
+		}
+		if c.now.Sub(since) >= c.cfg.LeaseTTL {
+			return verdictTake, ""
+		}
+		return verdictWait, fmt.Sprintf("node %s has no lease record; waiting a ttl before taking its records", rec.Node)
+	}
 	if p == nil || !p.known {
 		c.listing.nextAt = c.now
 		return verdictWait, fmt.Sprintf("node %s not yet in the membership view", rec.Node)

@@ -195,6 +195,10 @@ func (c *Core) Draining() bool { return c.mode == modeDraining }
 
 func (c *Core) stop() {
 	switch {
+	case c.phase == phaseStarting && c.lease.busy != 0 && c.flights[c.lease.busy].kind == fLeaseWrite:
+		// Our lease write may land: stop once its fate is known.
+		c.stopAfterStart = true
+		return
 	case c.phase == phaseStarting || c.phase == phaseNew:
 		c.exit(true, "stopped before the lease was taken")
 		return

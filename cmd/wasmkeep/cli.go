@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/bucketurl"
@@ -26,6 +28,29 @@ type env struct {
 	out, err io.Writer
 	// openBucket opens the bucket a URL names (bucketurl.Open).
 	openBucket func(ctx context.Context, rawURL string) (ownership.Bucket, func() error, error)
+	// now is this machine's clock; nil means time.Now.
+	now func() time.Time
+	// log receives a node's structured logs; nil means text lines on err.
+	log *slog.Logger
+	// started, when set, is told the address a node serves on once it
+	// serves (tests use it to reach a node listening on port 0).
+	started func(addr string)
+}
+
+// logger returns e's logger.
+func (e env) logger() *slog.Logger {
+	if e.log != nil {
+		return e.log
+	}
+	return slog.New(slog.NewTextHandler(e.err, nil))
+}
+
+// clock reads e's clock.
+func (e env) clock() time.Time {
+	if e.now != nil {
+		return e.now()
+	}
+	return time.Now()
 }
 
 // action runs a command once its flags are parsed; args are the arguments
@@ -53,7 +78,9 @@ func commands() *command {
 		name:    "wasmkeep",
 		summary: "a runtime for stateful actors whose nodes share nothing but a bucket",
 		subs: []*command{
+			serveCommand(),
 			bucketCommands(),
+			clusterCommands(),
 		},
 	}
 }
@@ -110,7 +137,8 @@ func dispatch(ctx context.Context, cmd *command, parents []string, args []string
 	// Errors are reported below, once, in our own words.
 	fs.SetOutput(io.Discard)
 	act := cmd.setup(fs)
-	if err := fs.Parse(args); err != nil {
+	positional, err := parseFlags(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printHelp(e.out, cmd, path)
 			return exitOK
@@ -118,11 +146,11 @@ func dispatch(ctx context.Context, cmd *command, parents []string, args []string
 		fmt.Fprintf(e.err, "%s: %v\nrun '%s --help' for usage\n", name, err, name)
 		return exitUsage
 	}
-	if cmd.args == "" && fs.NArg() > 0 {
-		fmt.Fprintf(e.err, "%s: unexpected argument %q\nrun '%s --help' for usage\n", name, fs.Arg(0), name)
+	if cmd.args == "" && len(positional) > 0 {
+		fmt.Fprintf(e.err, "%s: unexpected argument %q\nrun '%s --help' for usage\n", name, positional[0], name)
 		return exitUsage
 	}
-	err := act(ctx, e, fs.Args())
+	err = act(ctx, e, positional)
 	var usage usageError
 	var exit exitError
 	switch {
@@ -136,6 +164,26 @@ func dispatch(ctx context.Context, cmd *command, parents []string, args []string
 	}
 	fmt.Fprintf(e.err, "%s: %v\n", name, err)
 	return exitProblem
+}
+
+// parseFlags parses the flags wherever they stand among the arguments, so
+// that "fence NODE --bucket URL" reads like "fence --bucket URL NODE" (the
+// flag package alone stops at the first argument). "--" ends the flags.
+func parseFlags(fs *flag.FlagSet, args []string) (positional []string, err error) {
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return positional, nil
+		}
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			return append(positional, rest...), nil
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
 }
 
 // helpFor serves "help [COMMAND...]".
@@ -183,7 +231,7 @@ func printHelp(w io.Writer, cmd *command, path []string) {
 		fmt.Fprintf(w, "  %-24s %s\n", strings.Join(leafPath, " "), leaf.summary)
 	})
 	fmt.Fprintf(w, "\n'%s help COMMAND...' or '%s COMMAND... --help' shows one command.\n", name, name)
-	fmt.Fprintf(w, "flags may be written -flag or --flag, with -flag=value or -flag value.\n")
+	fmt.Fprintf(w, "flags may be written -flag or --flag, with -flag=value or -flag value, before or after arguments.\n")
 	fmt.Fprintf(w, "exit codes: 0 success; 1 the command failed or found a problem; 2 bad command line.\n")
 	forEachLeaf(cmd, path, func(leaf *command, leafPath []string) {
 		fmt.Fprintln(w)

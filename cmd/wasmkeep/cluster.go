@@ -1,0 +1,258 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/bucketurl"
+	"github.com/wasmkeep/wasmkeep/ownership/cluster"
+)
+
+func clusterCommands() *command {
+	return &command{
+		name:    "cluster",
+		summary: "inspect a cluster through its bucket, and fence dead nodes",
+		subs: []*command{
+			{
+				name:    "status",
+				summary: "list every node and count the ownership records in the bucket",
+				detail: "Reads every node lease record (nodes/) and every ownership record (owners/) and prints, per node:\n" +
+					"its instance, lease state, address, lease age, the held and parked counts it published in\n" +
+					"its lease, and how many ownership records name it: held (and of those, held by an ended\n" +
+					"instance, which any node may acquire) and free. The lease age is this\n" +
+					"machine's clock minus the writer's clock at its last write: machines' clocks may disagree.\n" +
+					"Records that cannot be read are counted and named. Only reads; exits 1 when the bucket\n" +
+					"cannot be listed.",
+				setup: setupClusterStatus,
+			},
+			{
+				name:    "fence",
+				args:    "NODE",
+				summary: "write a node's lease as fenced, so that its actors are free to acquire",
+				detail: "Reads nodes/NODE and writes it back fenced (same node and instance, the next sequence\n" +
+					"number, a fresh nonce) with If-Match on the version read. Refuses an unknown node, an\n" +
+					"unreadable lease, and a lease already fenced or released. Meant for a node known to be\n" +
+					"dead: a node that is still running finds the fence at its next renewal, drops every actor,\n" +
+					"closes its sockets and exits non-zero. Live peers fence a dead node by themselves once its\n" +
+					"lease has stood still for ttl + grace; this saves the wait, or fences a node no live peer\n" +
+					"watches.",
+				setup: setupClusterFence,
+			},
+		},
+	}
+}
+
+// clusterStatusConfig is what `wasmkeep cluster status` runs with.
+type clusterStatusConfig struct {
+	BucketURL string
+	JSON      bool
+	Timeout   time.Duration
+}
+
+func (c clusterStatusConfig) Validate() error { return validateClusterFlags(c.BucketURL, c.Timeout) }
+
+func validateClusterFlags(bucketURL string, timeout time.Duration) error {
+	var errs []error
+	if _, err := bucketurl.Parse(bucketURL); err != nil {
+		errs = append(errs, err)
+	}
+	if timeout <= 0 {
+		errs = append(errs, fmt.Errorf("--timeout %v: must be positive", timeout))
+	}
+	return errors.Join(errs...)
+}
+
+func setupClusterStatus(fs *flag.FlagSet) action {
+	cfg := clusterStatusConfig{BucketURL: defaultBucketURL, Timeout: time.Minute}
+	fs.StringVar(&cfg.BucketURL, "bucket", cfg.BucketURL, bucketURLHelp)
+	fs.BoolVar(&cfg.JSON, "json", false, "print the status as one JSON object (durations in milliseconds, times in RFC 3339)")
+	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound on the whole read")
+	return func(ctx context.Context, e env, _ []string) error {
+		if err := cfg.Validate(); err != nil {
+			return usageError{err}
+		}
+		return runClusterStatus(ctx, cfg, e)
+	}
+}
+
+func runClusterStatus(ctx context.Context, cfg clusterStatusConfig, e env) (err error) {
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	b, closeBucket, err := openExistingBucket(ctx, e, cfg.BucketURL)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := closeBucket(); cerr != nil && err == nil {
+			err = fmt.Errorf("close %s: %w", describeBucket(cfg.BucketURL), cerr)
+		}
+	}()
+	st, err := cluster.ReadStatus(ctx, b, e.clock())
+	if err != nil {
+		return fmt.Errorf("%s: %w", describeBucket(cfg.BucketURL), err)
+	}
+	if cfg.JSON {
+		enc := json.NewEncoder(e.out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Bucket string `json:"bucket"`
+			cluster.Status
+		}{describeBucket(cfg.BucketURL), st})
+	}
+	printStatus(e.out, describeBucket(cfg.BucketURL), st)
+	return nil
+}
+
+// openExistingBucket opens the bucket a URL names, refusing a directory
+// that does not exist: the directory store creates its directory, and a
+// command that inspects a cluster must not create an empty bucket where a
+// path was mistyped.
+func openExistingBucket(ctx context.Context, e env, raw string) (ownership.Bucket, func() error, error) {
+	t, err := bucketurl.Parse(raw)
+	if err != nil {
+		return nil, nil, usageError{err}
+	}
+	if t.Kind == bucketurl.Dir {
+		info, err := os.Stat(t.Dir)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			return nil, nil, fmt.Errorf("no bucket at %s: the directory does not exist", t.Dir)
+		case err != nil:
+			return nil, nil, err
+		case !info.IsDir():
+			return nil, nil, fmt.Errorf("no bucket at %s: not a directory", t.Dir)
+		}
+	}
+	return e.openBucket(ctx, raw)
+}
+
+func printStatus(w io.Writer, bucket string, st cluster.Status) {
+	fmt.Fprintf(w, "bucket: %s\n", bucket)
+	fmt.Fprintf(w, "read at: %s\n\n", st.ReadAt.UTC().Format(time.RFC3339))
+	if len(st.Nodes) == 0 {
+		fmt.Fprintln(w, "no nodes")
+	} else {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NODE\tINSTANCE\tSTATE\tADDRESS\tLEASE AGE\tHELD*\tPARKED*\tRECORDS HELD\tENDED**\tRECORDS FREE")
+		for _, n := range st.Nodes {
+			if l := n.Lease; l != nil {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", n.Node, l.Instance, l.State, orDash(l.Addr),
+					leaseAge(l), l.Held, l.Parked, n.RecordsHeld, n.RecordsHeldEnded, n.RecordsFree)
+			} else {
+				fmt.Fprintf(tw, "%s\t-\t(no lease record)\t-\t-\t-\t-\t%d\t-\t%d\n", n.Node, n.RecordsHeld, n.RecordsFree)
+			}
+		}
+		tw.Flush()
+		fmt.Fprintln(w, "\n*  as the node published in its lease at its last write. Lease age: this machine's clock")
+		fmt.Fprintln(w, "   minus the writer's clock at that write; a negative age means the writer's clock is ahead.")
+		fmt.Fprintln(w, "** of the records held, those whose holder has ended (an earlier instance, or a lease fenced")
+		fmt.Fprintln(w, "   or released): any node may acquire them.")
+	}
+	fmt.Fprintf(w, "\nownership records: %d held, %d free, %d unreadable\n", st.Held, st.Free, len(st.Unreadable))
+	if len(st.Unreadable) > 0 {
+		fmt.Fprintln(w, "unreadable:")
+		for _, u := range st.Unreadable {
+			fmt.Fprintf(w, "  %s: %s\n", u.Key, u.Err)
+		}
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func leaseAge(l *cluster.Lease) string {
+	if l.WrittenAt.IsZero() {
+		return "?"
+	}
+	return time.Duration(l.Age).Round(100 * time.Millisecond).String()
+}
+
+// clusterFenceConfig is what `wasmkeep cluster fence` runs with.
+type clusterFenceConfig struct {
+	Node      ownership.NodeID
+	BucketURL string
+	Timeout   time.Duration
+}
+
+func (c clusterFenceConfig) Validate() error {
+	return errors.Join(ownership.ValidateNodeID(c.Node), validateClusterFlags(c.BucketURL, c.Timeout))
+}
+
+func setupClusterFence(fs *flag.FlagSet) action {
+	cfg := clusterFenceConfig{BucketURL: defaultBucketURL, Timeout: time.Minute}
+	fs.StringVar(&cfg.BucketURL, "bucket", cfg.BucketURL, bucketURLHelp)
+	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound on the read and the write")
+	return func(ctx context.Context, e env, args []string) error {
+		if len(args) != 1 {
+			return usageError{fmt.Errorf("want one NODE, got %d arguments", len(args))}
+		}
+		cfg.Node = ownership.NodeID(args[0])
+		if err := cfg.Validate(); err != nil {
+			return usageError{err}
+		}
+		return runClusterFence(ctx, cfg, e)
+	}
+}
+
+func runClusterFence(ctx context.Context, cfg clusterFenceConfig, e env) (err error) {
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	now := e.clock()
+	nonce, err := newNonce(now)
+	if err != nil {
+		return err
+	}
+	b, closeBucket, err := openExistingBucket(ctx, e, cfg.BucketURL)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := closeBucket(); cerr != nil && err == nil {
+			err = fmt.Errorf("close %s: %w", describeBucket(cfg.BucketURL), cerr)
+		}
+	}()
+
+	f, err := cluster.Fence(ctx, b, cfg.Node, "fence-"+nonce)
+	switch {
+	case errors.Is(err, ownership.ErrUnknownOutcome):
+		fmt.Fprintf(e.out, "sent a fence for node %s (instance %s) but got no answer: it may have landed, or may still land.\n",
+			cfg.Node, f.Before.Instance)
+		fmt.Fprintf(e.out, "run 'wasmkeep cluster status' to see the lease's state.\n")
+		return err
+	case errors.Is(err, cluster.ErrChanged):
+		return fmt.Errorf("%w; nothing written: if the node renewed its lease it is alive; "+
+			"run 'wasmkeep cluster status' and fence again only if it is dead", err)
+	case errors.Is(err, cluster.ErrUnknownNode), errors.Is(err, cluster.ErrAlreadyFenced),
+		errors.Is(err, cluster.ErrReleased), errors.Is(err, ownership.ErrUnreadable):
+		return fmt.Errorf("refusing to fence: %w", err)
+	case err != nil:
+		return err
+	}
+
+	fmt.Fprintf(e.out, "fenced node %s (instance %s) in %s: lease %s -> %s, seq %d -> %d\n",
+		cfg.Node, f.Before.Instance, describeBucket(cfg.BucketURL), f.Before.State, f.After.State, f.Before.Seq, f.After.Seq)
+	if f.Before.WrittenAt > 0 {
+		age := now.Sub(time.UnixMilli(f.Before.WrittenAt)).Round(100 * time.Millisecond)
+		fmt.Fprintf(e.out, "its lease was last written %v ago (by its own clock, read against this machine's)\n", age)
+		if age < time.Duration(f.Before.TTLMilli)*time.Millisecond {
+			fmt.Fprintf(e.err, "warning: node %s wrote its lease less than a ttl (%v) ago: it may well be alive.\n",
+				cfg.Node, time.Duration(f.Before.TTLMilli)*time.Millisecond)
+		}
+	}
+	fmt.Fprintf(e.out, "ownership records naming node %s are free to acquire now.\n", cfg.Node)
+	fmt.Fprintf(e.err, "warning: if node %s is still running, it finds the fence at its next renewal, "+
+		"drops every actor, closes its sockets and exits non-zero.\n", cfg.Node)
+	return nil
+}

@@ -1,0 +1,331 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/bucketurl"
+	"github.com/wasmkeep/wasmkeep/ownership/dirstore"
+	"github.com/wasmkeep/wasmkeep/ownership/memstore"
+)
+
+var clusterT0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// coreNode runs a real Core over a bucket synchronously, at a clock the
+// test moves: what a node would write, without a node.
+type coreNode struct {
+	t    *testing.T
+	core *ownership.Core
+	b    ownership.Bucket
+	now  time.Time
+	ref  uint64
+	gens map[uint64]ownership.Generation
+}
+
+func startCoreNode(t *testing.T, b ownership.Bucket, name string) *coreNode {
+	t.Helper()
+	cfg := ownership.DefaultConfig(ownership.NodeID(name), ownership.InstanceID(name+"-i1"))
+	cfg.Addr = name + ".test:7000"
+	core, err := ownership.NewCore(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &coreNode{t: t, core: core, b: b, now: clusterT0, gens: map[uint64]ownership.Generation{}}
+	n.step(ownership.Start{})
+	return n
+}
+
+func (n *coreNode) step(in ownership.Input) {
+	ctx := context.Background()
+	queue := []ownership.Input{in}
+	for len(queue) > 0 {
+		in, queue = queue[0], queue[1:]
+		for _, e := range n.core.Step(n.now, in) {
+			switch e := e.(type) {
+			case ownership.Grant:
+				n.gens[e.Ref] = e.Gen
+			case ownership.Request:
+				r := ownership.Reply{ID: e.ID}
+				var err error
+				switch e.Op {
+				case ownership.OpGet:
+					var obj ownership.Object
+					obj, err = n.b.Get(ctx, e.Key)
+					r.Body, r.ETag = obj.Body, obj.ETag
+				case ownership.OpPut:
+					r.ETag, err = n.b.Put(ctx, e.Key, e.Body, e.Cond)
+				case ownership.OpDelete:
+					err = n.b.Delete(ctx, e.Key, e.Cond)
+				case ownership.OpList:
+					r.Page, err = n.b.List(ctx, e.Key, e.StartAfter, e.Limit)
+				}
+				r.Outcome, r.Err = ownership.OutcomeOf(err), err
+				queue = append(queue, r)
+			}
+		}
+	}
+}
+
+func (n *coreNode) acquire(a ownership.Actor) ownership.Generation {
+	n.t.Helper()
+	n.ref++
+	n.step(ownership.Acquire{Actor: a, Ref: n.ref})
+	gen, ok := n.gens[n.ref]
+	if !ok {
+		n.t.Fatalf("%s not granted", a)
+	}
+	return gen
+}
+
+// writeTestCluster fills b: n1 live (one live hold, one parked record, one
+// free record), n2 stopped cleanly, a held record naming n3 (no lease), and
+// an unreadable record.
+func writeTestCluster(t *testing.T, b ownership.Bucket) {
+	t.Helper()
+	n1, n2 := startCoreNode(t, b, "n1"), startCoreNode(t, b, "n2")
+	a, p, f := ownership.Actor{Class: "room", Name: "a"}, ownership.Actor{Class: "room", Name: "p"}, ownership.Actor{Class: "room", Name: "f"}
+	n1.acquire(a)
+	gen := n1.acquire(p)
+	n1.step(ownership.SocketOpened{Actor: p})
+	n1.step(ownership.Idle{Actor: p, Gen: gen})
+	gen = n1.acquire(f)
+	n1.step(ownership.Idle{Actor: f, Gen: gen})
+	n1.now = n1.now.Add(2500 * time.Millisecond)
+	n1.step(ownership.Tick{}) // the renewal publishes the counts
+	n2.acquire(ownership.Actor{Class: "room", Name: "b"})
+	n2.now = n1.now
+	n2.step(ownership.Stop{})
+
+	ctx := context.Background()
+	e := ownership.Actor{Class: "chat", Name: "e"}
+	if _, err := b.Put(ctx, ownership.OwnerKey(e), ownership.EncodeRecord(ownership.Record{
+		Class: e.Class, Name: e.Name, Node: "n3", Instance: "n3-i1", Generation: 2, Held: true, Nonce: "hand"}), ownership.IfAbsent()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Put(ctx, "owners/room/zz", []byte("garbage"), ownership.IfAbsent()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dirCluster writes the test cluster into a directory store and returns
+// its path, closed, for the command to open.
+func dirCluster(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "bucket")
+	s, err := dirstore.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeTestCluster(t, s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// runAt runs the command line with the clock at now; "mem://" opens mem.
+func runAt(t *testing.T, now time.Time, mem ownership.Bucket, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	e := env{out: &out, err: &errOut, now: func() time.Time { return now },
+		openBucket: func(ctx context.Context, raw string) (ownership.Bucket, func() error, error) {
+			if raw == "mem://" && mem != nil {
+				return mem, func() error { return nil }, nil
+			}
+			return bucketurl.Open(ctx, raw)
+		}}
+	code = runEnv(t.Context(), args, e)
+	return code, out.String(), errOut.String()
+}
+
+func TestClusterStatus(t *testing.T) {
+	mem := memstore.New(memstore.Faults{})
+	writeTestCluster(t, mem)
+	dir := dirCluster(t)
+	readAt := clusterT0.Add(4 * time.Second)
+	for _, bucket := range []string{dir, "mem://"} {
+		code, stdout, stderr := runAt(t, readAt, mem, "cluster", "status", "--bucket", bucket)
+		if code != exitOK {
+			t.Fatalf("%s: exit %d\n%s%s", bucket, code, stdout, stderr)
+		}
+		lines := strings.Split(stdout, "\n")
+		for _, row := range []string{
+			"NODE INSTANCE STATE ADDRESS LEASE AGE HELD* PARKED* RECORDS HELD ENDED** RECORDS FREE",
+			"n1 n1-i1 live n1.test:7000 1.5s 1 1 2 0 1",
+			"n2 n2-i1 released n2.test:7000 1.5s 0 0 0 0 1",
+			"n3 - (no lease record) - - - - 1 - 0",
+			"ownership records: 3 held, 2 free, 1 unreadable",
+			"owners/room/zz: unreadable record: owner: not a wasmkeep record",
+		} {
+			if !hasRow(lines, row) {
+				t.Errorf("%s: no line %q:\n%s", bucket, row, stdout)
+			}
+		}
+		if !strings.Contains(stdout, "writer's clock") {
+			t.Errorf("%s: the output does not say whose clock the lease age reads:\n%s", bucket, stdout)
+		}
+	}
+}
+
+// hasRow reports whether a line holds exactly row's words, however spaced.
+func hasRow(lines []string, row string) bool {
+	for _, l := range lines {
+		if strings.Join(strings.Fields(l), " ") == row {
+			return true
+		}
+	}
+	return false
+}
+
+func TestClusterStatusJSON(t *testing.T) {
+	dir := dirCluster(t)
+	code, stdout, stderr := runAt(t, clusterT0.Add(4*time.Second), nil, "cluster", "status", "--json", "--bucket", dir)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var got struct {
+		Bucket string `json:"bucket"`
+		Nodes  []struct {
+			Node  string `json:"node"`
+			Lease *struct {
+				Instance  string    `json:"instance"`
+				State     string    `json:"state"`
+				Addr      string    `json:"address"`
+				AgeMS     int64     `json:"age_ms"`
+				TTLMS     int64     `json:"ttl_ms"`
+				WrittenAt time.Time `json:"written_at"`
+				Held      int       `json:"held"`
+				Parked    int       `json:"parked"`
+			} `json:"lease"`
+			Held  int `json:"records_held"`
+			Ended int `json:"records_held_ended"`
+			Free  int `json:"records_free"`
+		} `json:"nodes"`
+		Held       int `json:"records_held"`
+		Free       int `json:"records_free"`
+		Unreadable []struct {
+			Key string `json:"key"`
+			Err string `json:"error"`
+		} `json:"unreadable"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatalf("%v:\n%s", err, stdout)
+	}
+	if len(got.Nodes) != 3 || got.Nodes[0].Lease == nil || got.Nodes[2].Lease != nil {
+		t.Fatalf("nodes: %s", stdout)
+	}
+	n1 := got.Nodes[0]
+	if n1.Node != "n1" || n1.Lease.State != "live" || n1.Lease.AgeMS != 1500 || n1.Lease.TTLMS != 10000 ||
+		!n1.Lease.WrittenAt.Equal(clusterT0.Add(2500*time.Millisecond)) || n1.Lease.Held != 1 || n1.Lease.Parked != 1 ||
+		n1.Held != 2 || n1.Ended != 0 || n1.Free != 1 {
+		t.Errorf("n1: %+v %+v", n1, *n1.Lease)
+	}
+	if got.Held != 3 || got.Free != 2 || len(got.Unreadable) != 1 || !strings.Contains(got.Bucket, dir) {
+		t.Errorf("totals: %s", stdout)
+	}
+}
+
+func TestClusterFence(t *testing.T) {
+	dir := dirCluster(t)
+	now := clusterT0.Add(time.Minute)
+
+	// Flags after the argument, as the help shows them before it.
+	code, stdout, stderr := runAt(t, now, nil, "cluster", "fence", "n1", "--bucket", dir)
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"fenced node n1 (instance n1-i1)", "lease live -> fenced", "last written 57.5s ago", "free to acquire"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	if !strings.Contains(stderr, "exits non-zero") || strings.Contains(stderr, "may well be alive") {
+		t.Errorf("stderr:\n%s", stderr)
+	}
+	s, err := dirstore.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := s.Get(t.Context(), ownership.NodeKey("n1"))
+	s.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := ownership.DecodeLease(obj.Body); err != nil || l.State != ownership.LeaseFenced || l.Instance != "n1-i1" ||
+		!strings.HasPrefix(l.Nonce, "fence-") {
+		t.Errorf("lease after the fence: %+v %v", l, err)
+	}
+	_, stdout, _ = runAt(t, now, nil, "cluster", "status", "--bucket", dir)
+	if !hasRow(strings.Split(stdout, "\n"), "n1 n1-i1 fenced n1.test:7000 57.5s 1 1 2 2 1") {
+		t.Errorf("status after the fence:\n%s", stdout)
+	}
+
+	for _, tt := range []struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		{[]string{"n1"}, exitProblem, "refusing to fence: node n1 (instance n1-i1): already fenced"},
+		{[]string{"n2"}, exitProblem, "released"},
+		{[]string{"n9"}, exitProblem, "unknown node"},
+		{[]string{}, exitUsage, "want one NODE"},
+		{[]string{"n1", "n2"}, exitUsage, "want one NODE"},
+		{[]string{"no/such"}, exitUsage, "node id"},
+	} {
+		args := append([]string{"cluster", "fence", "--bucket", dir}, tt.args...)
+		code, _, stderr := runAt(t, now, nil, args...)
+		if code != tt.code || !strings.Contains(stderr, tt.stderr) {
+			t.Errorf("fence %q: exit %d, stderr %q; want %d and %q", tt.args, code, stderr, tt.code, tt.stderr)
+		}
+	}
+}
+
+// TestClusterFenceLiveNode: fencing a node that wrote its lease moments ago
+// says it may be alive.
+func TestClusterFenceLiveNode(t *testing.T) {
+	mem := memstore.New(memstore.Faults{})
+	startCoreNode(t, mem, "n1")
+	code, _, stderr := runAt(t, clusterT0.Add(time.Second), mem, "cluster", "fence", "--bucket", "mem://", "n1")
+	if code != exitOK || !strings.Contains(stderr, "may well be alive") {
+		t.Errorf("exit %d, stderr:\n%s", code, stderr)
+	}
+}
+
+func TestClusterNoBucket(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nothing-here")
+	for _, args := range [][]string{
+		{"cluster", "status", "--bucket", missing},
+		{"cluster", "fence", "n1", "--bucket", missing},
+	} {
+		code, _, stderr := runAt(t, clusterT0, nil, args...)
+		if code != exitProblem || !strings.Contains(stderr, "no bucket at") {
+			t.Errorf("%q: exit %d, stderr %q", args, code, stderr)
+		}
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the commands created %s: %v", missing, err)
+	}
+	if code, _, _ := runAt(t, clusterT0, nil, "cluster", "status", "--timeout", "0s"); code != exitUsage {
+		t.Errorf("--timeout 0s: exit %d", code)
+	}
+}
+
+func TestClusterHelp(t *testing.T) {
+	code, stdout, _ := runAt(t, clusterT0, nil, "cluster", "--help")
+	if code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"cluster status", "cluster fence [FLAGS] NODE", "-json", "-bucket", "-timeout", "lease age", "exits non-zero"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("help lacks %q:\n%s", want, stdout)
+		}
+	}
+}

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/ingress"
+	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/bucketurl"
+)
+
+func serveCommand() *command {
+	return &command{
+		name:    "serve",
+		summary: "run a node: serve /actor/<class>/<name> over HTTP",
+		detail: "Opens the bucket, refuses it unless it honours conditional writes (as 'bucket check'),\n" +
+			"takes the node's lease and serves /actor/<class>/<name>[/rest], /healthz, /readyz and\n" +
+			"/metrics. Built-in class: counter (GET increments, GET ?read reads). Requests for an actor\n" +
+			"another node holds are forwarded to it. SIGINT or SIGTERM stops cleanly: in-flight requests\n" +
+			"finish, resident actors hibernate, every hold is released and the lease written released;\n" +
+			"exit 0. A lost lease (fenced, or a twin took it) exits 1.",
+		setup: setupServe,
+	}
+}
+
+// serveConfig is what `wasmkeep serve` runs with.
+type serveConfig struct {
+	Listen      string
+	Advertise   string
+	BucketURL   string
+	Node        string
+	TakeOver    bool
+	IdleTimeout time.Duration
+	MaxResident int
+	MaxBody     byteSize
+	Lease       ownership.Config // only the lease durations are read from flags
+	StopTimeout time.Duration
+}
+
+// nodeID is --node, or "n" and the listen port.
+func (c serveConfig) nodeID() ownership.NodeID {
+	if c.Node != "" {
+		return ownership.NodeID(c.Node)
+	}
+	_, port, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return ""
+	}
+	return ownership.NodeID("n" + port)
+}
+
+func (c serveConfig) Validate() error {
+	var errs []error
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		errs = append(errs, fmt.Errorf("--listen %q: %w", c.Listen, err))
+	}
+	if _, err := bucketurl.Parse(c.BucketURL); err != nil {
+		errs = append(errs, err)
+	}
+	if err := ownership.ValidateNodeID(c.nodeID()); err != nil {
+		errs = append(errs, fmt.Errorf("--node: %w", err))
+	}
+	if c.IdleTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--idle-timeout %v: must be positive", c.IdleTimeout))
+	}
+	if c.MaxResident <= 0 {
+		errs = append(errs, fmt.Errorf("--max-resident %d: must be positive", c.MaxResident))
+	}
+	if c.MaxBody <= 0 {
+		errs = append(errs, fmt.Errorf("--max-body %v: must be positive", c.MaxBody))
+	}
+	if c.StopTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--stop-timeout %v: must be positive", c.StopTimeout))
+	}
+	core := c.core("instance")
+	if err := core.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("lease settings: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// core is the ownership configuration of one start of the node.
+func (c serveConfig) core(instance ownership.InstanceID) ownership.Config {
+	core := c.Lease
+	core.Node, core.Instance, core.Addr, core.TakeOver = c.nodeID(), instance, c.Advertise, c.TakeOver
+	return core
+}
+
+// byteSize is a flag value in bytes, written as 1048576, 512KiB or 1MiB.
+type byteSize int64
+
+func (b *byteSize) String() string {
+	switch {
+	case *b > 0 && *b%(1<<20) == 0:
+		return strconv.FormatInt(int64(*b)>>20, 10) + "MiB"
+	case *b > 0 && *b%(1<<10) == 0:
+		return strconv.FormatInt(int64(*b)>>10, 10) + "KiB"
+	}
+	return strconv.FormatInt(int64(*b), 10)
+}
+
+func (b *byteSize) Set(s string) error {
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}} {
+		if rest, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, mult = rest, u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > (1<<40)/mult {
+		return fmt.Errorf("want a size such as 1048576, 512KiB or 1MiB")
+	}
+	*b = byteSize(n * mult)
+	return nil
+}
+
+func setupServe(fs *flag.FlagSet) action {
+	cfg := serveConfig{
+		Listen:      "127.0.0.1:8080",
+		BucketURL:   defaultBucketURL,
+		IdleTimeout: 10 * time.Second,
+		MaxResident: 10000,
+		MaxBody:     ingress.DefaultMaxBody,
+		Lease:       ownership.DefaultConfig("", ""),
+		StopTimeout: 30 * time.Second,
+	}
+	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "host:port to serve HTTP on (loopback unless told otherwise)")
+	fs.StringVar(&cfg.Advertise, "advertise", "", "host:port peers forward requests to (default: the address --listen bound)")
+	fs.StringVar(&cfg.BucketURL, "bucket", cfg.BucketURL, bucketURLHelp)
+	fs.StringVar(&cfg.Node, "node", "", "node id: 1 to 64 letters, digits, '.', '_' or '-' (default \"n\" and the --listen port, so local nodes on different ports differ)")
+	fs.BoolVar(&cfg.TakeOver, "takeover", false, "replace a lease still live under another instance of this node (then wait a lease ttl before acting)")
+	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "an actor without events this long hibernates (drops out of memory; its state is in the bucket)")
+	fs.IntVar(&cfg.MaxResident, "max-resident", cfg.MaxResident, "most actors in memory; past it the least recently used idle one hibernates")
+	fs.Var(&cfg.MaxBody, "max-body", "largest request body (bytes, or with KiB or MiB); larger gets 413")
+	fs.DurationVar(&cfg.Lease.LeasePeriod, "lease-period", cfg.Lease.LeasePeriod, "how often the node renews its lease")
+	fs.DurationVar(&cfg.Lease.LeaseTTL, "lease-ttl", cfg.Lease.LeaseTTL, "how long an unrenewed lease lasts before peers may judge the node dead (with --lease-grace)")
+	fs.DurationVar(&cfg.Lease.Safety, "lease-safety", cfg.Lease.Safety, "taken off the ttl on this node's side: the lease is valid until the last acknowledged renewal's send time plus ttl minus safety")
+	fs.DurationVar(&cfg.Lease.Grace, "lease-grace", cfg.Lease.Grace, "added to the ttl on a watching peer's side before it fences this node")
+	fs.DurationVar(&cfg.StopTimeout, "stop-timeout", cfg.StopTimeout, "bound on a clean stop after SIGINT or SIGTERM")
+	return func(ctx context.Context, e env, _ []string) error {
+		if err := cfg.Validate(); err != nil {
+			return usageError{err}
+		}
+		return runServe(ctx, cfg, e)
+	}
+}
+
+// newInstanceID names one start of the node process.
+func newInstanceID() (ownership.InstanceID, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return ownership.InstanceID(hex.EncodeToString(b[:])), nil
+}
+
+func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
+	log := e.logger()
+	instance, err := newInstanceID()
+	if err != nil {
+		return err
+	}
+	target := describeBucket(cfg.BucketURL)
+	b, closeBucket, err := e.openBucket(ctx, cfg.BucketURL)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := closeBucket(); cerr != nil && err == nil {
+			err = fmt.Errorf("close %s: %w", target, cerr)
+		}
+	}()
+	report := ownership.CheckConditions(ctx, b, "wasmkeep-check/", string(instance))
+	if !report.Sound() {
+		reason := "missing " + strings.Join(report.Missing(), "; ")
+		if report.Err != nil {
+			reason = report.Err.Error()
+		}
+		return fmt.Errorf("%s is not sound: %s", target, reason)
+	}
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return err
+	}
+	node, err := ingress.StartNode(ctx, ingress.NodeConfig{
+		Core: cfg.core(instance), Bucket: b, Listener: lis, Registry: actors.BuiltIn(), Logger: log,
+		IdleTimeout: cfg.IdleTimeout, MaxResident: cfg.MaxResident, MaxBody: int64(cfg.MaxBody),
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.out, "wasmkeep node %s serving on http://%s (bucket %s)\n", cfg.nodeID(), lis.Addr(), target)
+	if e.started != nil {
+		e.started(lis.Addr().String())
+	}
+	select {
+	case <-ctx.Done():
+		log.Info("stopping", slog.String("node", string(cfg.nodeID())))
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.StopTimeout)
+		defer cancel()
+		if err := node.Stop(stopCtx); err != nil {
+			return fmt.Errorf("stop: %w", err)
+		}
+		log.Info("stopped cleanly", slog.String("node", string(cfg.nodeID())))
+		return nil
+	case <-node.Done():
+		node.Abort()
+		err := node.Err()
+		if err == nil {
+			err = errors.New("ownership keeper ended without a stop")
+		}
+		log.Error("node lost its lease", slog.Any("err", err))
+		return fmt.Errorf("node ended: %w", err)
+	case err := <-node.ServeErr():
+		node.Abort()
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.StopTimeout)
+		defer cancel()
+		return errors.Join(fmt.Errorf("http server: %w", err), node.Stop(stopCtx))
+	}
+}

@@ -1,0 +1,344 @@
+package keeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wasmkeep/wasmkeep/ownership"
+)
+
+// Config is what a keeper runs with. Core and Bucket are required; the rest
+// have defaults.
+type Config struct {
+	// Core configures the ownership protocol (see ownership.Config).
+	Core ownership.Config
+	// Bucket is the bucket the cluster shares. It must honour contexts: the
+	// keeper answers a request only once its call has returned.
+	Bucket ownership.Bucket
+	// System is the actor system to spawn the keeper in. Nil: the keeper
+	// makes its own with NewSystem(Logger).
+	System *actor.ActorSystem
+	// Clock gives the node's time. It must be safe for concurrent use (the
+	// bucket goroutines time their calls with it) and should advance with
+	// the runtime's timers, which pace the Core's ticks. Nil: time.Now.
+	Clock func() time.Time
+	// Logger receives the Core's reports and the keeper's own lines. Nil:
+	// nothing is logged.
+	Logger *slog.Logger
+	// Registerer is where the keeper's metrics are registered. Nil: they
+	// are kept but not exported.
+	Registerer prometheus.Registerer
+	// Hooks receives the effects meant for the rest of the node. Nil:
+	// NopHooks.
+	Hooks Hooks
+}
+
+// Validate reports a configuration Start cannot run with.
+func (c Config) Validate() error {
+	var errs []error
+	if err := c.Core.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("core: %w", err))
+	}
+	if c.Bucket == nil {
+		errs = append(errs, errors.New("no bucket"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("ownership keeper config: %w", err)
+	}
+	return nil
+}
+
+// ErrInvalidActor is returned for an actor whose record key cannot exist.
+var ErrInvalidActor = errors.New("invalid actor")
+
+// Keeper is a running ownership actor. Its methods are safe for concurrent
+// use.
+type Keeper struct {
+	node     ownership.NodeID
+	system   *actor.ActorSystem
+	pid      *actor.PID
+	retry    time.Duration // RetryAfter of the refusals the keeper gives itself
+	stops    atomic.Int32
+	requests sync.WaitGroup // bucket calls in flight
+
+	// gate admits messages to the actor until the keeper has ended. A
+	// message admitted is handled before the actor stops (it is poisoned,
+	// which drains the mailbox, only once the gate is shut), so that every
+	// request sent through the gate gets its answer; after that, the
+	// methods answer by themselves from final and err.
+	gate   sync.RWMutex
+	closed bool
+	final  ownership.Status
+	reason string // why the keeper ended, for refusals after the end
+	err    error
+
+	taken   chan struct{} // closed when the Core has taken its lease
+	stopped chan struct{} // closed when the actor has stopped
+	done    chan struct{} // closed when everything has ended
+}
+
+// Start validates cfg, spawns the keeper and returns once the Core has
+// taken the node's lease (it may still have to wait before acting: after a
+// take-over, a full TTL). If the Core ends first (a twin is live, the lease
+// record cannot be read), Start returns its error. If ctx ends first, Start
+// stops the keeper, waits for it to end and returns ctx's error.
+func Start(ctx context.Context, cfg Config) (*Keeper, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	core, err := ownership.NewCore(cfg.Core)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Hooks == nil {
+		cfg.Hooks = NopHooks{}
+	}
+	log := cfg.Logger.With(slog.String("node", string(cfg.Core.Node)))
+	m, err := newMetrics(cfg.Registerer, log)
+	if err != nil {
+		return nil, err
+	}
+	k := &Keeper{
+		node:    cfg.Core.Node,
+		system:  cfg.System,
+		retry:   cfg.Core.LeasePeriod,
+		taken:   make(chan struct{}),
+		stopped: make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	if k.system == nil {
+		k.system = NewSystem(cfg.Logger)
+	}
+	s := newShell(k, core, cfg, log, m)
+	// The producer hands out the one shell: setup is done, so a producer
+	// run for a spawn that fails does nothing.
+	props := actor.PropsFromProducer(func() actor.Actor { return s })
+	name := "ownership-" + ownership.EscapeSegment(string(cfg.Core.Node))
+	// The actor starts before SpawnNamed returns and starts bucket calls
+	// whose replies come back through post: the PID must be known first.
+	// Spawning by name gives exactly this PID.
+	k.pid = k.system.NewLocalPID(name)
+	if _, err := k.system.Root.SpawnNamed(props, name); err != nil {
+		return nil, fmt.Errorf("ownership keeper of node %s: spawn %q: %w", cfg.Core.Node, name, err)
+	}
+	select {
+	case <-k.taken:
+		return k, nil
+	case <-k.done:
+		if err := k.Err(); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("ownership keeper of node %s: stopped before taking its lease", k.node)
+	case <-ctx.Done():
+		// Before the lease is taken the Core ends at once on Stop.
+		k.post(&inputMsg{in: ownership.Stop{}})
+		<-k.done
+		return nil, fmt.Errorf("ownership keeper of node %s: start: %w", k.node, ctx.Err())
+	}
+}
+
+// post hands msg to the actor unless the keeper has ended.
+func (k *Keeper) post(msg any) bool {
+	k.gate.RLock()
+	defer k.gate.RUnlock()
+	if k.closed {
+		return false
+	}
+	// Invariant: Send never blocks (the mailbox is unbounded), so the
+	// actor, which takes the gate's write lock to shut it, waits for
+	// nothing but these few instructions.
+	k.system.Root.Send(k.pid, msg)
+	return true
+}
+
+// stoppedDecision is the refusal of an acquisition after the end. A stopped
+// node takes no actors, so it says Draining: ask a peer.
+func (k *Keeper) stoppedDecision() Decision {
+	k.gate.RLock()
+	defer k.gate.RUnlock()
+	return Decision{Verdict: Refused, Reason: "node stopped: " + k.reason, RetryAfter: k.retry, Draining: true}
+}
+
+func validActor(a ownership.Actor) error {
+	if a.Class == "" || a.Name == "" {
+		return fmt.Errorf("%w: %q: empty class or name", ErrInvalidActor, a)
+	}
+	if err := ownership.ValidateKey(ownership.OwnerKey(a)); err != nil {
+		return fmt.Errorf("%w: %q: %w", ErrInvalidActor, a, err)
+	}
+	return nil
+}
+
+// Acquire asks for a live hold on a, for one event, and waits for the
+// Decision. The error is ErrInvalidActor, or ctx's error when ctx ended
+// first; a grant that comes after that goes to Hooks.Abandoned. After the
+// keeper has ended, every acquisition is refused.
+func (k *Keeper) Acquire(ctx context.Context, a ownership.Actor) (Decision, error) {
+	if err := validActor(a); err != nil {
+		return Decision{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Decision{}, err // asking would only make a grant nobody takes
+	}
+	w := &waiter{actor: a, ch: make(chan Decision, 1)}
+	if !k.post(&acquireMsg{w: w}) {
+		return k.stoppedDecision(), nil
+	}
+	select {
+	case d := <-w.ch:
+		return d, nil
+	case <-ctx.Done():
+		if w.abandon() {
+			return Decision{}, ctx.Err()
+		}
+		return <-w.ch, nil // the answer won the race; it is in the channel
+	case <-k.done:
+		// Only an actor stopped from outside drops an admitted message.
+		if w.abandon() {
+			return k.stoppedDecision(), nil
+		}
+		return <-w.ch, nil
+	}
+}
+
+// RequestAcquire is Acquire for code running in an actor: it returns at
+// once, and replyTo receives an *AcquireAnswer carrying tag. replyTo must
+// outlive the request: a grant sent to a stopped actor is lost, and its
+// hold stays live until Idle or HoldEnded ends it.
+func (k *Keeper) RequestAcquire(a ownership.Actor, replyTo *actor.PID, tag uint64) error {
+	if err := validActor(a); err != nil {
+		return err
+	}
+	w := &waiter{actor: a, pid: replyTo, tag: tag}
+	if !k.post(&acquireMsg{w: w}) {
+		k.system.Root.Send(replyTo, &AcquireAnswer{Actor: a, Tag: tag, Decision: k.stoppedDecision()})
+	}
+	return nil
+}
+
+// MayAct says whether an event granted at gen may release its output now:
+// the hold is live and the lease valid. Call it when a response or a
+// storage commit is about to be released, not only when work starts.
+func (k *Keeper) MayAct(a ownership.Actor, gen ownership.Generation) bool {
+	ch := make(chan bool, 1)
+	if !k.post(&mayActMsg{actor: a, gen: gen, ch: ch}) {
+		return false
+	}
+	select {
+	case may := <-ch:
+		return may
+	case <-k.done:
+		return false
+	}
+}
+
+// RequestMayAct is MayAct for code running in an actor: replyTo receives a
+// *MayActAnswer carrying tag.
+func (k *Keeper) RequestMayAct(a ownership.Actor, gen ownership.Generation, replyTo *actor.PID, tag uint64) {
+	if !k.post(&mayActMsg{actor: a, gen: gen, pid: replyTo, tag: tag}) {
+		k.system.Root.Send(replyTo, &MayActAnswer{Actor: a, Gen: gen, Tag: tag})
+	}
+}
+
+// Status returns the Core's summary now; after the end, the last one.
+func (k *Keeper) Status() ownership.Status {
+	ch := make(chan ownership.Status, 1)
+	if k.post(&statusMsg{ch: ch}) {
+		select {
+		case s := <-ch:
+			return s
+		case <-k.done:
+		}
+	}
+	k.gate.RLock()
+	defer k.gate.RUnlock()
+	return k.final
+}
+
+// Idle says a's instance dropped out of memory while its hold at gen was
+// live: the Core parks the hold if sockets are open, and releases it
+// otherwise.
+func (k *Keeper) Idle(a ownership.Actor, gen ownership.Generation) {
+	k.post(&inputMsg{in: ownership.Idle{Actor: a, Gen: gen}})
+}
+
+// HoldEnded says a's live hold at gen ended some other way (a failed
+// restore, a supervisor giving up): the Core releases it.
+func (k *Keeper) HoldEnded(a ownership.Actor, gen ownership.Generation, reason string) {
+	k.post(&inputMsg{in: ownership.HoldEnded{Actor: a, Gen: gen, Reason: reason}})
+}
+
+// SocketOpened counts one more open socket of a on this node.
+func (k *Keeper) SocketOpened(a ownership.Actor) {
+	k.post(&inputMsg{in: ownership.SocketOpened{Actor: a}})
+}
+
+// SocketGone counts one socket of a fewer: call it once per socket, when it
+// starts closing or its slot is freed, whichever comes first.
+func (k *Keeper) SocketGone(a ownership.Actor) {
+	k.post(&inputMsg{in: ownership.SocketGone{Actor: a}})
+}
+
+// Move moves a, held or parked here, to the target node.
+func (k *Keeper) Move(a ownership.Actor, target ownership.NodeID) {
+	k.post(&inputMsg{in: ownership.Move{Actor: a, Target: target}})
+}
+
+// Drain hands this node's actors over to its peers; Hooks.Drained says when
+// nothing is left.
+func (k *Keeper) Drain() { k.post(&inputMsg{in: ownership.Drain{}}) }
+
+// SecretsLost says the app's secrets cannot be opened here: the node
+// drains.
+func (k *Keeper) SecretsLost() { k.post(&inputMsg{in: ownership.SecretsLost{}}) }
+
+// Stop stops the keeper cleanly and waits for the end; it returns Err. The
+// first call sends Stop: every hold and parked record is released, then the
+// lease is written released. A second call, or the end of ctx, sends
+// StopNow: the lease is written released without waiting for the releases
+// still pending. When ctx ends, Stop returns its error at once; Done says
+// when the keeper has ended.
+func (k *Keeper) Stop(ctx context.Context) error {
+	if k.stops.Add(1) == 1 {
+		k.post(&inputMsg{in: ownership.Stop{}})
+	} else {
+		k.post(&inputMsg{in: ownership.StopNow{}})
+	}
+	select {
+	case <-k.done:
+		return k.Err()
+	case <-ctx.Done():
+		k.stops.Add(1)
+		k.post(&inputMsg{in: ownership.StopNow{}})
+		return fmt.Errorf("ownership keeper of node %s: stop: %w (StopNow sent; Done says when it ends)", k.node, ctx.Err())
+	}
+}
+
+// Done is closed once the keeper has ended: the actor has stopped and every
+// bucket call it made has returned.
+func (k *Keeper) Done() <-chan struct{} { return k.done }
+
+// Err is nil until Done is closed; then nil after a clean stop, or an
+// *ExitError saying why the keeper ended.
+func (k *Keeper) Err() error {
+	select {
+	case <-k.done:
+		return k.err
+	default:
+		return nil
+	}
+}
