@@ -2,6 +2,7 @@ package ownership
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -532,14 +533,9 @@ func (c *Core) endRelease(e *entry, idx int, how string) {
 // to do.
 func (c *Core) onReleaseRead(e *entry, f *flight, r Reply) {
 	p := f.rel
-	idx := -1
-	for i, q := range e.pending {
-		if q == p {
-			idx = i
-		}
-	}
+	idx := slices.Index(e.pending, p)
 	if idx < 0 {
-		return
+		return // ended meanwhile (a lapse, a lost lease)
 	}
 	rec, ok := c.readRecord(e, r)
 	switch {
@@ -564,14 +560,9 @@ func (c *Core) backoff(attempts int) time.Duration {
 
 func (c *Core) onRelease(e *entry, f *flight, r Reply) {
 	p := f.rel
-	idx := -1
-	for i, q := range e.pending {
-		if q == p {
-			idx = i
-		}
-	}
+	idx := slices.Index(e.pending, p)
 	if idx < 0 {
-		return
+		return // ended meanwhile (a lapse, a lost lease)
 	}
 	switch r.Outcome {
 	case Landed:

@@ -10,29 +10,16 @@ import (
 	"github.com/wasmkeep/wasmkeep/ownership"
 )
 
-// Op is the kind of a bucket request.
-type Op uint8
+// Op is the kind of a bucket request: the core's own, so that a simulator
+// can hand the core's requests to a State as they are.
+type Op = ownership.Op
 
 const (
-	OpGet Op = iota + 1
-	OpPut
-	OpDelete
-	OpList
+	OpGet    = ownership.OpGet
+	OpPut    = ownership.OpPut
+	OpDelete = ownership.OpDelete
+	OpList   = ownership.OpList
 )
-
-func (o Op) String() string {
-	switch o {
-	case OpGet:
-		return "get"
-	case OpPut:
-		return "put"
-	case OpDelete:
-		return "delete"
-	case OpList:
-		return "list"
-	}
-	return "op(" + strconv.Itoa(int(o)) + ")"
-}
 
 // Request is one bucket call as data, so that a simulator can hold it in
 // flight and decide when it lands. Fields an Op does not use are ignored.
