@@ -3,7 +3,7 @@
 GO ?= go
 BIN ?= bin/wasmkeep
 
-.PHONY: test vet versitygw build check sim-long
+.PHONY: test vet versitygw build check sim-long run
 
 # Every package but the simulation runs under the race detector. The
 # simulation is single-threaded per run (it spreads seeds over the cores
@@ -32,6 +32,11 @@ versitygw:
 
 build:
 	$(GO) build -o $(BIN) ./cmd/wasmkeep
+
+# run builds the binary and starts a node on 127.0.0.1:8080 with its
+# bucket in ./wasmkeep-data; ARGS adds flags (make run ARGS='--listen 127.0.0.1:8081').
+run: build
+	./$(BIN) serve $(ARGS)
 
 # check runs the conditional-write check against a fresh directory store.
 check: build

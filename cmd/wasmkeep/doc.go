@@ -5,11 +5,11 @@
 // streams and a context cancelled by SIGINT or SIGTERM to run, and exits with
 // the code run returns. cli.go holds the command tree and what every command
 // shares: flag parsing with the standard flag package, help, exit codes.
-// Each group of commands has its own file (bucket.go, cluster.go) and
+// Each group of commands has its own file (serve.go, bucket.go, cluster.go) and
 // follows one shape: flags fill a config, the config's Validate rejects what
 // cannot work before anything is touched, then a run function does the
 // work; logic beyond wiring lives in a package (ownership.CheckConditions,
-// ownership/cluster). Adding a command (serve ...) is adding one node to the
+// ownership/cluster, ingress.StartNode). Adding a command is adding one node to the
 // tree in commands() and one such file.
 //
 // Exit codes: 0 success; 1 the command ran and failed or found a problem

@@ -1,0 +1,245 @@
+package actors_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/keeper"
+	"github.com/wasmkeep/wasmkeep/ownership/memstore"
+)
+
+// owner stands in for the keeper: every hold may act unless revoked.
+type owner struct {
+	mu      sync.Mutex
+	revoked map[ownership.Generation]bool
+	idle    []ownership.Generation
+}
+
+func (o *owner) MayAct(_ ownership.Actor, gen ownership.Generation) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return !o.revoked[gen]
+}
+
+func (o *owner) Idle(_ ownership.Actor, gen ownership.Generation) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.idle = append(o.idle, gen)
+}
+
+func (o *owner) revoke(gen ownership.Generation) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.revoked == nil {
+		o.revoked = map[ownership.Generation]bool{}
+	}
+	o.revoked[gen] = true
+}
+
+func newHost(t *testing.T, b ownership.Bucket, o actors.Owner, reg *actors.Registry) *actors.Host {
+	t.Helper()
+	if reg == nil {
+		reg = actors.BuiltIn()
+	}
+	h, err := actors.NewHost(actors.Config{Owner: o, Bucket: b, Registry: reg, System: keeper.NewSystem(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := h.HibernateAll(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	return h
+}
+
+var room = ownership.Actor{Class: "counter", Name: "room"}
+
+func get(query string) *actors.Request {
+	r := &actors.Request{Method: http.MethodGet, Header: http.Header{}}
+	r.Query = map[string][]string{}
+	if query != "" {
+		r.Query.Set(query, "")
+	}
+	return r
+}
+
+// count sends one GET to the counter and returns its body, or the error.
+func count(t *testing.T, h *actors.Host, gen ownership.Generation, query string) (string, error) {
+	t.Helper()
+	resp, err := h.Deliver(t.Context(), room, gen, get(query))
+	if err != nil {
+		return "", err
+	}
+	if resp.Status != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.Status, resp.Body)
+	}
+	return strings.TrimSpace(string(resp.Body)), nil
+}
+
+func mustCount(t *testing.T, h *actors.Host, gen ownership.Generation, want string) {
+	t.Helper()
+	got, err := count(t, h, gen, "")
+	if err != nil || got != want {
+		t.Fatalf("count at generation %d = %q, %v; want %q", gen, got, err, want)
+	}
+}
+
+func TestCounterPersists(t *testing.T) {
+	b := memstore.New(memstore.Faults{})
+	h := newHost(t, b, &owner{}, nil)
+	mustCount(t, h, 1, "1")
+	mustCount(t, h, 1, "2")
+	if got, err := count(t, h, 1, "read"); err != nil || got != "2" {
+		t.Fatalf("read = %q, %v; want 2", got, err)
+	}
+	// Another host (another instance) at a later generation reads it back.
+	h2 := newHost(t, b, &owner{}, nil)
+	mustCount(t, h2, 2, "3")
+}
+
+// TestOwnerFence: a hold superseded by a newer one, whose fence write has
+// landed, cannot make its write visible: its commit is refused.
+func TestOwnerFence(t *testing.T) {
+	b := memstore.New(memstore.Faults{})
+	old := newHost(t, b, &owner{}, nil)
+	mustCount(t, old, 1, "1") // old hold resident at generation 1
+
+	current := newHost(t, b, &owner{}, nil)
+	mustCount(t, current, 2, "2") // fence at 2, then its own commit
+
+	// The old hold still believes it owns the actor: its commit is
+	// conditioned on the version it last saw, which is gone.
+	_, err := count(t, old, 1, "")
+	var ua *actors.UnavailableError
+	if !errors.As(err, &ua) || !errors.Is(err, actors.ErrUnavailable) {
+		t.Fatalf("superseded commit: err = %v, want an UnavailableError", err)
+	}
+	obj, err := b.Get(t.Context(), actors.StateKey(room))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(obj.Body), `"gen":2`) {
+		t.Fatalf("state after the refused write: %s, want generation 2's", obj.Body)
+	}
+	// The old hold's state was dropped; reloading at its old generation is
+	// refused (the state is newer), and the current hold goes on from 2.
+	if _, err := count(t, old, 1, ""); !errors.Is(err, actors.ErrUnavailable) {
+		t.Fatalf("reload at an old generation: err = %v, want unavailable", err)
+	}
+	mustCount(t, current, 2, "3")
+}
+
+// TestOutputGate: a commit that landed is not released when the hold may
+// not act any more.
+func TestOutputGate(t *testing.T) {
+	b := memstore.New(memstore.Faults{})
+	o := &owner{}
+	h := newHost(t, b, o, nil)
+	mustCount(t, h, 1, "1")
+	o.revoke(1)
+	if _, err := count(t, h, 1, ""); !errors.Is(err, actors.ErrUnavailable) {
+		t.Fatalf("err = %v, want unavailable", err)
+	}
+}
+
+func TestStorageLimits(t *testing.T) {
+	reg := actors.NewRegistry()
+	err := reg.Register("store", actors.ClassFunc(func(_ context.Context, req *actors.Request, st actors.Storage) (*actors.Response, error) {
+		key := req.Query.Get("key")
+		if err := st.Put(key, req.Body); err != nil {
+			return nil, err
+		}
+		return actors.Text(http.StatusOK, strings.Join(st.List(""), ",")), nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := memstore.New(memstore.Faults{})
+	h := newHost(t, b, &owner{}, reg)
+	a := ownership.Actor{Class: "store", Name: "s"}
+	put := func(key string, size int) (int, string) {
+		t.Helper()
+		req := &actors.Request{Method: http.MethodPut, Query: map[string][]string{"key": {key}}, Body: make([]byte, size)}
+		resp, err := h.Deliver(t.Context(), a, 1, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Status, string(resp.Body)
+	}
+	for _, tc := range []struct {
+		name   string
+		key    string
+		size   int
+		status int
+		body   string
+	}{
+		{"small", "a", 10, http.StatusOK, "a"},
+		{"long key", strings.Repeat("k", actors.MaxKeyLen+1), 1, http.StatusRequestEntityTooLarge, "key of 2049 bytes"},
+		{"large value", "b", actors.MaxValueLen + 1, http.StatusRequestEntityTooLarge, "value of 131073 bytes"},
+		{"max value", "b", actors.MaxValueLen, http.StatusOK, "a,b"},
+	} {
+		status, body := put(tc.key, tc.size)
+		if status != tc.status || !strings.Contains(body, tc.body) {
+			t.Errorf("%s: %d %q, want %d containing %q", tc.name, status, body, tc.status, tc.body)
+		}
+	}
+	// Fill up to the state bound (1 MiB): the eighth value of 128 KiB is
+	// past it.
+	var last int
+	var lastBody string
+	for i := range 8 {
+		last, lastBody = put(string(rune('c'+i)), actors.MaxValueLen)
+	}
+	if last != http.StatusRequestEntityTooLarge || !strings.Contains(lastBody, "state would be") {
+		t.Fatalf("past the state bound: %d %q", last, lastBody)
+	}
+}
+
+func TestUnknownClass(t *testing.T) {
+	h := newHost(t, memstore.New(memstore.Faults{}), &owner{}, nil)
+	_, err := h.Deliver(t.Context(), ownership.Actor{Class: "nope", Name: "x"}, 1, get(""))
+	if !errors.Is(err, actors.ErrUnknownClass) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestPanicIsAnError(t *testing.T) {
+	reg := actors.NewRegistry()
+	_ = reg.Register("boom", actors.ClassFunc(func(context.Context, *actors.Request, actors.Storage) (*actors.Response, error) {
+		panic("boom")
+	}))
+	h := newHost(t, memstore.New(memstore.Faults{}), &owner{}, reg)
+	for range 2 { // the actor survives its panic
+		resp, err := h.Deliver(t.Context(), ownership.Actor{Class: "boom", Name: "x"}, 1, get(""))
+		if err != nil || resp.Status != http.StatusInternalServerError {
+			t.Fatalf("resp %+v, err %v", resp, err)
+		}
+	}
+}
+
+// TestStopActingDrops: StopActing drops the resident actor without Idle;
+// HibernateAll then has nothing to hibernate.
+func TestStopActingDrops(t *testing.T) {
+	o := &owner{}
+	h := newHost(t, memstore.New(memstore.Faults{}), o, nil)
+	mustCount(t, h, 1, "1")
+	h.StopActing(room, 1)
+	if n := h.Resident(); n != 0 {
+		t.Fatalf("resident after StopActing: %d", n)
+	}
+	if err := h.HibernateAll(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.idle) != 0 {
+		t.Fatalf("Idle called for %v", o.idle)
+	}
+}

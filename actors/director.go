@@ -1,0 +1,208 @@
+package actors
+
+import (
+	"container/list"
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/wasmkeep/wasmkeep/ownership"
+)
+
+// Messages to the director.
+type (
+	eventMsg struct {
+		ctx   context.Context
+		actor ownership.Actor
+		class Class
+		gen   ownership.Generation
+		req   *Request
+		reply chan result
+	}
+	// doneMsg: a resident actor finished one event.
+	doneMsg struct {
+		actor ownership.Actor
+		pid   *actor.PID
+	}
+	// idleMsg: the idle timer armed after event seq fired.
+	idleMsg struct {
+		actor ownership.Actor
+		seq   uint64
+	}
+	stopActingMsg struct {
+		actor ownership.Actor
+		gen   ownership.Generation
+	}
+	abandonedMsg struct {
+		actor ownership.Actor
+		gen   ownership.Generation
+	}
+	closeMsg struct {
+		idle bool
+		done chan struct{} // closed once no resident actor is left
+	}
+	countMsg struct{ reply chan int }
+)
+
+type result struct {
+	resp *Response
+	err  error
+}
+
+// resident is the director's view of one resident actor.
+type resident struct {
+	pid     *actor.PID
+	gen     ownership.Generation // highest generation an event was sent with
+	pending int                  // events sent and not done
+	seq     uint64               // events sent so far; names the idle timer
+	timer   *time.Timer
+	elem    *list.Element // in lru; front is most recent
+	// ended is set when the hold ended (StopActing, a lost lease): events
+	// still queued in the actor's mailbox then fail without touching the
+	// bucket. It is the one thing the director and the actor share.
+	ended *atomic.Bool
+}
+
+// director owns the resident set. It never blocks: it only sends.
+type director struct {
+	h        *Host
+	entries  map[ownership.Actor]*resident
+	lru      *list.List // of ownership.Actor
+	children int        // spawned and not yet terminated
+	closed   bool
+	waiters  []chan struct{}
+}
+
+func (d *director) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *eventMsg:
+		d.event(ctx, m)
+	case *doneMsg:
+		d.done(ctx, m)
+	case *idleMsg:
+		if e := d.entries[m.actor]; e != nil && e.seq == m.seq && e.pending == 0 {
+			d.remove(ctx, m.actor, e, "idle", true)
+		}
+	case *stopActingMsg:
+		if e := d.entries[m.actor]; e != nil && e.gen <= m.gen {
+			d.remove(ctx, m.actor, e, "stop acting", false)
+		}
+	case *abandonedMsg:
+		if e := d.entries[m.actor]; e == nil || e.gen != m.gen {
+			d.h.cfg.Owner.Idle(m.actor, m.gen)
+		}
+	case *closeMsg:
+		d.closed = true
+		reason := "node exited"
+		if m.idle {
+			reason = "node stopping"
+		}
+		for d.lru.Len() > 0 {
+			a := d.lru.Back().Value.(ownership.Actor)
+			d.remove(ctx, a, d.entries[a], reason, m.idle)
+		}
+		if m.done != nil {
+			d.waiters = append(d.waiters, m.done)
+			d.release()
+		}
+	case *countMsg:
+		m.reply <- len(d.entries)
+	case *actor.Terminated:
+		d.children--
+		d.release()
+	}
+}
+
+func (d *director) event(ctx actor.Context, m *eventMsg) {
+	if d.closed {
+		m.reply <- result{err: d.h.unavailable(m.actor, "node stopping")}
+		return
+	}
+	e := d.entries[m.actor]
+	if e == nil {
+		inst := &instance{h: d.h, actor: m.actor, class: m.class, ended: new(atomic.Bool)}
+		e = &resident{pid: ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return inst })), ended: inst.ended}
+		e.elem = d.lru.PushFront(m.actor)
+		d.entries[m.actor] = e
+		d.children++
+		d.evict(ctx)
+	} else {
+		d.lru.MoveToFront(e.elem)
+	}
+	if e.timer != nil {
+		e.timer.Stop()
+		e.timer = nil
+	}
+	e.gen = max(e.gen, m.gen)
+	e.pending++
+	e.seq++
+	ctx.Send(e.pid, m)
+}
+
+// evict hibernates the least recently used idle actors past MaxResident.
+func (d *director) evict(ctx actor.Context) {
+	for el := d.lru.Back(); el != nil && len(d.entries) > d.h.cfg.MaxResident; {
+		prev := el.Prev()
+		a := el.Value.(ownership.Actor)
+		if e := d.entries[a]; e.pending == 0 {
+			d.remove(ctx, a, e, "evicted", true)
+		}
+		el = prev
+	}
+}
+
+func (d *director) done(ctx actor.Context, m *doneMsg) {
+	e := d.entries[m.actor]
+	if e == nil || e.pid.Id != m.pid.Id {
+		return // removed meanwhile
+	}
+	e.pending--
+	if e.pending > 0 {
+		return
+	}
+	seq, a, self, root := e.seq, m.actor, ctx.Self(), d.h.cfg.System.Root
+	// A message-based idle timer: the director alone decides, in its own
+	// mailbox order, whether the actor is still idle when it fires.
+	e.timer = time.AfterFunc(d.h.cfg.IdleTimeout, func() { root.Send(self, &idleMsg{actor: a, seq: seq}) })
+	if len(d.entries) > d.h.cfg.MaxResident {
+		d.evict(ctx)
+	}
+}
+
+// remove takes a out of the resident set. The actor is poisoned: events
+// already in its mailbox still run (and fail the output gate if the hold is
+// gone), then it stops and its state is dropped. With idle, the keeper is
+// told the hold is idle so that it releases or parks it.
+func (d *director) remove(ctx actor.Context, a ownership.Actor, e *resident, reason string, idle bool) {
+	delete(d.entries, a)
+	d.lru.Remove(e.elem)
+	if e.timer != nil {
+		e.timer.Stop()
+	}
+	if !idle {
+		e.ended.Store(true)
+	}
+	ctx.Poison(e.pid)
+	if idle && e.gen > 0 {
+		d.h.cfg.Owner.Idle(a, e.gen)
+	}
+	d.h.log.Debug("actor hibernated", slog.String("class", a.Class), slog.String("name", a.Name),
+		slog.Uint64("gen", uint64(e.gen)), slog.String("reason", reason))
+	if d.h.cfg.OnHibernate != nil {
+		d.h.cfg.OnHibernate(a, e.gen, reason)
+	}
+}
+
+// release wakes HibernateAll's callers once no resident actor is left.
+func (d *director) release() {
+	if !d.closed || d.children > 0 {
+		return
+	}
+	for _, w := range d.waiters {
+		close(w)
+	}
+	d.waiters = nil
+}

@@ -1,0 +1,200 @@
+package actors
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/wasmkeep/wasmkeep/ownership"
+)
+
+// Owner is what Host needs of the ownership keeper (keeper.Keeper has it).
+type Owner interface {
+	// MayAct says whether output of the hold at gen may be released now.
+	MayAct(a ownership.Actor, gen ownership.Generation) bool
+	// Idle says the actor dropped out of memory while its hold was live.
+	Idle(a ownership.Actor, gen ownership.Generation)
+}
+
+// Config is what a Host runs with. Owner, Bucket, Registry and System are
+// required; the rest have defaults.
+type Config struct {
+	Owner    Owner
+	Bucket   ownership.Bucket
+	Registry *Registry
+	System   *actor.ActorSystem
+	// Logger: nil logs nothing.
+	Logger *slog.Logger
+	// IdleTimeout is how long an actor stays resident without events.
+	// Zero: 10 s.
+	IdleTimeout time.Duration
+	// MaxResident bounds the resident actors; past it the least recently
+	// used idle one hibernates. Zero: 10,000.
+	MaxResident int
+	// MaxState bounds one actor's state, keys plus values, in bytes.
+	// Zero: DefaultMaxState.
+	MaxState int
+	// IOTimeout bounds one bucket call of an event. Zero: 10 s.
+	IOTimeout time.Duration
+	// RetryAfter is what a refused event suggests. Zero: 1 s.
+	RetryAfter time.Duration
+	// OnHibernate, when set, is called on the director's goroutine each
+	// time an actor leaves memory, with why ("idle", "evicted",
+	// "stop acting", "node stopping", "node exited"). It must not block.
+	OnHibernate func(a ownership.Actor, gen ownership.Generation, reason string)
+}
+
+// Validate reports a configuration NewHost cannot run with.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Owner == nil {
+		errs = append(errs, errors.New("no owner"))
+	}
+	if c.Bucket == nil {
+		errs = append(errs, errors.New("no bucket"))
+	}
+	if c.Registry == nil {
+		errs = append(errs, errors.New("no registry"))
+	}
+	if c.System == nil {
+		errs = append(errs, errors.New("no actor system"))
+	}
+	if c.IdleTimeout < 0 || c.MaxResident < 0 || c.MaxState < 0 || c.IOTimeout < 0 || c.RetryAfter < 0 {
+		errs = append(errs, errors.New("idle timeout, max resident, max state, io timeout and retry after must not be negative"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("actors host config: %w", err)
+	}
+	return nil
+}
+
+func (c *Config) setDefaults() {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = 10 * time.Second
+	}
+	if c.MaxResident == 0 {
+		c.MaxResident = 10000
+	}
+	if c.MaxState == 0 {
+		c.MaxState = DefaultMaxState
+	}
+	if c.IOTimeout == 0 {
+		c.IOTimeout = 10 * time.Second
+	}
+	if c.RetryAfter == 0 {
+		c.RetryAfter = time.Second
+	}
+}
+
+// ErrUnavailable is matched (errors.Is) by every UnavailableError.
+var ErrUnavailable = errors.New("actor unavailable")
+
+// ErrUnknownClass: no class is registered under the name.
+var ErrUnknownClass = errors.New("unknown class")
+
+// UnavailableError says an event could not be served here now: answer 503
+// with Retry-After.
+type UnavailableError struct {
+	Actor      ownership.Actor
+	Reason     string
+	RetryAfter time.Duration
+}
+
+func (e *UnavailableError) Error() string {
+	return fmt.Sprintf("actor %s/%s unavailable: %s", e.Actor.Class, e.Actor.Name, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrUnavailable) true.
+func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
+
+// Host keeps this node's resident actors. Its director, a proto.actor actor,
+// owns the resident set: every method sends it a message.
+type Host struct {
+	cfg Config
+	log *slog.Logger
+	pid *actor.PID
+}
+
+// NewHost validates cfg and spawns the director.
+func NewHost(cfg Config) (*Host, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	h := &Host{cfg: cfg, log: cfg.Logger.With(slog.String("component", "actors"))}
+	d := &director{h: h, entries: map[ownership.Actor]*resident{}, lru: list.New()}
+	h.pid = cfg.System.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return d }))
+	return h, nil
+}
+
+// Deliver runs req as one event of actor a under the hold at gen, and
+// returns the response once its writes are durable and the hold may act.
+// Errors: ErrUnknownClass, an *UnavailableError, or ctx's error (the event
+// may still run).
+func (h *Host) Deliver(ctx context.Context, a ownership.Actor, gen ownership.Generation, req *Request) (*Response, error) {
+	class, ok := h.cfg.Registry.Lookup(a.Class)
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownClass, a.Class)
+	}
+	ev := &eventMsg{ctx: ctx, actor: a, class: class, gen: gen, req: req, reply: make(chan result, 1)}
+	h.cfg.System.Root.Send(h.pid, ev)
+	select {
+	case r := <-ev.reply:
+		return r.resp, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// StopActing drops a's resident instance at once if its hold is at gen or
+// older, without Idle (the hold is already gone). It never blocks: call it
+// from keeper.Hooks.StopActing.
+func (h *Host) StopActing(a ownership.Actor, gen ownership.Generation) {
+	h.cfg.System.Root.Send(h.pid, &stopActingMsg{actor: a, gen: gen})
+}
+
+// Abandoned ends a hold granted to an event nobody waits for any more,
+// unless an instance resident here serves that generation. It never
+// blocks.
+func (h *Host) Abandoned(a ownership.Actor, gen ownership.Generation) {
+	h.cfg.System.Root.Send(h.pid, &abandonedMsg{actor: a, gen: gen})
+}
+
+// DropAll drops every resident actor without Idle: the node has lost its
+// holds. Later events are refused. It never blocks.
+func (h *Host) DropAll() {
+	h.cfg.System.Root.Send(h.pid, &closeMsg{idle: false})
+}
+
+// HibernateAll hibernates every resident actor (each calls Owner.Idle),
+// refuses later events, and returns once every resident actor has stopped
+// or ctx ends. Every commit is durable already: nothing is lost.
+func (h *Host) HibernateAll(ctx context.Context) error {
+	done := make(chan struct{})
+	h.cfg.System.Root.Send(h.pid, &closeMsg{idle: true, done: done})
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("hibernate resident actors: %w", ctx.Err())
+	}
+}
+
+// Resident returns how many actors are resident now.
+func (h *Host) Resident() int {
+	ch := make(chan int, 1)
+	h.cfg.System.Root.Send(h.pid, &countMsg{reply: ch})
+	return <-ch
+}
+
+func (h *Host) unavailable(a ownership.Actor, reason string) *UnavailableError {
+	return &UnavailableError{Actor: a, Reason: reason, RetryAfter: h.cfg.RetryAfter}
+}

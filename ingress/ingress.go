@@ -1,0 +1,279 @@
+package ingress
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/keeper"
+)
+
+// ForwardedHeader marks a request one node forwarded to another; its value
+// is the forwarding node's id.
+const ForwardedHeader = "Wasmkeep-Forwarded-By"
+
+// MaxNameLen bounds a class or actor name, in bytes.
+const MaxNameLen = 256
+
+// DefaultMaxBody bounds a request body unless Config says otherwise.
+const DefaultMaxBody = 1 << 20
+
+// Keeper is what the ingress needs of the ownership keeper.
+type Keeper interface {
+	Acquire(ctx context.Context, a ownership.Actor) (keeper.Decision, error)
+	Status() ownership.Status
+}
+
+// Host is what the ingress needs of the resident actors.
+type Host interface {
+	Deliver(ctx context.Context, a ownership.Actor, gen ownership.Generation, req *actors.Request) (*actors.Response, error)
+}
+
+// Config is what a Handler serves with. Keeper, Host and Registry are
+// required.
+type Config struct {
+	// Node is this node's id, sent in ForwardedHeader.
+	Node     ownership.NodeID
+	Keeper   Keeper
+	Host     Host
+	Registry *actors.Registry
+	// Gatherer is what /metrics serves: the registry the keeper registers
+	// its metrics in. Nil: no /metrics (404).
+	Gatherer prometheus.Gatherer
+	// Logger: nil logs nothing.
+	Logger *slog.Logger
+	// MaxBody bounds a request body in bytes. Zero: DefaultMaxBody.
+	MaxBody int64
+	// Transport carries forwarded requests. Nil: http.DefaultTransport.
+	Transport http.RoundTripper
+}
+
+// Handler serves a node's HTTP entry.
+type Handler struct {
+	cfg Config
+	log *slog.Logger
+	mux *http.ServeMux
+}
+
+// New validates cfg and returns the node's handler.
+func New(cfg Config) (*Handler, error) {
+	if cfg.Keeper == nil || cfg.Host == nil || cfg.Registry == nil {
+		return nil, errors.New("ingress config: keeper, host and registry are required")
+	}
+	if cfg.MaxBody < 0 {
+		return nil, fmt.Errorf("ingress config: max body %d is negative", cfg.MaxBody)
+	}
+	if cfg.MaxBody == 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Transport == nil {
+		cfg.Transport = http.DefaultTransport
+	}
+	h := &Handler{cfg: cfg, log: cfg.Logger.With(slog.String("component", "ingress")), mux: http.NewServeMux()}
+	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { text(w, http.StatusOK, "ok") })
+	h.mux.HandleFunc("GET /readyz", h.serveReady)
+	if cfg.Gatherer != nil {
+		h.mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
+	}
+	return h, nil
+}
+
+// ServeHTTP serves one request; a panic answers 500 and is logged.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			h.log.Error("request panicked", slog.String("method", r.Method), slog.String("path", r.URL.Path),
+				slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+			text(w, http.StatusInternalServerError, "internal error")
+		}
+	}()
+	// /actor/ paths are taken before the mux, which would clean them
+	// ("//" or "..") and redirect: names are validated, not rewritten.
+	if strings.HasPrefix(r.URL.Path, "/actor/") {
+		h.serveActor(w, r)
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+func (h *Handler) serveReady(w http.ResponseWriter, _ *http.Request) {
+	if h.cfg.Keeper.Status().LeaseValid {
+		text(w, http.StatusOK, "ready")
+		return
+	}
+	text(w, http.StatusServiceUnavailable, "node lease not valid")
+}
+
+func text(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(status)
+	io.WriteString(w, msg+"\n")
+}
+
+func unavailable(w http.ResponseWriter, retry time.Duration, msg string) {
+	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(max(retry, time.Second).Seconds()))))
+	text(w, http.StatusServiceUnavailable, msg)
+}
+
+// parseActorPath splits the escaped path /actor/<class>/<name>[/rest].
+func parseActorPath(escaped string) (a ownership.Actor, rest string, err error) {
+	p := strings.TrimPrefix(escaped, "/actor/")
+	parts := strings.SplitN(p, "/", 3)
+	if len(parts) < 2 {
+		return a, "", errors.New("want /actor/<class>/<name>[/rest]")
+	}
+	if a.Class, err = validName("class", parts[0]); err != nil {
+		return a, "", err
+	}
+	if a.Name, err = validName("name", parts[1]); err != nil {
+		return a, "", err
+	}
+	if len(parts) == 3 {
+		if rest, err = url.PathUnescape("/" + parts[2]); err != nil {
+			return a, "", fmt.Errorf("path: %w", err)
+		}
+	}
+	return a, rest, nil
+}
+
+func validName(what, escaped string) (string, error) {
+	s, err := url.PathUnescape(escaped)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("%s: %w", what, err)
+	case s == "":
+		return "", fmt.Errorf("%s is empty", what)
+	case len(s) > MaxNameLen:
+		return "", fmt.Errorf("%s is %d bytes, over %d", what, len(s), MaxNameLen)
+	case !utf8.ValidString(s):
+		return "", fmt.Errorf("%s is not UTF-8", what)
+	case strings.IndexFunc(s, unicode.IsControl) >= 0:
+		return "", fmt.Errorf("%s holds a control character", what)
+	}
+	return s, nil
+}
+
+func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete:
+	default:
+		w.Header().Set("Allow", "GET, POST, PUT, DELETE")
+		text(w, http.StatusMethodNotAllowed, "method not allowed")
+		return
+	}
+	a, rest, err := parseActorPath(r.URL.EscapedPath())
+	if err != nil {
+		text(w, http.StatusBadRequest, "bad actor address: "+err.Error())
+		return
+	}
+	if _, ok := h.cfg.Registry.Lookup(a.Class); !ok {
+		text(w, http.StatusNotFound, fmt.Sprintf("unknown class %q", a.Class))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			text(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", h.cfg.MaxBody))
+			return
+		}
+		text(w, http.StatusBadRequest, "read body: "+err.Error())
+		return
+	}
+	d, err := h.cfg.Keeper.Acquire(r.Context(), a)
+	if err != nil {
+		if r.Context().Err() != nil {
+			return // the client went away
+		}
+		text(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	switch d.Verdict {
+	case keeper.Granted:
+		h.deliver(w, r, a, d.Gen, rest, body)
+	case keeper.Routed:
+		h.forward(w, r, a, d, body)
+	default:
+		unavailable(w, d.RetryAfter, "actor unavailable here now: "+d.Reason)
+	}
+}
+
+func (h *Handler) deliver(w http.ResponseWriter, r *http.Request, a ownership.Actor, gen ownership.Generation, rest string, body []byte) {
+	req := &actors.Request{Method: r.Method, Path: rest, Query: r.URL.Query(), Header: r.Header.Clone(), Body: body}
+	resp, err := h.cfg.Host.Deliver(r.Context(), a, gen, req)
+	var ua *actors.UnavailableError
+	switch {
+	case errors.As(err, &ua):
+		unavailable(w, ua.RetryAfter, ua.Reason)
+		return
+	case errors.Is(err, actors.ErrUnknownClass):
+		text(w, http.StatusNotFound, err.Error())
+		return
+	case r.Context().Err() != nil:
+		return
+	case err != nil:
+		h.log.Error("deliver failed", slog.String("class", a.Class), slog.String("name", a.Name), slog.Any("err", err))
+		text(w, http.StatusInternalServerError, "internal error")
+		return
+	}
+	for k, vs := range resp.Header {
+		w.Header()[k] = vs
+	}
+	w.WriteHeader(resp.Status)
+	w.Write(resp.Body)
+}
+
+// forward sends the request to the node that holds the actor.
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, a ownership.Actor, d keeper.Decision, body []byte) {
+	if r.Header.Get(ForwardedHeader) != "" {
+		h.log.Warn("not forwarding a forwarded request", slog.String("class", a.Class), slog.String("name", a.Name),
+			slog.String("from", r.Header.Get(ForwardedHeader)), slog.String("holder", string(d.Node)))
+		unavailable(w, time.Second, fmt.Sprintf("actor held by node %s; request already forwarded", d.Node))
+		return
+	}
+	if d.Addr == "" {
+		unavailable(w, time.Second, fmt.Sprintf("actor held by node %s, whose address is not known here", d.Node))
+		return
+	}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme = "http"
+			pr.Out.URL.Host = d.Addr
+			pr.Out.Host = d.Addr
+			pr.Out.Header.Set(ForwardedHeader, string(h.cfg.Node))
+			pr.Out.Body = io.NopCloser(bytes.NewReader(body))
+			pr.Out.ContentLength = int64(len(body))
+		},
+		Transport: h.cfg.Transport,
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			h.log.Warn("forward failed", slog.String("class", a.Class), slog.String("name", a.Name),
+				slog.String("node", string(d.Node)), slog.String("addr", d.Addr), slog.Any("err", err))
+			unavailable(w, time.Second, fmt.Sprintf("actor held by node %s, which did not answer", d.Node))
+		},
+	}
+	proxy.ServeHTTP(w, r)
+}

@@ -1,0 +1,177 @@
+package ingress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/keeper"
+)
+
+// NodeConfig is what StartNode assembles a node from. Core (with Node,
+// Instance and the lease settings), Bucket and Listener are required.
+type NodeConfig struct {
+	// Core configures the ownership protocol. Core.Addr, when empty, is
+	// set to the listener's address.
+	Core     ownership.Config
+	Bucket   ownership.Bucket
+	Listener net.Listener
+	// Registry holds the classes served. Nil: actors.BuiltIn().
+	Registry *actors.Registry
+	// Logger: nil logs nothing.
+	Logger *slog.Logger
+	// IdleTimeout, MaxResident and MaxState configure the resident actors
+	// (see actors.Config); MaxBody the request bodies (see Config).
+	IdleTimeout time.Duration
+	MaxResident int
+	MaxState    int
+	MaxBody     int64
+	// OnHibernate is passed to actors.Config.
+	OnHibernate func(a ownership.Actor, gen ownership.Generation, reason string)
+}
+
+// Node is one running node: ownership keeper, resident actors and HTTP
+// server, sharing one actor system and one metrics registry.
+type Node struct {
+	keeper *keeper.Keeper
+	host   *actors.Host
+	server *http.Server
+	addr   string
+	served chan error // the server's end
+}
+
+// StartNode starts the keeper (it returns once the node's lease is taken),
+// the resident actors and the HTTP server on cfg.Listener. On error the
+// listener is closed.
+func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
+	if cfg.Listener == nil {
+		return nil, errors.New("node config: no listener")
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = actors.BuiltIn()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Core.Addr == "" {
+		cfg.Core.Addr = cfg.Listener.Addr().String()
+	}
+	log := cfg.Logger.With(slog.String("node", string(cfg.Core.Node)))
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	system := keeper.NewSystem(cfg.Logger)
+	hooks := &nodeHooks{}
+	k, err := keeper.Start(ctx, keeper.Config{
+		Core: cfg.Core, Bucket: cfg.Bucket, System: system, Logger: cfg.Logger, Registerer: reg, Hooks: hooks,
+	})
+	if err != nil {
+		cfg.Listener.Close()
+		return nil, err
+	}
+	host, err := actors.NewHost(actors.Config{
+		Owner: k, Bucket: cfg.Bucket, Registry: cfg.Registry, System: system, Logger: log,
+		IdleTimeout: cfg.IdleTimeout, MaxResident: cfg.MaxResident, MaxState: cfg.MaxState,
+		RetryAfter: cfg.Core.LeasePeriod, OnHibernate: cfg.OnHibernate,
+	})
+	if err != nil {
+		cfg.Listener.Close()
+		return nil, errors.Join(err, k.Stop(ctx))
+	}
+	hooks.host.Store(host)
+	h, err := New(Config{
+		Node: cfg.Core.Node, Keeper: k, Host: host, Registry: cfg.Registry, Gatherer: reg, Logger: log, MaxBody: cfg.MaxBody,
+	})
+	if err != nil {
+		cfg.Listener.Close()
+		return nil, errors.Join(err, host.HibernateAll(ctx), k.Stop(ctx))
+	}
+	n := &Node{
+		keeper: k,
+		host:   host,
+		addr:   cfg.Core.Addr,
+		served: make(chan error, 1),
+		server: &http.Server{
+			Handler:           h,
+			ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		},
+	}
+	go func() { n.served <- n.server.Serve(cfg.Listener) }()
+	log.Info("node serving", slog.String("addr", n.addr), slog.String("instance", string(cfg.Core.Instance)))
+	return n, nil
+}
+
+// Addr is the address peers reach this node at.
+func (n *Node) Addr() string { return n.addr }
+
+// ServeErr receives the HTTP server's error if it stops serving by itself
+// (never after Stop or Abort: then it receives http.ErrServerClosed).
+func (n *Node) ServeErr() <-chan error { return n.served }
+
+// Done is closed once the keeper has ended: after Stop, or when the node
+// lost its lease (Err says which).
+func (n *Node) Done() <-chan struct{} { return n.keeper.Done() }
+
+// Err is nil until Done is closed; then nil after a clean stop, or why the
+// keeper ended.
+func (n *Node) Err() error { return n.keeper.Err() }
+
+// Stop stops the node cleanly: the server stops accepting and finishes the
+// requests in flight, every resident actor hibernates (its commits are
+// durable already), then the keeper releases every hold and writes the
+// lease released.
+func (n *Node) Stop(ctx context.Context) error {
+	var errs []error
+	if err := n.server.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+	}
+	if err := n.host.HibernateAll(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := n.keeper.Stop(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Abort ends a node whose keeper has ended without a clean stop: it closes
+// the server and every connection at once and drops the resident actors.
+func (n *Node) Abort() {
+	n.server.Close()
+	n.host.DropAll()
+}
+
+// nodeHooks passes the keeper's effects to the resident actors. Every
+// method only sends a message.
+type nodeHooks struct {
+	keeper.NopHooks
+	host atomic.Pointer[actors.Host] // nil until the host exists; nothing is resident before
+}
+
+func (h *nodeHooks) StopActing(s ownership.StopActing) {
+	if host := h.host.Load(); host != nil {
+		host.StopActing(s.Actor, s.Gen)
+	}
+}
+
+func (h *nodeHooks) Abandoned(a ownership.Actor, gen ownership.Generation) {
+	if host := h.host.Load(); host != nil {
+		host.Abandoned(a, gen)
+	}
+}
+
+func (h *nodeHooks) Exit(e ownership.Exit) {
+	if host := h.host.Load(); host != nil && !e.Clean {
+		host.DropAll()
+	}
+}
