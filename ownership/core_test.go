@@ -2,6 +2,7 @@ package ownership_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,8 +23,13 @@ type harness struct {
 	refs    uint64
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T) *harness { return newHarnessWith(t, nil) }
+
+func newHarnessWith(t *testing.T, tune func(*ownership.Config)) *harness {
 	cfg := ownership.DefaultConfig("n1", "n1.a")
+	if tune != nil {
+		tune(&cfg)
+	}
 	core, err := ownership.NewCore(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -362,5 +368,58 @@ func TestMembershipPassesOverUnreadableLeases(t *testing.T) {
 	}
 	if r, ok := h.acquire(other).(ownership.Route); !ok || r.Node != "n9" || r.Addr != "10.0.0.9:8080" {
 		t.Fatalf("an actor held by the live peer after the unreadable lease: %#v, want a route to n9", h.acquire(other))
+	}
+}
+
+// TestSweepRereadsInBatchesAndResumes: each re-read pass reads at most
+// SweepBatch parked records, the next pass goes on where the last stopped
+// (wrapping around), and a pass cut short by a read without answer starts
+// the next one at the first record it did not read.
+func TestSweepRereadsInBatchesAndResumes(t *testing.T) {
+	h := newHarnessWith(t, func(c *ownership.Config) { c.SweepBatch, c.RereadEvery = 3, 1 })
+	var rooms []ownership.Actor
+	for i := range 7 {
+		r := ownership.Actor{Class: "room", Name: fmt.Sprintf("r%d", i)}
+		rooms = append(rooms, r)
+		mustGrant(t, h.acquire(r), 1)
+		h.step(ownership.SocketOpened{Actor: r})
+		h.step(ownership.Idle{Actor: r, Gen: 1})
+	}
+	period := h.core.Config().SweepPeriod
+	// pass runs one sweep pass and returns the parked records it read; a
+	// read of the room named lose goes unanswered.
+	pass := func(lose string) []string {
+		t.Helper()
+		var read []string
+		h.hold, h.held, h.effects = true, nil, nil
+		for end := h.now.Add(period); h.now.Before(end); { // renewals keep landing meanwhile
+			h.now = h.now.Add(100 * time.Millisecond)
+			h.step(ownership.Tick{})
+			h.pump(func(r ownership.Request) bool {
+				if r.Op != ownership.OpGet || !strings.HasPrefix(r.Key, ownership.OwnersPrefix) {
+					return false
+				}
+				name := r.Key[strings.LastIndexByte(r.Key, '/')+1:]
+				read = append(read, name)
+				return name == lose
+			})
+		}
+		h.hold = false
+		return read
+	}
+	want := func(got []string, names ...string) {
+		t.Helper()
+		if strings.Join(got, " ") != strings.Join(names, " ") {
+			t.Fatalf("the pass read %v, want %v", got, names)
+		}
+	}
+	want(pass(""), "r0", "r1", "r2")
+	want(pass(""), "r3", "r4", "r5")
+	want(pass("r0"), "r6", "r0", "r1") // wraps around; r0 goes unanswered
+	want(pass(""), "r0", "r1", "r2")   // starts again at the first record not read
+	for _, r := range rooms {
+		if _, ok := h.core.Parked(r); !ok {
+			t.Fatalf("%s lost its parked entry to a re-read that matched", r)
+		}
 	}
 }

@@ -77,8 +77,14 @@ type MoveRequest struct {
 	Class  string
 	Name   string
 	Target NodeID
-	By     string
-	Nonce  string
+	// From, FromInstance and Generation name the hold being moved: the
+	// process that held the actor and the generation it held it at, so a
+	// request left over from an earlier hold is recognisable.
+	From         NodeID
+	FromInstance InstanceID
+	Generation   Generation
+	By           string
+	Nonce        string
 }
 
 // ErrUnreadable marks a record that cannot be decoded. A reader counts and
@@ -188,7 +194,8 @@ func EncodeRecord(r Record) []byte {
 
 // EncodeMove gives the stored bytes of a move request.
 func EncodeMove(m MoveRequest) []byte {
-	return newFields("move").str(m.Class).str(m.Name).str(string(m.Target)).str(m.By).str(m.Nonce).b
+	return newFields("move").str(m.Class).str(m.Name).str(string(m.Target)).
+		str(string(m.From)).str(string(m.FromInstance)).num(uint64(m.Generation)).str(m.By).str(m.Nonce).b
 }
 
 // DecodeLease reads a node lease record.
@@ -230,8 +237,9 @@ func DecodeRecord(data []byte) (Record, error) {
 
 // DecodeMove reads a move request.
 func DecodeMove(data []byte) (MoveRequest, error) {
-	p := parse("move", data, 5)
-	m := MoveRequest{Class: p.str(), Name: p.str(), Target: NodeID(p.str()), By: p.str(), Nonce: p.str()}
+	p := parse("move", data, 8)
+	m := MoveRequest{Class: p.str(), Name: p.str(), Target: NodeID(p.str()),
+		From: NodeID(p.str()), FromInstance: InstanceID(p.str()), Generation: Generation(p.num()), By: p.str(), Nonce: p.str()}
 	if p.err != nil {
 		return MoveRequest{}, p.err
 	}

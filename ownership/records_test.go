@@ -23,7 +23,7 @@ func TestRecordsRoundTrip(t *testing.T) {
 	if got, err := DecodeLease(EncodeLease(l)); err != nil || got != l {
 		t.Errorf("lease: round trip gave %+v, %v", got, err)
 	}
-	m := MoveRequest{Class: "room", Name: "a b", Target: "n2", By: "operator", Nonce: "q"}
+	m := MoveRequest{Class: "room", Name: "a b", Target: "n2", From: "n1", FromInstance: "n1.a", Generation: 7, By: "operator", Nonce: "q"}
 	if got, err := DecodeMove(EncodeMove(m)); err != nil || got != m {
 		t.Errorf("move: round trip gave %+v, %v", got, err)
 	}
