@@ -26,7 +26,6 @@ type entry struct {
 	sweepRead sweepRead
 	moving    *moving
 	look      *look
-	exposed   bool // this node's last wake had an unknown outcome or found another holder
 	scheduled time.Time
 }
 
@@ -477,7 +476,6 @@ func (c *Core) onAcquireRead(e *entry, r Reply) {
 			if e.parked != nil {
 				// The parked record moved to another holder.
 				c.dropParked(e)
-				e.exposed = true
 			}
 			for _, w := range e.acq.waiters {
 				c.route(e, w.ref, rec.Node)

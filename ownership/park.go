@@ -62,7 +62,6 @@ func (c *Core) idle(in Idle) {
 	}
 	if e.sockets > 0 && c.LeaseValid(c.now) && c.mode == modeServing && e.moving == nil {
 		e.parked, e.live = e.live, nil
-		e.exposed = false
 		c.setParked(c.parked + 1)
 		c.count("wasmkeep_parks_total", "")
 		c.emit(SetGauge{Name: MetricLiveHolds, Value: float64(c.liveCount())})
@@ -101,9 +100,8 @@ func (c *Core) onAcquireWrite(e *entry, f *flight, r Reply) {
 		e.unresolved = append(e.unresolved, &unresolved{
 			gen: f.gen, nonce: f.nonce, prior: f.prior, created: f.prior == "", since: f.sentAt, due: c.now.Add(c.cfg.AttemptTimeout),
 		})
-		if f.wake {
-			e.exposed = true
-		}
+		// A wake's parked entry stays: if the write did not land, the record
+		// still names the parked hold, which only that entry can release.
 		if e.acq != nil {
 			e.acq.attempts++
 			if e.acq.attempts > maxAcquireRounds {

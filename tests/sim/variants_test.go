@@ -62,11 +62,9 @@ var variants = []variant{
 	},
 	{
 		name: "unknown-wake-drops-parked", file: "park.go", budget: 2000,
-		old: `		if f.wake {
-			e.exposed = true
-		}`,
+		old: `		// A wake's parked entry stays: if the write did not land, the record
+		// still names the parked hold, which only that entry can release.`,
 		new: `		if f.wake {
-			e.exposed = true
 			c.dropParked(e) // broken: a wake with an unknown outcome drops the parked hold
 		}`,
 	},
