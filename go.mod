@@ -11,6 +11,7 @@ require (
 	github.com/aws/smithy-go v1.28.9
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
+	github.com/tetratelabs/wazero v1.12.0
 	golang.org/x/sys v0.48.0
 )
 
@@ -52,11 +53,10 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-// Pinned for the work that comes next and imports them: wasm guests
-// (wazero), WebSockets (gorilla/websocket) and test assertions (testify).
-// `go mod tidy` drops them until then; keep them.
+// Pinned for the work that comes next and imports them: WebSockets
+// (gorilla/websocket) and test assertions (testify). `go mod tidy` drops
+// them until then; keep them.
 require (
 	github.com/gorilla/websocket v1.5.3
 	github.com/stretchr/testify v1.12.1
-	github.com/tetratelabs/wazero v1.12.0
 )

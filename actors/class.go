@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+
+	"github.com/wasmkeep/wasmkeep/ownership"
 )
 
 // Class is a Go-native actor class. Handle runs one event of one actor;
@@ -14,6 +16,27 @@ import (
 // Handle must not keep st, req or the response after it returns.
 type Class interface {
 	Handle(ctx context.Context, req *Request, st Storage) (*Response, error)
+}
+
+// ActorFactory is implemented by classes that keep resources per resident
+// actor (a wasm class keeps one wasm instance per actor). When an actor of
+// such a class becomes resident, its proto.actor actor calls NewActor once,
+// on its own goroutine before its first event, and sends every event of
+// that residency to the returned ActorClass instead of the class; it calls
+// Close on the same goroutine when the actor stops being resident
+// (hibernation, eviction, StopActing, node stop). The Class's own Handle is
+// then not called by Host.
+type ActorFactory interface {
+	Class
+	NewActor(a ownership.Actor) ActorClass
+}
+
+// ActorClass serves the events of one resident actor; see ActorFactory. It
+// is called from one goroutine at a time.
+type ActorClass interface {
+	Class
+	// Close releases what the actor held; nothing is called after it.
+	Close()
 }
 
 // ClassFunc adapts a function to Class.

@@ -22,6 +22,10 @@ type instance struct {
 	actor ownership.Actor
 	class Class
 	ended *atomic.Bool // see resident.ended
+	// per is the class's per-actor handler when the class is an
+	// ActorFactory, made at the first event and closed when the actor
+	// stops.
+	per ActorClass
 
 	// Invariant: when loaded, state is the object at etag in the bucket,
 	// written by this instance at gen (the fence, then its commits).
@@ -32,8 +36,17 @@ type instance struct {
 }
 
 func (in *instance) Receive(ctx actor.Context) {
-	m, ok := ctx.Message().(*eventMsg)
-	if !ok {
+	var m *eventMsg
+	switch msg := ctx.Message().(type) {
+	case *eventMsg:
+		m = msg
+	case *actor.Stopped:
+		if in.per != nil {
+			in.per.Close()
+			in.per = nil
+		}
+		return
+	default:
 		return
 	}
 	r := in.event(m)
@@ -106,7 +119,14 @@ func (in *instance) run(m *eventMsg, t *txn) (resp *Response, err error) {
 			resp, err = nil, fmt.Errorf("actor panicked: %v", p)
 		}
 	}()
-	return in.class.Handle(m.ctx, m.req, t)
+	c := in.class
+	if f, ok := c.(ActorFactory); ok {
+		if in.per == nil {
+			in.per = f.NewActor(in.actor)
+		}
+		c = in.per
+	}
+	return c.Handle(m.ctx, m.req, t)
 }
 
 // failed answers an event whose handler failed; its writes are discarded.

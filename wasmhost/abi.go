@@ -1,0 +1,217 @@
+package wasmhost
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"slices"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/wasmhost/internal/wire"
+)
+
+// The host side of the guest ABI (ABI.md): the functions of the host
+// module "wasmkeep". The ABI is a pull model: the host never allocates in
+// guest memory; it tells the guest how many bytes to expect, and the
+// guest passes a buffer of its own to be filled.
+
+// abiModule is the name guests import the host functions from.
+const abiModule = "wasmkeep"
+
+// event is the host's state for the event a guest call is serving. It
+// travels in the call's context, so that one host module serves every
+// instance. Invariant: an event is touched only by the goroutine that
+// calls the guest, while the call runs.
+type event struct {
+	req       []byte // encoded request
+	resp      []byte // encoded response, once the guest handed it out
+	responded bool
+	st        actors.Storage
+	value     []byte // value of the last storage_get_len, for storage_get_read
+	log       *slog.Logger
+}
+
+type eventKey struct{}
+
+// errNoEvent fails a host call made outside an event (for example from a
+// guest's initialisers).
+var errNoEvent = errors.New("wasmkeep host function called outside an event")
+
+// errOutOfRange fails a host call given memory outside the guest's.
+var errOutOfRange = errors.New("wasmkeep host function given memory out of range")
+
+// eventOf returns the event a host call serves. A panic inside a host
+// function fails the guest call with an error, which discards the
+// instance: the guest broke the ABI.
+func eventOf(ctx context.Context) *event {
+	ev, ok := ctx.Value(eventKey{}).(*event)
+	if !ok {
+		panic(errNoEvent)
+	}
+	return ev
+}
+
+// read returns a copy of n bytes of guest memory at ptr (Memory().Read
+// aliases guest memory, which the guest may change or grow later).
+func read(mod api.Module, ptr, n uint32) []byte {
+	b, ok := mod.Memory().Read(ptr, n)
+	if !ok {
+		panic(errOutOfRange)
+	}
+	return slices.Clone(b)
+}
+
+// write copies src into the guest buffer at ptr of capacity n and returns
+// the number of bytes copied.
+func write(mod api.Module, ptr, n uint32, src []byte) uint32 {
+	if uint64(len(src)) < uint64(n) {
+		n = uint32(len(src))
+	}
+	if !mod.Memory().Write(ptr, src[:n]) {
+		panic(errOutOfRange)
+	}
+	return n
+}
+
+const i32 = api.ValueTypeI32
+
+func instantiateABI(ctx context.Context, rt wazero.Runtime) error {
+	b := rt.NewHostModuleBuilder(abiModule)
+	fn := func(name string, f api.GoModuleFunc, params, results []api.ValueType) {
+		b.NewFunctionBuilder().WithGoModuleFunction(f, params, results).Export(name)
+	}
+	// abi_version() -> i32
+	fn("abi_version", func(_ context.Context, _ api.Module, stack []uint64) {
+		stack[0] = api.EncodeU32(wire.Version)
+	}, nil, []api.ValueType{i32})
+	// request_len() -> i32: the size of the encoded request.
+	fn("request_len", func(ctx context.Context, _ api.Module, stack []uint64) {
+		stack[0] = api.EncodeU32(uint32(len(eventOf(ctx).req)))
+	}, nil, []api.ValueType{i32})
+	// request_read(ptr, len) -> i32: copies the request into the buffer.
+	fn("request_read", func(ctx context.Context, mod api.Module, stack []uint64) {
+		ev := eventOf(ctx)
+		stack[0] = api.EncodeU32(write(mod, api.DecodeU32(stack[0]), api.DecodeU32(stack[1]), ev.req))
+	}, []api.ValueType{i32, i32}, []api.ValueType{i32})
+	// response_write(ptr, len) -> i32: 0, or 1 if a response was already
+	// handed out.
+	fn("response_write", func(ctx context.Context, mod api.Module, stack []uint64) {
+		ev := eventOf(ctx)
+		if ev.responded {
+			stack[0] = 1
+			return
+		}
+		ev.resp = read(mod, api.DecodeU32(stack[0]), api.DecodeU32(stack[1]))
+		ev.responded = true
+		stack[0] = 0
+	}, []api.ValueType{i32, i32}, []api.ValueType{i32})
+	// storage_get_len(key, key_len) -> i32: the value's size, or -1 if
+	// missing. The value waits for storage_get_read.
+	fn("storage_get_len", func(ctx context.Context, mod api.Module, stack []uint64) {
+		ev := eventOf(ctx)
+		key := read(mod, api.DecodeU32(stack[0]), api.DecodeU32(stack[1]))
+		v, ok := ev.st.Get(string(key))
+		if !ok {
+			ev.value = nil
+			stack[0] = api.EncodeI32(-1)
+			return
+		}
+		ev.value = v
+		stack[0] = api.EncodeU32(uint32(len(v)))
+	}, []api.ValueType{i32, i32}, []api.ValueType{i32})
+	// storage_get_read(ptr, len) -> i32: copies the value of the last
+	// storage_get_len into the buffer.
+	fn("storage_get_read", func(ctx context.Context, mod api.Module, stack []uint64) {
+		ev := eventOf(ctx)
+		n := write(mod, api.DecodeU32(stack[0]), api.DecodeU32(stack[1]), ev.value)
+		ev.value = nil
+		stack[0] = api.EncodeU32(n)
+	}, []api.ValueType{i32, i32}, []api.ValueType{i32})
+	// storage_put(key, key_len, val, val_len) -> i32: 0, or 1 if refused
+	// by a storage limit.
+	fn("storage_put", func(ctx context.Context, mod api.Module, stack []uint64) {
+		ev := eventOf(ctx)
+		key := read(mod, api.DecodeU32(stack[0]), api.DecodeU32(stack[1]))
+		val := read(mod, api.DecodeU32(stack[2]), api.DecodeU32(stack[3]))
+		if err := ev.st.Put(string(key), val); err != nil {
+			ev.log.Debug("guest storage put refused", slog.Any("err", err))
+			stack[0] = 1
+			return
+		}
+		stack[0] = 0
+	}, []api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32})
+	// storage_delete(key, key_len)
+	fn("storage_delete", func(ctx context.Context, mod api.Module, stack []uint64) {
+		ev := eventOf(ctx)
+		ev.st.Delete(string(read(mod, api.DecodeU32(stack[0]), api.DecodeU32(stack[1]))))
+	}, []api.ValueType{i32, i32}, nil)
+	// log(level, msg, msg_len)
+	fn("log", func(ctx context.Context, mod api.Module, stack []uint64) {
+		ev := eventOf(ctx)
+		msg := read(mod, api.DecodeU32(stack[1]), api.DecodeU32(stack[2]))
+		ev.log.Log(ctx, slog.Level(api.DecodeI32(stack[0])), string(msg), slog.Bool("guest", true))
+	}, []api.ValueType{i32, i32, i32}, nil)
+	_, err := b.Instantiate(ctx)
+	return err
+}
+
+// encodeRequest lays req out as ABI.md describes: method, path, query,
+// headers sorted by name, body.
+func encodeRequest(req *actors.Request) []byte {
+	query := req.Query.Encode()
+	names := make([]string, 0, len(req.Header))
+	n := 20 + len(req.Method) + len(req.Path) + len(query) + len(req.Body)
+	for name, vs := range req.Header {
+		names = append(names, name)
+		for _, v := range vs {
+			n += 8 + len(name) + len(v)
+		}
+	}
+	slices.Sort(names)
+	b := make([]byte, 0, n)
+	b = wire.AppendString(b, req.Method)
+	b = wire.AppendString(b, req.Path)
+	b = wire.AppendString(b, query)
+	fields := 0
+	for _, vs := range req.Header {
+		fields += len(vs)
+	}
+	b = wire.AppendU32(b, uint32(fields))
+	for _, name := range names {
+		for _, v := range req.Header[name] {
+			b = wire.AppendString(b, name)
+			b = wire.AppendString(b, v)
+		}
+	}
+	return wire.AppendBytes(b, req.Body)
+}
+
+// errBadResponse fails an event whose guest handed out a response that
+// does not decode.
+var errBadResponse = errors.New("guest response malformed")
+
+func decodeResponse(b []byte) (*actors.Response, error) {
+	r := wire.NewReader(b)
+	status := r.U32()
+	n := r.Count(8)
+	h := make(http.Header, n)
+	for range n {
+		name, value := r.String(), r.String()
+		h.Add(name, value)
+	}
+	body := r.Bytes()
+	if r.Err() {
+		return nil, errBadResponse
+	}
+	if status == 0 {
+		status = http.StatusOK
+	}
+	if status < 100 || status > 999 {
+		return nil, errBadResponse
+	}
+	return &actors.Response{Status: int(status), Header: h, Body: body}, nil
+}

@@ -1,0 +1,253 @@
+package guest
+
+import (
+	"errors"
+
+	"github.com/wasmkeep/wasmkeep/wasmhost/internal/wire"
+)
+
+// Field is one header: a name and one value. A header with several values
+// appears as several fields with the same name.
+type Field struct {
+	Name  string
+	Value string
+}
+
+// Request is one HTTP event.
+type Request struct {
+	Method string
+	// Path is what follows /actor/<class>/<name> in the URL path ("" or
+	// "/..."), unescaped.
+	Path string
+	// RawQuery is the query string, without the '?', still escaped.
+	RawQuery string
+	// Header holds the request's headers, names in canonical form
+	// ("Content-Type"), sorted by name.
+	Header []Field
+	Body   []byte
+}
+
+// HeaderValue returns the first value of the header name (ASCII
+// case-insensitive), or "".
+func (r *Request) HeaderValue(name string) string {
+	for _, f := range r.Header {
+		if equalFold(f.Name, name) {
+			return f.Value
+		}
+	}
+	return ""
+}
+
+// Query returns the first value of the query parameter key, and whether it
+// is present. Both key and value are compared and returned unescaped
+// ('+' is a space, %XX a byte).
+func (r *Request) Query(key string) (string, bool) {
+	q := r.RawQuery
+	for q != "" {
+		var part string
+		part, q, _ = cut(q, '&')
+		k, v, _ := cut(part, '=')
+		if unescape(k) == key {
+			return unescape(v), true
+		}
+	}
+	return "", false
+}
+
+// Response is the answer to a Request. Status 0 means 200.
+type Response struct {
+	Status int
+	Header []Field
+	Body   []byte
+}
+
+// Text returns a text/plain response.
+func Text(status int, body string) *Response {
+	return &Response{
+		Status: status,
+		Header: []Field{{Name: "Content-Type", Value: "text/plain; charset=utf-8"}},
+		Body:   []byte(body),
+	}
+}
+
+// handler is the registered request handler. Invariant: set only by
+// package initialisers, before the host sends the first event.
+var handler func(*Request) *Response
+
+// Handle registers h as the handler of HTTP events. Call it once, from an
+// init function. A handler that returns nil fails its event with 500.
+func Handle(h func(*Request) *Response) {
+	if handler != nil {
+		panic("guest: Handle called twice")
+	}
+	handler = h
+}
+
+// ErrLimit is returned by Put when the key, the value or the actor's whole
+// state would be too large.
+var ErrLimit = errors.New("guest: storage limit")
+
+// Store is the durable key-value storage of the actor whose event is
+// running. Use the package variable Storage.
+type Store struct{}
+
+// Storage is the storage of the current event's actor.
+var Storage Store
+
+// Get returns the value under key, and whether there is one. Reads see the
+// event's own writes.
+func (Store) Get(key string) ([]byte, bool) {
+	n := storageGetLen(key)
+	if n < 0 {
+		return nil, false
+	}
+	v := make([]byte, n)
+	storageGetRead(v)
+	return v, true
+}
+
+// Put sets key to value. It fails with ErrLimit when the key is empty or
+// the key, the value or the actor's whole state would be too large.
+func (Store) Put(key string, value []byte) error {
+	if storagePut(key, value) != 0 {
+		return ErrLimit
+	}
+	return nil
+}
+
+// Delete removes key; a missing key is not an error.
+func (Store) Delete(key string) { storageDelete(key) }
+
+// Log levels, as in log/slog.
+const (
+	LevelDebug = -4
+	LevelInfo  = 0
+	LevelWarn  = 4
+	LevelError = 8
+)
+
+// Log writes msg to the node's log at level, tagged with the actor's class.
+func Log(level int, msg string) { hostLog(int32(level), msg) }
+
+// onRequest serves one request event: it pulls the request in, runs the
+// handler and hands the response out. It returns a wire return code.
+func onRequest() int32 {
+	if handler == nil {
+		return wire.NotHandled
+	}
+	buf := make([]byte, requestLen())
+	requestRead(buf)
+	req, ok := decodeRequest(buf)
+	if !ok {
+		return wire.Failed
+	}
+	resp := handler(req)
+	if resp == nil {
+		return wire.Failed
+	}
+	if responseWrite(encodeResponse(resp)) != 0 {
+		return wire.Failed
+	}
+	return wire.OK
+}
+
+func decodeRequest(b []byte) (*Request, bool) {
+	r := wire.NewReader(b)
+	req := &Request{Method: r.String(), Path: r.String(), RawQuery: r.String()}
+	n := r.Count(8)
+	if n > 0 {
+		req.Header = make([]Field, n)
+		for i := range req.Header {
+			req.Header[i] = Field{Name: r.String(), Value: r.String()}
+		}
+	}
+	req.Body = r.Bytes()
+	return req, !r.Err()
+}
+
+func encodeResponse(resp *Response) []byte {
+	n := 12 + len(resp.Body)
+	for _, f := range resp.Header {
+		n += 8 + len(f.Name) + len(f.Value)
+	}
+	b := make([]byte, 0, n)
+	b = wire.AppendU32(b, uint32(resp.Status))
+	b = wire.AppendU32(b, uint32(len(resp.Header)))
+	for _, f := range resp.Header {
+		b = wire.AppendString(b, f.Name)
+		b = wire.AppendString(b, f.Value)
+	}
+	return wire.AppendBytes(b, resp.Body)
+}
+
+func cut(s string, sep byte) (before, after string, found bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == sep {
+			return s[:i], s[i+1:], true
+		}
+	}
+	return s, "", false
+}
+
+func equalFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		if lower(a[i]) != lower(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func lower(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// unescape decodes a query component; a malformed %XX is kept as is.
+func unescape(s string) string {
+	var b []byte
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '+':
+			c = ' '
+		case c == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]):
+			c = unhex(s[i+1])<<4 | unhex(s[i+2])
+			if b == nil {
+				b = append(make([]byte, 0, len(s)), s[:i]...)
+			}
+			b = append(b, c)
+			i += 2
+			continue
+		}
+		if b != nil {
+			b = append(b, c)
+		} else if c != s[i] {
+			b = append(append(make([]byte, 0, len(s)), s[:i]...), c)
+		}
+	}
+	if b == nil {
+		return s
+	}
+	return string(b)
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c <= 'F':
+		return c - 'A' + 10
+	default:
+		return c - 'a' + 10
+	}
+}

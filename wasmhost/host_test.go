@@ -1,0 +1,87 @@
+package wasmhost
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/keeper"
+	"github.com/wasmkeep/wasmkeep/ownership/memstore"
+)
+
+// anyOwner lets every hold act.
+type anyOwner struct{}
+
+func (anyOwner) MayAct(ownership.Actor, ownership.Generation) bool { return true }
+func (anyOwner) Idle(ownership.Actor, ownership.Generation)        {}
+
+// TestClassInHost runs the wasm counter as a registered class of an
+// actors.Host: durable counts per actor, one wasm instance per resident
+// actor (the probe's in-memory event count tells), and a fresh instance
+// after a guest error.
+func TestClassInHost(t *testing.T) {
+	r := newRuntime(t, Config{})
+	ctx := context.Background()
+	counter, err := r.Compile(ctx, "counter-wasm", guest(t, counterGuest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe, err := r.Compile(ctx, "probe", guest(t, probeGuest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := actors.NewRegistry()
+	if err := reg.Register("counter-wasm", counter); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Register("probe", probe); err != nil {
+		t.Fatal(err)
+	}
+	bucket := memstore.New(memstore.Faults{})
+	h, err := actors.NewHost(actors.Config{Owner: anyOwner{}, Bucket: bucket, Registry: reg, System: keeper.NewSystem(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = h.HibernateAll(ctx) }() // the host current at the end
+	deliver := func(a ownership.Actor, path string) *actors.Response {
+		t.Helper()
+		resp, err := h.Deliver(t.Context(), a, 1, get(path, ""))
+		if err != nil {
+			t.Fatalf("%v %s: %v", a, path, err)
+		}
+		return resp
+	}
+	expect := func(a ownership.Actor, path, want string) {
+		t.Helper()
+		if resp := deliver(a, path); resp.Status != http.StatusOK || strings.TrimSpace(string(resp.Body)) != want {
+			t.Fatalf("%v %s = %d %q, want %q", a, path, resp.Status, resp.Body, want)
+		}
+	}
+	room, hall := ownership.Actor{Class: "counter-wasm", Name: "room"}, ownership.Actor{Class: "counter-wasm", Name: "hall"}
+	expect(room, "", "1")
+	expect(room, "", "2")
+	expect(hall, "", "1")
+	expect(room, "", "3")
+	// Hibernation drops the instances; the counts are in the bucket.
+	if err := h.HibernateAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h, err = actors.NewHost(actors.Config{Owner: anyOwner{}, Bucket: bucket, Registry: reg, System: keeper.NewSystem(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect(room, "", "4")
+
+	a, b := ownership.Actor{Class: "probe", Name: "a"}, ownership.Actor{Class: "probe", Name: "b"}
+	expect(a, "/events", "1")
+	expect(a, "/events", "2")
+	expect(b, "/events", "1") // its own instance
+	if resp := deliver(a, "/panic"); resp.Status != http.StatusInternalServerError {
+		t.Fatalf("panic = %d, want 500", resp.Status)
+	}
+	expect(a, "/events", "1") // a fresh instance
+	expect(b, "/events", "2")
+}

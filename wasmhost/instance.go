@@ -1,0 +1,177 @@
+package wasmhost
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/wasmhost/internal/wire"
+)
+
+// Errors of Instance.Handle, for callers that branch on them. Each event
+// error means the instance was discarded.
+var (
+	// ErrTimeout: the guest ran past Config.EventTimeout and was stopped.
+	ErrTimeout = errors.New("guest ran past its event timeout")
+	// ErrGuest: the guest trapped, exited, panicked without recovering,
+	// broke the ABI or reported failure.
+	ErrGuest = errors.New("guest failed")
+	// ErrClosed: the instance was closed.
+	ErrClosed = errors.New("wasm instance closed")
+)
+
+// Instance runs the events of one actor on an instance of a Module, kept
+// resident between events. It implements actors.ActorClass. It starts the wasm instance at the first event,
+// and again after one was discarded.
+//
+// An Instance is not safe for concurrent use: call it from one goroutine
+// at a time, as an actor's events are (a wasm instance must never run two
+// calls at once).
+type Instance struct {
+	m      *Module
+	mod    api.Module   // nil: no wasm instance resident
+	handle api.Function // wasmkeep_on_request of mod
+	closed bool
+	log    *slog.Logger
+}
+
+// NewInstance returns an Instance of m with no wasm instance yet: it is
+// started by the first event. log, if not nil, replaces the module's
+// logger (for example to name the actor).
+func (m *Module) NewInstance(log *slog.Logger) *Instance {
+	if log == nil {
+		log = m.log
+	}
+	return &Instance{m: m, log: log}
+}
+
+// Resident reports whether a wasm instance is resident (started and not
+// discarded).
+func (in *Instance) Resident() bool { return in.mod != nil }
+
+// Handle runs req on the guest with st as the actor's storage, and
+// returns the guest's response. It implements the actors.Class contract
+// for one actor.
+//
+// A module without wasmkeep_on_request, or a guest that registered no
+// handler, answers 501 Not Implemented. Any error (the guest trapped,
+// panicked, ran out of memory or time, or broke the ABI) discards the wasm
+// instance, so that the next event starts a fresh one; the error wraps
+// ErrTimeout, ErrGuest or ErrClosed, and the caller turns it into a 500.
+func (in *Instance) Handle(ctx context.Context, req *actors.Request, st actors.Storage) (*actors.Response, error) {
+	if in.closed {
+		return nil, ErrClosed
+	}
+	if !in.m.onRequest {
+		return notImplemented(), nil
+	}
+	cctx := ctx
+	if !in.m.r.cfg.NoEventTimeout {
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithTimeout(ctx, in.m.r.cfg.EventTimeout)
+		defer cancel()
+	}
+	if in.mod == nil {
+		if err := in.start(cctx); err != nil {
+			return nil, in.fail(ctx, cctx, "start", err)
+		}
+	}
+	ev := &event{req: encodeRequest(req), st: st, log: in.log}
+	res, err := in.handle.Call(context.WithValue(cctx, eventKey{}, ev))
+	if err != nil {
+		return nil, in.fail(ctx, cctx, "request", err)
+	}
+	switch int32(res[0]) {
+	case wire.OK:
+		if !ev.responded {
+			return nil, in.fail(ctx, cctx, "request", errors.New("returned without a response"))
+		}
+		resp, err := decodeResponse(ev.resp)
+		if err != nil {
+			return nil, in.fail(ctx, cctx, "request", err)
+		}
+		return resp, nil
+	case wire.NotHandled:
+		return notImplemented(), nil
+	default:
+		return nil, in.fail(ctx, cctx, "request", fmt.Errorf("returned code %d", int32(res[0])))
+	}
+}
+
+// start instantiates the module and checks the ABI version the guest
+// speaks.
+func (in *Instance) start(ctx context.Context) error {
+	mod, err := in.m.r.rt.InstantiateModule(ctx, in.m.compiled, in.m.moduleConfig())
+	if err != nil {
+		return err
+	}
+	if fn := mod.ExportedFunction(exportABIVersion); fn != nil {
+		res, err := fn.Call(ctx)
+		if err != nil {
+			_ = mod.Close(ctx)
+			return err
+		}
+		if v := api.DecodeU32(res[0]); v != wire.Version {
+			_ = mod.Close(ctx)
+			return fmt.Errorf("guest speaks ABI version %d, host %d", v, wire.Version)
+		}
+	}
+	in.mod, in.handle = mod, mod.ExportedFunction(exportOnRequest)
+	return nil
+}
+
+// fail discards the wasm instance after an error and says why. ctx is the
+// caller's context, cctx the one bounded by the event timeout.
+func (in *Instance) fail(ctx, cctx context.Context, what string, err error) error {
+	in.discard(context.WithoutCancel(ctx))
+	kind := ErrGuest
+	if cctx.Err() != nil && ctx.Err() == nil {
+		kind = ErrTimeout
+	}
+	in.log.Warn("wasm instance discarded", slog.String("during", what), slog.Any("err", err))
+	return fmt.Errorf("%w: %s: %w", kind, what, err)
+}
+
+func (in *Instance) discard(ctx context.Context) {
+	if in.mod != nil {
+		_ = in.mod.Close(ctx)
+		in.mod, in.handle = nil, nil
+	}
+}
+
+// Close discards the wasm instance, if any; Handle fails after it. It
+// implements actors.ActorClass.
+func (in *Instance) Close() {
+	in.closed = true
+	in.discard(context.Background())
+}
+
+func notImplemented() *actors.Response {
+	return actors.Text(http.StatusNotImplemented, "class does not handle requests\n")
+}
+
+// NewActor returns the Instance that serves the events of actor a while it
+// is resident. It implements actors.ActorFactory, so that a Module
+// registered as a class gets one wasm instance per resident actor.
+func (m *Module) NewActor(a ownership.Actor) actors.ActorClass {
+	return m.NewInstance(m.log.With(slog.String("name", a.Name)))
+}
+
+// Handle runs one event on a wasm instance started for it alone and
+// discarded after it. It makes a Module an actors.Class; Host does not call
+// it, since it calls NewActor and keeps the instance for the actor's
+// residency (a fresh instance per event costs a few milliseconds).
+func (m *Module) Handle(ctx context.Context, req *actors.Request, st actors.Storage) (*actors.Response, error) {
+	in := m.NewInstance(nil)
+	defer in.Close()
+	return in.Handle(ctx, req, st)
+}
+
+// A Module is a class whose actors each get their own wasm instance.
+var _ actors.ActorFactory = (*Module)(nil)

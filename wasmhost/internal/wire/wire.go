@@ -1,0 +1,98 @@
+// Package wire is the byte layout that the host and the guest SDK share
+// (wasmhost/ABI.md): little-endian uint32 integers and strings prefixed by
+// their uint32 length. It imports nothing, so that it stays small inside a
+// guest. Its functions are pure and safe for concurrent use.
+package wire
+
+// Version is the guest ABI version this layout belongs to.
+const Version = 1
+
+// Return codes of the guest export wasmkeep_on_request.
+const (
+	// OK: the guest handed out a response with response_write.
+	OK = 0
+	// Failed: the guest could not serve the event.
+	Failed = 1
+	// NotHandled: the guest registered no handler for this kind of event.
+	NotHandled = 2
+)
+
+// AppendU32 appends v, little-endian.
+func AppendU32(b []byte, v uint32) []byte {
+	return append(b, byte(v), byte(v>>8), byte(v>>16), byte(v>>24))
+}
+
+// AppendString appends s prefixed by its length.
+func AppendString(b []byte, s string) []byte {
+	b = AppendU32(b, uint32(len(s)))
+	return append(b, s...)
+}
+
+// AppendBytes appends p prefixed by its length.
+func AppendBytes(b []byte, p []byte) []byte {
+	b = AppendU32(b, uint32(len(p)))
+	return append(b, p...)
+}
+
+// Reader decodes a buffer front to back. After the first short read every
+// read returns zero values and Err reports true, so a decoder checks once,
+// at its end.
+type Reader struct {
+	b   []byte
+	bad bool
+}
+
+// NewReader returns a Reader over b. It does not copy b.
+func NewReader(b []byte) *Reader { return &Reader{b: b} }
+
+// U32 reads an integer.
+func (r *Reader) U32() uint32 {
+	if r.bad || len(r.b) < 4 {
+		r.bad = true
+		return 0
+	}
+	v := uint32(r.b[0]) | uint32(r.b[1])<<8 | uint32(r.b[2])<<16 | uint32(r.b[3])<<24
+	r.b = r.b[4:]
+	return v
+}
+
+// Bytes reads a length-prefixed byte string, copied out of the buffer.
+func (r *Reader) Bytes() []byte {
+	n := r.U32()
+	if r.bad || uint64(n) > uint64(len(r.b)) {
+		r.bad = true
+		return nil
+	}
+	p := make([]byte, n)
+	copy(p, r.b[:n])
+	r.b = r.b[n:]
+	return p
+}
+
+// String reads a length-prefixed string.
+func (r *Reader) String() string {
+	n := r.U32()
+	if r.bad || uint64(n) > uint64(len(r.b)) {
+		r.bad = true
+		return ""
+	}
+	s := string(r.b[:n])
+	r.b = r.b[n:]
+	return s
+}
+
+// Count reads a count of items each at least min bytes long, and rejects
+// one the rest of the buffer cannot hold, so that a decoder never
+// allocates for items that are not there.
+func (r *Reader) Count(min int) int {
+	n := r.U32()
+	if r.bad || uint64(n)*uint64(min) > uint64(len(r.b)) {
+		r.bad = true
+		return 0
+	}
+	return int(n)
+}
+
+// Err reports whether a read ran past the end of the buffer, or bytes are
+// left over after the last read.
+func (r *Reader) Err() bool { return r.bad || len(r.b) != 0 }

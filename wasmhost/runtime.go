@@ -1,0 +1,201 @@
+package wasmhost
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/wasmkeep/wasmkeep/wasmhost/internal/wire"
+)
+
+// ABIVersion is the version of the guest ABI this host serves
+// (wasmhost/ABI.md).
+const ABIVersion = wire.Version
+
+// Defaults for Config.
+const (
+	// DefaultMemoryLimit bounds a guest instance's linear memory.
+	DefaultMemoryLimit = 256 << 20
+	// DefaultEventTimeout bounds one event of a guest.
+	DefaultEventTimeout = 5 * time.Second
+)
+
+// pageSize is the size of a WebAssembly memory page.
+const pageSize = 64 << 10
+
+// Config configures a Runtime. The zero value is valid: no compilation
+// cache on disk, the default limits, and the timeout on.
+type Config struct {
+	// CacheDir, if set, is a directory where compiled modules are kept
+	// across processes, so that compiling the same module again is cheap.
+	// It is created if missing. Several processes may share it.
+	CacheDir string
+	// MemoryLimit bounds the linear memory of every instance, in bytes; it
+	// is rounded down to whole 64 KiB pages. Zero means DefaultMemoryLimit.
+	// A guest that grows past it fails its event (and its instance is
+	// discarded); a module that needs more to start fails to instantiate.
+	MemoryLimit int64
+	// EventTimeout bounds the guest time of one event: a guest still
+	// running when it passes is stopped, its event fails with an error
+	// wrapping ErrTimeout, and its instance is discarded. Zero means
+	// DefaultEventTimeout.
+	//
+	// Stopping a guest needs wazero's close-on-context-done checks, which
+	// slow compute-bound guest code many times over and double the cost of
+	// a short event (see "Cost of the time limit" in the package doc).
+	EventTimeout time.Duration
+	// NoEventTimeout turns the time limit off (and its cost with it): a
+	// guest in an endless loop then holds its actor forever. Only for
+	// trusted guests.
+	NoEventTimeout bool
+	// Logger receives guest logs and instance lifecycle messages. Nil
+	// means slog.Default().
+	Logger *slog.Logger
+}
+
+// Validate reports whether c is usable.
+func (c Config) Validate() error {
+	switch {
+	case c.MemoryLimit < 0:
+		return fmt.Errorf("wasmhost config: negative memory limit %d", c.MemoryLimit)
+	case c.MemoryLimit != 0 && c.MemoryLimit < pageSize:
+		return fmt.Errorf("wasmhost config: memory limit %d is under one 64 KiB page", c.MemoryLimit)
+	case c.MemoryLimit > 4<<30:
+		return fmt.Errorf("wasmhost config: memory limit %d is over 4 GiB", c.MemoryLimit)
+	case c.EventTimeout < 0:
+		return fmt.Errorf("wasmhost config: negative event timeout %v", c.EventTimeout)
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.MemoryLimit == 0 {
+		c.MemoryLimit = DefaultMemoryLimit
+	}
+	if c.EventTimeout == 0 {
+		c.EventTimeout = DefaultEventTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Runtime compiles and runs wasm actor classes. It is safe for concurrent
+// use.
+type Runtime struct {
+	cfg   Config
+	rt    wazero.Runtime
+	cache wazero.CompilationCache // nil without CacheDir
+}
+
+// NewRuntime returns a Runtime for cfg, with the host modules guests
+// import (the wasmkeep ABI and WASI preview 1) instantiated. Close it when
+// done.
+func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	rc := wazero.NewRuntimeConfigCompiler().
+		WithMemoryLimitPages(uint32(cfg.MemoryLimit / pageSize)).
+		WithCloseOnContextDone(!cfg.NoEventTimeout)
+	r := &Runtime{cfg: cfg}
+	if cfg.CacheDir != "" {
+		cache, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
+		if err != nil {
+			return nil, fmt.Errorf("wasmhost compilation cache %s: %w", cfg.CacheDir, err)
+		}
+		r.cache = cache
+		rc = rc.WithCompilationCache(cache)
+	}
+	r.rt = wazero.NewRuntimeWithConfig(ctx, rc)
+	// WASI is what the Go runtime of a wasip1 guest needs (clocks, random,
+	// fd_write for its crash messages, proc_exit). The module config of
+	// each instance grants no files, no arguments and no environment.
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r.rt); err != nil {
+		_ = r.Close(ctx)
+		return nil, fmt.Errorf("wasmhost: instantiate wasi: %w", err)
+	}
+	if err := instantiateABI(ctx, r.rt); err != nil {
+		_ = r.Close(ctx)
+		return nil, fmt.Errorf("wasmhost: instantiate abi: %w", err)
+	}
+	return r, nil
+}
+
+// Close releases the runtime, every module compiled by it and every
+// instance of them. Instances must not be used after it.
+func (r *Runtime) Close(ctx context.Context) error {
+	err := r.rt.Close(ctx)
+	if r.cache != nil {
+		err = errors.Join(err, r.cache.Close(ctx))
+	}
+	return err
+}
+
+// Module is one compiled wasm actor class. It is safe for concurrent use.
+type Module struct {
+	r         *Runtime
+	class     string
+	compiled  wazero.CompiledModule
+	onRequest bool // exports wasmkeep_on_request
+	log       *slog.Logger
+}
+
+// Guest exports.
+const (
+	exportABIVersion = "wasmkeep_abi_version"
+	exportOnRequest  = "wasmkeep_on_request"
+)
+
+// Compile compiles wasm as the module of the class named class (used in
+// logs). It fails for a module that is not valid wasm or that imports
+// what the host does not offer; a module that lacks the guest exports
+// compiles, and its events get 501. A module whose initial memory
+// is over Config.MemoryLimit fails to compile.
+func (r *Runtime) Compile(ctx context.Context, class string, wasm []byte) (*Module, error) {
+	cm, err := r.rt.CompileModule(ctx, wasm)
+	if err != nil {
+		return nil, fmt.Errorf("compile class %q: %w", class, err)
+	}
+	m := &Module{r: r, class: class, compiled: cm, log: r.cfg.Logger.With(slog.String("class", class))}
+	exports := cm.ExportedFunctions()
+	if fn, ok := exports[exportOnRequest]; ok {
+		if !sameSignature(fn, nil, []api.ValueType{api.ValueTypeI32}) {
+			return nil, fmt.Errorf("compile class %q: %s has the wrong signature", class, exportOnRequest)
+		}
+		m.onRequest = true
+	}
+	if fn, ok := exports[exportABIVersion]; ok && !sameSignature(fn, nil, []api.ValueType{api.ValueTypeI32}) {
+		return nil, fmt.Errorf("compile class %q: %s has the wrong signature", class, exportABIVersion)
+	}
+	return m, nil
+}
+
+func sameSignature(fn api.FunctionDefinition, params, results []api.ValueType) bool {
+	return string(fn.ParamTypes()) == string(params) && string(fn.ResultTypes()) == string(results)
+}
+
+// Close releases the compiled module. Its instances must be closed first.
+func (m *Module) Close(ctx context.Context) error { return m.compiled.Close(ctx) }
+
+// moduleConfig is the configuration of every instance: anonymous (many
+// instances of one module coexist), started by the reactor's _initialize,
+// with real clocks and randomness and nothing else: no files, arguments,
+// environment, stdin, stdout or stderr.
+func (m *Module) moduleConfig() wazero.ModuleConfig {
+	return wazero.NewModuleConfig().
+		WithName("").
+		WithStartFunctions("_initialize").
+		WithSysWalltime().
+		WithSysNanotime().
+		WithRandSource(rand.Reader)
+}

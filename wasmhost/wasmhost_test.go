@@ -1,0 +1,347 @@
+package wasmhost
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wasmkeep/wasmkeep/actors"
+)
+
+// shared is the state of one test binary run: guests are built once, and
+// every runtime shares one compilation cache.
+var shared struct {
+	dir    string // temp dir: guest modules and the compilation cache
+	mu     sync.Mutex
+	guests map[string][]byte // by package path
+}
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "wasmhost-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	shared.dir = dir
+	shared.guests = map[string][]byte{}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// guest returns the module built from the package at pkg (relative to
+// this directory), building it on first use.
+func guest(tb testing.TB, pkg string) []byte {
+	tb.Helper()
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if wasm, ok := shared.guests[pkg]; ok {
+		return wasm
+	}
+	out := filepath.Join(shared.dir, strings.NewReplacer("/", "_", ".", "_").Replace(pkg)+".wasm")
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("build guest %s: %v\n%s", pkg, err, msg)
+	}
+	wasm, err := os.ReadFile(out)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	shared.guests[pkg] = wasm
+	return wasm
+}
+
+const (
+	counterGuest = "../examples/counter-wasm"
+	probeGuest   = "./testdata/probe"
+)
+
+func newRuntime(tb testing.TB, cfg Config) *Runtime {
+	tb.Helper()
+	if cfg.CacheDir == "" {
+		cfg.CacheDir = filepath.Join(shared.dir, "cache")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	r, err := NewRuntime(context.Background(), cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = r.Close(context.Background()) })
+	return r
+}
+
+func newInstance(tb testing.TB, cfg Config, pkg string) *Instance {
+	tb.Helper()
+	r := newRuntime(tb, cfg)
+	m, err := r.Compile(context.Background(), "test", guest(tb, pkg))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	in := m.NewInstance(nil)
+	tb.Cleanup(in.Close)
+	return in
+}
+
+// memStorage stands in for the storage of one actor's events.
+type memStorage map[string][]byte
+
+func (s memStorage) Get(key string) ([]byte, bool) {
+	v, ok := s[key]
+	return bytes.Clone(v), ok
+}
+
+func (s memStorage) Put(key string, value []byte) error {
+	if key == "" {
+		return fmt.Errorf("%w: empty key", actors.ErrLimit)
+	}
+	s[key] = bytes.Clone(value)
+	return nil
+}
+
+func (s memStorage) Delete(key string) { delete(s, key) }
+
+func (s memStorage) List(prefix string) []string {
+	var keys []string
+	for k := range s {
+		if strings.HasPrefix(k, prefix) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func get(path, rawQuery string) *actors.Request {
+	q, _ := url.ParseQuery(rawQuery)
+	return &actors.Request{Method: http.MethodGet, Path: path, Query: q, Header: http.Header{}}
+}
+
+// do runs req and returns the response, failing the test on an error.
+func do(t *testing.T, in *Instance, req *actors.Request, st actors.Storage) *actors.Response {
+	t.Helper()
+	resp, err := in.Handle(context.Background(), req, st)
+	if err != nil {
+		t.Fatalf("%s %s: %v", req.Method, req.Path, err)
+	}
+	return resp
+}
+
+func body(t *testing.T, in *Instance, path string) string {
+	t.Helper()
+	return string(do(t, in, get(path, ""), memStorage{}).Body)
+}
+
+func TestCounter(t *testing.T) {
+	in := newInstance(t, Config{}, counterGuest)
+	st := memStorage{}
+	for i, want := range []string{"1\n", "2\n", "3\n"} {
+		resp := do(t, in, get("", ""), st)
+		if resp.Status != http.StatusOK || string(resp.Body) != want {
+			t.Fatalf("GET %d = %d %q, want 200 %q", i+1, resp.Status, resp.Body, want)
+		}
+		if ct := resp.Header.Get("Content-Type"); ct != "text/plain; charset=utf-8" {
+			t.Fatalf("Content-Type = %q", ct)
+		}
+	}
+	if got := string(st["count"]); got != "3" {
+		t.Fatalf("stored count = %q, want 3", got)
+	}
+	if resp := do(t, in, get("", "read"), st); string(resp.Body) != "3\n" || string(st["count"]) != "3" {
+		t.Fatalf("GET ?read = %q, stored %q", resp.Body, st["count"])
+	}
+	post := &actors.Request{Method: http.MethodPost, Header: http.Header{}}
+	if resp := do(t, in, post, st); resp.Status != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET" {
+		t.Fatalf("POST = %d, Allow %q", resp.Status, resp.Header.Get("Allow"))
+	}
+	// The count is in storage, not in the instance: a fresh one goes on.
+	in2 := in.m.NewInstance(nil)
+	defer in2.Close()
+	if resp := do(t, in2, get("", ""), st); string(resp.Body) != "4\n" {
+		t.Fatalf("GET on a fresh instance = %q, want 4", resp.Body)
+	}
+}
+
+func TestEcho(t *testing.T) {
+	in := newInstance(t, Config{}, probeGuest)
+	req := &actors.Request{
+		Method: http.MethodPut,
+		Path:   "/echo",
+		Query:  url.Values{"b": {"2"}, "a": {"1 x"}},
+		Header: http.Header{"X-Token": {"secret"}, "Accept": {"a", "b"}},
+		Body:   []byte("hello"),
+	}
+	resp := do(t, in, req, memStorage{})
+	if resp.Status != http.StatusCreated || string(resp.Body) != "hello" ||
+		resp.Header.Get("X-Method") != "PUT" || resp.Header.Get("X-Query") != "a=1+x&b=2" ||
+		resp.Header.Get("X-Token") != "secret" {
+		t.Fatalf("echo = %d %q %v", resp.Status, resp.Body, resp.Header)
+	}
+}
+
+func TestTimeoutStopsGuest(t *testing.T) {
+	in := newInstance(t, Config{EventTimeout: 100 * time.Millisecond}, probeGuest)
+	if got := body(t, in, "/events"); got != "1" {
+		t.Fatalf("first event = %q", got)
+	}
+	_, err := in.Handle(context.Background(), get("/loop", ""), memStorage{})
+	if !errors.Is(err, ErrTimeout) {
+		t.Fatalf("endless loop: err = %v, want ErrTimeout", err)
+	}
+	if in.Resident() {
+		t.Fatal("instance kept after a timeout")
+	}
+	if got := body(t, in, "/events"); got != "1" {
+		t.Fatalf("event after the timeout = %q, want 1 (a fresh instance)", got)
+	}
+}
+
+func TestCallerCancelIsNotTimeout(t *testing.T) {
+	in := newInstance(t, Config{}, probeGuest)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := in.Handle(ctx, get("/events", ""), memStorage{})
+	if err == nil || errors.Is(err, ErrTimeout) || !errors.Is(err, ErrGuest) {
+		t.Fatalf("cancelled caller: err = %v, want ErrGuest", err)
+	}
+}
+
+func TestMemoryLimit(t *testing.T) {
+	in := newInstance(t, Config{MemoryLimit: 64 << 20}, probeGuest)
+	if got := body(t, in, "/events"); got != "1" {
+		t.Fatalf("first event = %q", got)
+	}
+	_, err := in.Handle(context.Background(), get("/grow", ""), memStorage{})
+	if !errors.Is(err, ErrGuest) {
+		t.Fatalf("growing past the limit: err = %v, want ErrGuest", err)
+	}
+	if got := body(t, in, "/events"); got != "1" {
+		t.Fatalf("event after the failure = %q, want 1 (a fresh instance)", got)
+	}
+	// A module that needs more than the limit to start does not compile.
+	small := newRuntime(t, Config{MemoryLimit: 1 << 20})
+	if _, err := small.Compile(context.Background(), "test", guest(t, probeGuest)); err == nil {
+		t.Fatal("compiled a module whose initial memory is over the limit")
+	}
+}
+
+func TestRecoveredPanicKeepsInstance(t *testing.T) {
+	in := newInstance(t, Config{}, probeGuest)
+	for i, path := range []string{"/events", "/recover", "/events"} {
+		if got, want := body(t, in, path), fmt.Sprint(i+1); got != want {
+			t.Fatalf("%s = %q, want %q", path, got, want)
+		}
+	}
+}
+
+func TestGuestErrorsDiscardInstance(t *testing.T) {
+	for _, path := range []string{"/panic", "/nil"} {
+		t.Run(path, func(t *testing.T) {
+			in := newInstance(t, Config{}, probeGuest)
+			body(t, in, "/events")
+			if _, err := in.Handle(context.Background(), get(path, ""), memStorage{}); !errors.Is(err, ErrGuest) {
+				t.Fatalf("err = %v, want ErrGuest", err)
+			}
+			if got := body(t, in, "/events"); got != "1" {
+				t.Fatalf("next event = %q, want 1 (a fresh instance)", got)
+			}
+		})
+	}
+}
+
+func TestStorageLimitReachesGuest(t *testing.T) {
+	in := newInstance(t, Config{}, probeGuest)
+	if got := body(t, in, "/limit"); got != "refused" {
+		t.Fatalf("/limit = %q", got)
+	}
+}
+
+// recorder is a slog handler that keeps messages.
+type recorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (r *recorder) Enabled(context.Context, slog.Level) bool { return true }
+func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.msgs = append(r.msgs, rec.Message)
+	return nil
+}
+func (r *recorder) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *recorder) WithGroup(string) slog.Handler      { return r }
+
+func TestGuestLog(t *testing.T) {
+	rec := &recorder{}
+	in := newInstance(t, Config{Logger: slog.New(rec)}, probeGuest)
+	body(t, in, "/log")
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.msgs) != 1 || rec.msgs[0] != "hello from the guest" {
+		t.Fatalf("logged %q", rec.msgs)
+	}
+}
+
+func TestMissingExportIsNotImplemented(t *testing.T) {
+	r := newRuntime(t, Config{})
+	empty := []byte("\x00asm\x01\x00\x00\x00") // a valid module with no exports
+	m, err := r.Compile(context.Background(), "empty", empty)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := m.NewInstance(nil)
+	resp, err := in.Handle(context.Background(), get("", ""), memStorage{})
+	if err != nil || resp.Status != http.StatusNotImplemented {
+		t.Fatalf("Handle = %v, %v; want 501", resp, err)
+	}
+}
+
+func TestCompileRejectsGarbage(t *testing.T) {
+	r := newRuntime(t, Config{})
+	if _, err := r.Compile(context.Background(), "junk", []byte("not wasm")); err == nil {
+		t.Fatal("Compile accepted junk")
+	}
+}
+
+func TestClosedInstance(t *testing.T) {
+	in := newInstance(t, Config{}, probeGuest)
+	body(t, in, "/events")
+	in.Close()
+	if _, err := in.Handle(context.Background(), get("/events", ""), memStorage{}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Handle after Close: err = %v", err)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		cfg Config
+		ok  bool
+	}{
+		{Config{}, true},
+		{Config{MemoryLimit: 64 << 10, EventTimeout: time.Second}, true},
+		{Config{MemoryLimit: -1}, false},
+		{Config{MemoryLimit: 1000}, false},
+		{Config{MemoryLimit: 8 << 30}, false},
+		{Config{EventTimeout: -time.Second}, false},
+	}
+	for _, tt := range tests {
+		if err := tt.cfg.Validate(); (err == nil) != tt.ok {
+			t.Errorf("Validate(%+v) = %v, want ok %v", tt.cfg, err, tt.ok)
+		}
+	}
+}
