@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -224,7 +225,9 @@ func TestPanicIsAnError(t *testing.T) {
 	}
 }
 
-// TestStopActingDrops: StopActing drops the resident actor without Idle;
+// TestStopActingDrops: StopActing drops the resident actor at once, and
+// once its instance has terminated tells the keeper so, exactly once, with
+// Idle at the stopped generation (the keeper releases the hold then);
 // HibernateAll then has nothing to hibernate.
 func TestStopActingDrops(t *testing.T) {
 	o := &owner{}
@@ -239,7 +242,7 @@ func TestStopActingDrops(t *testing.T) {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if len(o.idle) != 0 {
-		t.Fatalf("Idle called for %v", o.idle)
+	if fmt.Sprint(o.idle) != "[1]" {
+		t.Fatalf("Idle called for %v, want once at generation 1 (the end of the stopped instance)", o.idle)
 	}
 }

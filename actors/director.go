@@ -74,6 +74,14 @@ type director struct {
 	children int        // spawned and not yet terminated
 	closed   bool
 	waiters  []chan struct{}
+	// confirm: instances stopped by StopActing, by PID id; when one has
+	// terminated, the keeper is told (Owner.Idle at the stopped generation).
+	confirm map[string]ended
+}
+
+type ended struct {
+	actor ownership.Actor
+	gen   ownership.Generation
 }
 
 func (d *director) Receive(ctx actor.Context) {
@@ -87,8 +95,13 @@ func (d *director) Receive(ctx actor.Context) {
 			d.remove(ctx, m.actor, e, "idle", true)
 		}
 	case *stopActingMsg:
+		// The keeper releases the hold once told its instance has ended:
+		// until then a commit of that instance may still be in flight.
 		if e := d.entries[m.actor]; e != nil && e.gen <= m.gen {
 			d.remove(ctx, m.actor, e, "stop acting", false)
+			d.confirm[e.pid.Id] = ended{actor: m.actor, gen: m.gen}
+		} else {
+			d.h.cfg.Owner.Idle(m.actor, m.gen) // no instance of that hold here
 		}
 	case *abandonedMsg:
 		if e := d.entries[m.actor]; e == nil || e.gen != m.gen {
@@ -112,6 +125,10 @@ func (d *director) Receive(ctx actor.Context) {
 		m.reply <- len(d.entries)
 	case *actor.Terminated:
 		d.children--
+		if c, ok := d.confirm[m.Who.Id]; ok {
+			delete(d.confirm, m.Who.Id)
+			d.h.cfg.Owner.Idle(c.actor, c.gen)
+		}
 		d.release()
 	}
 }

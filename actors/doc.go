@@ -43,8 +43,10 @@
 // dropped (every commit is already durable) and Owner.Idle is called so
 // that the ownership keeper releases or parks the hold. Past
 // Config.MaxResident actors, the least recently used idle one hibernates.
-// StopActing drops an actor at once, without Idle: events still queued in
-// its mailbox fail with ErrUnavailable without touching the bucket.
+// StopActing drops an actor at once: events still queued in its mailbox
+// fail with ErrUnavailable without touching the bucket, and once its
+// instance has terminated (its last commit answered) the keeper is told with
+// Idle at the stopped generation, which is when it releases the hold.
 //
 // Host's methods are safe for concurrent use.
 package actors

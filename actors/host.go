@@ -130,7 +130,7 @@ func NewHost(cfg Config) (*Host, error) {
 	}
 	cfg.setDefaults()
 	h := &Host{cfg: cfg, log: cfg.Logger.With(slog.String("component", "actors"))}
-	d := &director{h: h, entries: map[ownership.Actor]*resident{}, lru: list.New()}
+	d := &director{h: h, entries: map[ownership.Actor]*resident{}, lru: list.New(), confirm: map[string]ended{}}
 	h.pid = cfg.System.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return d }))
 	return h, nil
 }

@@ -44,6 +44,10 @@ type Config struct {
 	SweepPeriod time.Duration
 	SweepBatch  int
 	RereadEvery int
+	// EndWait bounds how long a hold that stopped acting (drain, stop, move,
+	// lapse) waits for the shell to confirm its instance ended before it is
+	// released anyway. It should exceed the per-event time limit.
+	EndWait time.Duration
 	// MoveLook is how long the owner side of a move keeps reading the record
 	// of a moved room whose sockets are still here.
 	MoveLook time.Duration
@@ -70,6 +74,7 @@ func DefaultConfig(node NodeID, instance InstanceID) Config {
 		SweepBatch:        5000,
 		RereadEvery:       10,
 		MoveLook:          2 * time.Minute,
+		EndWait:           10 * time.Second,
 	}
 }
 
@@ -115,6 +120,9 @@ func (c Config) Validate() error {
 	}
 	if c.MoveLook <= 0 {
 		bad("move look must be positive")
+	}
+	if c.EndWait <= 0 {
+		bad("end wait must be positive")
 	}
 	return errors.Join(errs...)
 }

@@ -17,6 +17,7 @@ type entry struct {
 
 	live       *hold
 	parked     *hold
+	ending     []*endingHold // stopped acting; released once the shell confirms
 	pending    []*pendingRelease
 	unresolved []*unresolved
 	sockets    int
@@ -32,6 +33,19 @@ type entry struct {
 type hold struct {
 	gen  Generation
 	etag ETag
+}
+
+// endingHold is a hold that stopped acting (StopActing) whose instance may
+// still be finishing its event, with a commit in flight. It is released once
+// the shell confirms the instance ended (Idle at its generation), or after
+// EndWait: releasing at once would let the next holder take the record while
+// that commit can still land.
+type endingHold struct {
+	h      hold
+	reason string
+	parked bool
+	move   bool
+	due    time.Time
 }
 
 type pendingRelease struct {
@@ -98,7 +112,7 @@ func (c *Core) entry(a Actor) *entry {
 
 // gc forgets an entry that holds nothing and waits for nothing.
 func (c *Core) gc(e *entry) {
-	if e.live == nil && e.parked == nil && len(e.pending) == 0 && len(e.unresolved) == 0 &&
+	if e.live == nil && e.parked == nil && len(e.ending) == 0 && len(e.pending) == 0 && len(e.unresolved) == 0 &&
 		e.sockets == 0 && e.busy == 0 && e.acq == nil && e.moving == nil && e.look == nil && e.sweepRead == sweepNone {
 		delete(c.entries, e.actor)
 	}
@@ -129,6 +143,10 @@ func (c *Core) route(e *entry, ref uint64, n NodeID) {
 
 func (c *Core) holdEnded(in HoldEnded) {
 	e := c.entries[in.Actor]
+	if e != nil && c.confirmEnded(e, in.Gen) {
+		c.advance(e)
+		return
+	}
 	if e == nil || e.live == nil || e.live.gen != in.Gen {
 		return
 	}
@@ -172,15 +190,31 @@ func (c *Core) liveCount() int {
 
 // ---- ending holds ----
 
-// endLive stops the live hold and releases it.
-func (c *Core) endLive(e *entry, reason string) {
+// endLive stops the live hold; it is released once the shell confirms the
+// instance ended (see endingHold).
+func (c *Core) endLive(e *entry, reason string) { c.endLiveFor(e, reason, false) }
+
+func (c *Core) endLiveFor(e *entry, reason string, move bool) {
 	if e.live == nil {
 		return
 	}
 	h := *e.live
 	e.live = nil
 	c.emit(StopActing{Actor: e.actor, Gen: h.gen, Reason: reason})
-	c.queueRelease(e, h, reason, false, false)
+	e.ending = append(e.ending, &endingHold{h: h, reason: reason, move: move, due: c.now.Add(c.cfg.EndWait)})
+}
+
+// confirmEnded releases an ending hold at gen once its instance ended; it
+// reports whether there was one.
+func (c *Core) confirmEnded(e *entry, gen Generation) bool {
+	for i, x := range e.ending {
+		if x.h.gen == gen {
+			e.ending = append(e.ending[:i], e.ending[i+1:]...)
+			c.queueRelease(e, x.h, x.reason, x.parked, x.move)
+			return true
+		}
+	}
+	return false
 }
 
 // releaseParked moves the parked record to the pending releases.
@@ -246,6 +280,16 @@ func (c *Core) advance(e *entry) {
 		if next.IsZero() || t.Before(next) {
 			next = t
 		}
+	}
+	for i := 0; i < len(e.ending); i++ {
+		if x := e.ending[i]; !c.now.Before(x.due) {
+			// No confirmation within EndWait: release anyway, so a shell that
+			// lost track of the instance cannot keep the record forever.
+			c.confirmEnded(e, x.h.gen)
+			i--
+			continue
+		}
+		later(e.ending[i].due)
 	}
 	for _, p := range e.pending {
 		if !c.now.Before(p.due) {

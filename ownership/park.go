@@ -57,6 +57,11 @@ func (c *Core) acquire(in Acquire) {
 // otherwise. Parking moves the hold from live to parked in this one step.
 func (c *Core) idle(in Idle) {
 	e := c.entries[in.Actor]
+	if e != nil && c.confirmEnded(e, in.Gen) {
+		// The instance of a hold that stopped acting has ended.
+		c.advance(e)
+		return
+	}
 	if e == nil || e.live == nil || e.live.gen != in.Gen {
 		return
 	}

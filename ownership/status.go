@@ -31,7 +31,7 @@ func (c *Core) Parked(a Actor) (Hold, bool) {
 // the actor's record: a release, an unresolved acquisition, a request.
 func (c *Core) Tracks(a Actor) bool {
 	e := c.entries[a]
-	return e != nil && (e.live != nil || e.parked != nil || len(e.pending) > 0 || len(e.unresolved) > 0 || e.busy != 0 || e.acq != nil)
+	return e != nil && (e.live != nil || e.parked != nil || len(e.ending) > 0 || len(e.pending) > 0 || len(e.unresolved) > 0 || e.busy != 0 || e.acq != nil)
 }
 
 // Moving reports whether the actor is being moved away from this node.
@@ -93,7 +93,7 @@ func (c *Core) Status(now time.Time) Status {
 		if e.parked != nil {
 			s.Parked++
 		}
-		s.Pending += len(e.pending)
+		s.Pending += len(e.pending) + len(e.ending)
 		s.Unresolved += len(e.unresolved)
 	}
 	for _, n := range c.sortedPeers() {

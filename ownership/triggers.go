@@ -173,7 +173,7 @@ func (c *Core) runDrainPass() {
 // unresolved acquisition or request on a record.
 func (c *Core) nothingLeft() bool {
 	for _, e := range c.entries {
-		if e.live != nil || e.parked != nil || len(e.pending) > 0 || len(e.unresolved) > 0 || e.busy != 0 {
+		if e.live != nil || e.parked != nil || len(e.ending) > 0 || len(e.pending) > 0 || len(e.unresolved) > 0 || e.busy != 0 {
 			return false
 		}
 	}
@@ -240,10 +240,7 @@ func (c *Core) move(in Move) {
 	e.moving = &moving{target: in.Target, until: c.now.Add(c.cfg.MoveLook)}
 	c.refuseWaiters(e, "actor moving", false)
 	if e.live != nil {
-		h := *e.live
-		e.live = nil
-		c.emit(StopActing{Actor: e.actor, Gen: h.gen, Reason: "move"})
-		c.queueRelease(e, h, "move", false, true)
+		c.endLiveFor(e, "move", true)
 	} else {
 		h := *e.parked
 		c.dropParked(e)

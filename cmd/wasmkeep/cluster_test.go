@@ -52,6 +52,9 @@ func (n *coreNode) step(in ownership.Input) {
 			switch e := e.(type) {
 			case ownership.Grant:
 				n.gens[e.Ref] = e.Gen
+			case ownership.StopActing:
+				// As a shell does once the stopped instance has ended.
+				queue = append(queue, ownership.Idle{Actor: e.Actor, Gen: e.Gen})
 			case ownership.Request:
 				r := ownership.Reply{ID: e.ID}
 				var err error

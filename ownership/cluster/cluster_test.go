@@ -54,6 +54,9 @@ func (n *node) step(in ownership.Input) {
 				queue = append(queue, n.exec(e))
 			case ownership.Grant:
 				n.grants[e.Ref] = e.Gen
+			case ownership.StopActing:
+				// As a shell does once the stopped instance has ended.
+				queue = append(queue, ownership.Idle{Actor: e.Actor, Gen: e.Gen})
 			case ownership.Exit:
 				n.exits = append(n.exits, e)
 			}

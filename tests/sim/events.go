@@ -74,6 +74,11 @@ type (
 	evRestart  struct{ node, life int }
 	evStopNode struct{ node, life int }
 	evHeal     struct{}
+	evEnded    struct {
+		node, life int
+		actor      ownership.Actor
+		gen        ownership.Generation
+	}
 )
 
 func (w *World) live(id, life int) *node {
@@ -197,6 +202,11 @@ func (w *World) handle(ev any) {
 		}
 	case evHeal:
 		w.heal()
+	case evEnded:
+		if n := w.live(ev.node, ev.life); n != nil {
+			w.note("ended", n, "%s g%d", ev.actor, ev.gen)
+			w.step(n, ownership.Idle{Actor: ev.actor, Gen: ev.gen})
+		}
 	default:
 		panic(fmt.Sprintf("sim: unknown event %T", ev))
 	}

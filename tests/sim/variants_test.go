@@ -69,6 +69,11 @@ var variants = []variant{
 		}`,
 	},
 	{
+		name: "release-before-instance-ends", file: "holds.go", budget: 2500,
+		old: `	e.ending = append(e.ending, &endingHold{h: h, reason: reason, move: move, due: c.now.Add(c.cfg.EndWait)})`,
+		new: `	c.queueRelease(e, h, reason, false, move) // broken: released while its instance may still commit`,
+	},
+	{
 		name: "resolver-ends-unchanged", file: "resolver.go", budget: 2500,
 		old: `		if c.now.Sub(u.since) < c.cfg.ResolverWatch {`,
 		new: `		if false { // broken: the first read of an unchanged record ends the entry`,

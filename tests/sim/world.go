@@ -140,7 +140,10 @@ type node struct {
 	exposed  map[ownership.Actor]bool
 	inflight map[ownership.RequestID]*inflight
 	drainAt  time.Duration
-	inbox    []ownership.Input
+	// finishing: until when a stopped instance may still be finishing its
+	// event (and so still commit): ground truth for the checks.
+	finishing map[ownership.Actor]time.Duration
+	inbox     []ownership.Input
 	// blackoutUntil: until then every request of this node is lost, or
 	// lands with its reply lost (blackoutLands).
 	blackoutUntil time.Duration
@@ -376,6 +379,7 @@ func (w *World) startNode(n *node) {
 	n.sockets = map[ownership.Actor][]uint64{}
 	n.exposed = map[ownership.Actor]bool{}
 	n.inflight = map[ownership.RequestID]*inflight{}
+	n.finishing = map[ownership.Actor]time.Duration{}
 	w.note("start", n, "%s", n.inst)
 	w.step(n, ownership.Start{})
 }
@@ -436,6 +440,13 @@ func (w *World) effect(n *node, e ownership.Effect) {
 		w.truth.endHold(e.Actor, n.inst, e.Gen)
 		delete(n.resident, e.Actor)
 		w.note("stop-act", n, "%s g%d %s", e.Actor, e.Gen, e.Reason)
+		// The instance finishes its event, then the shell confirms it ended
+		// (rarely never: the core's EndWait bound releases anyway).
+		done := w.uniform(0, 30*time.Millisecond)
+		n.finishing[e.Actor] = w.now + done
+		if !w.chance(0.02) {
+			w.after(done, evEnded{node: n.id, life: n.life, actor: e.Actor, gen: e.Gen})
+		}
 	case ownership.CloseSockets:
 		w.closeSockets(n, e)
 	case ownership.Count:
