@@ -3,7 +3,7 @@
 GO ?= go
 BIN ?= bin/wasmkeep
 
-.PHONY: test vet versitygw build check sim-long run
+.PHONY: test vet versitygw build examples check sim-long run
 
 # Every package but the simulation runs under the race detector. The
 # simulation is single-threaded per run (it spreads seeds over the cores
@@ -33,9 +33,21 @@ versitygw:
 build:
 	$(GO) build -o $(BIN) ./cmd/wasmkeep
 
-# run builds the binary and starts a node on 127.0.0.1:8080 with its
-# bucket in ./wasmkeep-data; ARGS adds flags (make run ARGS='--listen 127.0.0.1:8081').
-run: build
+# examples builds every wasm example class examples/NAME into
+# classes/NAME.wasm, where `wasmkeep serve` finds it as class NAME
+# (examples/counter-wasm is class counter-wasm).
+examples:
+	@mkdir -p classes
+	@for dir in examples/*-wasm; do \
+		name="$$(basename "$$dir")"; \
+		echo "GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o classes/$$name.wasm ./$$dir"; \
+		GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o "classes/$$name.wasm" "./$$dir" || exit 1; \
+	done
+
+# run builds the binary and the wasm examples and starts a node on
+# 127.0.0.1:8080 with its bucket in ./wasmkeep-data and its wasm classes
+# from ./classes; ARGS adds flags (make run ARGS='--listen 127.0.0.1:8081').
+run: build examples
 	./$(BIN) serve $(ARGS)
 
 # check runs the conditional-write check against a fresh directory store.

@@ -162,19 +162,32 @@ func parseActorPath(escaped string) (a ownership.Actor, rest string, err error) 
 
 func validName(what, escaped string) (string, error) {
 	s, err := url.PathUnescape(escaped)
-	switch {
-	case err != nil:
+	if err != nil {
 		return "", fmt.Errorf("%s: %w", what, err)
-	case s == "":
-		return "", fmt.Errorf("%s is empty", what)
-	case len(s) > MaxNameLen:
-		return "", fmt.Errorf("%s is %d bytes, over %d", what, len(s), MaxNameLen)
-	case !utf8.ValidString(s):
-		return "", fmt.Errorf("%s is not UTF-8", what)
-	case strings.IndexFunc(s, unicode.IsControl) >= 0:
-		return "", fmt.Errorf("%s holds a control character", what)
+	}
+	if err := checkName(what, s); err != nil {
+		return "", err
 	}
 	return s, nil
+}
+
+// ValidClassName reports why name (unescaped, as a registry holds it) is
+// not a class name that /actor/<class>/<name> can address, or nil.
+func ValidClassName(name string) error { return checkName("class", name) }
+
+// checkName checks an unescaped class or actor name.
+func checkName(what, s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("%s is empty", what)
+	case len(s) > MaxNameLen:
+		return fmt.Errorf("%s is %d bytes, over %d", what, len(s), MaxNameLen)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%s is not UTF-8", what)
+	case strings.IndexFunc(s, unicode.IsControl) >= 0:
+		return fmt.Errorf("%s holds a control character", what)
+	}
+	return nil
 }
 
 func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"github.com/wasmkeep/wasmkeep/ingress"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/bucketurl"
+	"github.com/wasmkeep/wasmkeep/wasmhost"
 )
 
 func serveCommand() *command {
@@ -25,10 +28,13 @@ func serveCommand() *command {
 		summary: "run a node: serve /actor/<class>/<name> over HTTP",
 		detail: "Opens the bucket, refuses it unless it honours conditional writes (as 'bucket check'),\n" +
 			"takes the node's lease and serves /actor/<class>/<name>[/rest], /healthz, /readyz and\n" +
-			"/metrics. Built-in class: counter (GET increments, GET ?read reads). Requests for an actor\n" +
-			"another node holds are forwarded to it. SIGINT or SIGTERM stops cleanly: in-flight requests\n" +
-			"finish, resident actors hibernate, every hold is released and the lease written released;\n" +
-			"exit 0. A lost lease (fenced, or a twin took it) exits 1.",
+			"/metrics. Built-in class: counter (GET increments, GET ?read reads). Every NAME.wasm file\n" +
+			"in --classes is served as the wasm class NAME: a module built with GOOS=wasip1 GOARCH=wasm\n" +
+			"-buildmode=c-shared on wasmhost/guest ('make examples' builds examples/*-wasm there). A NAME\n" +
+			"that is a built-in class, or a file that cannot be read or compiled, stops the start.\n" +
+			"Requests for an actor another node holds are forwarded to it. SIGINT or SIGTERM stops\n" +
+			"cleanly: in-flight requests finish, resident actors hibernate, every hold is released and\n" +
+			"the lease written released; exit 0. A lost lease (fenced, or a twin took it) exits 1.",
 		setup: setupServe,
 	}
 }
@@ -45,6 +51,12 @@ type serveConfig struct {
 	MaxBody     byteSize
 	Lease       ownership.Config // only the lease durations are read from flags
 	StopTimeout time.Duration
+	// Classes is the directory of the wasm classes; CacheDir keeps their
+	// compiled code across starts ("" keeps none on disk).
+	Classes          string
+	CacheDir         string
+	WasmMemory       byteSize
+	WasmEventTimeout time.Duration
 }
 
 // nodeID is --node, or "n" and the listen port.
@@ -64,8 +76,10 @@ func (c serveConfig) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		errs = append(errs, fmt.Errorf("--listen %q: %w", c.Listen, err))
 	}
-	if _, err := bucketurl.Parse(c.BucketURL); err != nil {
+	if target, err := bucketurl.Parse(c.BucketURL); err != nil {
 		errs = append(errs, err)
+	} else if target.Kind == bucketurl.Dir && c.CacheDir != "" && within(c.CacheDir, target.Dir) {
+		errs = append(errs, fmt.Errorf("--cache-dir %s lies in the bucket directory %s: put it elsewhere", c.CacheDir, target.Dir))
 	}
 	if err := ownership.ValidateNodeID(c.nodeID()); err != nil {
 		errs = append(errs, fmt.Errorf("--node: %w", err))
@@ -82,6 +96,14 @@ func (c serveConfig) Validate() error {
 	if c.StopTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--stop-timeout %v: must be positive", c.StopTimeout))
 	}
+	if c.WasmMemory <= 0 {
+		errs = append(errs, fmt.Errorf("--wasm-memory %v: must be positive", &c.WasmMemory))
+	} else if err := c.wasm(nil).Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("--wasm-memory: %w", err))
+	}
+	if c.WasmEventTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--wasm-event-timeout %v: must be positive", c.WasmEventTimeout))
+	}
 	core := c.core("instance")
 	if err := core.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("lease settings: %w", err))
@@ -94,6 +116,33 @@ func (c serveConfig) core(instance ownership.InstanceID) ownership.Config {
 	core := c.Lease
 	core.Node, core.Instance, core.Addr, core.TakeOver = c.nodeID(), instance, c.Advertise, c.TakeOver
 	return core
+}
+
+// wasm is the configuration of the wasm runtime.
+func (c serveConfig) wasm(log *slog.Logger) wasmhost.Config {
+	return wasmhost.Config{CacheDir: c.CacheDir, MemoryLimit: int64(c.WasmMemory), EventTimeout: c.WasmEventTimeout, Logger: log}
+}
+
+// defaultCacheDir is where compiled wasm classes are kept unless
+// --cache-dir says otherwise: the user's cache directory (never the
+// bucket's directory, which holds only the bucket's objects).
+func defaultCacheDir() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "wasmkeep", "wasm")
+}
+
+// within reports whether path is dir or lies under it.
+func within(path, dir string) bool {
+	p, err1 := filepath.Abs(path)
+	d, err2 := filepath.Abs(dir)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	rel, err := filepath.Rel(d, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // byteSize is a flag value in bytes, written as 1048576, 512KiB or 1MiB.
@@ -137,7 +186,11 @@ func setupServe(fs *flag.FlagSet) action {
 		MaxBody:     ingress.DefaultMaxBody,
 		Lease:       ownership.DefaultConfig("", ""),
 		StopTimeout: 30 * time.Second,
+		Classes:     "classes",
+		CacheDir:    defaultCacheDir(),
+		WasmMemory:  wasmhost.DefaultMemoryLimit,
 	}
+	cfg.WasmEventTimeout = wasmhost.DefaultEventTimeout
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "host:port to serve HTTP on (loopback unless told otherwise)")
 	fs.StringVar(&cfg.Advertise, "advertise", "", "host:port peers forward requests to (default: the address --listen bound)")
 	fs.StringVar(&cfg.BucketURL, "bucket", cfg.BucketURL, bucketURLHelp)
@@ -151,6 +204,10 @@ func setupServe(fs *flag.FlagSet) action {
 	fs.DurationVar(&cfg.Lease.Safety, "lease-safety", cfg.Lease.Safety, "taken off the ttl on this node's side: the lease is valid until the last acknowledged renewal's send time plus ttl minus safety")
 	fs.DurationVar(&cfg.Lease.Grace, "lease-grace", cfg.Lease.Grace, "added to the ttl on a watching peer's side before it fences this node")
 	fs.DurationVar(&cfg.StopTimeout, "stop-timeout", cfg.StopTimeout, "bound on a clean stop after SIGINT or SIGTERM")
+	fs.StringVar(&cfg.Classes, "classes", cfg.Classes, "directory whose NAME.wasm files are served as wasm classes NAME, read at start (a missing directory: no wasm classes)")
+	fs.StringVar(&cfg.CacheDir, "cache-dir", cfg.CacheDir, "directory keeping compiled wasm classes across starts so later starts compile fast: wasmkeep/wasm in the user cache directory unless set, \"\" for none on disk; keep it out of a directory bucket")
+	fs.Var(&cfg.WasmMemory, "wasm-memory", "largest linear memory of one wasm actor instance (bytes, or with KiB or MiB); a guest growing past it fails its event")
+	fs.DurationVar(&cfg.WasmEventTimeout, "wasm-event-timeout", cfg.WasmEventTimeout, "longest a wasm guest may run for one event; past it the guest is stopped and the event fails")
 	return func(ctx context.Context, e env, _ []string) error {
 		if err := cfg.Validate(); err != nil {
 			return usageError{err}
@@ -168,12 +225,86 @@ func newInstanceID() (ownership.InstanceID, error) {
 	return ownership.InstanceID(hex.EncodeToString(b[:])), nil
 }
 
+// loadClasses returns the registry of the built-in classes and of every
+// NAME.wasm file in dir, compiled by rt. A missing dir adds nothing; a name
+// that is not a valid class name or that is a built-in class, or a file
+// that cannot be read or compiled, is an error naming the file.
+func loadClasses(ctx context.Context, log *slog.Logger, dir string, rt func() (*wasmhost.Runtime, error)) (reg *actors.Registry, wasm []string, err error) {
+	reg = actors.BuiltIn()
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		log.Info("no wasm classes: no classes directory", slog.String("dir", dir))
+		return reg, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("--classes: %w", err)
+	}
+	var files []string
+	for _, ent := range entries {
+		name, ok := strings.CutSuffix(ent.Name(), ".wasm")
+		if !ok {
+			continue
+		}
+		file := filepath.Join(dir, ent.Name())
+		if err := ingress.ValidClassName(name); err != nil {
+			return nil, nil, fmt.Errorf("%s: not a class name: %w", file, err)
+		}
+		if _, builtIn := reg.Lookup(name); builtIn {
+			return nil, nil, fmt.Errorf("%s: wasm class %q collides with the built-in Go class %q; rename the file", file, name, name)
+		}
+		files, wasm = append(files, file), append(wasm, name)
+	}
+	if len(files) == 0 {
+		return reg, nil, nil
+	}
+	r, err := rt()
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, file := range files {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, nil, err
+		}
+		mod, err := r.Compile(ctx, wasm[i], b)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", file, err)
+		}
+		if err := reg.Register(wasm[i], mod); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", file, err)
+		}
+	}
+	return reg, wasm, nil
+}
+
 func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 	log := e.logger()
 	instance, err := newInstanceID()
 	if err != nil {
 		return err
 	}
+	// The wasm runtime is made only if there are wasm classes. It is closed
+	// once no actor can use it: after a clean stop, or if the node never
+	// started; after an abort the process exit releases it.
+	var rt *wasmhost.Runtime
+	closeRuntime := true
+	defer func() {
+		if rt == nil || !closeRuntime {
+			return
+		}
+		if cerr := rt.Close(context.WithoutCancel(ctx)); cerr != nil && err == nil {
+			err = fmt.Errorf("close wasm runtime: %w", cerr)
+		}
+	}()
+	registry, wasmClasses, err := loadClasses(ctx, log, cfg.Classes, func() (*wasmhost.Runtime, error) {
+		var err error
+		rt, err = wasmhost.NewRuntime(ctx, cfg.wasm(log))
+		return rt, err
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("classes", slog.Any("go", actors.BuiltIn().Names()), slog.Any("wasm", wasmClasses), slog.String("dir", cfg.Classes))
 	target := describeBucket(cfg.BucketURL)
 	b, closeBucket, err := e.openBucket(ctx, cfg.BucketURL)
 	if err != nil {
@@ -197,7 +328,7 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 		return err
 	}
 	node, err := ingress.StartNode(ctx, ingress.NodeConfig{
-		Core: cfg.core(instance), Bucket: b, Listener: lis, Registry: actors.BuiltIn(), Logger: log,
+		Core: cfg.core(instance), Bucket: b, Listener: lis, Registry: registry, Logger: log,
 		IdleTimeout: cfg.IdleTimeout, MaxResident: cfg.MaxResident, MaxBody: int64(cfg.MaxBody),
 	})
 	if err != nil {
@@ -213,11 +344,13 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.StopTimeout)
 		defer cancel()
 		if err := node.Stop(stopCtx); err != nil {
+			closeRuntime = false
 			return fmt.Errorf("stop: %w", err)
 		}
 		log.Info("stopped cleanly", slog.String("node", string(cfg.nodeID())))
 		return nil
 	case <-node.Done():
+		closeRuntime = false
 		node.Abort()
 		err := node.Err()
 		if err == nil {
@@ -229,6 +362,8 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 		node.Abort()
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.StopTimeout)
 		defer cancel()
-		return errors.Join(fmt.Errorf("http server: %w", err), node.Stop(stopCtx))
+		serr := node.Stop(stopCtx)
+		closeRuntime = serr == nil
+		return errors.Join(fmt.Errorf("http server: %w", err), serr)
 	}
 }

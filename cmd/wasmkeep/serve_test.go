@@ -6,6 +6,9 @@ import (
 	"flag"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -44,7 +47,7 @@ func TestServeHelp(t *testing.T) {
 		}
 	})
 	for _, name := range []string{"listen", "bucket", "node", "takeover", "idle-timeout", "max-resident", "max-body",
-		"lease-period", "lease-ttl", "lease-safety", "lease-grace"} {
+		"lease-period", "lease-ttl", "lease-safety", "lease-grace", "classes", "cache-dir", "wasm-memory", "wasm-event-timeout"} {
 		if fs.Lookup(name) == nil {
 			t.Errorf("no --%s flag", name)
 		}
@@ -65,6 +68,11 @@ func TestServeRefuses(t *testing.T) {
 		{"bad node", []string{"--node", "a/b"}, exitUsage, "may hold only letters"},
 		{"bad listen", []string{"--listen", "8080"}, exitUsage, "--listen"},
 		{"bad size", []string{"--max-body", "1GB"}, exitUsage, "max-body"},
+		{"no wasm memory", []string{"--wasm-memory", "0"}, exitUsage, "--wasm-memory 0: must be positive"},
+		{"tiny wasm memory", []string{"--wasm-memory", "1KiB"}, exitUsage, "under one 64 KiB page"},
+		{"cache in bucket", []string{"--bucket", "data", "--cache-dir", "data/.cache/wasm"}, exitUsage, "lies in the bucket directory data"},
+		{"no wasm time", []string{"--wasm-event-timeout", "0s"}, exitUsage, "--wasm-event-timeout 0s: must be positive"},
+		{"classes not a directory", []string{"--classes", "serve.go", "--listen", "127.0.0.1:0", "--bucket", "mem://"}, exitProblem, "--classes: "},
 		{"unsound bucket", []string{"--bucket", ignoringURL, "--listen", "127.0.0.1:0"}, exitProblem, "is not sound: missing"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -114,5 +122,142 @@ func TestServeRunsAndStops(t *testing.T) {
 		if !strings.Contains(stderr.String(), "stopped cleanly") || !strings.Contains(stdout.String(), "serving on http://") {
 			t.Fatalf("run %d: stdout %q, stderr %q", i, stdout.String(), stderr.String())
 		}
+	}
+}
+
+// buildCounterWasm builds the wasm counter example into a file in a fresh
+// temporary directory and returns its path.
+func buildCounterWasm(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "counter-wasm.wasm")
+	cmd := exec.CommandContext(t.Context(), "go", "build", "-buildmode=c-shared", "-o", out, "../../examples/counter-wasm")
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the wasm counter: %v\n%s", err, msg)
+	}
+	return out
+}
+
+// serving is one `wasmkeep serve` run in the test's process.
+type serving struct {
+	addr           string
+	stdout, stderr *lockedBuffer
+	cancel         context.CancelFunc
+	codes          chan int
+}
+
+// startServe runs `wasmkeep serve args...` and returns once it serves.
+func startServe(t *testing.T, args ...string) *serving {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	s := &serving{stdout: new(lockedBuffer), stderr: new(lockedBuffer), cancel: cancel, codes: make(chan int, 1)}
+	addrs := make(chan string, 1)
+	e := testEnv(new(bytes.Buffer), new(bytes.Buffer))
+	e.out, e.err = s.stdout, s.stderr
+	e.started = func(addr string) { addrs <- addr }
+	go func() { s.codes <- runEnv(ctx, append([]string{"serve"}, args...), e) }()
+	select {
+	case s.addr = <-addrs:
+	case code := <-s.codes:
+		cancel()
+		t.Fatalf("exit %d before serving: %s", code, s.stderr.String())
+	}
+	return s
+}
+
+// stop stops the node as SIGINT does and expects a clean exit.
+func (s *serving) stop(t *testing.T) {
+	t.Helper()
+	s.cancel()
+	if code := <-s.codes; code != exitOK {
+		t.Fatalf("exit %d after stop: %s", code, s.stderr.String())
+	}
+}
+
+// get expects 200 and want from path.
+func (s *serving) get(t *testing.T, path, want string) {
+	t.Helper()
+	resp, err := http.Get("http://" + s.addr + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != want {
+		t.Fatalf("GET %s: %d %q, want 200 %q", path, resp.StatusCode, body, want)
+	}
+}
+
+// TestServeWasmClasses: every NAME.wasm in --classes is served as class
+// NAME next to the built-in Go classes, its state survives a restart, and
+// a name taken by a Go class or a file that is not wasm stops the start,
+// naming the file.
+func TestServeWasmClasses(t *testing.T) {
+	wasm, err := os.ReadFile(buildCounterWasm(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	classes, bucket, cache := t.TempDir(), t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(classes, "counter-wasm.wasm"), wasm, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(classes, "README"), []byte("not a class"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--listen", "127.0.0.1:0", "--bucket", bucket, "--node", "n1", "--classes", classes, "--cache-dir", cache}
+
+	s := startServe(t, args...)
+	for _, want := range []string{"1", "2", "3"} {
+		s.get(t, "/actor/counter-wasm/w", want)
+	}
+	s.get(t, "/actor/counter-wasm/w?read", "3")
+	s.get(t, "/actor/counter/w", "1") // the Go counter: another class, another count
+	s.stop(t)
+	if log := s.stderr.String(); !strings.Contains(log, "wasm=[counter-wasm]") || !strings.Contains(log, "go=[counter]") {
+		t.Fatalf("the classes served are not logged:\n%s", log)
+	}
+
+	s = startServe(t, args...)
+	s.get(t, "/actor/counter-wasm/w", "4")
+	s.stop(t)
+
+	t.Run("refused", func(t *testing.T) {
+		for _, tc := range []struct {
+			name, file string
+			content    []byte
+			stderr     []string
+		}{
+			{"go class name", "counter.wasm", wasm, []string{"counter.wasm", `wasm class "counter"`, `built-in Go class "counter"`}},
+			{"corrupt", "broken.wasm", []byte("\x00asm but not really"), []string{"broken.wasm", `class "broken"`}},
+			{"bad name", "\x01.wasm", wasm, []string{"not a class name", "control character"}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				dir := t.TempDir()
+				if err := os.WriteFile(filepath.Join(dir, tc.file), tc.content, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				code, _, stderr := runTest(t, "serve", "--listen", "127.0.0.1:0", "--bucket", t.TempDir(), "--classes", dir, "--cache-dir", cache)
+				if code != exitProblem {
+					t.Errorf("exit %d, want %d", code, exitProblem)
+				}
+				for _, want := range append(tc.stderr, filepath.Join(dir, tc.file)) {
+					if !strings.Contains(stderr, want) {
+						t.Errorf("stderr %q does not contain %q", stderr, want)
+					}
+				}
+			})
+		}
+	})
+}
+
+// TestServeNoClassesDir: a missing --classes directory serves the Go
+// classes alone and says so.
+func TestServeNoClassesDir(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "none")
+	s := startServe(t, "--listen", "127.0.0.1:0", "--bucket", t.TempDir(), "--node", "n1", "--classes", missing, "--cache-dir", "")
+	s.get(t, "/actor/counter/c", "1")
+	s.stop(t)
+	if log := s.stderr.String(); !strings.Contains(log, "no classes directory") || !strings.Contains(log, "wasm=[]") {
+		t.Fatalf("log:\n%s", log)
 	}
 }
