@@ -1,20 +1,4 @@
 // Command wasmkeep runs and inspects wasmkeep clusters. `wasmkeep --help`
-// lists every command and flag.
-//
-// Structure: main.go is wiring only; it hands the arguments, the standard
-// streams and a context cancelled by SIGINT or SIGTERM to run, and exits with
-// the code run returns. cli.go holds the command tree and what every command
-// shares: flag parsing with the standard flag package, help, exit codes.
-// Each group of commands has its own file (serve.go, bucket.go, cluster.go) and
-// follows one shape: flags fill a config, the config's Validate rejects what
-// cannot work before anything is touched, then a run function does the
-// work; logic beyond wiring lives in a package (ownership.CheckConditions,
-// ownership/cluster, ingress.StartNode). Adding a command is adding one node to the
-// tree in commands() and one such file.
-//
-// Exit codes: 0 success; 1 the command ran and failed or found a problem
-// (an unsound bucket); 2 the command line was wrong.
-//
-// run keeps no global state, so tests call it in-process, one call per
-// goroutine.
+// lists every command and flag. The command line itself is package cli;
+// this program only calls cli.Main.
 package main

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -7,9 +7,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/ingress"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/bucketurl"
 )
@@ -35,6 +40,23 @@ type env struct {
 	// started, when set, is told the address a node serves on once it
 	// serves (tests use it to reach a node listening on port 0).
 	started func(addr string)
+	// classes are Go-native classes added by an embedding program.
+	classes []namedClass
+}
+
+// goClasses is the registry of Go-native classes: the built-in ones and
+// those an embedding program added.
+func (e env) goClasses() (*actors.Registry, error) {
+	reg := actors.BuiltIn()
+	for _, c := range e.classes {
+		if err := ingress.ValidClassName(c.name); err != nil {
+			return nil, fmt.Errorf("class %q: %w", c.name, err)
+		}
+		if err := reg.Register(c.name, c.class); err != nil {
+			return nil, fmt.Errorf("class %q: %w", c.name, err)
+		}
+	}
+	return reg, nil
 }
 
 // logger returns e's logger.
@@ -97,9 +119,41 @@ type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit code %d", e.code) }
 
-// run executes the command line args and returns the process exit code.
+// Option adds to the standard node, for programs that embed it.
+type Option func(*env)
+
+// WithClass registers a Go-native class under name, next to the built-in
+// ones; `serve` refuses to start when two classes share a name.
+func WithClass(name string, class actors.Class) Option {
+	return func(e *env) { e.classes = append(e.classes, namedClass{name, class}) }
+}
+
+type namedClass struct {
+	name  string
+	class actors.Class
+}
+
+// Main runs the command line of this process (os.Args) with a context that
+// SIGINT and SIGTERM cancel, and exits with its code. It never returns.
+func Main(opts ...Option) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := Run(ctx, os.Args[1:], os.Stdout, os.Stderr, opts...)
+	stop()
+	os.Exit(code)
+}
+
+// Run executes the command line args and returns the process exit code.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...Option) int {
+	e := env{out: stdout, err: stderr, openBucket: bucketurl.Open}
+	for _, o := range opts {
+		o(&e)
+	}
+	return runEnv(ctx, args, e)
+}
+
+// run is Run without options.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return runEnv(ctx, args, env{out: stdout, err: stderr, openBucket: bucketurl.Open})
+	return Run(ctx, args, stdout, stderr)
 }
 
 // runEnv is run with the outside world given.

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -225,12 +225,11 @@ func newInstanceID() (ownership.InstanceID, error) {
 	return ownership.InstanceID(hex.EncodeToString(b[:])), nil
 }
 
-// loadClasses returns the registry of the built-in classes and of every
-// NAME.wasm file in dir, compiled by rt. A missing dir adds nothing; a name
-// that is not a valid class name or that is a built-in class, or a file
-// that cannot be read or compiled, is an error naming the file.
-func loadClasses(ctx context.Context, log *slog.Logger, dir string, rt func() (*wasmhost.Runtime, error)) (reg *actors.Registry, wasm []string, err error) {
-	reg = actors.BuiltIn()
+// loadClasses adds to reg (the Go-native classes) every NAME.wasm file in
+// dir, compiled by rt. A missing dir adds nothing; a name that is not a
+// valid class name or that is a Go class, or a file that cannot be read or
+// compiled, is an error naming the file.
+func loadClasses(ctx context.Context, log *slog.Logger, reg *actors.Registry, dir string, rt func() (*wasmhost.Runtime, error)) (_ *actors.Registry, wasm []string, err error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		log.Info("no wasm classes: no classes directory", slog.String("dir", dir))
@@ -296,7 +295,12 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 			err = fmt.Errorf("close wasm runtime: %w", cerr)
 		}
 	}()
-	registry, wasmClasses, err := loadClasses(ctx, log, cfg.Classes, func() (*wasmhost.Runtime, error) {
+	goClasses, err := e.goClasses()
+	if err != nil {
+		return err
+	}
+	goNames := goClasses.Names()
+	registry, wasmClasses, err := loadClasses(ctx, log, goClasses, cfg.Classes, func() (*wasmhost.Runtime, error) {
 		var err error
 		rt, err = wasmhost.NewRuntime(ctx, cfg.wasm(log))
 		return rt, err
@@ -304,7 +308,7 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 	if err != nil {
 		return err
 	}
-	log.Info("classes", slog.Any("go", actors.BuiltIn().Names()), slog.Any("wasm", wasmClasses), slog.String("dir", cfg.Classes))
+	log.Info("classes", slog.Any("go", goNames), slog.Any("wasm", wasmClasses), slog.String("dir", cfg.Classes))
 	target := describeBucket(cfg.BucketURL)
 	b, closeBucket, err := e.openBucket(ctx, cfg.BucketURL)
 	if err != nil {

@@ -1,9 +1,10 @@
-package main
+package cli
 
 import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/wasmkeep/wasmkeep/actors"
 )
 
 // lockedBuffer is a bytes.Buffer safe for a node's goroutines and the test.
@@ -130,7 +133,7 @@ func TestServeRunsAndStops(t *testing.T) {
 func buildCounterWasm(t *testing.T) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "counter-wasm.wasm")
-	cmd := exec.CommandContext(t.Context(), "go", "build", "-buildmode=c-shared", "-o", out, "../../examples/counter-wasm")
+	cmd := exec.CommandContext(t.Context(), "go", "build", "-buildmode=c-shared", "-o", out, "../examples/counter-wasm")
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build the wasm counter: %v\n%s", err, msg)
@@ -149,10 +152,19 @@ type serving struct {
 // startServe runs `wasmkeep serve args...` and returns once it serves.
 func startServe(t *testing.T, args ...string) *serving {
 	t.Helper()
+	return startServeWith(t, nil, args...)
+}
+
+// startServeWith is startServe for a program that embeds the node with opts.
+func startServeWith(t *testing.T, opts []Option, args ...string) *serving {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	s := &serving{stdout: new(lockedBuffer), stderr: new(lockedBuffer), cancel: cancel, codes: make(chan int, 1)}
 	addrs := make(chan string, 1)
 	e := testEnv(new(bytes.Buffer), new(bytes.Buffer))
+	for _, o := range opts {
+		o(&e)
+	}
 	e.out, e.err = s.stdout, s.stderr
 	e.started = func(addr string) { addrs <- addr }
 	go func() { s.codes <- runEnv(ctx, append([]string{"serve"}, args...), e) }()
@@ -260,4 +272,45 @@ func TestServeNoClassesDir(t *testing.T) {
 	if log := s.stderr.String(); !strings.Contains(log, "no classes directory") || !strings.Contains(log, "wasm=[]") {
 		t.Fatalf("log:\n%s", log)
 	}
+}
+
+// TestServeWithGoClass: a program of its own registers a Go-native class
+// and runs the standard node; the class is served next to the built-in
+// ones, with durable storage; a bad or taken name stops the start.
+func TestServeWithGoClass(t *testing.T) {
+	visits := actors.ClassFunc(func(_ context.Context, req *actors.Request, st actors.Storage) (*actors.Response, error) {
+		n := len(mustGetValue(st, "v")) + 1
+		if err := st.Put("v", []byte(strings.Repeat("x", n))); err != nil {
+			return nil, err
+		}
+		return actors.Text(http.StatusOK, fmt.Sprintf("%s %d\n", req.Query.Get("who"), n)), nil
+	})
+	bucket := t.TempDir()
+	args := []string{"--listen", "127.0.0.1:0", "--bucket", bucket, "--node", "n1", "--classes", filepath.Join(t.TempDir(), "none"), "--cache-dir", ""}
+	s := startServeWith(t, []Option{WithClass("visits", visits)}, args...)
+	s.get(t, "/actor/visits/lobby?who=ada", "ada 1")
+	s.get(t, "/actor/visits/lobby?who=bob", "bob 2")
+	s.get(t, "/actor/counter/c", "1") // the built-in classes are still there
+	s.stop(t)
+	s = startServeWith(t, []Option{WithClass("visits", visits)}, args...)
+	s.get(t, "/actor/visits/lobby?who=cy", "cy 3")
+	s.stop(t)
+
+	for name, opt := range map[string]Option{
+		"taken by a built-in class": WithClass("counter", visits),
+		"not a class name":          WithClass("bad\x01name", visits),
+	} {
+		var out, errOut bytes.Buffer
+		e := testEnv(&out, &errOut)
+		opt(&e)
+		code := runEnv(t.Context(), append([]string{"serve"}, args...), e)
+		if code == exitOK || !strings.Contains(errOut.String(), "class") {
+			t.Errorf("%s: exit %d, stderr %q; want a refusal naming the class", name, code, errOut.String())
+		}
+	}
+}
+
+func mustGetValue(st actors.Storage, key string) []byte {
+	v, _ := st.Get(key)
+	return v
 }

@@ -1,0 +1,24 @@
+// Package cli is the wasmkeep command line: `wasmkeep serve`, `bucket check`,
+// `cluster status` and `cluster fence`, with their flags, help and exit codes.
+//
+// It is a package, not only a command, so that a program of your own can
+// register Go-native classes and run the standard node with every standard
+// flag (see examples/custom-node):
+//
+//	func main() { cli.Main(cli.WithClass("greeter", greeter{})) }
+//
+// Structure: cli.go holds the command tree and what every command shares:
+// flag parsing with the standard flag package, help, exit codes. Each group
+// of commands has its own file (serve.go, bucket.go, cluster.go) and follows
+// one shape: flags fill a config, the config's Validate rejects what cannot
+// work before anything is touched, then a run function does the work; logic
+// beyond wiring lives in a package (ownership.CheckConditions,
+// ownership/cluster, ingress.StartNode). Adding a command is adding one node
+// to the tree in commands() and one such file.
+//
+// Exit codes: 0 success; 1 the command ran and failed or found a problem
+// (an unsound bucket); 2 the command line was wrong.
+//
+// Run keeps no global state, so tests call it in-process, one call per
+// goroutine.
+package cli
