@@ -114,7 +114,6 @@ type peer struct {
 type listing struct {
 	busy   RequestID
 	nextAt time.Time
-	seen   map[NodeID]bool
 }
 
 type flightKind uint8
@@ -516,7 +515,6 @@ func (c *Core) listDue() {
 	if c.phase != phaseRunning || c.listing.busy != 0 || c.now.Before(c.listing.nextAt) {
 		return
 	}
-	c.listing.seen = map[NodeID]bool{}
 	c.listStart = c.now
 	c.listing.busy = c.send(fList, OpList, NodesPrefix, nil, Always(), nil)
 }
@@ -533,7 +531,6 @@ func (c *Core) onList(f *flight, r Reply) {
 			continue
 		}
 		n := NodeID(seg)
-		c.listing.seen[n] = true
 		delete(c.absent, n)
 		if n == c.cfg.Node {
 			continue

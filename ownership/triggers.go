@@ -12,9 +12,6 @@ type sweepState struct {
 	// cursor is the key of the first parked record the next re-read reads
 	// (the one after the last re-read; "" to start over).
 	cursor string
-	// outstanding counts this pass's reads still to answer; a read without
-	// answer cuts the pass short.
-	outstanding int
 }
 
 // sweepDue starts a pass once a sweep period has gone by. A pass skips
@@ -42,7 +39,6 @@ func (c *Core) sweepDue() {
 			}
 		case e.live == nil && e.sockets > 0 && e.look == nil && budget > 0 && e.sweepRead == sweepNone:
 			e.sweepRead = sweepOwner
-			c.sweep.outstanding++
 			budget--
 		}
 		c.advance(e)
@@ -64,7 +60,6 @@ func (c *Core) sweepDue() {
 		e := byKey[k]
 		if e.sweepRead == sweepNone {
 			e.sweepRead = sweepReread
-			c.sweep.outstanding++
 		}
 		if i == len(order)-1 {
 			c.sweep.cursor = k + "\x00" // the next re-read starts after it
@@ -76,7 +71,6 @@ func (c *Core) sweepDue() {
 func (c *Core) onSweepRead(e *entry, r Reply) {
 	kind := e.sweepRead
 	e.sweepRead = sweepNone
-	c.sweep.outstanding--
 	switch r.Outcome {
 	case Landed, NotFound:
 	default:
@@ -91,7 +85,6 @@ func (c *Core) onSweepRead(e *entry, r Reply) {
 					c.sweep.cursor = o.key
 				}
 				o.sweepRead = sweepNone
-				c.sweep.outstanding--
 			}
 		}
 		return
