@@ -70,8 +70,9 @@ type resident struct {
 type director struct {
 	h        *Host
 	entries  map[ownership.Actor]*resident
-	lru      *list.List // of ownership.Actor
-	children int        // spawned and not yet terminated
+	byPID    map[string]ownership.Actor // the resident actors by instance PID id
+	lru      *list.List                 // of ownership.Actor
+	children int                        // spawned and not yet terminated
 	closed   bool
 	waiters  []chan struct{}
 	// confirm: instances stopped by StopActing, by PID id; when one has
@@ -129,6 +130,11 @@ func (d *director) Receive(ctx actor.Context) {
 			delete(d.confirm, m.Who.Id)
 			d.h.cfg.Owner.Idle(c.actor, c.gen)
 		}
+		if a, ok := d.byPID[m.Who.Id]; ok {
+			// Still resident: its supervisor stopped it. Its commits are
+			// durable; the next event spawns a new instance.
+			d.remove(ctx, a, d.entries[a], "stopped by supervisor", true)
+		}
 		d.release()
 	}
 }
@@ -141,7 +147,12 @@ func (d *director) event(ctx actor.Context, m *eventMsg) {
 	e := d.entries[m.actor]
 	if e == nil {
 		inst := &instance{h: d.h, actor: m.actor, class: m.class, ended: new(atomic.Bool)}
-		e = &resident{pid: ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return inst })), ended: inst.ended}
+		var opts []actor.PropsOption
+		if d.h.cfg.Supervision != nil {
+			opts = d.h.cfg.Supervision.Props(m.actor.Class)
+		}
+		e = &resident{pid: ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return inst }, opts...)), ended: inst.ended}
+		d.byPID[e.pid.Id] = m.actor
 		e.elem = d.lru.PushFront(m.actor)
 		d.entries[m.actor] = e
 		d.children++
@@ -157,6 +168,30 @@ func (d *director) event(ctx actor.Context, m *eventMsg) {
 	e.pending++
 	e.seq++
 	ctx.Send(e.pid, m)
+}
+
+// HandleFailure makes the director the supervisor of the resident
+// instances: a panic that escaped an instance's Receive lands here, on the
+// director's goroutine. The event that panicked is lost to the instance, so
+// its caller is answered here and the event counted done; then the class's
+// strategy (Config.Supervision) restarts or stops the instance. Without
+// Config.Supervision, proto.actor's default strategy decides alone.
+func (d *director) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason, message any) {
+	a, resident := d.byPID[child.Id]
+	if d.h.cfg.Supervision == nil || !resident {
+		actor.DefaultSupervisorStrategy().HandleFailure(sys, sup, child, rs, reason, message)
+		return
+	}
+	if ev, ok := actor.UnwrapEnvelopeMessage(message).(*eventMsg); ok {
+		select {
+		case ev.reply <- result{err: d.h.unavailable(ev.actor, "actor failed")}:
+		default: // answered already
+		}
+		if ctx, ok := sup.(actor.Context); ok {
+			d.done(ctx, &doneMsg{actor: ev.actor, pid: child})
+		}
+	}
+	d.h.cfg.Supervision.Strategy(a.Class).HandleFailure(sys, sup, child, rs, reason, message)
 }
 
 // evict hibernates the least recently used idle actors past MaxResident.
@@ -195,6 +230,7 @@ func (d *director) done(ctx actor.Context, m *doneMsg) {
 // told the hold is idle so that it releases or parks it.
 func (d *director) remove(ctx actor.Context, a ownership.Actor, e *resident, reason string, idle bool) {
 	delete(d.entries, a)
+	delete(d.byPID, e.pid.Id)
 	d.lru.Remove(e.elem)
 	if e.timer != nil {
 		e.timer.Stop()

@@ -47,6 +47,21 @@ type Config struct {
 	// time an actor leaves memory, with why ("idle", "evicted",
 	// "stop acting", "node stopping", "node exited"). It must not block.
 	OnHibernate func(a ownership.Actor, gen ownership.Generation, reason string)
+	// Supervision, when set, gives the options resident instances of a
+	// class are spawned with and the strategy the director supervises them
+	// with (package supervisors has one). Nil: proto.actor's defaults.
+	Supervision Supervision
+}
+
+// Supervision is how the director spawns and supervises the resident
+// instances of a class.
+type Supervision interface {
+	// Props gives the options instances of class are spawned with.
+	Props(class string) []actor.PropsOption
+	// Strategy decides what becomes of an instance of class when a panic
+	// escapes its Receive: restarted, it keeps no resident state; stopped,
+	// the director drops the actor.
+	Strategy(class string) actor.SupervisorStrategy
 }
 
 // Validate reports a configuration NewHost cannot run with.
@@ -130,7 +145,7 @@ func NewHost(cfg Config) (*Host, error) {
 	}
 	cfg.setDefaults()
 	h := &Host{cfg: cfg, log: cfg.Logger.With(slog.String("component", "actors"))}
-	d := &director{h: h, entries: map[ownership.Actor]*resident{}, lru: list.New(), confirm: map[string]ended{}}
+	d := &director{h: h, entries: map[ownership.Actor]*resident{}, byPID: map[string]ownership.Actor{}, lru: list.New(), confirm: map[string]ended{}}
 	h.pid = cfg.System.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return d }))
 	return h, nil
 }

@@ -40,11 +40,15 @@ func (in *instance) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *eventMsg:
 		m = msg
+	case *actor.Restarting:
+		// A panic reached the supervisor, which restarts this instance: the
+		// producer hands back this same value, so forget what it held; the
+		// next event fences and reloads from the bucket.
+		in.drop()
+		in.closePer()
+		return
 	case *actor.Stopped:
-		if in.per != nil {
-			in.per.Close()
-			in.per = nil
-		}
+		in.closePer()
 		return
 	default:
 		return
@@ -55,6 +59,14 @@ func (in *instance) Receive(ctx actor.Context) {
 	// timer, eviction) follows the order callers see.
 	ctx.Send(ctx.Parent(), &doneMsg{actor: in.actor, pid: ctx.Self()})
 	m.reply <- r
+}
+
+// closePer closes the per-actor handler, if any.
+func (in *instance) closePer() {
+	if in.per != nil {
+		in.per.Close()
+		in.per = nil
+	}
 }
 
 // drop forgets the resident state: the next event reloads it.

@@ -16,6 +16,7 @@ import (
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/keeper"
+	"github.com/wasmkeep/wasmkeep/supervisors"
 )
 
 // NodeConfig is what StartNode assembles a node from. Core (with Node,
@@ -38,6 +39,9 @@ type NodeConfig struct {
 	MaxBody     int64
 	// OnHibernate is passed to actors.Config.
 	OnHibernate func(a ownership.Actor, gen ownership.Generation, reason string)
+	// Supervision bounds the restarts of a resident instance (see
+	// supervisors.Policy). Zero: its defaults.
+	Supervision supervisors.Policy
 }
 
 // Node is one running node: ownership keeper, resident actors and HTTP
@@ -78,10 +82,19 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		cfg.Listener.Close()
 		return nil, err
 	}
+	var sup *supervisors.Supervisor
+	sm, err := supervisors.NewMetrics(reg)
+	if err == nil {
+		sup, err = supervisors.New(sm, cfg.Supervision, log)
+	}
+	if err != nil {
+		cfg.Listener.Close()
+		return nil, errors.Join(err, k.Stop(ctx))
+	}
 	host, err := actors.NewHost(actors.Config{
 		Owner: k, Bucket: cfg.Bucket, Registry: cfg.Registry, System: system, Logger: log,
 		IdleTimeout: cfg.IdleTimeout, MaxResident: cfg.MaxResident, MaxState: cfg.MaxState,
-		RetryAfter: cfg.Core.LeasePeriod, OnHibernate: cfg.OnHibernate,
+		RetryAfter: cfg.Core.LeasePeriod, OnHibernate: cfg.OnHibernate, Supervision: sup,
 	})
 	if err != nil {
 		cfg.Listener.Close()

@@ -1,0 +1,110 @@
+package actors_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/keeper"
+	"github.com/wasmkeep/wasmkeep/ownership/memstore"
+	"github.com/wasmkeep/wasmkeep/supervisors"
+)
+
+// panickyOwner panics in MayAct while armed: outside the class's per-event
+// recover, so the panic reaches the instance's supervisor.
+type panickyOwner struct {
+	owner
+	armed atomic.Bool
+}
+
+func (o *panickyOwner) MayAct(a ownership.Actor, gen ownership.Generation) bool {
+	if o.armed.Load() {
+		panic("owner broke")
+	}
+	return o.owner.MayAct(a, gen)
+}
+
+func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				if m.GetLabel()[0].GetValue() == "counter" {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no %s for class counter", name)
+	return 0
+}
+
+// TestSupervisedInstance: a panic outside the per-event recover fails its
+// event with ErrUnavailable and restarts the instance, which reloads its
+// state from the bucket; past the policy the instance is stopped and the
+// director drops the actor; the next event spawns a new one.
+func TestSupervisedInstance(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := supervisors.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sup, err := supervisors.New(m, supervisors.Policy{MaxRestarts: 1, Within: time.Hour}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hibernated := make(chan string, 16)
+	o := &panickyOwner{}
+	h, err := actors.NewHost(actors.Config{
+		Owner: o, Bucket: memstore.New(memstore.Faults{}), Registry: actors.BuiltIn(), System: keeper.NewSystem(nil),
+		Supervision: sup,
+		OnHibernate: func(_ ownership.Actor, _ ownership.Generation, reason string) { hibernated <- reason },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := h.HibernateAll(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	fail := func() {
+		t.Helper()
+		o.armed.Store(true)
+		defer o.armed.Store(false)
+		if _, err := h.Deliver(t.Context(), room, 1, get("")); !errors.Is(err, actors.ErrUnavailable) {
+			t.Fatalf("event that panicked: %v, want ErrUnavailable", err)
+		}
+	}
+
+	mustCount(t, h, 1, "1")
+	fail() // its commit landed before the panic: 2
+	if got := counterValue(t, reg, "wasmkeep_actor_restarts_total"); got != 1 {
+		t.Fatalf("restarts: %v", got)
+	}
+	mustCount(t, h, 1, "3") // restarted empty, reloaded from the bucket
+	fail()                  // the second failure within the hour: stopped
+	if reason := <-hibernated; reason != "stopped by supervisor" {
+		t.Fatalf("actor left memory: %q", reason)
+	}
+	if n := h.Resident(); n != 0 {
+		t.Fatalf("resident after the stop: %d", n)
+	}
+	if got := counterValue(t, reg, "wasmkeep_actor_restarts_total"); got != 1 {
+		t.Fatalf("restarts after the stop: %v", got)
+	}
+	if got := counterValue(t, reg, "wasmkeep_actor_failures_total"); got != 2 {
+		t.Fatalf("failures: %v", got)
+	}
+	mustCount(t, h, 1, "5") // a new instance
+}
