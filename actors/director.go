@@ -21,11 +21,13 @@ type (
 		gen   ownership.Generation
 		req   *Request
 		reply chan result
+		id    uint64 // set by the director: names the event until it is done
 	}
 	// doneMsg: a resident actor finished one event.
 	doneMsg struct {
 		actor ownership.Actor
 		pid   *actor.PID
+		id    uint64
 	}
 	// idleMsg: the idle timer armed after event seq fired.
 	idleMsg struct {
@@ -57,7 +59,10 @@ type resident struct {
 	pid     *actor.PID
 	gen     ownership.Generation // highest generation an event was sent with
 	pending int                  // events sent and not done
-	seq     uint64               // events sent so far; names the idle timer
+	// replies of the events sent and not done, by event id: answered here
+	// if the instance stops without running them (its supervisor stopped it).
+	replies map[uint64]chan result
+	seq     uint64 // events sent so far; names the idle timer
 	timer   *time.Timer
 	elem    *list.Element // in lru; front is most recent
 	// ended is set when the hold ended (StopActing, a lost lease): events
@@ -132,8 +137,17 @@ func (d *director) Receive(ctx actor.Context) {
 		}
 		if a, ok := d.byPID[m.Who.Id]; ok {
 			// Still resident: its supervisor stopped it. Its commits are
-			// durable; the next event spawns a new instance.
-			d.remove(ctx, a, d.entries[a], "stopped by supervisor", true)
+			// durable; the next event spawns a new instance. The events
+			// still queued for it were dropped with it: answer their callers.
+			e := d.entries[a]
+			for id, reply := range e.replies {
+				select {
+				case reply <- result{err: d.h.unavailable(a, "actor stopped by its supervisor")}:
+				default: // answered already
+				}
+				delete(e.replies, id)
+			}
+			d.remove(ctx, a, e, "stopped by supervisor", true)
 		}
 		d.release()
 	}
@@ -151,7 +165,8 @@ func (d *director) event(ctx actor.Context, m *eventMsg) {
 		if d.h.cfg.Supervision != nil {
 			opts = d.h.cfg.Supervision.Props(m.actor.Class)
 		}
-		e = &resident{pid: ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return inst }, opts...)), ended: inst.ended}
+		e = &resident{pid: ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return inst }, opts...)), ended: inst.ended,
+			replies: map[uint64]chan result{}}
 		d.byPID[e.pid.Id] = m.actor
 		e.elem = d.lru.PushFront(m.actor)
 		d.entries[m.actor] = e
@@ -167,6 +182,8 @@ func (d *director) event(ctx actor.Context, m *eventMsg) {
 	e.gen = max(e.gen, m.gen)
 	e.pending++
 	e.seq++
+	m.id = e.seq
+	e.replies[m.id] = m.reply
 	ctx.Send(e.pid, m)
 }
 
@@ -188,7 +205,7 @@ func (d *director) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, c
 		default: // answered already
 		}
 		if ctx, ok := sup.(actor.Context); ok {
-			d.done(ctx, &doneMsg{actor: ev.actor, pid: child})
+			d.done(ctx, &doneMsg{actor: ev.actor, pid: child, id: ev.id})
 		}
 	}
 	d.h.cfg.Supervision.Strategy(a.Class).HandleFailure(sys, sup, child, rs, reason, message)
@@ -212,6 +229,7 @@ func (d *director) done(ctx actor.Context, m *doneMsg) {
 		return // removed meanwhile
 	}
 	e.pending--
+	delete(e.replies, m.id)
 	if e.pending > 0 {
 		return
 	}

@@ -57,7 +57,7 @@ func (in *instance) Receive(ctx actor.Context) {
 	// Done before the reply: the director counts the event finished before
 	// its caller can send the next one, so that what it decides (idle
 	// timer, eviction) follows the order callers see.
-	ctx.Send(ctx.Parent(), &doneMsg{actor: in.actor, pid: ctx.Self()})
+	ctx.Send(ctx.Parent(), &doneMsg{actor: in.actor, pid: ctx.Self(), id: m.id})
 	m.reply <- r
 }
 

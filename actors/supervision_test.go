@@ -108,3 +108,43 @@ func TestSupervisedInstance(t *testing.T) {
 	}
 	mustCount(t, h, 1, "5") // a new instance
 }
+
+// TestStoppedInstanceAnswersQueuedEvents: when the supervisor stops an
+// instance at its first failure, every event queued behind the one that
+// failed is answered (unavailable), none is left waiting.
+func TestStoppedInstanceAnswersQueuedEvents(t *testing.T) {
+	m, err := supervisors.NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sup, err := supervisors.New(m, supervisors.Policy{MaxRestarts: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &panickyOwner{}
+	o.armed.Store(true)
+	h, err := actors.NewHost(actors.Config{
+		Owner: o, Bucket: memstore.New(memstore.Faults{}), Registry: actors.BuiltIn(), System: keeper.NewSystem(nil),
+		Supervision: sup,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.HibernateAll(context.Background()) })
+	// A deadline only so that a regression fails instead of hanging.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	const events = 8
+	errs := make(chan error, events)
+	for range events {
+		go func() {
+			_, err := h.Deliver(ctx, room, 1, get(""))
+			errs <- err
+		}()
+	}
+	for range events {
+		if err := <-errs; !errors.Is(err, actors.ErrUnavailable) {
+			t.Fatalf("an event behind a failed instance got %v, want ErrUnavailable", err)
+		}
+	}
+}
