@@ -530,6 +530,11 @@ func (w *World) request(n *node, r ownership.Request) {
 	if a, ok := ownership.ActorFromOwnerKey(r.Key); ok {
 		_, parked = n.core.Parked(a)
 	}
+	for id, other := range n.inflight {
+		if other.req.Key == r.Key {
+			w.fail("two requests in flight on one key: %s sent #%d on %s while #%d waits for its answer", n.inst, r.ID, r.Key, id)
+		}
+	}
 	n.inflight[r.ID] = &inflight{req: r, parkedSent: parked}
 	p := &pendingReq{node: n.id, life: n.life, req: r, sentAt: w.now}
 	timeout := n.core.Config().AttemptTimeout
