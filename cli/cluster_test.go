@@ -56,22 +56,7 @@ func (n *coreNode) step(in ownership.Input) {
 				// As a shell does once the stopped instance has ended.
 				queue = append(queue, ownership.Idle{Actor: e.Actor, Gen: e.Gen})
 			case ownership.Request:
-				r := ownership.Reply{ID: e.ID}
-				var err error
-				switch e.Op {
-				case ownership.OpGet:
-					var obj ownership.Object
-					obj, err = n.b.Get(ctx, e.Key)
-					r.Body, r.ETag = obj.Body, obj.ETag
-				case ownership.OpPut:
-					r.ETag, err = n.b.Put(ctx, e.Key, e.Body, e.Cond)
-				case ownership.OpDelete:
-					err = n.b.Delete(ctx, e.Key, e.Cond)
-				case ownership.OpList:
-					r.Page, err = n.b.List(ctx, e.Key, e.StartAfter, e.Limit)
-				}
-				r.Outcome, r.Err = ownership.OutcomeOf(err), err
-				queue = append(queue, r)
+				queue = append(queue, ownership.Execute(ctx, n.b, e))
 			}
 		}
 	}

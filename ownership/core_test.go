@@ -1,6 +1,7 @@
 package ownership_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -60,20 +61,7 @@ func (h *harness) step(in ownership.Input) {
 }
 
 func (h *harness) answer(r ownership.Request) ownership.Reply {
-	rep := ownership.Reply{ID: r.ID}
-	var err error
-	switch r.Op {
-	case ownership.OpGet:
-		var o ownership.Object
-		o, err = h.bucket.Get(r.Key)
-		rep.Body, rep.ETag = o.Body, o.ETag
-	case ownership.OpPut:
-		rep.ETag, err = h.bucket.Put(r.Key, r.Body, r.Cond)
-	case ownership.OpList:
-		rep.Page, err = h.bucket.List(r.Key, r.StartAfter, r.Limit)
-	}
-	rep.Outcome, rep.Err = ownership.OutcomeOf(err), err
-	return rep
+	return ownership.Execute(context.Background(), h.bucket.Bucket(), r)
 }
 
 // advance moves the clock in steps of at most a tenth of a second.

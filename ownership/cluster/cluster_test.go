@@ -65,23 +65,7 @@ func (n *node) step(in ownership.Input) {
 }
 
 func (n *node) exec(r ownership.Request) ownership.Reply {
-	ctx := context.Background()
-	rep := ownership.Reply{ID: r.ID}
-	var err error
-	switch r.Op {
-	case ownership.OpGet:
-		var obj ownership.Object
-		obj, err = n.b.Get(ctx, r.Key)
-		rep.Body, rep.ETag = obj.Body, obj.ETag
-	case ownership.OpPut:
-		rep.ETag, err = n.b.Put(ctx, r.Key, r.Body, r.Cond)
-	case ownership.OpDelete:
-		err = n.b.Delete(ctx, r.Key, r.Cond)
-	case ownership.OpList:
-		rep.Page, err = n.b.List(ctx, r.Key, r.StartAfter, r.Limit)
-	}
-	rep.Outcome, rep.Err = ownership.OutcomeOf(err), err
-	return rep
+	return ownership.Execute(context.Background(), n.b, r)
 }
 
 func (n *node) acquire(a ownership.Actor) ownership.Generation {

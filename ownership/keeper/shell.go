@@ -369,23 +369,8 @@ func (s *shell) call(ctx context.Context, req ownership.Request) (r ownership.Re
 		}
 		s.metrics.request(req.Op, r.Outcome, s.clock().Sub(start).Seconds())
 	}()
-	r.ID = req.ID
-	var err error
-	switch req.Op {
-	case ownership.OpGet:
-		var obj ownership.Object
-		obj, err = s.bucket.Get(ctx, req.Key)
-		r.Body, r.ETag = obj.Body, obj.ETag
-	case ownership.OpPut:
-		r.ETag, err = s.bucket.Put(ctx, req.Key, req.Body, req.Cond)
-	case ownership.OpDelete:
-		err = s.bucket.Delete(ctx, req.Key, req.Cond)
-	case ownership.OpList:
-		r.Page, err = s.bucket.List(ctx, req.Key, req.StartAfter, req.Limit)
-	default:
-		err = fmt.Errorf("ownership keeper: unknown bucket operation %v", req.Op)
-	}
-	r.Outcome = ownership.OutcomeOf(err)
+	r = ownership.Execute(ctx, s.bucket, req)
+	err := r.Err
 	if r.Outcome == ownership.Failed &&
 		(ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		// The call ran out of time or was cancelled, and the store did not

@@ -1,6 +1,7 @@
 package memstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -254,4 +255,27 @@ func (s *State) list(prefix, startAfter string, limit int) ownership.ListPage {
 		page.Entries = append(page.Entries, ownership.ListEntry{Key: k, ETag: o.etag, Size: int64(len(o.body))})
 	}
 	return page
+}
+
+// Bucket returns the State as an ownership.Bucket whose calls land at once
+// and ignore their context: for single-threaded drivers (a simulator, a
+// scripted test) that decide themselves when a request lands.
+func (s *State) Bucket() ownership.Bucket { return stateBucket{s} }
+
+type stateBucket struct{ s *State }
+
+func (b stateBucket) Get(_ context.Context, key string) (ownership.Object, error) {
+	return b.s.Get(key)
+}
+
+func (b stateBucket) Put(_ context.Context, key string, body []byte, cond ownership.Condition) (ownership.ETag, error) {
+	return b.s.Put(key, body, cond)
+}
+
+func (b stateBucket) Delete(_ context.Context, key string, cond ownership.Condition) error {
+	return b.s.Delete(key, cond)
+}
+
+func (b stateBucket) List(_ context.Context, prefix, startAfter string, limit int) (ownership.ListPage, error) {
+	return b.s.List(prefix, startAfter, limit)
 }

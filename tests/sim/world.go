@@ -2,6 +2,7 @@ package sim
 
 import (
 	"container/heap"
+	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -608,22 +609,7 @@ func (w *World) request(n *node, r ownership.Request) {
 
 func (w *World) land(p *pendingReq) {
 	r := p.req
-	res := ownership.Reply{ID: r.ID}
-	var err error
-
-	switch r.Op {
-	case ownership.OpGet:
-		var obj ownership.Object
-		obj, err = w.bucket.Get(r.Key)
-		res.Body, res.ETag = obj.Body, obj.ETag
-	case ownership.OpPut:
-		res.ETag, err = w.bucket.Put(r.Key, r.Body, r.Cond)
-	case ownership.OpDelete:
-		err = w.bucket.Delete(r.Key, r.Cond)
-	case ownership.OpList:
-		res.Page, err = w.bucket.List(r.Key, r.StartAfter, r.Limit)
-	}
-	res.Outcome, res.Err = ownership.OutcomeOf(err), err
+	res := ownership.Execute(context.Background(), w.bucket.Bucket(), r)
 	p.result, p.applied = res, true
 	w.noteReq("land", w.nodes[p.node], r.ID, r.Op, r.Key, res.Outcome.String())
 	if r.Op == ownership.OpPut && res.Outcome == ownership.Landed && strings.HasPrefix(r.Key, ownership.OwnersPrefix) {
