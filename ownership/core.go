@@ -308,7 +308,7 @@ func (c *Core) leaseRecord(state LeaseState, seq uint64) []byte {
 	return EncodeLease(Lease{
 		Node: c.cfg.Node, Instance: c.cfg.Instance, Addr: c.cfg.Addr,
 		TTLMilli: c.cfg.LeaseTTL.Milliseconds(), State: state, Seq: seq, Nonce: c.nonce(),
-		WrittenAt: c.now.UnixMilli(), Held: uint64(c.liveCount()), Parked: uint64(c.parked),
+		WrittenAt: c.now.UnixMilli(), Held: uint64(c.countGauges()), Parked: uint64(c.parked),
 	})
 }
 

@@ -178,14 +178,21 @@ func (c *Core) socketGone(a Actor) {
 	c.gc(e)
 }
 
-func (c *Core) liveCount() int {
-	n := 0
+// countGauges counts live holds and pending releases (ending holds
+// included) in one pass and reports both gauges; it returns the live count.
+// It runs once per lease write, not per event: the gauges lag by at most a
+// lease period, and no event pays for a walk over every entry.
+func (c *Core) countGauges() int {
+	live, pending := 0, 0
 	for _, e := range c.entries {
 		if e.live != nil {
-			n++
+			live++
 		}
+		pending += len(e.pending) + len(e.ending)
 	}
-	return n
+	c.emit(SetGauge{Name: MetricLiveHolds, Value: float64(live)})
+	c.emit(SetGauge{Name: MetricPendingReleases, Value: float64(pending)})
+	return live
 }
 
 // ---- ending holds ----
@@ -245,15 +252,6 @@ func (c *Core) queueRelease(e *entry, h hold, reason string, parked, move bool) 
 		}
 	}
 	e.pending = append(e.pending, &pendingRelease{h: h, reason: reason, parked: parked, move: move, due: c.now})
-	c.emit(SetGauge{Name: MetricPendingReleases, Value: float64(c.pendingCount())})
-}
-
-func (c *Core) pendingCount() int {
-	n := 0
-	for _, e := range c.entries {
-		n += len(e.pending)
-	}
-	return n
 }
 
 func (c *Core) refuseWaiters(e *entry, reason string, draining bool) {
@@ -558,7 +556,6 @@ func errText(err error) string {
 func (c *Core) endRelease(e *entry, idx int, how string) {
 	p := e.pending[idx]
 	e.pending = append(e.pending[:idx], e.pending[idx+1:]...)
-	c.emit(SetGauge{Name: MetricPendingReleases, Value: float64(c.pendingCount())})
 	c.count(MetricReleases, p.reason+":"+how)
 	if how == "landed" && p.parked {
 		c.count(MetricParkedReleases, p.reason)

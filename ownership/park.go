@@ -69,7 +69,6 @@ func (c *Core) idle(in Idle) {
 		e.parked, e.live = e.live, nil
 		c.setParked(c.parked + 1)
 		c.count("wasmkeep_parks_total", "")
-		c.emit(SetGauge{Name: MetricLiveHolds, Value: float64(c.liveCount())})
 		c.advance(e)
 		return
 	}
@@ -145,7 +144,6 @@ func (c *Core) granted(e *entry, h hold) {
 		label = "created"
 	}
 	c.count(MetricAcquisitions, label)
-	c.emit(SetGauge{Name: MetricLiveHolds, Value: float64(c.liveCount())})
 	if e.acq != nil {
 		for _, w := range e.acq.waiters {
 			c.emit(Grant{Actor: e.actor, Ref: w.ref, Gen: h.gen})
