@@ -49,6 +49,9 @@ type Core struct {
 	// absent: nodes that records name but that a complete listing of nodes/
 	// did not show, since when (DESIGN: a node writes its lease first).
 	absent map[NodeID]time.Time
+	// waiting: actors whose acquisition waits on the membership view (a
+	// fence, a peer's lease read); wakeWaiting re-reads just those.
+	waiting map[Actor]struct{}
 	// listedAt is the send time of the last complete listing of nodes/.
 	listedAt   time.Time
 	listStart  time.Time
@@ -161,6 +164,7 @@ func NewCore(cfg Config) (*Core, error) {
 		entries:    map[Actor]*entry{},
 		unreadable: map[string]bool{},
 		absent:     map[NodeID]time.Time{},
+		waiting:    map[Actor]struct{}{},
 	}, nil
 }
 

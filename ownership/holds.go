@@ -3,6 +3,7 @@ package ownership
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -369,8 +370,17 @@ func (c *Core) expireWaiters(e *entry) bool {
 // wakeWaiting re-reads, now, the records of acquisitions waiting on the
 // membership view (a fence landed, a peer's lease was read).
 func (c *Core) wakeWaiting() {
-	for _, e := range c.sortedEntries() {
-		if e.acq != nil && !e.acq.retryAt.IsZero() {
+	if len(c.waiting) == 0 {
+		return
+	}
+	actors := make([]Actor, 0, len(c.waiting))
+	for a := range c.waiting {
+		actors = append(actors, a)
+	}
+	clear(c.waiting)
+	slices.SortFunc(actors, func(x, y Actor) int { return strings.Compare(x.String(), y.String()) })
+	for _, a := range actors {
+		if e := c.entries[a]; e != nil && e.acq != nil && !e.acq.retryAt.IsZero() {
 			e.acq.retryAt = time.Time{}
 			c.advance(e)
 		}
@@ -526,6 +536,7 @@ func (c *Core) onAcquireRead(e *entry, r Reply) {
 			return
 		case verdictWait:
 			e.acq.retryAt = c.now.Add(c.cfg.LeasePeriod)
+			c.waiting[e.actor] = struct{}{}
 			c.emit(Report{Level: "info", Key: e.key, Msg: "acquisition waits: " + why})
 			return
 		}
