@@ -76,24 +76,31 @@ func appendComponent(dst []byte, kind byte, seg string) []byte {
 	return appendEscaped(append(dst, kind), seg)
 }
 
-// keyPath returns the '/'-separated path, relative to the objects
-// directory, of the file that holds key. It accepts any non-empty string.
-func keyPath(key string) string {
-	buf := make([]byte, 0, 2*len(key)+8)
-	r := key
+// splitDirs walks s ('/'-separated) and returns the directory components
+// every key starting with s lies under, each followed by '/', and the text
+// of s they leave (its last segment, or the part of a long segment past its
+// last full chunk).
+func splitDirs(buf []byte, s string) ([]byte, string) {
 	for {
-		seg, rest, more := strings.Cut(r, "/")
+		seg, rest, more := strings.Cut(s, "/")
 		switch {
 		case len(seg) >= chunkLen:
 			buf = append(appendComponent(buf, kindCont, seg[:chunkLen]), '/')
-			r = r[chunkLen:]
+			s = s[chunkLen:]
 		case more:
 			buf = append(appendComponent(buf, kindDir, seg), '/')
-			r = rest
+			s = rest
 		default:
-			return string(appendComponent(buf, kindObject, seg))
+			return buf, s
 		}
 	}
+}
+
+// keyPath returns the '/'-separated path, relative to the objects
+// directory, of the file that holds key. It accepts any non-empty string.
+func keyPath(key string) string {
+	buf, last := splitDirs(make([]byte, 0, 2*len(key)+8), key)
+	return string(appendComponent(buf, kindObject, last))
 }
 
 // prefixDir returns the path, relative to the objects directory, of the
@@ -102,21 +109,8 @@ func keyPath(key string) string {
 // Every key under the directory starts with base, and base is a prefix of
 // prefix; the rest of prefix is left for List to match against entries.
 func prefixDir(prefix string) (dir, base string) {
-	var buf []byte
-	r := prefix
-	for {
-		seg, rest, more := strings.Cut(r, "/")
-		switch {
-		case len(seg) >= chunkLen:
-			buf = append(appendComponent(buf, kindCont, seg[:chunkLen]), '/')
-			r = r[chunkLen:]
-		case more:
-			buf = append(appendComponent(buf, kindDir, seg), '/')
-			r = rest
-		default:
-			return strings.TrimSuffix(string(buf), "/"), prefix[:len(prefix)-len(r)]
-		}
-	}
+	buf, rest := splitDirs(nil, prefix)
+	return strings.TrimSuffix(string(buf), "/"), prefix[:len(prefix)-len(rest)]
 }
 
 func unhex(c byte) (byte, bool) {
