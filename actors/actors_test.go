@@ -157,7 +157,15 @@ func TestStorageLimits(t *testing.T) {
 		if err := st.Put(key, req.Body); err != nil {
 			return nil, err
 		}
-		return actors.Text(http.StatusOK, strings.Join(st.List(""), ",")), nil
+		entries, err := st.List(actors.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		keys := make([]string, len(entries))
+		for i, e := range entries {
+			keys[i] = e.Key
+		}
+		return actors.Text(http.StatusOK, strings.Join(keys, ",")), nil
 	}))
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,13 @@
 // version this hold last saw, If-None-Match for a state that does not exist
 // yet.
 //
+// Within an event, Storage reads see the event's own writes: Get one key,
+// List a window of keys in byte order (a prefix, a start and an end, a
+// limit, ascending or descending). Batch applies several puts and deletes
+// all or nothing, checking all of them against the storage limits (Put's,
+// and MaxBatchOps) before applying any; a refused batch leaves the event's
+// earlier writes as they were.
+//
 // # The owner fence
 //
 // The first event of a hold (a grant at a generation this instance has not

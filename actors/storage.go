@@ -3,7 +3,7 @@ package actors
 import (
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -18,8 +18,44 @@ type Storage interface {
 	Put(key string, value []byte) error
 	// Delete removes key; a missing key is not an error.
 	Delete(key string)
-	// List returns the keys that start with prefix, in byte order.
-	List(prefix string) []string
+	// List returns the entries in the window opt describes, in byte order
+	// of their keys (descending if opt.Reverse), values copied. It fails
+	// only for invalid options (a negative limit).
+	List(opt ListOptions) ([]Entry, error)
+	// Batch applies ops in order, all or nothing. Before applying any, it
+	// checks each op against the storage limits in the state the earlier
+	// ops leave, as Put would (a delete's key too must be non-empty and at
+	// most MaxKeyLen), and the count of ops against MaxBatchOps. If one is
+	// refused, it fails with an error wrapping ErrLimit that names the op's
+	// index, and the storage is as before the call.
+	Batch(ops ...Op) error
+}
+
+// ListOptions selects the entries List returns: the keys that start with
+// Prefix, from Start (inclusive) to End (exclusive), in byte order; an
+// empty Start or End leaves that side unbounded.
+type ListOptions struct {
+	Prefix string
+	Start  string
+	End    string
+	// Limit bounds the number of entries returned; 0 means no bound. With
+	// Reverse, they are the last Limit keys of the window, descending.
+	Limit   int
+	Reverse bool
+}
+
+// Entry is one key and its value.
+type Entry struct {
+	Key   string
+	Value []byte
+}
+
+// Op is one write of a Batch: Put Key to Value, or Delete Key (Value is
+// then ignored).
+type Op struct {
+	Key    string
+	Value  []byte
+	Delete bool
 }
 
 // Storage limits.
@@ -31,6 +67,8 @@ const (
 	// DefaultMaxState bounds an actor's whole state (keys plus values)
 	// unless Config says otherwise.
 	DefaultMaxState = 1 << 20
+	// MaxBatchOps bounds the ops of one Batch.
+	MaxBatchOps = 128
 )
 
 // ErrLimit is wrapped by the errors of writes past a storage limit.
@@ -58,42 +96,64 @@ func newTxn(base map[string][]byte, maxSize int) *txn {
 }
 
 func (t *txn) Get(key string) ([]byte, bool) {
-	if v, ok := t.writes[key]; ok {
-		if v == nil {
-			return nil, false
-		}
-		return append([]byte(nil), v...), true
-	}
-	v, ok := t.base[key]
+	v, ok := t.lookup(key)
 	if !ok {
 		return nil, false
 	}
 	return append([]byte(nil), v...), true
 }
 
+// lookup returns the value under key as the event sees it, not copied.
+func (t *txn) lookup(key string) ([]byte, bool) {
+	if v, ok := t.writes[key]; ok {
+		return v, v != nil
+	}
+	v, ok := t.base[key]
+	return v, ok
+}
+
+// current is the size of key's entry in the state the event would commit.
 func (t *txn) current(key string) int {
-	if v, ok := t.Get(key); ok {
+	if v, ok := t.lookup(key); ok {
 		return len(key) + len(v)
 	}
 	return 0
 }
 
-func (t *txn) Put(key string, value []byte) error {
+func checkKey(key string) error {
 	switch {
 	case key == "":
 		return fmt.Errorf("%w: empty key", ErrLimit)
 	case len(key) > MaxKeyLen:
 		return fmt.Errorf("%w: key of %d bytes, over %d", ErrLimit, len(key), MaxKeyLen)
-	case len(value) > MaxValueLen:
-		return fmt.Errorf("%w: value of %d bytes under key %.64q, over %d", ErrLimit, len(value), key, MaxValueLen)
 	}
-	size := t.size - t.current(key) + len(key) + len(value)
+	return nil
+}
+
+// checkPut checks setting key to a value of n bytes in a state of size
+// bytes where key's entry takes cur bytes, and returns the state's size
+// after it.
+func (t *txn) checkPut(key string, n, size, cur int) (int, error) {
+	if err := checkKey(key); err != nil {
+		return 0, err
+	}
+	if n > MaxValueLen {
+		return 0, fmt.Errorf("%w: value of %d bytes under key %.64q, over %d", ErrLimit, n, key, MaxValueLen)
+	}
+	size += len(key) + n - cur
 	if size > t.maxSize {
-		return fmt.Errorf("%w: state would be %d bytes, over %d", ErrLimit, size, t.maxSize)
+		return 0, fmt.Errorf("%w: state would be %d bytes, over %d", ErrLimit, size, t.maxSize)
+	}
+	return size, nil
+}
+
+func (t *txn) Put(key string, value []byte) error {
+	size, err := t.checkPut(key, len(value), t.size, t.current(key))
+	if err != nil {
+		return err
 	}
 	t.size = size
-	v := append(make([]byte, 0, len(value)), value...)
-	t.writes[key] = v
+	t.writes[key] = append(make([]byte, 0, len(value)), value...)
 	return nil
 }
 
@@ -102,20 +162,82 @@ func (t *txn) Delete(key string) {
 	t.writes[key] = nil
 }
 
-func (t *txn) List(prefix string) []string {
+func (t *txn) List(opt ListOptions) ([]Entry, error) {
+	if opt.Limit < 0 {
+		return nil, fmt.Errorf("list: negative limit %d", opt.Limit)
+	}
 	var keys []string
 	for k := range t.base {
-		if _, written := t.writes[k]; !written && strings.HasPrefix(k, prefix) {
+		if _, written := t.writes[k]; !written && opt.includes(k) {
 			keys = append(keys, k)
 		}
 	}
 	for k, v := range t.writes {
-		if v != nil && strings.HasPrefix(k, prefix) {
+		if v != nil && opt.includes(k) {
 			keys = append(keys, k)
 		}
 	}
-	sort.Strings(keys)
-	return keys
+	slices.Sort(keys)
+	if opt.Limit > 0 && len(keys) > opt.Limit {
+		if opt.Reverse {
+			keys = keys[len(keys)-opt.Limit:]
+		} else {
+			keys = keys[:opt.Limit]
+		}
+	}
+	if opt.Reverse {
+		slices.Reverse(keys)
+	}
+	entries := make([]Entry, len(keys))
+	for i, k := range keys {
+		v, _ := t.lookup(k)
+		entries[i] = Entry{Key: k, Value: append([]byte(nil), v...)}
+	}
+	return entries, nil
+}
+
+// includes says whether key is in the window o selects, Limit aside.
+func (o ListOptions) includes(key string) bool {
+	return strings.HasPrefix(key, o.Prefix) &&
+		(o.Start == "" || key >= o.Start) &&
+		(o.End == "" || key < o.End)
+}
+
+func (t *txn) Batch(ops ...Op) error {
+	if len(ops) > MaxBatchOps {
+		return fmt.Errorf("%w: batch of %d ops, over %d", ErrLimit, len(ops), MaxBatchOps)
+	}
+	// Check every op against the state the earlier ones would leave,
+	// without touching the write set.
+	size := t.size
+	entry := make(map[string]int, len(ops)) // key's entry size after the ops so far
+	for i, op := range ops {
+		cur, seen := entry[op.Key]
+		if !seen {
+			cur = t.current(op.Key)
+		}
+		var err error
+		if op.Delete {
+			err = checkKey(op.Key)
+			size -= cur
+			entry[op.Key] = 0
+		} else {
+			size, err = t.checkPut(op.Key, len(op.Value), size, cur)
+			entry[op.Key] = len(op.Key) + len(op.Value)
+		}
+		if err != nil {
+			return fmt.Errorf("batch op %d: %w", i, err)
+		}
+	}
+	for _, op := range ops {
+		if op.Delete {
+			t.writes[op.Key] = nil
+		} else {
+			t.writes[op.Key] = append(make([]byte, 0, len(op.Value)), op.Value...)
+		}
+	}
+	t.size = size
+	return nil
 }
 
 // dirty says whether the event wrote anything.

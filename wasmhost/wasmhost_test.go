@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -115,15 +116,49 @@ func (s memStorage) Put(key string, value []byte) error {
 
 func (s memStorage) Delete(key string) { delete(s, key) }
 
-func (s memStorage) List(prefix string) []string {
+func (s memStorage) List(opt actors.ListOptions) ([]actors.Entry, error) {
+	if opt.Limit < 0 {
+		return nil, fmt.Errorf("negative limit %d", opt.Limit)
+	}
 	var keys []string
 	for k := range s {
-		if strings.HasPrefix(k, prefix) {
+		if strings.HasPrefix(k, opt.Prefix) && (opt.Start == "" || k >= opt.Start) && (opt.End == "" || k < opt.End) {
 			keys = append(keys, k)
 		}
 	}
 	sort.Strings(keys)
-	return keys
+	if opt.Reverse {
+		slices.Reverse(keys)
+	}
+	if opt.Limit > 0 && len(keys) > opt.Limit {
+		keys = keys[:opt.Limit]
+	}
+	entries := make([]actors.Entry, len(keys))
+	for i, k := range keys {
+		entries[i] = actors.Entry{Key: k, Value: bytes.Clone(s[k])}
+	}
+	return entries, nil
+}
+
+// Batch checks only the count of ops and empty keys, the limits the
+// tests reach.
+func (s memStorage) Batch(ops ...actors.Op) error {
+	if len(ops) > actors.MaxBatchOps {
+		return fmt.Errorf("%w: batch of %d ops", actors.ErrLimit, len(ops))
+	}
+	for i, op := range ops {
+		if op.Key == "" {
+			return fmt.Errorf("%w: batch op %d: empty key", actors.ErrLimit, i)
+		}
+	}
+	for _, op := range ops {
+		if op.Delete {
+			delete(s, op.Key)
+		} else {
+			s[op.Key] = bytes.Clone(op.Value)
+		}
+	}
+	return nil
 }
 
 func get(path, rawQuery string) *actors.Request {

@@ -21,6 +21,12 @@ func storagePut(string, []byte) uint32 { panic(notWasm) }
 
 func storageDelete(string) { panic(notWasm) }
 
+func storageListLen([]byte) int32 { panic(notWasm) }
+
+func storageListRead([]byte) { panic(notWasm) }
+
+func storageBatch([]byte) uint32 { panic(notWasm) }
+
 func hostLog(int32, string) { panic(notWasm) }
 
 // Keep onRequest referenced: in a wasm guest the export calls it.

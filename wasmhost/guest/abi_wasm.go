@@ -33,6 +33,15 @@ func wkStoragePut(key unsafe.Pointer, keyLen uint32, val unsafe.Pointer, valLen 
 //go:wasmimport wasmkeep storage_delete
 func wkStorageDelete(key unsafe.Pointer, keyLen uint32)
 
+//go:wasmimport wasmkeep storage_list_len
+func wkStorageListLen(opts unsafe.Pointer, optsLen uint32) int32
+
+//go:wasmimport wasmkeep storage_list_read
+func wkStorageListRead(ptr unsafe.Pointer, n uint32) uint32
+
+//go:wasmimport wasmkeep storage_batch
+func wkStorageBatch(ptr unsafe.Pointer, n uint32) uint32
+
 //go:wasmimport wasmkeep log
 func wkLog(level int32, msg unsafe.Pointer, msgLen uint32)
 
@@ -61,5 +70,11 @@ func storagePut(key string, value []byte) uint32 {
 }
 
 func storageDelete(key string) { wkStorageDelete(stringPtr(key), uint32(len(key))) }
+
+func storageListLen(opts []byte) int32 { return wkStorageListLen(bytesPtr(opts), uint32(len(opts))) }
+
+func storageListRead(b []byte) { wkStorageListRead(bytesPtr(b), uint32(len(b))) }
+
+func storageBatch(b []byte) uint32 { return wkStorageBatch(bytesPtr(b), uint32(len(b))) }
 
 func hostLog(level int32, msg string) { wkLog(level, stringPtr(msg), uint32(len(msg))) }

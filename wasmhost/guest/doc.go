@@ -28,7 +28,9 @@
 // cache, never as the actor's state, since the host may replace the
 // instance at any time (hibernation, an error, a limit). Storage is the
 // actor's durable state: the writes of one event commit together after the
-// handler returns, and are discarded if the event fails.
+// handler returns, and are discarded if the event fails. Storage.List reads
+// a window of entries in key order, seeing the event's own writes;
+// Storage.Batch applies several writes all or nothing.
 //
 // A panic that the handler does not recover ends the instance; its event
 // fails with 500 and the next event runs on a fresh instance. A panic the

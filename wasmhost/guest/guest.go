@@ -83,9 +83,42 @@ func Handle(h func(*Request) *Response) {
 	handler = h
 }
 
-// ErrLimit is returned by Put when the key, the value or the actor's whole
-// state would be too large.
+// ErrLimit is returned by Put and Batch when a storage limit refuses a
+// write: an empty or too long key, a too large value or state, too many ops.
 var ErrLimit = errors.New("guest: storage limit")
+
+// ErrListOptions is returned by List for invalid options.
+var ErrListOptions = errors.New("guest: invalid list options")
+
+// MaxBatchOps bounds the ops of one Batch.
+const MaxBatchOps = 128
+
+// ListOptions selects the entries List returns: the keys that start with
+// Prefix, from Start (inclusive) to End (exclusive), in byte order; an
+// empty Start or End leaves that side unbounded.
+type ListOptions struct {
+	Prefix string
+	Start  string
+	End    string
+	// Limit bounds the number of entries returned; 0 means no bound. With
+	// Reverse, they are the last Limit keys of the window, descending.
+	Limit   int
+	Reverse bool
+}
+
+// Entry is one key and its value.
+type Entry struct {
+	Key   string
+	Value []byte
+}
+
+// Op is one write of a Batch: Put Key to Value, or Delete Key (Value is
+// then ignored).
+type Op struct {
+	Key    string
+	Value  []byte
+	Delete bool
+}
 
 // Store is the durable key-value storage of the actor whose event is
 // running. Use the package variable Storage.
@@ -117,6 +150,38 @@ func (Store) Put(key string, value []byte) error {
 
 // Delete removes key; a missing key is not an error.
 func (Store) Delete(key string) { storageDelete(key) }
+
+// List returns the entries in the window opt describes, in byte order of
+// their keys (descending if opt.Reverse). It sees the event's own writes.
+// It fails with ErrListOptions for a negative limit or one over 2^32-1.
+func (Store) List(opt ListOptions) ([]Entry, error) {
+	b, ok := encodeListOptions(opt)
+	if !ok {
+		return nil, ErrListOptions
+	}
+	n := storageListLen(b)
+	if n < 0 {
+		return nil, ErrListOptions
+	}
+	buf := make([]byte, n)
+	storageListRead(buf)
+	entries, ok := decodeEntries(buf)
+	if !ok {
+		panic("guest: storage list result from the host is malformed")
+	}
+	return entries, nil
+}
+
+// Batch applies ops in order, all or nothing: if a storage limit refuses
+// one of them (checked as Put would, in the state the earlier ops leave;
+// a delete's key too must be valid), or there are more than MaxBatchOps,
+// it returns ErrLimit and applies none.
+func (Store) Batch(ops ...Op) error {
+	if storageBatch(encodeBatch(ops)) != 0 {
+		return ErrLimit
+	}
+	return nil
+}
 
 // Log levels, as in log/slog.
 const (
@@ -178,6 +243,61 @@ func encodeResponse(resp *Response) []byte {
 		b = wire.AppendString(b, f.Value)
 	}
 	return wire.AppendBytes(b, resp.Body)
+}
+
+// List flags and batch op kinds (wasmhost/ABI.md).
+const (
+	listReverse = 1 << 0
+	batchPut    = 1
+	batchDelete = 2
+)
+
+func encodeListOptions(opt ListOptions) ([]byte, bool) {
+	if opt.Limit < 0 || uint64(opt.Limit) > 1<<32-1 {
+		return nil, false
+	}
+	var flags uint32
+	if opt.Reverse {
+		flags |= listReverse
+	}
+	b := make([]byte, 0, 20+len(opt.Prefix)+len(opt.Start)+len(opt.End))
+	b = wire.AppendString(b, opt.Prefix)
+	b = wire.AppendString(b, opt.Start)
+	b = wire.AppendString(b, opt.End)
+	b = wire.AppendU32(b, uint32(opt.Limit))
+	return wire.AppendU32(b, flags), true
+}
+
+func decodeEntries(b []byte) ([]Entry, bool) {
+	r := wire.NewReader(b)
+	entries := make([]Entry, r.Count(8))
+	for i := range entries {
+		entries[i] = Entry{Key: r.String(), Value: r.Bytes()}
+	}
+	return entries, !r.Err()
+}
+
+func encodeBatch(ops []Op) []byte {
+	n := 4
+	for _, op := range ops {
+		n += 5 + len(op.Key)
+		if !op.Delete {
+			n += 4 + len(op.Value)
+		}
+	}
+	b := make([]byte, 0, n)
+	b = wire.AppendU32(b, uint32(len(ops)))
+	for _, op := range ops {
+		if op.Delete {
+			b = append(b, batchDelete)
+			b = wire.AppendString(b, op.Key)
+			continue
+		}
+		b = append(b, batchPut)
+		b = wire.AppendString(b, op.Key)
+		b = wire.AppendBytes(b, op.Value)
+	}
+	return b
 }
 
 func cut(s string, sep byte) (before, after string, found bool) {

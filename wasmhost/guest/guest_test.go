@@ -62,3 +62,65 @@ func TestEncodeResponse(t *testing.T) {
 		t.Fatalf("encodeResponse = %v", b)
 	}
 }
+
+func TestEncodeListOptions(t *testing.T) {
+	b, ok := encodeListOptions(ListOptions{Prefix: "p/", Start: "p/b", End: "p/y", Limit: 5, Reverse: true})
+	if !ok {
+		t.Fatal("encodeListOptions refused valid options")
+	}
+	r := wire.NewReader(b)
+	if r.String() != "p/" || r.String() != "p/b" || r.String() != "p/y" || r.U32() != 5 || r.U32() != listReverse || r.Err() {
+		t.Fatalf("encodeListOptions = %v", b)
+	}
+	b, _ = encodeListOptions(ListOptions{})
+	r = wire.NewReader(b)
+	if r.String() != "" || r.String() != "" || r.String() != "" || r.U32() != 0 || r.U32() != 0 || r.Err() {
+		t.Fatalf("encodeListOptions of no options = %v", b)
+	}
+	for _, limit := range []int{-1, 1 << 32} {
+		if _, ok := encodeListOptions(ListOptions{Limit: limit}); ok {
+			t.Errorf("encodeListOptions accepted limit %d", limit)
+		}
+	}
+}
+
+func TestDecodeEntries(t *testing.T) {
+	b := wire.AppendU32(nil, 2)
+	b = wire.AppendString(b, "a")
+	b = wire.AppendString(b, "1")
+	b = wire.AppendString(b, "b")
+	b = wire.AppendString(b, "")
+	entries, ok := decodeEntries(b)
+	if !ok || len(entries) != 2 || entries[0].Key != "a" || string(entries[0].Value) != "1" ||
+		entries[1].Key != "b" || len(entries[1].Value) != 0 {
+		t.Fatalf("decodeEntries = %+v, %v", entries, ok)
+	}
+	if entries, ok := decodeEntries(wire.AppendU32(nil, 0)); !ok || len(entries) != 0 {
+		t.Fatalf("decodeEntries of none = %+v, %v", entries, ok)
+	}
+	if _, ok := decodeEntries(b[:len(b)-1]); ok {
+		t.Fatal("decodeEntries accepted a truncated result")
+	}
+	if _, ok := decodeEntries(wire.AppendU32(nil, 1<<30)); ok {
+		t.Fatal("decodeEntries accepted a count past the end")
+	}
+}
+
+func TestEncodeBatch(t *testing.T) {
+	b := encodeBatch([]Op{{Key: "a", Value: []byte("1")}, {Key: "b", Value: []byte("ignored"), Delete: true}, {Key: "c"}})
+	want := []byte{
+		3, 0, 0, 0,
+		batchPut, 1, 0, 0, 0, 'a', 1, 0, 0, 0, '1',
+		batchDelete, 1, 0, 0, 0, 'b',
+		batchPut, 1, 0, 0, 0, 'c', 0, 0, 0, 0,
+	}
+	if string(b) != string(want) {
+		t.Fatalf("encodeBatch = %v, want %v", b, want)
+	}
+	if cap(b) != len(b) {
+		t.Errorf("encodeBatch sized its buffer %d for %d bytes", cap(b), len(b))
+	}
+	if b := encodeBatch(nil); string(b) != "\x00\x00\x00\x00" {
+		t.Fatalf("encodeBatch(nil) = %v", b)
+	}
+}

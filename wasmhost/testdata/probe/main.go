@@ -57,12 +57,91 @@ func serve(r *guest.Request) *guest.Response {
 			return guest.Text(500, "empty key accepted")
 		}
 		return guest.Text(200, "refused")
+	case "/list":
+		return list(r)
+	case "/batch":
+		return batch(r)
+	case "/raw-batch":
+		return guest.Text(200, strconv.Itoa(int(rawBatch(r.Body))))
+	case "/raw-list":
+		return guest.Text(200, strconv.Itoa(int(rawListLen(r.Body))))
 	case "/nil":
 		return nil
 	case "/log":
 		guest.Log(guest.LevelInfo, "hello from the guest")
 	}
 	return guest.Text(200, strconv.Itoa(events))
+}
+
+// list answers the entries that the query's prefix, start, end, limit and
+// reverse select, as "key=value" lines, or 400 for invalid options.
+func list(r *guest.Request) *guest.Response {
+	var opt guest.ListOptions
+	opt.Prefix, _ = r.Query("prefix")
+	opt.Start, _ = r.Query("start")
+	opt.End, _ = r.Query("end")
+	_, opt.Reverse = r.Query("reverse")
+	if l, ok := r.Query("limit"); ok {
+		opt.Limit, _ = strconv.Atoi(l)
+	}
+	entries, err := guest.Storage.List(opt)
+	if err != nil {
+		return guest.Text(400, err.Error())
+	}
+	var b []byte
+	for _, e := range entries {
+		b = append(b, e.Key...)
+		b = append(b, '=')
+		b = append(b, e.Value...)
+		b = append(b, '\n')
+	}
+	return guest.Text(200, string(b))
+}
+
+// batch puts "before" under the query's put key, if any, then applies the
+// body's ops as one batch, a line each: "put <key> <value>" or
+// "del <key>". It answers "ok" or "refused", then the listing of the whole
+// storage as the event sees it.
+func batch(r *guest.Request) *guest.Response {
+	if key, ok := r.Query("put"); ok {
+		if err := guest.Storage.Put(key, []byte("before")); err != nil {
+			return guest.Text(500, err.Error())
+		}
+	}
+	var ops []guest.Op
+	rest := string(r.Body)
+	for rest != "" {
+		var line string
+		line, rest = cut(rest, '\n')
+		verb, args := cut(line, ' ')
+		switch verb {
+		case "put":
+			key, value := cut(args, ' ')
+			ops = append(ops, guest.Op{Key: key, Value: []byte(value)})
+		case "del":
+			ops = append(ops, guest.Op{Key: args, Delete: true})
+		default:
+			return guest.Text(400, "bad op "+line)
+		}
+	}
+	result := "ok\n"
+	if err := guest.Storage.Batch(ops...); err == guest.ErrLimit {
+		result = "refused\n"
+	} else if err != nil {
+		return guest.Text(500, err.Error())
+	}
+	resp := list(&guest.Request{})
+	resp.Body = append([]byte(result), resp.Body...)
+	return resp
+}
+
+func cut(s string, sep byte) (before, after string) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == sep {
+			return s[:i], s[i+1:]
+		}
+	}
+	return s, ""
 }
 
 func main() {}

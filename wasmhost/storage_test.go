@@ -1,0 +1,255 @@
+package wasmhost
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/keeper"
+	"github.com/wasmkeep/wasmkeep/ownership/memstore"
+	"github.com/wasmkeep/wasmkeep/wasmhost/internal/wire"
+)
+
+// post returns a POST request for path with a query and a body.
+func post(path, rawQuery, body string) *actors.Request {
+	req := get(path, rawQuery)
+	req.Method = http.MethodPost
+	req.Body = []byte(body)
+	return req
+}
+
+func TestGuestList(t *testing.T) {
+	in := newInstance(t, Config{}, probeGuest)
+	st := memStorage{"a": []byte("A"), "b/1": []byte("1"), "b/2": []byte("2"), "b/3": []byte("3"), "c": []byte("C")}
+	tests := []struct {
+		query string
+		want  string
+	}{
+		{"", "a=A\nb/1=1\nb/2=2\nb/3=3\nc=C\n"},
+		{"prefix=b/", "b/1=1\nb/2=2\nb/3=3\n"},
+		{"prefix=b/&reverse", "b/3=3\nb/2=2\nb/1=1\n"},
+		{"prefix=b/&limit=2", "b/1=1\nb/2=2\n"},
+		{"prefix=b/&limit=2&reverse", "b/3=3\nb/2=2\n"},
+		{"start=b/2", "b/2=2\nb/3=3\nc=C\n"},
+		{"start=b/2&end=c", "b/2=2\nb/3=3\n"},
+		{"start=b/2&end=c&reverse&limit=1", "b/3=3\n"},
+		{"prefix=x", ""},
+	}
+	for _, tt := range tests {
+		resp := do(t, in, get("/list", tt.query), st)
+		if resp.Status != http.StatusOK || string(resp.Body) != tt.want {
+			t.Errorf("list ?%s = %d %q, want %q", tt.query, resp.Status, resp.Body, tt.want)
+		}
+	}
+	// A negative limit never reaches the host: the SDK refuses it.
+	if resp := do(t, in, get("/list", "limit=-1"), st); resp.Status != http.StatusBadRequest {
+		t.Errorf("list with a negative limit = %d %q, want 400", resp.Status, resp.Body)
+	}
+}
+
+func TestGuestBatch(t *testing.T) {
+	in := newInstance(t, Config{}, probeGuest)
+	st := memStorage{"a": []byte("A")}
+	batch := func(query, body, want string) {
+		t.Helper()
+		resp := do(t, in, post("/batch", query, body), st)
+		if resp.Status != http.StatusOK || string(resp.Body) != want {
+			t.Fatalf("batch ?%s %q = %d %q, want %q", query, body, resp.Status, resp.Body, want)
+		}
+	}
+	batch("", "put b/1 one\nput b/2 two\ndel a", "ok\nb/1=one\nb/2=two\n")
+	// An empty key in the middle: nothing of the batch is applied, the
+	// event's earlier put stays.
+	batch("put=x", "put c/1 x\nput  y\ndel b/1", "refused\nb/1=one\nb/2=two\nx=before\n")
+	if _, ok := st["c/1"]; ok {
+		t.Fatal("a refused batch wrote c/1")
+	}
+	var many strings.Builder
+	for range actors.MaxBatchOps + 1 {
+		many.WriteString("del b/1\n")
+	}
+	batch("", many.String(), "refused\nb/1=one\nb/2=two\nx=before\n")
+	batch("", strings.Repeat("del b/1\n", actors.MaxBatchOps), "ok\nb/2=two\nx=before\n")
+}
+
+// TestGuestStorageInHost runs list and batch on the storage of real
+// events (actors.Host over a bucket): a refused batch leaves the event's
+// earlier write, which commits; nothing of the batch does.
+func TestGuestStorageInHost(t *testing.T) {
+	r := newRuntime(t, Config{})
+	ctx := context.Background()
+	probe, err := r.Compile(ctx, "probe", guest(t, probeGuest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := actors.NewRegistry()
+	if err := reg.Register("probe", probe); err != nil {
+		t.Fatal(err)
+	}
+	h, err := actors.NewHost(actors.Config{Owner: anyOwner{}, Bucket: memstore.New(memstore.Faults{}), Registry: reg, System: keeper.NewSystem(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = h.HibernateAll(ctx) }()
+	a := ownership.Actor{Class: "probe", Name: "a"}
+	expect := func(req *actors.Request, want string) {
+		t.Helper()
+		resp, err := h.Deliver(t.Context(), a, 1, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Status != http.StatusOK || string(resp.Body) != want {
+			t.Fatalf("%s ?%v = %d %q, want %q", req.Path, req.Query, resp.Status, resp.Body, want)
+		}
+	}
+	expect(post("/batch", "", "put a 1\nput b 2\nput c 3"), "ok\na=1\nb=2\nc=3\n")
+	expect(post("/batch", "put=x", "del a\nput d 4\nput  bad"), "refused\na=1\nb=2\nc=3\nx=before\n")
+	expect(post("/batch", "put=y", "del a\nput b 22\ndel c\nput d 4"), "ok\nb=22\nd=4\nx=before\ny=before\n")
+	expect(get("/list", ""), "b=22\nd=4\nx=before\ny=before\n")
+	expect(get("/list", "reverse&limit=3&end=y"), "x=before\nd=4\nb=22\n")
+}
+
+// batchOps encodes ops as storage_batch takes them: kind 1 put (key,
+// value), kind 2 delete (key).
+func batchOps(count uint32, ops ...[]string) []byte {
+	b := wire.AppendU32(nil, count)
+	for _, op := range ops {
+		if len(op) == 2 {
+			b = append(b, batchPut)
+			b = wire.AppendString(b, op[0])
+			b = wire.AppendString(b, op[1])
+		} else {
+			b = append(b, batchDelete)
+			b = wire.AppendString(b, op[0])
+		}
+	}
+	return b
+}
+
+func TestDecodeBatch(t *testing.T) {
+	ops, n, ok := decodeBatch(batchOps(3, []string{"a", "1"}, []string{"b"}, []string{"c", ""}))
+	if !ok || n != 3 || len(ops) != 3 ||
+		ops[0].Key != "a" || string(ops[0].Value) != "1" || ops[0].Delete ||
+		ops[1].Key != "b" || !ops[1].Delete ||
+		ops[2].Key != "c" || len(ops[2].Value) != 0 || ops[2].Delete {
+		t.Fatalf("decodeBatch = %+v, %d, %v", ops, n, ok)
+	}
+	if ops, n, ok := decodeBatch(batchOps(0)); !ok || n != 0 || len(ops) != 0 {
+		t.Fatalf("empty batch = %+v, %d, %v", ops, n, ok)
+	}
+	// Past MaxBatchOps the encoding is checked but the ops not kept.
+	dels := make([][]string, actors.MaxBatchOps+2)
+	for i := range dels {
+		dels[i] = []string{"k"}
+	}
+	if ops, n, ok := decodeBatch(batchOps(uint32(len(dels)), dels...)); !ok || n != len(dels) || len(ops) != actors.MaxBatchOps {
+		t.Fatalf("long batch: %d ops kept, n %d, ok %v", len(ops), n, ok)
+	}
+
+	good := batchOps(2, []string{"a", "1"}, []string{"b"})
+	bad := map[string][]byte{
+		"empty":          nil,
+		"short count":    {1, 0},
+		"truncated":      good[:len(good)-1],
+		"left over":      append(good[:len(good):len(good)], 0),
+		"count too high": batchOps(3, []string{"a", "1"}, []string{"b"}),
+		"count too low":  batchOps(1, []string{"a", "1"}, []string{"b"}),
+		"unknown kind":   append(wire.AppendString([]byte{1, 0, 0, 0, 3}, "a"), 0, 0, 0, 0),
+		"put, no value":  wire.AppendString([]byte{1, 0, 0, 0, batchPut}, "a"),
+		"huge count":     wire.AppendU32(nil, 1<<31),
+		"key past end":   append([]byte{1, 0, 0, 0, batchDelete}, 9, 0, 0, 0, 'a'),
+	}
+	for name, b := range bad {
+		if ops, n, ok := decodeBatch(b); ok {
+			t.Errorf("%s: decodeBatch = %+v, %d, true", name, ops, n)
+		}
+	}
+}
+
+func TestDecodeListOptions(t *testing.T) {
+	enc := func(limit, flags uint32) []byte {
+		b := wire.AppendString(nil, "p")
+		b = wire.AppendString(b, "s")
+		b = wire.AppendString(b, "e")
+		b = wire.AppendU32(b, limit)
+		return wire.AppendU32(b, flags)
+	}
+	opt, ok := decodeListOptions(enc(7, listReverse))
+	if want := (actors.ListOptions{Prefix: "p", Start: "s", End: "e", Limit: 7, Reverse: true}); !ok || opt != want {
+		t.Fatalf("decodeListOptions = %+v, %v; want %+v", opt, ok, want)
+	}
+	if opt, ok := decodeListOptions(enc(0, 0)); !ok || opt.Reverse || opt.Limit != 0 {
+		t.Fatalf("decodeListOptions without flags = %+v, %v", opt, ok)
+	}
+	for name, b := range map[string][]byte{
+		"unknown flag": enc(0, 2),
+		"short":        enc(0, 0)[:10],
+		"left over":    append(enc(0, 0), 0),
+	} {
+		if opt, ok := decodeListOptions(b); ok {
+			t.Errorf("%s: decodeListOptions = %+v, true", name, opt)
+		}
+	}
+}
+
+func TestEncodeEntries(t *testing.T) {
+	r := wire.NewReader(encodeEntries([]actors.Entry{{Key: "a", Value: []byte("1")}, {Key: "b"}}))
+	if r.Count(8) != 2 || r.String() != "a" || string(r.Bytes()) != "1" || r.String() != "b" || len(r.Bytes()) != 0 || r.Err() {
+		t.Fatal("encodeEntries: wrong layout")
+	}
+}
+
+// TestRawStorageABI hands the host encodings the SDK never makes: invalid
+// list options answer -1, a batch over MaxBatchOps is refused with 1, and
+// a malformed batch breaks the ABI, which discards the instance.
+func TestRawStorageABI(t *testing.T) {
+	in := newInstance(t, Config{}, probeGuest)
+	st := memStorage{"k": []byte("v")}
+	raw := func(path string, body []byte, want string) {
+		t.Helper()
+		resp := do(t, in, &actors.Request{Method: http.MethodPost, Path: path, Header: http.Header{}, Body: body}, st)
+		if string(resp.Body) != want {
+			t.Fatalf("%s %v = %q, want %q", path, body, resp.Body, want)
+		}
+	}
+	opts := func(flags uint32) []byte {
+		b := wire.AppendString(nil, "")
+		b = wire.AppendString(b, "")
+		b = wire.AppendString(b, "")
+		b = wire.AppendU32(b, 0)
+		return wire.AppendU32(b, flags)
+	}
+	raw("/raw-list", opts(listReverse), "14") // count, "k", "v"
+	raw("/raw-list", opts(4), "-1")
+	raw("/raw-list", opts(0)[:7], "-1")
+	dels := make([][]string, actors.MaxBatchOps+1)
+	for i := range dels {
+		dels[i] = []string{"k"}
+	}
+	raw("/raw-batch", batchOps(uint32(len(dels)), dels...), "1")
+	raw("/raw-batch", batchOps(1, []string{"", "x"}), "1")
+	if _, ok := st["k"]; !ok {
+		t.Fatal("a refused batch deleted k")
+	}
+	raw("/raw-batch", batchOps(1, []string{"n", "x"}), "0")
+	if string(st["n"]) != "x" {
+		t.Fatalf("raw batch put n = %q", st["n"])
+	}
+
+	body(t, in, "/events")
+	malformed := batchOps(2, []string{"a", "1"})
+	req := &actors.Request{Method: http.MethodPost, Path: "/raw-batch", Header: http.Header{}, Body: malformed}
+	if _, err := in.Handle(context.Background(), req, st); !errors.Is(err, ErrGuest) {
+		t.Fatalf("malformed batch: err = %v, want ErrGuest", err)
+	}
+	if _, ok := st["a"]; ok {
+		t.Fatal("a malformed batch wrote a")
+	}
+	if got := body(t, in, "/events"); got != "1" {
+		t.Fatalf("event after the malformed batch = %q, want 1 (a fresh instance)", got)
+	}
+}
