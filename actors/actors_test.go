@@ -20,6 +20,7 @@ type owner struct {
 	mu      sync.Mutex
 	revoked map[ownership.Generation]bool
 	idle    []ownership.Generation
+	ended   []ownership.Generation
 }
 
 func (o *owner) MayAct(_ ownership.Actor, gen ownership.Generation) bool {
@@ -32,6 +33,12 @@ func (o *owner) Idle(_ ownership.Actor, gen ownership.Generation) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.idle = append(o.idle, gen)
+}
+
+func (o *owner) HoldEnded(_ ownership.Actor, gen ownership.Generation, _ string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.ended = append(o.ended, gen)
 }
 
 func (o *owner) revoke(gen ownership.Generation) {
@@ -126,8 +133,8 @@ func TestOwnerFence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(obj.Body), `"gen":2`) {
-		t.Fatalf("state after the refused write: %s, want generation 2's", obj.Body)
+	if h, _, err := ownership.DecodeState(obj.Body); err != nil || h.Gen != 2 {
+		t.Fatalf("state after the refused write: %q (%v), want generation 2's", obj.Body, err)
 	}
 	// The old hold's state was dropped; reloading at its old generation is
 	// refused (the state is newer), and the current hold goes on from 2.

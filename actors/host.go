@@ -19,6 +19,9 @@ type Owner interface {
 	MayAct(a ownership.Actor, gen ownership.Generation) bool
 	// Idle says the actor dropped out of memory while its hold was live.
 	Idle(a ownership.Actor, gen ownership.Generation)
+	// HoldEnded says the hold at gen cannot serve any more (its state was
+	// sealed by a later hold). It must not block.
+	HoldEnded(a ownership.Actor, gen ownership.Generation, reason string)
 }
 
 // Config is what a Host runs with. Owner, Bucket, Registry and System are

@@ -28,7 +28,8 @@ type instance struct {
 	per ActorClass
 
 	// Invariant: when loaded, state is the object at etag in the bucket,
-	// written by this instance at gen (the fence, then its commits).
+	// stamped with gen (by the acquisition's seal, or a fence here, then
+	// this instance's commits).
 	loaded bool
 	gen    ownership.Generation
 	etag   ownership.ETag
@@ -90,7 +91,7 @@ func (in *instance) event(m *eventMsg) result {
 	ioCtx := context.WithoutCancel(m.ctx)
 	if !in.loaded || m.gen != in.gen {
 		in.drop()
-		if err := in.fence(ioCtx, m.gen); err != nil {
+		if err := in.load(ioCtx, m.gen); err != nil {
 			in.drop()
 			return result{err: err}
 		}
@@ -150,9 +151,13 @@ func (in *instance) failed(err error) *Response {
 	return Text(http.StatusInternalServerError, "actor error\n")
 }
 
-// fence reads the state object and rewrites it stamped with gen, so that
-// no older hold's write can land after this.
-func (in *instance) fence(ctx context.Context, gen ownership.Generation) error {
+// load reads the state object for the hold at gen. The acquisition sealed
+// it with gen before the hold existed (see ownership/seal.go), so it is
+// normally read as is. An object stamped with a later generation means this
+// hold was superseded: it ends. One stamped earlier was not sealed (a hold
+// granted without the ownership core, in tests and tools): it is fenced here,
+// rewritten stamped with gen, so no older hold's write can land after this.
+func (in *instance) load(ctx context.Context, gen ownership.Generation) error {
 	key := StateKey(in.actor)
 	rctx, cancel := context.WithTimeout(ctx, in.h.cfg.IOTimeout)
 	obj, err := in.h.cfg.Bucket.Get(rctx, key)
@@ -165,8 +170,15 @@ func (in *instance) fence(ctx context.Context, gen ownership.Generation) error {
 			in.log().Error("unreadable actor state", slog.String("key", key), slog.Any("err", err))
 			return in.h.unavailable(in.actor, "unreadable state")
 		}
-		if st.Gen > gen {
-			return in.h.unavailable(in.actor, fmt.Sprintf("state written at generation %d, hold at %d: superseded", st.Gen, gen))
+		switch {
+		case st.Gen > gen:
+			in.log().Warn("actor hold superseded: its state is sealed by a later hold",
+				slog.Uint64("gen", uint64(gen)), slog.Uint64("state_gen", uint64(st.Gen)))
+			in.h.cfg.Owner.HoldEnded(in.actor, gen, "superseded")
+			return in.h.unavailable(in.actor, fmt.Sprintf("state sealed at generation %d, hold at %d: superseded", st.Gen, gen))
+		case st.Gen == gen:
+			in.loaded, in.gen, in.etag, in.state = true, gen, obj.ETag, st
+			return nil
 		}
 		cond = ownership.IfMatch(obj.ETag)
 	case ownership.NotFound:
@@ -192,7 +204,7 @@ func (in *instance) fence(ctx context.Context, gen ownership.Generation) error {
 // commit writes the event's state with If-Match on the version this hold
 // last saw. Refused or unknown: the caller drops the resident state.
 func (in *instance) commit(ctx context.Context, t *txn) error {
-	next := stateObject{Gen: in.gen, Seq: in.state.Seq + 1, KV: t.result()}
+	next := stateObject{StateHeader: ownership.StateHeader{Gen: in.gen, Seq: in.state.Seq + 1}, KV: t.result()}
 	ctx, cancel := context.WithTimeout(ctx, in.h.cfg.IOTimeout)
 	defer cancel()
 	etag, err := in.h.cfg.Bucket.Put(ctx, StateKey(in.actor), encodeState(next), ownership.IfMatch(in.etag))

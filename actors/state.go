@@ -8,31 +8,35 @@ import (
 )
 
 // StateKey is the bucket key of an actor's state object.
-func StateKey(a ownership.Actor) string {
-	return ownership.ActorsPrefix + ownership.KeySegment(a.Class) + "/" + ownership.KeySegment(a.Name) + "/state"
-}
+func StateKey(a ownership.Actor) string { return ownership.StateKey(a) }
 
-// stateObject is the encoding of an actor's state in the bucket.
+// stateObject is an actor's state in the bucket: the ownership layer's
+// header (the generation of the hold that last wrote it, which an
+// acquisition's seal raises before the hold exists, and a write count),
+// then the key-value pairs as JSON.
 type stateObject struct {
-	// Gen is the generation of the hold that wrote it.
-	Gen ownership.Generation `json:"gen"`
-	// Seq counts the writes of this object: it makes every write's bytes
-	// differ, since an ETag may be a hash of the content.
-	Seq uint64            `json:"seq"`
-	KV  map[string][]byte `json:"kv"`
+	ownership.StateHeader
+	KV map[string][]byte
 }
 
 func encodeState(s stateObject) []byte {
-	b, err := json.Marshal(s)
+	b, err := json.Marshal(s.KV)
 	if err != nil {
 		panic(fmt.Sprintf("actors: encode state: %v", err)) // maps of strings to bytes always encode
 	}
-	return b
+	return ownership.EncodeState(s.StateHeader, b)
 }
 
 func decodeState(b []byte) (stateObject, error) {
-	var s stateObject
-	if err := json.Unmarshal(b, &s); err != nil {
+	h, payload, err := ownership.DecodeState(b)
+	if err != nil {
+		return stateObject{}, fmt.Errorf("decode actor state: %w", err)
+	}
+	s := stateObject{StateHeader: h, KV: map[string][]byte{}}
+	if len(payload) == 0 {
+		return s, nil // sealed before anything was stored
+	}
+	if err := json.Unmarshal(payload, &s.KV); err != nil {
 		return stateObject{}, fmt.Errorf("decode actor state: %w", err)
 	}
 	if s.KV == nil {

@@ -128,6 +128,8 @@ const (
 	fPeerRead
 	fFence
 	fAcqRead
+	fSealRead
+	fSealWrite
 	fAcqWrite
 	fRelease
 	fReleaseRead

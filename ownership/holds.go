@@ -396,6 +396,10 @@ func (c *Core) onEntryReply(f *flight, r Reply) {
 	switch f.kind {
 	case fAcqRead:
 		c.onAcquireRead(e, r)
+	case fSealRead:
+		c.onSealRead(e, f, r)
+	case fSealWrite:
+		c.onSealWrite(e, f, r)
 	case fAcqWrite:
 		c.onAcquireWrite(e, f, r)
 	case fRelease:
@@ -517,7 +521,7 @@ func (c *Core) onAcquireRead(e *entry, r Reply) {
 		return
 	}
 	var gen Generation = 1
-	cond := IfAbsent()
+	prior := ETag("") // create
 	if rec != nil {
 		if r.ETag != e.acq.seenETag {
 			e.acq.seenETag, e.acq.seenAt = r.ETag, c.now
@@ -540,17 +544,9 @@ func (c *Core) onAcquireRead(e *entry, r Reply) {
 			c.emit(Report{Level: "info", Key: e.key, Msg: "acquisition waits: " + why})
 			return
 		}
-		gen, cond = rec.Generation+1, IfMatch(r.ETag)
+		gen, prior = rec.Generation+1, r.ETag
 	}
-	written, body := c.ownRecord(e.actor, gen, true)
-	nonce := written.Nonce
-	prior := ETag("")
-	if rec != nil {
-		prior = r.ETag
-	}
-	e.busy = c.send(fAcqWrite, OpPut, e.key, body, cond, &flight{
-		actor: e.actor, gen: gen, nonce: nonce, prior: prior, wake: e.parked != nil,
-	})
+	c.seal(e, gen, prior, e.parked != nil)
 }
 
 const maxAcquireRounds = 6

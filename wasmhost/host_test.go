@@ -15,8 +15,9 @@ import (
 // anyOwner lets every hold act.
 type anyOwner struct{}
 
-func (anyOwner) MayAct(ownership.Actor, ownership.Generation) bool { return true }
-func (anyOwner) Idle(ownership.Actor, ownership.Generation)        {}
+func (anyOwner) MayAct(ownership.Actor, ownership.Generation) bool       { return true }
+func (anyOwner) Idle(ownership.Actor, ownership.Generation)              {}
+func (anyOwner) HoldEnded(ownership.Actor, ownership.Generation, string) {}
 
 // TestClassInHost runs the wasm counter as a registered class of an
 // actors.Host: durable counts per actor, one wasm instance per resident

@@ -198,6 +198,17 @@ func (w *World) checkFinal() {
 			return
 		}
 	}
+	for _, a := range w.rooms {
+		if obj, err := w.bucket.Get(ownership.StateKey(a)); err == nil {
+			if _, payload, derr := ownership.DecodeState(obj.Body); derr == nil && counterOf(payload) < w.acked[a] {
+				w.fail("acknowledged write lost: %s ends with count %d, but %d was acknowledged", a, counterOf(payload), w.acked[a])
+				return
+			}
+		} else if w.acked[a] > 0 {
+			w.fail("acknowledged write lost: %s has no state object: %v", a, err)
+			return
+		}
+	}
 	for _, n := range w.nodes {
 		if !n.up {
 			w.fail("liveness: node %s is not back up after the heal", n.name)

@@ -117,7 +117,11 @@ func (w *World) handle(ev any) {
 			}
 			return
 		}
-		w.output(n, ev)
+		w.runEvent(n, ev)
+	case evStateLand:
+		w.stateLand(ev.op)
+	case evStateReply:
+		w.stateReply(ev.op, ev.unknown, ev.refused)
 	case evIdle:
 		if n := w.live(ev.node, ev.life); n != nil {
 			w.idle(n, ev)

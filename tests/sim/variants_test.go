@@ -69,14 +69,17 @@ var variants = []variant{
 		}`,
 	},
 	{
-		name: "release-before-instance-ends", file: "holds.go", budget: 2500,
-		old: `	e.ending = append(e.ending, &endingHold{h: h, reason: reason, move: move, due: c.now.Add(c.cfg.EndWait)})`,
-		new: `	c.queueRelease(e, h, reason, false, move) // broken: released while its instance may still commit`,
-	},
-	{
 		name: "resolver-ends-unchanged", file: "resolver.go", budget: 2500,
 		old: `		if c.now.Sub(u.since) < c.cfg.ResolverWatch {`,
 		new: `		if false { // broken: the first read of an unchanged record ends the entry`,
+	},
+	{
+		// The record is written before the state is sealed: a commit of the
+		// previous hold whose answer was lost can land after the new record,
+		// before the new hold's first event fences the state.
+		name: "no-seal", file: "holds.go", budget: 300,
+		old: `	c.seal(e, gen, prior, e.parked != nil)`,
+		new: `	c.writeRecord(e, gen, prior, e.parked != nil) // broken: no seal`,
 	},
 }
 

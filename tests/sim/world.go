@@ -103,6 +103,7 @@ type World struct {
 
 	truth   truth
 	records map[ownership.Actor]ownership.Record // the latest landed version of each ownership record
+	acked   map[ownership.Actor]uint64           // the highest count an event acknowledged
 	heldBuf []ownership.Record
 	served  map[uint64]servedAt // scripted events only
 
@@ -123,6 +124,9 @@ type Stats struct {
 	Blackouts                                int
 	Requests, Faults                         int
 	SimEvents                                int
+	// Commits counts state commits that landed; StaleRefused the state
+	// writes refused because a later write (a seal, a commit) came first.
+	Commits, StaleRefused int
 }
 
 type node struct {
@@ -154,6 +158,13 @@ type node struct {
 type resident struct {
 	gen    ownership.Generation
 	active time.Duration
+	// The instance's state (see storage.go): loaded once per residency.
+	loaded bool
+	etag   ownership.ETag
+	seq    uint64
+	value  uint64
+	busy   bool       // an event runs
+	queue  []evOutput // events waiting for it
 }
 
 type inflight struct {
@@ -182,6 +193,7 @@ func New(p Params, seed uint64, trace io.Writer) *World {
 		h:       14695981039346656037,
 		events:  map[uint64]*clientEvent{},
 		records: map[ownership.Actor]ownership.Record{},
+		acked:   map[ownership.Actor]uint64{},
 		served:  map[uint64]servedAt{},
 	}
 	w.Stats.Releases = map[string]int{}
@@ -612,6 +624,9 @@ func (w *World) land(p *pendingReq) {
 	res := ownership.Execute(context.Background(), w.bucket.Bucket(), r)
 	p.result, p.applied = res, true
 	w.noteReq("land", w.nodes[p.node], r.ID, r.Op, r.Key, res.Outcome.String())
+	if a, ok := w.actorOfStateKey(r.Key); ok && r.Op == ownership.OpPut {
+		w.stateWritten(a, r, res)
+	}
 	if r.Op == ownership.OpPut && res.Outcome == ownership.Landed && strings.HasPrefix(r.Key, ownership.OwnersPrefix) {
 		rec, derr := ownership.DecodeRecord(r.Body)
 		if derr != nil {
@@ -798,7 +813,7 @@ func (w *World) refused(n *node, r ownership.Refuse) {
 
 // output is the moment the event's response is released: the node may act
 // only with a live hold and a valid lease.
-func (w *World) output(n *node, ev evOutput) {
+func (w *World) output(n *node, ev evOutput, count uint64) {
 	ce := w.events[ev.id]
 	if ce == nil {
 		return
@@ -809,6 +824,7 @@ func (w *World) output(n *node, ev evOutput) {
 		return
 	}
 	w.truth.act(w, ev.actor, n.inst, ev.gen)
+	w.acked[ev.actor] = max(w.acked[ev.actor], count)
 	ce.served = true
 	if _, scripted := w.served[ce.id]; scripted {
 		w.served[ce.id] = servedAt{node: n.name, gen: ev.gen, at: w.now, ok: true}
@@ -838,6 +854,11 @@ func (w *World) idleTimeout() time.Duration { return w.uniform(300*time.Millisec
 func (w *World) idle(n *node, ev evIdle) {
 	r := n.resident[ev.actor]
 	if r == nil || r.gen != ev.gen || r.active != ev.active {
+		return
+	}
+	if r.busy {
+		// An event is running: the director never idles an actor then.
+		w.after(w.idleTimeout(), ev)
 		return
 	}
 	delete(n.resident, ev.actor)

@@ -1,0 +1,127 @@
+package ownership_test
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/wasmkeep/wasmkeep/ownership"
+)
+
+func (h *harness) state(a ownership.Actor) (ownership.StateHeader, []byte, ownership.ETag) {
+	h.t.Helper()
+	o, err := h.bucket.Get(ownership.StateKey(a))
+	if err != nil {
+		h.t.Fatalf("state of %s: %v", a, err)
+	}
+	sh, payload, err := ownership.DecodeState(o.Body)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return sh, payload, o.ETag
+}
+
+// TestSealBeforeRecord: an acquisition stamps the state object with its
+// generation, keeping the payload, before it writes the record; the old
+// hold's commit, conditioned on the version before the seal, is refused.
+func TestSealBeforeRecord(t *testing.T) {
+	h := newHarness(t)
+	a := ownership.Actor{Class: "room", Name: "seal"}
+	g1, ok := h.acquire(a).(ownership.Grant)
+	if !ok || g1.Gen != 1 {
+		t.Fatalf("first acquire: %v", g1)
+	}
+	if sh, payload, _ := h.state(a); sh.Gen != 1 || len(payload) != 0 {
+		t.Fatalf("a new actor's state: %+v %q, want sealed at 1, empty", sh, payload)
+	}
+	// Hold 1 commits, as an instance does.
+	_, _, etag := h.state(a)
+	committed, err := h.bucket.Put(ownership.StateKey(a), ownership.EncodeState(ownership.StateHeader{Gen: 1, Seq: 2}, []byte("v1")), ownership.IfMatch(etag))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.step(ownership.Idle{Actor: a, Gen: 1}) // released
+	if h.record(a).Held {
+		t.Fatal("record still held after idle")
+	}
+
+	// The next acquisition: watch the order of its writes.
+	h.effects = nil
+	g2, ok := h.acquire(a).(ownership.Grant)
+	if !ok || g2.Gen != 2 {
+		t.Fatalf("second acquire: %v", g2)
+	}
+	var order []string
+	for _, e := range h.effects {
+		if r, ok := e.(ownership.Request); ok && r.Op == ownership.OpPut {
+			order = append(order, r.Key)
+		}
+	}
+	if len(order) != 2 || order[0] != ownership.StateKey(a) || order[1] != ownership.OwnerKey(a) {
+		t.Fatalf("writes of the acquisition: %v, want the state seal then the record", order)
+	}
+	sh, payload, _ := h.state(a)
+	if sh.Gen != 2 || !bytes.Equal(payload, []byte("v1")) {
+		t.Fatalf("sealed state: %+v %q, want generation 2 with hold 1's payload", sh, payload)
+	}
+	// Hold 1's late commit, conditioned on what it last wrote, is refused.
+	_, err = h.bucket.Put(ownership.StateKey(a), ownership.EncodeState(ownership.StateHeader{Gen: 1, Seq: 3}, []byte("late")), ownership.IfMatch(committed))
+	if !errors.Is(err, ownership.ErrPrecondition) {
+		t.Fatalf("old hold's late commit: %v, want refused", err)
+	}
+}
+
+// TestSealTakesAStrandedStamp: an acquisition that sealed at a generation
+// and then wrote no record leaves a stamp above the record; the next
+// acquisition takes that generation instead of being blocked by it.
+func TestSealTakesAStrandedStamp(t *testing.T) {
+	h := newHarness(t)
+	a := ownership.Actor{Class: "room", Name: "stranded"}
+	if _, err := h.bucket.Put(ownership.StateKey(a), ownership.EncodeState(ownership.StateHeader{Gen: 7, Seq: 1}, []byte("kept")), ownership.IfAbsent()); err != nil {
+		t.Fatal(err)
+	}
+	g, ok := h.acquire(a).(ownership.Grant)
+	if !ok || g.Gen != 7 {
+		t.Fatalf("acquire over a stamp at 7 with no record: %v, want a grant at 7", g)
+	}
+	if rec := h.record(a); rec.Generation != 7 || !rec.Held {
+		t.Fatalf("record %+v, want held at 7", rec)
+	}
+	if sh, payload, _ := h.state(a); sh.Gen != 7 || string(payload) != "kept" {
+		t.Fatalf("state %+v %q, want 7 and the payload kept", sh, payload)
+	}
+}
+
+// TestSealRefusesUnreadableState: a state object the node cannot read is
+// never overwritten; the event is refused and the record left alone.
+func TestSealRefusesUnreadableState(t *testing.T) {
+	h := newHarness(t)
+	a := ownership.Actor{Class: "room", Name: "garbled"}
+	if _, err := h.bucket.Put(ownership.StateKey(a), []byte("not a state object"), ownership.IfAbsent()); err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := h.acquire(a).(ownership.Refuse); !ok {
+		t.Fatalf("acquire over unreadable state: %v, want a refusal", r)
+	}
+	if _, err := h.bucket.Get(ownership.OwnerKey(a)); !errors.Is(err, ownership.ErrNotFound) {
+		t.Fatalf("record after a refused seal: %v, want none", err)
+	}
+	if o, _ := h.bucket.Get(ownership.StateKey(a)); string(o.Body) != "not a state object" {
+		t.Fatalf("state overwritten: %q", o.Body)
+	}
+}
+
+func TestStateEncoding(t *testing.T) {
+	for _, payload := range [][]byte{nil, []byte("x"), []byte("line\nbreaks\n"), bytes.Repeat([]byte{0}, 100)} {
+		b := ownership.EncodeState(ownership.StateHeader{Gen: 42, Seq: 9}, payload)
+		h, got, err := ownership.DecodeState(b)
+		if err != nil || h.Gen != 42 || h.Seq != 9 || !bytes.Equal(got, payload) {
+			t.Fatalf("round trip of %q: %+v %q %v", payload, h, got, err)
+		}
+	}
+	for _, bad := range []string{"", "wk1 state 1 2", "wk1 owner 1 2\n", "wk2 state 1 2\n", "wk1 state x 2\n", "{\"gen\":1}"} {
+		if _, _, err := ownership.DecodeState([]byte(bad)); !errors.Is(err, ownership.ErrUnreadable) {
+			t.Errorf("DecodeState(%q) = %v, want ErrUnreadable", bad, err)
+		}
+	}
+}

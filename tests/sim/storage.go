@@ -1,0 +1,274 @@
+package sim
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/wasmkeep/wasmkeep/ownership"
+)
+
+// Rooms keep state, as the actors layer does: one state object per room
+// whose payload here is a counter. Each event of a resident room loads the
+// object once per residency (fencing it if no seal stamped it with the
+// hold's generation), then commits the counter plus one, conditioned on the
+// version it knows, and releases its output only once the commit landed and
+// the hold may act. The instance's bucket calls have their own faults: a
+// commit can land seconds after its answer was given up, long after its
+// instance stopped or its node crashed.
+//
+// Ground truth checked here (DESIGN section 6):
+//   - property 1: a load never shows less than the last acknowledged count,
+//     nor does the bucket at the end;
+//   - property 2: no write stamped with a generation lands once the room's
+//     record has reached a later one.
+
+// stateOp is one bucket call of an instance (or nothing but its answer).
+type stateOp struct {
+	node, life int
+	r          *resident
+	ev         evOutput
+	actor      ownership.Actor
+	req        ownership.Request
+	fault      string
+	result     ownership.Reply
+	landed     bool
+	then       func(*stateOp, ownership.Reply)
+}
+
+type (
+	evStateLand  struct{ op *stateOp }
+	evStateReply struct {
+		op               *stateOp
+		unknown, refused bool
+	}
+)
+
+// stateIO sends an instance's bucket call with the faults of the chaos
+// phase; then runs with the reply, if the node is still that life.
+func (w *World) stateIO(n *node, r *resident, ev evOutput, req ownership.Request, then func(*stateOp, ownership.Reply)) {
+	w.Stats.Requests++
+	a := ev.actor
+	op := &stateOp{node: n.id, life: n.life, r: r, ev: ev, actor: a, req: req, then: then}
+	timeout := n.core.Config().AttemptTimeout
+	lat := w.uniform(time.Millisecond, 25*time.Millisecond)
+	write := req.Op == ownership.OpPut
+	if w.chaos() {
+		switch x := w.rng.Float64(); {
+		case x < w.P.LoseRequest:
+			op.fault = "lose-request"
+		case x < w.P.LoseRequest+w.P.LoseReply:
+			op.fault = "lose-reply"
+		case write && x < w.P.LoseRequest+w.P.LoseReply+w.P.LandLate:
+			op.fault = "late"
+		case write && x < w.P.LoseRequest+w.P.LoseReply+w.P.LandLate+w.P.Conflict:
+			op.fault = "409"
+		}
+	}
+	w.note("io-send", n, "%s %s g%d %s", a, req.Op.String(), uint64(r.gen), op.fault)
+	switch op.fault {
+	case "lose-request":
+		w.after(timeout, evStateReply{op: op, unknown: true})
+	case "lose-reply":
+		w.after(lat, evStateLand{op: op})
+		w.after(timeout, evStateReply{op: op, unknown: true})
+	case "late":
+		w.after(timeout+w.uniform(0, w.P.MaxLate), evStateLand{op: op})
+		w.after(timeout, evStateReply{op: op, unknown: true})
+	case "409":
+		w.after(lat, evStateReply{op: op, refused: true})
+	default:
+		w.after(lat, evStateLand{op: op})
+		w.after(lat+w.uniform(time.Millisecond, 5*time.Millisecond), evStateReply{op: op})
+	}
+}
+
+func (w *World) stateLand(op *stateOp) {
+	op.result = ownership.Execute(context.Background(), w.bucket.Bucket(), op.req)
+	op.landed = true
+	w.note("io-land", nil, "%s %s %s", op.actor, op.req.Op.String(), op.result.Outcome.String())
+	switch {
+	case op.req.Op == ownership.OpPut:
+		switch op.result.Outcome {
+		case ownership.Landed:
+			w.Stats.Commits++
+		case ownership.Refused, ownership.NotFound:
+			w.Stats.StaleRefused++
+		}
+		w.stateWritten(op.actor, op.req, op.result)
+	case op.req.Op == ownership.OpGet && op.result.Outcome == ownership.Landed:
+		if _, payload, err := ownership.DecodeState(op.result.Body); err == nil {
+			if v := counterOf(payload); v < w.acked[op.actor] {
+				w.fail("acknowledged write lost: %s loaded count %d, but %d was acknowledged", op.actor, v, w.acked[op.actor])
+			}
+		}
+	}
+}
+
+func (w *World) stateReply(op *stateOp, unknown, refused bool) {
+	n := w.nodes[op.node]
+	if !n.up || n.life != op.life {
+		// The instance died with its node: its clients retry.
+		for _, ev := range append([]evOutput{op.ev}, op.r.queue...) {
+			if ce := w.events[ev.id]; ce != nil {
+				w.retry(ce)
+			}
+		}
+		op.r.queue = nil
+		return
+	}
+	reply := op.result
+	reply.ID = op.req.ID
+	switch {
+	case unknown:
+		reply = ownership.Reply{Outcome: ownership.Unknown}
+	case refused:
+		reply = ownership.Reply{Outcome: ownership.Refused}
+	case !op.landed:
+		panic("sim: state reply before landing")
+	}
+	op.then(op, reply)
+}
+
+// stateWritten checks property 2 whenever a write to a state object lands,
+// the cores' seals included.
+func (w *World) stateWritten(a ownership.Actor, req ownership.Request, res ownership.Reply) {
+	if res.Outcome != ownership.Landed {
+		return
+	}
+	h, _, err := ownership.DecodeState(req.Body)
+	if err != nil {
+		panic("sim: an unreadable state object was written: " + err.Error())
+	}
+	if rec, ok := w.records[a]; ok && rec.Generation > h.Gen {
+		w.fail("superseded write visible: %s state stamped with generation %d landed after the record reached generation %d", a, h.Gen, rec.Generation)
+	}
+}
+
+func counterOf(payload []byte) uint64 {
+	v, _ := strconv.ParseUint(string(payload), 10, 64)
+	return v
+}
+
+func (w *World) actorOfStateKey(key string) (ownership.Actor, bool) {
+	if !strings.HasPrefix(key, ownership.ActorsPrefix) {
+		return ownership.Actor{}, false
+	}
+	for _, a := range w.rooms {
+		if ownership.StateKey(a) == key {
+			return a, true
+		}
+	}
+	return ownership.Actor{}, false
+}
+
+// runEvent runs a granted event on the room's resident instance, one event
+// at a time.
+func (w *World) runEvent(n *node, ev evOutput) {
+	ce := w.events[ev.id]
+	if ce == nil {
+		return
+	}
+	r := n.resident[ev.actor]
+	if r == nil || r.gen != ev.gen {
+		w.noteEv("no-instance", n, ce.id, ev.actor, "")
+		w.retry(ce)
+		return
+	}
+	if r.busy {
+		r.queue = append(r.queue, ev)
+		return
+	}
+	r.busy = true
+	if r.loaded {
+		w.commit(n, r, ev)
+		return
+	}
+	w.stateIO(n, r, ev, ownership.Request{Op: ownership.OpGet, Key: ownership.StateKey(ev.actor)}, func(op *stateOp, reply ownership.Reply) {
+		w.loaded(n, r, ev, reply)
+	})
+}
+
+// loaded takes the state read at the start of a residency.
+func (w *World) loaded(n *node, r *resident, ev evOutput, reply ownership.Reply) {
+	key := ownership.StateKey(ev.actor)
+	var h ownership.StateHeader
+	var payload []byte
+	cond := ownership.IfAbsent()
+	switch reply.Outcome {
+	case ownership.Landed:
+		var err error
+		if h, payload, err = ownership.DecodeState(reply.Body); err != nil {
+			panic("sim: unreadable state: " + err.Error())
+		}
+		if h.Gen > r.gen {
+			// Superseded: the instance ends its hold.
+			w.note("superseded", n, "%s g%d by g%d", ev.actor, uint64(r.gen), uint64(h.Gen))
+			if n.resident[ev.actor] == r {
+				delete(n.resident, ev.actor)
+				w.truth.endHold(ev.actor, n.inst, r.gen)
+				w.step(n, ownership.HoldEnded{Actor: ev.actor, Gen: r.gen, Reason: "superseded"})
+			}
+			w.eventFailed(n, r, ev)
+			return
+		}
+		if h.Gen == r.gen {
+			r.loaded, r.etag, r.seq, r.value = true, reply.ETag, h.Seq, counterOf(payload)
+			w.commit(n, r, ev)
+			return
+		}
+		cond = ownership.IfMatch(reply.ETag)
+	case ownership.NotFound:
+	default:
+		w.eventFailed(n, r, ev)
+		return
+	}
+	// Not sealed for this hold: fence it now, as the actors layer does.
+	body := ownership.EncodeState(ownership.StateHeader{Gen: r.gen, Seq: h.Seq + 1}, payload)
+	w.stateIO(n, r, ev, ownership.Request{Op: ownership.OpPut, Key: key, Body: body, Cond: cond}, func(op *stateOp, reply ownership.Reply) {
+		if reply.Outcome != ownership.Landed {
+			w.eventFailed(n, r, ev)
+			return
+		}
+		r.loaded, r.etag, r.seq, r.value = true, reply.ETag, h.Seq+1, counterOf(payload)
+		w.commit(n, r, ev)
+	})
+}
+
+// commit writes the event's count, then releases its output.
+func (w *World) commit(n *node, r *resident, ev evOutput) {
+	next := r.value + 1
+	body := ownership.EncodeState(ownership.StateHeader{Gen: r.gen, Seq: r.seq + 1}, []byte(strconv.FormatUint(next, 10)))
+	w.stateIO(n, r, ev, ownership.Request{Op: ownership.OpPut, Key: ownership.StateKey(ev.actor), Body: body, Cond: ownership.IfMatch(r.etag)}, func(op *stateOp, reply ownership.Reply) {
+		if reply.Outcome != ownership.Landed {
+			w.eventFailed(n, r, ev)
+			return
+		}
+		r.etag, r.seq, r.value = reply.ETag, r.seq+1, next
+		w.output(n, ev, next)
+		w.eventDone(n, r)
+	})
+}
+
+// eventFailed forgets the resident state (the next event loads again) and
+// sends the client back to retry.
+func (w *World) eventFailed(n *node, r *resident, ev evOutput) {
+	r.loaded = false
+	if ce := w.events[ev.id]; ce != nil {
+		w.noteEv("io-failed", n, ce.id, ev.actor, "")
+		w.retry(ce)
+	}
+	w.eventDone(n, r)
+}
+
+// eventDone starts the next queued event of the instance.
+func (w *World) eventDone(n *node, r *resident) {
+	r.busy = false
+	if len(r.queue) == 0 {
+		return
+	}
+	next := r.queue[0]
+	r.queue = r.queue[1:]
+	w.runEvent(n, next)
+}
