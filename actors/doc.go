@@ -9,9 +9,8 @@
 // them. Its whole durable state is one object in the bucket, at
 // actors/<class>/<name>/state (segments escaped with ownership.KeySegment),
 // stamped with the generation of the hold that wrote it. The writes of one
-// event commit together at its end as one conditional put: If-Match on the
-// version this hold last saw, If-None-Match for a state that does not exist
-// yet.
+// event commit together, as part of one conditional put (If-Match on the
+// version this hold last saw).
 //
 // Within an event, Storage reads see the event's own writes: Get one key,
 // List a window of keys in byte order (a prefix, a start and an end, a
@@ -22,27 +21,37 @@
 //
 // # The owner fence
 //
-// The first event of a hold (a grant at a generation this instance has not
-// served yet) reads the object and rewrites it, stamped with the new
-// generation, before the event runs. Invariant: once that rewrite has
-// landed, every write of an older hold is conditioned on a version that is
-// gone, so it is refused and never becomes visible, even if it lands late
-// (DESIGN.md section 6, property 2). A commit that is refused, or whose
-// outcome is unknown, discards the resident state and fails the event with
-// 503; the next event reloads from the bucket.
+// Before an acquisition writes the ownership record at generation g, the
+// ownership core seals the state object: it rewrites it stamped with g,
+// conditioned on the version it read (ownership/seal.go). Invariant: once the
+// seal has landed, every write of an older hold is conditioned on a version
+// that is gone, so it is refused and never becomes visible, even if it lands
+// late (DESIGN.md section 6, property 2). The first event of a hold reads the
+// object: stamped with the hold's generation, it is used as is; stamped
+// later, the hold was superseded and ends (Owner.HoldEnded); stamped earlier
+// (a hold granted without the core, as in tests), it is fenced here first.
 //
-// # The output gate
+// # Group commit and the output gate
 //
-// A response is released only after its commit landed and Owner.MayAct
-// says, at that moment, that the hold is live and the lease valid;
-// otherwise the event fails with ErrUnavailable (503 with Retry-After).
+// Events run one at a time on the working state: the durable state plus the
+// writes of events whose commit has not landed yet. At most one commit per
+// actor is in flight; the writes of every event that ran meanwhile go out
+// together in the next one. A response (whether its event wrote or only
+// read) is released only once every write it could have seen is durable and
+// Owner.MayAct says, at that moment, that the hold is live and the lease
+// valid; otherwise the event fails with ErrUnavailable (503 with
+// Retry-After). A commit that is refused, or whose outcome is unknown, fails
+// every event that ran since the last durable version and discards the
+// working state; the next event reloads from the bucket.
 //
 // # Blocking
 //
-// In this first version a resident actor does its own event's bucket I/O,
-// and asks MayAct, inside its own Receive. Its mailbox would serialise its
-// events anyway, so this blocks nothing but that actor; the director that
-// routes events and keeps the resident set never blocks.
+// A commit runs on its own goroutine and answers through the actor's
+// mailbox, so the actor keeps running events while it is in flight. The
+// first event of a residency reads the state inside Receive, and an instance
+// that stops waits for its commit in flight and commits what ran, so a drain
+// or a stop finishes its events. The director that routes events and keeps
+// the resident set never blocks.
 //
 // # Hibernation
 //

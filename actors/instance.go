@@ -15,8 +15,11 @@ import (
 )
 
 // instance is one resident actor: a proto.actor actor whose mailbox
-// serialises the actor's events. It does its event's bucket I/O inside its
-// own Receive (see the package doc): nothing else waits on its mailbox.
+// serialises the actor's events. Events run one at a time on the working
+// state, which includes the writes of earlier events whose commit has not
+// landed yet; their responses wait at the output gate until it has. At most
+// one commit is in flight: the writes of every event that ran meanwhile go
+// out together in the next one (group commit).
 type instance struct {
 	h     *Host
 	actor ownership.Actor
@@ -27,39 +30,67 @@ type instance struct {
 	// stops.
 	per ActorClass
 
-	// Invariant: when loaded, state is the object at etag in the bucket,
-	// stamped with gen (by the acquisition's seal, or a fence here, then
-	// this instance's commits).
+	// Invariant: when loaded, state is the working state of the hold at
+	// gen: the object at etag in the bucket (stamped with gen by the
+	// acquisition's seal or a fence here, then this instance's commits),
+	// plus the writes of the events after version durable.
 	loaded bool
 	gen    ownership.Generation
 	etag   ownership.ETag
 	state  stateObject
+
+	version   uint64     // events with writes applied to state
+	durable   uint64     // the version the bucket holds
+	inflight  *commitJob // the commit in flight, if any
+	waiting   []waiter   // responses held at the output gate, in order
+	committed uint64     // count of commits written, for metrics and tests
 }
 
+// waiter is an event that ran and waits for the commit of the writes it
+// may have seen (version upto) before its response goes out.
+type waiter struct {
+	m    *eventMsg
+	r    result
+	upto uint64
+}
+
+// commitJob is one commit in flight: the state as of version, encoded.
+type commitJob struct {
+	version uint64
+	seq     uint64
+	done    chan commitResult // buffered: the writer never blocks
+}
+
+type commitResult struct {
+	etag ownership.ETag
+	err  error
+}
+
+// commitDoneMsg tells the instance its commit in flight has an answer.
+type commitDoneMsg struct{ job *commitJob }
+
 func (in *instance) Receive(ctx actor.Context) {
-	var m *eventMsg
 	switch msg := ctx.Message().(type) {
 	case *eventMsg:
-		m = msg
+		in.event(ctx, msg)
+	case *commitDoneMsg:
+		if in.inflight == msg.job {
+			in.committedAt(ctx, <-msg.job.done)
+		}
 	case *actor.Restarting:
 		// A panic reached the supervisor, which restarts this instance: the
-		// producer hands back this same value, so forget what it held; the
-		// next event fences and reloads from the bucket.
+		// producer hands back this same value. What waits at the gate is
+		// answered 503 (a commit in flight is waited for first, so that it
+		// cannot race the next load); the next event reloads.
+		in.settle(ctx, false)
 		in.drop()
 		in.closePer()
-		return
 	case *actor.Stopped:
+		// Events that ran are committed and released before the instance
+		// goes: a drain or a stop finishes them.
+		in.settle(ctx, true)
 		in.closePer()
-		return
-	default:
-		return
 	}
-	r := in.event(m)
-	// Done before the reply: the director counts the event finished before
-	// its caller can send the next one, so that what it decides (idle
-	// timer, eviction) follows the order callers see.
-	ctx.Send(ctx.Parent(), &doneMsg{actor: in.actor, pid: ctx.Self(), id: m.id})
-	m.reply <- r
 }
 
 // closePer closes the per-actor handler, if any.
@@ -70,65 +101,183 @@ func (in *instance) closePer() {
 	}
 }
 
-// drop forgets the resident state: the next event reloads it.
+// drop forgets the resident state: the next event reloads it. Nothing may
+// wait at the gate or be in flight.
 func (in *instance) drop() {
 	in.loaded, in.gen, in.etag, in.state = false, 0, "", stateObject{}
+	in.version, in.durable = 0, 0
 }
 
 func (in *instance) log() *slog.Logger {
 	return in.h.log.With(slog.String("class", in.actor.Class), slog.String("name", in.actor.Name))
 }
 
-func (in *instance) event(m *eventMsg) result {
+// answer sends an event's result. Done goes before the reply: the director
+// counts the event finished before its caller can send the next one, so
+// that what it decides (idle timer, eviction) follows the order callers see.
+func (in *instance) answer(ctx actor.Context, m *eventMsg, r result) {
+	ctx.Send(ctx.Parent(), &doneMsg{actor: in.actor, pid: ctx.Self(), id: m.id})
+	m.reply <- r
+}
+
+func (in *instance) event(ctx actor.Context, m *eventMsg) {
 	if in.ended.Load() {
-		return result{err: in.h.unavailable(in.actor, "hold ended")}
+		in.answer(ctx, m, result{err: in.h.unavailable(in.actor, "hold ended")})
+		return
 	}
 	if in.loaded && m.gen < in.gen {
-		return result{err: in.h.unavailable(in.actor, fmt.Sprintf("stale grant at generation %d, resident at %d", m.gen, in.gen))}
+		in.answer(ctx, m, result{err: in.h.unavailable(in.actor, fmt.Sprintf("stale grant at generation %d, resident at %d", m.gen, in.gen))})
+		return
 	}
 	// Bucket calls outlive a client that went away: a commit cut short
 	// would only have an unknown outcome.
 	ioCtx := context.WithoutCancel(m.ctx)
 	if !in.loaded || m.gen != in.gen {
+		in.settle(ctx, true) // a later grant: finish the old hold's events first
 		in.drop()
 		if err := in.load(ioCtx, m.gen); err != nil {
 			in.drop()
-			return result{err: err}
+			in.answer(ctx, m, result{err: err})
+			return
 		}
 	}
 	t := newTxn(in.state.KV, in.h.cfg.MaxState)
 	resp, err := in.run(m, t)
-	if err != nil {
-		return result{resp: in.failed(err)}
-	}
-	if t.dirty() {
-		if err := in.commit(ioCtx, t); err != nil {
-			in.drop()
-			return result{err: err}
+	var r result
+	switch {
+	case err != nil:
+		r = result{resp: in.failed(err)}
+	default:
+		if t.dirty() {
+			in.state.KV = t.result()
+			in.version++
 		}
+		r = result{resp: resp}
 	}
-	// The output gate: the commit is durable; the response goes out only if
-	// the hold is still live under a valid lease now.
-	if !in.h.cfg.Owner.MayAct(in.actor, in.gen) {
-		in.drop()
-		return result{err: in.h.unavailable(in.actor, "hold no longer live or node lease not valid")}
-	}
-	if resp == nil {
-		resp = &Response{}
-	}
-	if resp.Status == 0 {
-		resp.Status = http.StatusOK
-	}
-	return result{resp: resp}
+	in.waiting = append(in.waiting, waiter{m: m, r: r, upto: in.version})
+	in.pump(ctx)
 }
 
-// run calls the class. A panic becomes an error and drops the resident
-// state, which the class may have left half-changed through shared slices.
+// pump starts a commit when writes wait and none is in flight, and
+// releases what the durable version covers.
+func (in *instance) pump(ctx actor.Context) {
+	if in.inflight == nil && in.version > in.durable {
+		in.startCommit(ctx)
+	}
+	in.release(ctx)
+}
+
+// startCommit writes the working state with If-Match on the version this
+// hold last saw, in the background; the answer comes back as a
+// commitDoneMsg through the mailbox.
+func (in *instance) startCommit(ctx actor.Context) {
+	next := stateObject{StateHeader: ownership.StateHeader{Gen: in.gen, Seq: in.state.Seq + 1}, KV: in.state.KV}
+	body, key, etag := encodeState(next), StateKey(in.actor), in.etag
+	job := &commitJob{version: in.version, seq: next.Seq, done: make(chan commitResult, 1)}
+	in.inflight = job
+	in.committed++
+	self, root, bucket, timeout := ctx.Self(), in.h.cfg.System.Root, in.h.cfg.Bucket, in.h.cfg.IOTimeout
+	go func() {
+		cctx, cancel := context.WithTimeout(context.Background(), timeout)
+		etag, err := bucket.Put(cctx, key, body, ownership.IfMatch(etag))
+		cancel()
+		job.done <- commitResult{etag: etag, err: err}
+		root.Send(self, &commitDoneMsg{job: job})
+	}()
+}
+
+// committedAt takes the answer of the commit in flight.
+func (in *instance) committedAt(ctx actor.Context, res commitResult) {
+	job := in.inflight
+	in.inflight = nil
+	if !in.loaded {
+		return // dropped meanwhile (the gate closed): the next event reloads
+	}
+	if res.err != nil {
+		outcome := ownership.OutcomeOf(res.err)
+		in.log().Warn("actor commit did not land", slog.Uint64("gen", uint64(in.gen)),
+			slog.String("outcome", outcome.String()), slog.Any("err", res.err))
+		// Every event that ran since the durable version saw writes that
+		// may never land: they all fail, and the state is reloaded.
+		in.failWaiting(ctx, in.h.unavailable(in.actor, "commit "+outcome.String()))
+		in.drop()
+		return
+	}
+	in.etag, in.state.Seq, in.durable = res.etag, job.seq, job.version
+	in.pump(ctx)
+}
+
+// release answers the waiting events whose writes (and every write they
+// could have seen) are durable, if the hold may still act.
+func (in *instance) release(ctx actor.Context) {
+	n := 0
+	for n < len(in.waiting) && in.waiting[n].upto <= in.durable {
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	// The output gate: the writes are durable; the responses go out only
+	// if the hold is still live under a valid lease now. (Asked before the
+	// waiting list changes: should it panic, the restart answers them all.)
+	if !in.h.cfg.Owner.MayAct(in.actor, in.gen) {
+		in.failWaiting(ctx, in.h.unavailable(in.actor, "hold no longer live or node lease not valid"))
+		in.drop()
+		return
+	}
+	ready := in.waiting[:n]
+	in.waiting = append([]waiter(nil), in.waiting[n:]...)
+	for _, w := range ready {
+		in.answer(ctx, w.m, done(w.r))
+	}
+}
+
+func done(r result) result {
+	if r.err != nil {
+		return r
+	}
+	if r.resp == nil {
+		r.resp = &Response{}
+	}
+	if r.resp.Status == 0 {
+		r.resp.Status = http.StatusOK
+	}
+	return r
+}
+
+// failWaiting answers every waiting event with err.
+func (in *instance) failWaiting(ctx actor.Context, err error) {
+	for _, w := range in.waiting {
+		in.answer(ctx, w.m, result{err: err})
+	}
+	in.waiting = nil
+}
+
+// settle waits for the commit in flight and answers every waiting event:
+// with flush, what is not yet written is committed (synchronously) and
+// released through the gate; without, it fails. Afterwards nothing waits
+// and nothing is in flight.
+func (in *instance) settle(ctx actor.Context, flush bool) {
+	for in.inflight != nil {
+		res := <-in.inflight.done
+		if flush {
+			in.committedAt(ctx, res) // releases, and may start the next commit
+			continue
+		}
+		in.inflight = nil
+	}
+	if len(in.waiting) > 0 {
+		in.failWaiting(ctx, in.h.unavailable(in.actor, "actor restarted"))
+	}
+}
+
+// run calls the class. A panic becomes an error: the event's writes are
+// discarded, and the working state is intact (Storage hands the class
+// copies, never the state's own slices).
 func (in *instance) run(m *eventMsg, t *txn) (resp *Response, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			in.log().Error("actor panicked", slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
-			in.drop()
 			resp, err = nil, fmt.Errorf("actor panicked: %v", p)
 		}
 	}()
@@ -198,22 +347,5 @@ func (in *instance) load(ctx context.Context, gen ownership.Generation) error {
 		return in.h.unavailable(in.actor, "fence write "+ownership.OutcomeOf(err).String())
 	}
 	in.loaded, in.gen, in.etag, in.state = true, gen, etag, st
-	return nil
-}
-
-// commit writes the event's state with If-Match on the version this hold
-// last saw. Refused or unknown: the caller drops the resident state.
-func (in *instance) commit(ctx context.Context, t *txn) error {
-	next := stateObject{StateHeader: ownership.StateHeader{Gen: in.gen, Seq: in.state.Seq + 1}, KV: t.result()}
-	ctx, cancel := context.WithTimeout(ctx, in.h.cfg.IOTimeout)
-	defer cancel()
-	etag, err := in.h.cfg.Bucket.Put(ctx, StateKey(in.actor), encodeState(next), ownership.IfMatch(in.etag))
-	if err != nil {
-		outcome := ownership.OutcomeOf(err)
-		in.log().Warn("actor commit did not land", slog.Uint64("gen", uint64(in.gen)),
-			slog.String("outcome", outcome.String()), slog.Any("err", err))
-		return in.h.unavailable(in.actor, "commit "+outcome.String())
-	}
-	in.etag, in.state = etag, next
 	return nil
 }
