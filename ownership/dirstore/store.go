@@ -59,6 +59,15 @@ type Store struct {
 	sessionDir *os.File
 	seq        atomic.Uint64
 
+	// committer batches Puts (see commit.go).
+	committer committer
+	// syncDirs makes the entries of a batch's directories durable:
+	// syncDirsParallel, or a stand-in that tests use to fail or watch it.
+	syncDirs func(dirs []string) error
+	// serialCommits makes each Put commit alone under the lock, on its own
+	// goroutine, exactly as before group commit; benchmarks compare the two.
+	serialCommits bool
+
 	closed atomic.Bool
 }
 
@@ -86,7 +95,7 @@ func Open(dir string) (*Store, error) {
 	if err := os.MkdirAll(abs, 0o777); err != nil {
 		return nil, fmt.Errorf("dirstore: create %s: %w", dir, err)
 	}
-	s := &Store{dir: abs, objects: abs + "/" + objectsDir, sem: make(chan struct{}, 1)}
+	s := &Store{dir: abs, objects: abs + "/" + objectsDir, sem: make(chan struct{}, 1), syncDirs: syncDirsParallel}
 	if err := s.open(); err != nil {
 		s.release()
 		return nil, fmt.Errorf("dirstore: open %s: %w", dir, err)
@@ -387,10 +396,12 @@ func (s *Store) Get(ctx context.Context, key string) (ownership.Object, error) {
 
 // Put writes an object under a condition; see ownership.Bucket.
 //
-// The body goes to a temp file and is fsynced before the lock is taken, so
-// writers overlap their slowest step; under the lock the condition is
-// checked and the file renamed into place, and the directory fsynced before
-// the lock is released, so no one acts on a version a crash could undo.
+// The body goes to a temp file and is fsynced before anything else, so
+// writers overlap their slowest step. Then the write joins a group commit
+// (commit.go): under the lock, with the other writes queued meanwhile, its
+// condition is checked and the file renamed into place; the directories of
+// the whole batch are synced before the lock is released, so no one acts on
+// a version a crash could undo; and only then does Put return.
 func (s *Store) Put(ctx context.Context, key string, body []byte, cond ownership.Condition) (ownership.ETag, error) {
 	if err := ownership.ValidateKey(key); err != nil {
 		return "", fmt.Errorf("dirstore: put: %w", err)
@@ -409,50 +420,37 @@ func (s *Store) Put(ctx context.Context, key string, body []byte, cond ownership
 	if err != nil {
 		return "", fmt.Errorf("dirstore: put %q: %w", key, err)
 	}
-	renamed := false
-	defer func() {
-		if !renamed {
-			_ = os.Remove(tmp)
-		}
-	}()
-
-	unlockFn, err := s.lock(ctx)
+	c := &commit{ctx: ctx, key: key, tmp: tmp, path: s.objectPath(key), cond: cond, done: make(chan struct{})}
+	err = s.commit(ctx, c)
+	// An abandoned commit is never touched by the committer again, and
+	// the others are answered: c.renamed is settled either way.
+	if !c.renamed {
+		_ = os.Remove(tmp)
+	}
+	if c.old != nil {
+		c.old()
+	}
 	if err != nil {
-		if ctx.Err() != nil {
-			return "", unknown("put", key, err)
-		}
-		return "", fmt.Errorf("dirstore: put %q: %w", key, err)
-	}
-	defer unlockFn()
-	// The rename below is the commit point; a caller whose deadline passed
-	// before it has been told nothing yet, and is told "unknown" with
-	// nothing written, rather than a late success it has stopped waiting
-	// for.
-	if err := ctx.Err(); err != nil {
-		return "", unknown("put", key, err)
-	}
-	p := s.objectPath(key)
-	if err := s.admit("put", key, p, cond); err != nil {
 		return "", err
 	}
-	err = os.Rename(tmp, p)
-	if isNotExist(err) {
-		// First object under this directory, or a delete pruned it.
-		if err := s.makeParents(path.Dir(p)); err != nil {
-			return "", fmt.Errorf("dirstore: put %q: %w", key, err)
-		}
-		err = os.Rename(tmp, p)
-	}
-	if err != nil {
-		return "", fmt.Errorf("dirstore: put %q: %w", key, err)
-	}
-	renamed = true
-	// The object is visible now. If the directory sync fails, a crash may
-	// still undo the rename: the write landed, but not for certain.
-	if err := syncDir(path.Dir(p)); err != nil {
-		return "", unknown("put", key, err)
-	}
 	return etag, nil
+}
+
+// place renames the temp file tmp to the object file p, first making p's
+// directories if they are missing. It returns the directories whose entries
+// it changed by making directories, which the caller must sync (as well as
+// p's own directory, if the rename succeeded).
+func (s *Store) place(tmp, p string) (created []string, err error) {
+	err = os.Rename(tmp, p)
+	if !isNotExist(err) {
+		return nil, err
+	}
+	// First object under this directory, or a delete pruned it.
+	created, err = s.makeParents(path.Dir(p))
+	if err != nil {
+		return created, err
+	}
+	return created, os.Rename(tmp, p)
 }
 
 // writeTemp writes a complete object file into the session directory and
@@ -520,24 +518,25 @@ func readHeader(p string) (ownership.ETag, int64, error) {
 	return etag, size, nil
 }
 
-// makeParents creates the directories of dir that are missing, then
-// fsyncs the parent of each one it created, so that the new object's path
-// survives a crash too. (Creating them all first lets one file-system
-// journal commit carry them all; the later fsyncs find nothing to do.) The
-// caller holds the lock, so no delete prunes them meanwhile.
+// makeParents creates the directories of dir that are missing and
+// returns the parents of those it created, which the caller must fsync
+// before acknowledging a write beneath them, so that the new object's path
+// survives a crash too. (Syncing them with the rest of a batch lets one
+// file-system journal commit carry them all.) The caller holds the lock, so
+// no delete prunes them meanwhile, and syncs them before releasing it.
 //
 // Assumption: a directory that exists is durable. That fails only if a
-// process died holding the lock between its Mkdir and the fsync here, and
-// the machine then crashed before the file system committed that Mkdir on
-// its own (ext4 commits every few seconds, and with any later fsync).
-// Syncing every ancestor on every write would close that gap at the cost
-// of one fsync per path component.
-func (s *Store) makeParents(dir string) error {
+// process died holding the lock between its Mkdir and the sync, or that
+// sync failed, and the machine then crashed before the file system
+// committed that Mkdir on its own (ext4 commits every few seconds, and with
+// any later fsync). Syncing every ancestor on every write would close that
+// gap at the cost of one fsync per path component.
+func (s *Store) makeParents(dir string) ([]string, error) {
 	rel, ok := strings.CutPrefix(dir, s.objects+"/")
 	if !ok {
-		return nil // the objects directory itself, which Open made
+		return nil, nil // the objects directory itself, which Open made
 	}
-	var created []string
+	var parents []string
 	for i := 0; i <= len(rel); i++ {
 		if i < len(rel) && rel[i] != '/' {
 			continue
@@ -545,17 +544,12 @@ func (s *Store) makeParents(dir string) error {
 		d := s.objects + "/" + rel[:i]
 		err := os.Mkdir(d, 0o777)
 		if err == nil {
-			created = append(created, d)
+			parents = append(parents, path.Dir(d))
 		} else if !errors.Is(err, fs.ErrExist) {
-			return err
+			return parents, err
 		}
 	}
-	for _, d := range created {
-		if err := syncDir(path.Dir(d)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return parents, nil
 }
 
 // Delete removes an object under a condition; see ownership.Bucket.

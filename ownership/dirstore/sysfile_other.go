@@ -61,3 +61,13 @@ func syncDir(dir string) error {
 	}
 	return err
 }
+
+// holdOpen opens the file p, if it exists, and returns a function that
+// closes it (nil if p could not be opened); see sysfile_unix.go.
+func holdOpen(p string) (release func()) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil
+	}
+	return func() { f.Close() }
+}
