@@ -9,6 +9,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.0
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.114.10
 	github.com/aws/smithy-go v1.28.9
+	github.com/gorilla/websocket v1.5.3
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/tetratelabs/wazero v1.12.0
@@ -53,10 +54,8 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-// Pinned for the work that comes next and imports them: WebSockets
-// (gorilla/websocket) and test assertions (testify). `go mod tidy` drops
-// them until then; keep them.
+// Pinned for the work that comes next and imports it: test assertions
+// (testify). `go mod tidy` drops it until then; keep it.
 require (
-	github.com/gorilla/websocket v1.5.3
 	github.com/stretchr/testify v1.12.1
 )

@@ -1,0 +1,191 @@
+package sockets
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/wasmkeep/wasmkeep/ownership"
+)
+
+// The operations of this file act for one actor: each takes the actor and
+// finds only that actor's sockets, so an actor can never reach another's.
+
+// SocketInfo describes one open socket of an actor.
+type SocketInfo struct {
+	ID         ID
+	Tags       []string
+	Attachment []byte
+}
+
+// Send queues a message for socket id of a and returns at once; a writer
+// goroutine sends it. data is copied. Errors: ErrUnknownSocket, ErrClosing,
+// ErrInvalid (over MaxMessage), ErrSlowReader (the send queue was full: the
+// socket is now closing with 1013).
+func (o *Owner) Send(a ownership.Actor, id ID, text bool, data []byte) error {
+	if len(data) > o.cfg.MaxMessage {
+		return fmt.Errorf("send on socket %v of %s: %w: %d bytes, limit %d", id, a, ErrInvalid, len(data), o.cfg.MaxMessage)
+	}
+	s, err := o.lookup(a, id)
+	if err != nil {
+		return err
+	}
+	return s.send(kindOf(text), slices.Clone(data))
+}
+
+// Broadcast queues data for every open socket of a carrying tag (every open
+// socket when tag is ""), as Send does, and returns how many it was queued
+// for. A socket whose queue is full is closed with 1013 and not counted.
+func (o *Owner) Broadcast(a ownership.Actor, tag string, text bool, data []byte) (int, error) {
+	if len(data) > o.cfg.MaxMessage {
+		return 0, fmt.Errorf("broadcast to %s: %w: %d bytes, limit %d", a, ErrInvalid, len(data), o.cfg.MaxMessage)
+	}
+	shared := slices.Clone(data) // one copy, read by every writer
+	n := 0
+	for _, s := range o.sockets(a, false) {
+		if (tag == "" || slices.Contains(s.tags, tag)) && s.send(kindOf(text), shared) == nil {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Close starts the close handshake of socket id of a with code (one a close
+// frame may carry: 1000 to 1003, 1007 to 1014, or an application's own, 3000
+// to 4999) and reason (at most MaxCloseReason bytes), after the messages
+// already queued. Sink.Gone is
+// called before Close returns; Sink.Close follows when the client answers,
+// or with 1006 after WriteTimeout.
+func (o *Owner) Close(a ownership.Actor, id ID, code int, reason string) error {
+	if err := checkClose(code, reason); err != nil {
+		return fmt.Errorf("close socket %v of %s: %w", id, a, err)
+	}
+	s, err := o.lookup(a, id)
+	if err != nil {
+		return err
+	}
+	return s.close(code, reason, "actor")
+}
+
+// List returns a's open sockets (not closing) carrying tag, every open one
+// when tag is "", in ID order.
+func (o *Owner) List(a ownership.Actor, tag string) []SocketInfo {
+	list := o.sockets(a, false)
+	slices.SortFunc(list, func(x, y *socket) int { return cmp.Compare(x.id, y.id) })
+	out := []SocketInfo{}
+	for _, s := range list {
+		if tag != "" && !slices.Contains(s.tags, tag) {
+			continue
+		}
+		s.mu.Lock()
+		closing, att := s.closing, slices.Clone(s.attachment)
+		s.mu.Unlock()
+		if !closing {
+			out = append(out, SocketInfo{ID: s.id, Tags: slices.Clone(s.tags), Attachment: att})
+		}
+	}
+	return out
+}
+
+// SetAttachment keeps data (copied, at most MaxAttachment bytes; nil
+// removes it) with socket id of a until its slot is freed: it outlives the
+// actor's hibernation.
+func (o *Owner) SetAttachment(a ownership.Actor, id ID, data []byte) error {
+	if len(data) > MaxAttachment {
+		return fmt.Errorf("attachment of socket %v of %s: %w: %d bytes, limit %d", id, a, ErrInvalid, len(data), MaxAttachment)
+	}
+	s, err := o.lookup(a, id)
+	if err != nil {
+		return err
+	}
+	att := slices.Clone(data)
+	s.mu.Lock()
+	s.attachment = att
+	s.mu.Unlock()
+	return nil
+}
+
+// Attachment returns a copy of the attachment of socket id of a (nil when
+// none).
+func (o *Owner) Attachment(a ownership.Actor, id ID) ([]byte, error) {
+	s, err := o.lookup(a, id)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.attachment), nil
+}
+
+// AutoResponse is a pair the Owner answers by itself: a text message equal
+// to Request gets Response back, without the Sink (and so without waking
+// the actor).
+type AutoResponse struct {
+	Request  string
+	Response string
+	response []byte
+}
+
+// SetAutoResponse sets a's auto-response for all its sockets, present and
+// future; a zero AutoResponse removes it. Each string is 1 to
+// MaxAutoResponse bytes. It stays until removed, whether the actor has
+// sockets or not: the node removes it when the actor leaves this node.
+func (o *Owner) SetAutoResponse(a ownership.Actor, ar AutoResponse) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if ar.Request == "" && ar.Response == "" {
+		delete(o.auto, a)
+		return nil
+	}
+	if ar.Request == "" || ar.Response == "" || len(ar.Request) > MaxAutoResponse || len(ar.Response) > MaxAutoResponse {
+		return fmt.Errorf("auto-response of %s: %w: request (%d bytes) and response (%d bytes) must have 1 to %d bytes", a, ErrInvalid, len(ar.Request), len(ar.Response), MaxAutoResponse)
+	}
+	ar.response = []byte(ar.Response)
+	o.auto[a] = ar
+	return nil
+}
+
+// AutoResponseOf returns a's auto-response (zero when none).
+func (o *Owner) AutoResponseOf(a ownership.Actor) AutoResponse {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	ar := o.auto[a]
+	ar.response = nil
+	return ar
+}
+
+// LastAutoResponse returns when socket id of a was last auto-answered (the
+// zero time if never).
+func (o *Owner) LastAutoResponse(a ownership.Actor, id ID) (time.Time, error) {
+	s, err := o.lookup(a, id)
+	if err != nil {
+		return time.Time{}, err
+	}
+	ns := s.lastAuto.Load()
+	if ns == 0 {
+		return time.Time{}, nil
+	}
+	return time.Unix(0, ns), nil
+}
+
+func kindOf(text bool) frameKind {
+	if text {
+		return textFrame
+	}
+	return binaryFrame
+}
+
+// checkClose accepts the codes a close frame may carry (RFC 6455, 7.4):
+// not 1004 to 1006 nor 1015 (reserved or never sent), 1000 to 1014 and
+// 3000 to 4999 otherwise.
+func checkClose(code int, reason string) error {
+	valid := (code >= 1000 && code <= 1014 && (code < 1004 || code > 1006)) || (code >= 3000 && code <= 4999)
+	if !valid {
+		return fmt.Errorf("%w: close code %d cannot be sent", ErrInvalid, code)
+	}
+	if len(reason) > MaxCloseReason {
+		return fmt.Errorf("%w: close reason of %d bytes, limit %d", ErrInvalid, len(reason), MaxCloseReason)
+	}
+	return nil
+}

@@ -1,0 +1,94 @@
+package sockets
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the Owner's Prometheus series.
+type metrics struct {
+	open          prometheus.Gauge
+	accepted      prometheus.Counter
+	refused       *prometheus.CounterVec // reason: max_sockets, shut_down, handshake, invalid
+	closed        *prometheus.CounterVec // code
+	messagesIn    prometheus.Counter
+	messagesOut   prometheus.Counter
+	bytesIn       prometheus.Counter
+	bytesOut      prometheus.Counter
+	autoResponses prometheus.Counter
+	nodeCloses    *prometheus.CounterVec // reason
+}
+
+// newMetrics registers the metrics on r (nil: kept, not exported). A
+// second Owner on the same registry shares the registered series.
+func newMetrics(r prometheus.Registerer) (*metrics, error) {
+	var errs []error
+	counter := func(name, help string) prometheus.Counter {
+		c, err := register(r, prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help}))
+		errs = append(errs, err)
+		return c
+	}
+	vec := func(name, help, label string) *prometheus.CounterVec {
+		c, err := register(r, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{label}))
+		errs = append(errs, err)
+		return c
+	}
+	messages := vec("wasmkeep_websocket_messages_total", "WebSocket data messages, by direction (in from clients, out to clients; auto-responses included).", "direction")
+	bytes := vec("wasmkeep_websocket_bytes_total", "Payload bytes of WebSocket data messages, by direction.", "direction")
+	open, err := register(r, prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "wasmkeep_websockets_open",
+		Help: "WebSocket slots held on this node (open and closing sockets).",
+	}))
+	errs = append(errs, err)
+	m := &metrics{
+		open:     open,
+		accepted: counter("wasmkeep_websocket_accepted_total", "WebSocket upgrades accepted."),
+		refused: vec("wasmkeep_websocket_refused_total",
+			"WebSocket upgrades refused before switching protocols, by reason (max_sockets, shut_down, handshake, invalid).", "reason"),
+		closed: vec("wasmkeep_websocket_closed_total",
+			"Sockets freed, by the code they ended with: the client's close code, the code of the node's fault close, or 1006 when no close frame came (3xxx and 4xxx group application codes).", "code"),
+		messagesIn:    messages.WithLabelValues("in"),
+		messagesOut:   messages.WithLabelValues("out"),
+		bytesIn:       bytes.WithLabelValues("in"),
+		bytesOut:      bytes.WithLabelValues("out"),
+		autoResponses: counter("wasmkeep_websocket_auto_responses_total", "Messages answered by an actor's auto-response without waking it."),
+		nodeCloses: vec("wasmkeep_websocket_node_closes_total",
+			"Sockets whose close the node started, by reason: actor (the actor closed it), a reason of the ownership core (drain, stop, lapse, move, sweep, ...), message_too_big, slow_reader, ping_timeout, protocol_error.", "reason"),
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("sockets metrics: %w", err)
+	}
+	return m, nil
+}
+
+// codeLabel is the closed_total label of a close code.
+func codeLabel(code int) string {
+	switch {
+	case code >= 3000 && code < 4000:
+		return "3xxx"
+	case code >= 4000 && code < 5000:
+		return "4xxx"
+	}
+	return strconv.Itoa(code)
+}
+
+// register registers c on r, or returns the collector r already has under
+// the same description.
+func register[C prometheus.Collector](r prometheus.Registerer, c C) (C, error) {
+	if r == nil {
+		return c, nil
+	}
+	if err := r.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing, nil
+			}
+		}
+		return c, err
+	}
+	return c, nil
+}

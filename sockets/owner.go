@@ -1,0 +1,444 @@
+package sockets
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wasmkeep/wasmkeep/ownership"
+)
+
+// Limits an actor's requests are checked against.
+const (
+	// MaxTags is the number of tags a socket may carry.
+	MaxTags = 10
+	// MaxTagBytes is the length of one tag.
+	MaxTagBytes = 256
+	// MaxAttachment is the size of a socket's attachment.
+	MaxAttachment = 16 << 10
+	// MaxAutoResponse is the length of an auto-response's request and of
+	// its response.
+	MaxAutoResponse = 2048
+	// MaxCloseReason is the length of a close reason (a control frame holds
+	// 125 bytes, two of them the code).
+	MaxCloseReason = 123
+)
+
+// ID names one socket of this node. IDs are never reused by an Owner.
+type ID uint64
+
+func (id ID) String() string { return strconv.FormatUint(uint64(id), 10) }
+
+// Sink receives what happens on sockets; the node implements it. See the
+// package documentation for the order of calls and the goroutines they come
+// from.
+type Sink interface {
+	// Opened: a socket of a was accepted (ownership.SocketOpened).
+	Opened(a ownership.Actor)
+	// Gone: a socket of a started closing or was freed, whichever came
+	// first; exactly once per socket (ownership.SocketGone).
+	Gone(a ownership.Actor)
+	// Message: a data message arrived. The Owner does not keep data.
+	Message(a ownership.Actor, id ID, text bool, data []byte)
+	// Close ends a socket whose close handshake ran or whose connection
+	// dropped: clean is true with the code and reason of the peer's close
+	// frame (1005 when it had no code), false with 1006 when the connection
+	// ended without one.
+	Close(a ownership.Actor, id ID, code int, reason string, clean bool)
+	// Error ends a socket the node closed because of a fault: err matches
+	// ErrMessageTooBig, ErrSlowReader, ErrPingTimeout or ErrProtocol
+	// (errors.Is), and CloseCode(err) is the code the client was sent.
+	Error(a ownership.Actor, id ID, err error)
+}
+
+// Config is what an Owner runs with. Sink is required; the rest have
+// defaults.
+type Config struct {
+	Sink Sink
+	// MaxSockets bounds the sockets of the node. Zero: 50,000.
+	MaxSockets int
+	// MaxMessage bounds one message, in and out, in bytes; a bigger
+	// incoming message closes its socket with 1009. Zero: 1 MiB.
+	MaxMessage int
+	// SendQueue bounds the bytes queued for one socket and not yet written;
+	// a Send past it closes the socket with 1013 (a slow reader). It must be
+	// at least MaxMessage. Zero: 4 MiB.
+	SendQueue int
+	// PingInterval is how often every socket is pinged. Zero: 25 s.
+	PingInterval time.Duration
+	// PongTimeout is how long after a ping a socket that has sent nothing
+	// (no pong, no frame) is closed as dead. At most PingInterval.
+	// Zero: 10 s, or PingInterval if that is shorter.
+	PongTimeout time.Duration
+	// WriteTimeout bounds one write to a client and the wait for its close
+	// frame after ours. Zero: 10 s.
+	WriteTimeout time.Duration
+	// RetryAfter is what a refusal past MaxSockets suggests. Zero: 5 s.
+	RetryAfter time.Duration
+	// CheckOrigin decides whether a cross-origin upgrade is allowed. Nil:
+	// only requests whose Origin host is the request's Host (gorilla's
+	// default).
+	CheckOrigin func(r *http.Request) bool
+	// Clock gives the time of auto-responses. Nil: time.Now.
+	Clock func() time.Time
+	// Logger: nil logs nothing.
+	Logger *slog.Logger
+	// Registerer is where the metrics are registered (shared when already
+	// there). Nil: kept but not exported.
+	Registerer prometheus.Registerer
+}
+
+// Validate reports a configuration New cannot run with.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Sink == nil {
+		errs = append(errs, errors.New("no sink"))
+	}
+	if c.MaxSockets < 0 || c.MaxMessage < 0 || c.SendQueue < 0 {
+		errs = append(errs, errors.New("max sockets, max message and send queue must not be negative"))
+	}
+	if c.PingInterval < 0 || c.PongTimeout < 0 || c.WriteTimeout < 0 || c.RetryAfter < 0 {
+		errs = append(errs, errors.New("ping interval, pong timeout, write timeout and retry after must not be negative"))
+	}
+	d := c.withDefaults()
+	if d.SendQueue < d.MaxMessage {
+		errs = append(errs, fmt.Errorf("send queue (%d bytes) is smaller than max message (%d bytes): a largest message could never be sent", d.SendQueue, d.MaxMessage))
+	}
+	if d.PongTimeout > d.PingInterval {
+		errs = append(errs, fmt.Errorf("pong timeout %v is longer than the ping interval %v", d.PongTimeout, d.PingInterval))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("sockets config: %w", err)
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxSockets == 0 {
+		c.MaxSockets = 50000
+	}
+	if c.MaxMessage == 0 {
+		c.MaxMessage = 1 << 20
+	}
+	if c.SendQueue == 0 {
+		c.SendQueue = max(4<<20, c.MaxMessage)
+	}
+	if c.PingInterval == 0 {
+		c.PingInterval = 25 * time.Second
+	}
+	if c.PongTimeout == 0 {
+		c.PongTimeout = min(10*time.Second, c.PingInterval)
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = 10 * time.Second
+	}
+	if c.RetryAfter == 0 {
+		c.RetryAfter = 5 * time.Second
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Errors callers branch on (errors.Is).
+var (
+	// ErrTooManySockets: the node holds MaxSockets sockets; Accept answered
+	// 503 with Retry-After.
+	ErrTooManySockets = errors.New("too many sockets on this node")
+	// ErrShutDown: the Owner is shutting down; Accept answered 503.
+	ErrShutDown = errors.New("socket owner shut down")
+	// ErrHandshake: the request is not a WebSocket upgrade Accept can take;
+	// Accept answered with a 4xx (gorilla/websocket's answer).
+	ErrHandshake = errors.New("websocket handshake refused")
+	// ErrInvalid: an argument breaks a documented limit (tags, attachment,
+	// auto-response, close code or reason, message size).
+	ErrInvalid = errors.New("invalid socket request")
+	// ErrUnknownSocket: no socket of that actor has that ID here (never
+	// accepted, belongs to another actor, or freed).
+	ErrUnknownSocket = errors.New("unknown socket")
+	// ErrClosing: the socket is closing; nothing more can be sent on it.
+	ErrClosing = errors.New("socket closing")
+)
+
+// Owner owns the node's sockets. Create it with New; end it with Shutdown.
+type Owner struct {
+	cfg      Config
+	log      *slog.Logger
+	m        *metrics
+	upgrader websocket.Upgrader
+	nextID   atomic.Uint64
+	wg       sync.WaitGroup // readers, writers and aborts of every socket
+	stop     chan struct{}  // ends the ping loop
+	pingDone chan struct{}
+
+	mu      sync.RWMutex
+	closed  bool
+	held    int // slots reserved or held, ≤ MaxSockets
+	byID    map[ID]*socket
+	byActor map[ownership.Actor]map[ID]*socket
+	wheel   [wheelSlots]map[ID]*socket // see ping.go
+	auto    map[ownership.Actor]AutoResponse
+	// closeAll counts CloseAll calls, and last is the latest one's code and
+	// reason: a socket reserved before a CloseAll and inserted after it is
+	// closed by Accept itself (Invariant: no socket escapes a CloseAll).
+	closeAll     uint64
+	lastCloseAll struct {
+		code   int
+		reason string
+	}
+}
+
+// writeBuffers is shared by every Owner: a socket holds a write buffer only
+// while it writes a message.
+var writeBuffers sync.Pool
+
+// readBufferSize is each socket's own read buffer. Small: a large message is
+// read past it straight into its destination, and an idle socket keeps it.
+const readBufferSize = 256
+
+// New validates cfg, registers the metrics and starts the ping loop.
+func New(cfg Config) (*Owner, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	o := &Owner{
+		cfg: cfg,
+		log: cfg.Logger.With(slog.String("component", "sockets")),
+		m:   m,
+		upgrader: websocket.Upgrader{
+			ReadBufferSize:  readBufferSize,
+			WriteBufferSize: 4096,
+			WriteBufferPool: &writeBuffers,
+			CheckOrigin:     cfg.CheckOrigin,
+		},
+		stop:     make(chan struct{}),
+		pingDone: make(chan struct{}),
+		byID:     map[ID]*socket{},
+		byActor:  map[ownership.Actor]map[ID]*socket{},
+		auto:     map[ownership.Actor]AutoResponse{},
+	}
+	for i := range o.wheel {
+		o.wheel[i] = map[ID]*socket{}
+	}
+	go o.pingLoop()
+	return o, nil
+}
+
+// Accept upgrades r to a WebSocket owned by the node on behalf of actor a,
+// with tags (at most MaxTags, each 1 to MaxTagBytes bytes) to List it by.
+// Call it from the actor's HTTP handler; the handler must not write to w
+// afterwards, whatever the result.
+//
+// On error Accept has answered the request already: 503 with Retry-After
+// past MaxSockets (ErrTooManySockets) or while shutting down (ErrShutDown),
+// 500 for invalid tags or actor (ErrInvalid, the actor's fault), gorilla's
+// 4xx for a request that is no WebSocket handshake (ErrHandshake). Every
+// refusal is decided before the protocol switches.
+func (o *Owner) Accept(w http.ResponseWriter, r *http.Request, a ownership.Actor, tags []string) (ID, error) {
+	if err := checkAccept(a, tags); err != nil {
+		o.m.refused.WithLabelValues("invalid").Inc()
+		http.Error(w, "socket refused by the actor: "+err.Error(), http.StatusInternalServerError)
+		return 0, err
+	}
+	o.mu.Lock()
+	switch {
+	case o.closed:
+		o.mu.Unlock()
+		o.m.refused.WithLabelValues("shut_down").Inc()
+		o.unavailable(w, "node stopping")
+		return 0, fmt.Errorf("accept socket for %s: %w", a, ErrShutDown)
+	case o.held >= o.cfg.MaxSockets:
+		o.mu.Unlock()
+		o.m.refused.WithLabelValues("max_sockets").Inc()
+		o.unavailable(w, "too many sockets on this node")
+		return 0, fmt.Errorf("accept socket for %s: %w (limit %d)", a, ErrTooManySockets, o.cfg.MaxSockets)
+	}
+	o.held++
+	o.wg.Add(1) // the reader's, or released below
+	epoch := o.closeAll
+	o.mu.Unlock()
+
+	conn, err := o.upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		o.mu.Lock()
+		o.held--
+		o.mu.Unlock()
+		o.wg.Done()
+		o.m.refused.WithLabelValues("handshake").Inc()
+		return 0, fmt.Errorf("accept socket for %s: %w: %w", a, ErrHandshake, err)
+	}
+	s := o.newSocket(ID(o.nextID.Add(1)), a, tags, conn)
+	o.cfg.Sink.Opened(a)
+	o.m.accepted.Inc()
+	o.m.open.Inc()
+
+	o.mu.Lock()
+	o.byID[s.id] = s
+	bucket := o.byActor[a]
+	if bucket == nil {
+		bucket = map[ID]*socket{}
+		o.byActor[a] = bucket
+	}
+	bucket[s.id] = s
+	o.wheel[s.id%wheelSlots][s.id] = s
+	late, code, reason := o.closeAll != epoch, o.lastCloseAll.code, o.lastCloseAll.reason
+	o.mu.Unlock()
+
+	go s.read()
+	if late { // a CloseAll ran while it was upgraded
+		_ = s.close(code, reason, reason)
+	}
+	return s.id, nil
+}
+
+func (o *Owner) unavailable(w http.ResponseWriter, msg string) {
+	secs := int(math.Ceil(o.cfg.RetryAfter.Seconds()))
+	w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
+	http.Error(w, msg, http.StatusServiceUnavailable)
+}
+
+func checkAccept(a ownership.Actor, tags []string) error {
+	if a.Class == "" || a.Name == "" {
+		return fmt.Errorf("%w: actor %q has an empty class or name", ErrInvalid, a)
+	}
+	if len(tags) > MaxTags {
+		return fmt.Errorf("%w: %d tags, at most %d allowed", ErrInvalid, len(tags), MaxTags)
+	}
+	for i, t := range tags {
+		if t == "" || len(t) > MaxTagBytes {
+			return fmt.Errorf("%w: tag %d is %d bytes, a tag has 1 to %d", ErrInvalid, i, len(t), MaxTagBytes)
+		}
+	}
+	return nil
+}
+
+// free removes s from the maps once its reader has ended.
+func (o *Owner) free(s *socket) {
+	o.mu.Lock()
+	delete(o.byID, s.id)
+	if bucket := o.byActor[s.actor]; bucket != nil {
+		delete(bucket, s.id)
+		if len(bucket) == 0 {
+			delete(o.byActor, s.actor)
+		}
+	}
+	delete(o.wheel[s.id%wheelSlots], s.id)
+	o.held--
+	o.mu.Unlock()
+	o.m.open.Dec()
+}
+
+// lookup returns a's socket id, or ErrUnknownSocket.
+func (o *Owner) lookup(a ownership.Actor, id ID) (*socket, error) {
+	o.mu.RLock()
+	s := o.byID[id]
+	o.mu.RUnlock()
+	if s == nil || s.actor != a {
+		return nil, fmt.Errorf("socket %v of %s: %w", id, a, ErrUnknownSocket)
+	}
+	return s, nil
+}
+
+// sockets returns a's sockets (every socket when all), in no order.
+func (o *Owner) sockets(a ownership.Actor, all bool) []*socket {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	src := o.byActor[a]
+	if all {
+		src = o.byID
+	}
+	out := make([]*socket, 0, len(src))
+	for _, s := range src {
+		out = append(out, s)
+	}
+	return out
+}
+
+// Held returns the number of socket slots held now (open and closing).
+func (o *Owner) Held() int {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	return o.held
+}
+
+// CloseActor closes every open socket of a with code and reason (1012 for
+// a drain, a move, a lapse or a stop: ownership.CloseSockets), after what
+// is queued for each. reason is also the metric label of the closes, so it
+// must come from a small fixed set. It returns how many sockets it closed.
+func (o *Owner) CloseActor(a ownership.Actor, code int, reason string) int {
+	return o.closeEach(o.sockets(a, false), code, reason)
+}
+
+// CloseAll closes every open socket of the node, as CloseActor does,
+// including one being accepted as it runs.
+func (o *Owner) CloseAll(code int, reason string) int {
+	if checkClose(code, reason) == nil {
+		o.mu.Lock()
+		o.closeAll++
+		o.lastCloseAll.code, o.lastCloseAll.reason = code, reason
+		o.mu.Unlock()
+	}
+	return o.closeEach(o.sockets(ownership.Actor{}, true), code, reason)
+}
+
+func (o *Owner) closeEach(list []*socket, code int, reason string) int {
+	if err := checkClose(code, reason); err != nil {
+		o.log.Warn("close sockets: refused", slog.Any("err", err))
+		return 0
+	}
+	n := 0
+	for _, s := range list {
+		if s.close(code, reason, reason) == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// Shutdown refuses new sockets, closes every socket with 1012, waits until
+// every slot is freed or ctx ends (then it drops the connections that are
+// left and waits for their goroutines), and stops the ping loop. It
+// returns ctx's error when it had to drop connections.
+func (o *Owner) Shutdown(ctx context.Context) error {
+	o.mu.Lock()
+	already := o.closed
+	o.closed = true
+	o.mu.Unlock()
+	o.CloseAll(ownership.CloseServiceRestart, "stop")
+	done := make(chan struct{})
+	go func() { o.wg.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = fmt.Errorf("shut sockets down: %d left open: %w", o.Held(), ctx.Err())
+		for _, s := range o.sockets(ownership.Actor{}, true) {
+			s.drop()
+		}
+		<-done // every connection is closed: readers and writers return
+	}
+	if !already {
+		close(o.stop)
+	}
+	<-o.pingDone
+	return err
+}

@@ -1,0 +1,53 @@
+package sockets
+
+import (
+	"time"
+)
+
+// wheelSlots is the number of slots sockets are spread over for pings: a
+// socket is in slot id % wheelSlots, and one slot is pinged each
+// PingInterval / wheelSlots, so pings (and the short-lived writers that
+// send them) are spread evenly over the interval instead of bursting.
+const wheelSlots = 32
+
+// pingLoop is the one goroutine that pings every socket. At tick n it first
+// checks the slot pinged pongLag ticks ago (about PongTimeout): a socket
+// pinged then that has sent nothing since is closed as dead (1011). Then it
+// pings slot n. No socket has a timer of its own.
+func (o *Owner) pingLoop() {
+	defer close(o.pingDone)
+	tick := max(o.cfg.PingInterval/wheelSlots, time.Millisecond)
+	pongLag := int64(min(max((o.cfg.PongTimeout+tick-1)/tick, 1), wheelSlots))
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	var buf []*socket
+	for n := int64(wheelSlots); ; n++ { // start at a full turn: n-pongLag ≥ 0
+		select {
+		case <-o.stop:
+			return
+		case <-t.C:
+		}
+		checked := n - pongLag
+		buf = o.slot(checked%wheelSlots, buf[:0])
+		for _, s := range buf {
+			if s.pingTick.Load() == checked && !s.answered.Load() {
+				s.fail(ErrPingTimeout)
+			}
+		}
+		buf = o.slot(n%wheelSlots, buf[:0])
+		for _, s := range buf {
+			s.ping(n)
+		}
+		clear(buf) // keep no freed socket alive until the next tick
+	}
+}
+
+// slot appends the sockets of wheel slot i to buf.
+func (o *Owner) slot(i int64, buf []*socket) []*socket {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	for _, s := range o.wheel[i] {
+		buf = append(buf, s)
+	}
+	return buf
+}

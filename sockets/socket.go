@@ -1,0 +1,431 @@
+package sockets
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/wasmkeep/wasmkeep/ownership"
+)
+
+// Faults the node closes a socket for; Sink.Error receives one of them
+// (errors.Is), and CloseCode tells the code the client was sent.
+var (
+	// ErrMessageTooBig: the client sent a message over MaxMessage (1009).
+	ErrMessageTooBig = errors.New("message over the size limit")
+	// ErrSlowReader: the socket's send queue was full, or one write took
+	// longer than WriteTimeout (1013).
+	ErrSlowReader = errors.New("client reads too slowly")
+	// ErrPingTimeout: the client sent nothing, not even a pong, within
+	// PongTimeout of a ping (1011).
+	ErrPingTimeout = errors.New("no pong within the pong timeout")
+	// ErrProtocol: the client broke the WebSocket protocol (1002).
+	ErrProtocol = errors.New("websocket protocol error")
+)
+
+// CloseCode returns the close code the node sends for a fault, 0 for any
+// other error.
+func CloseCode(err error) int {
+	switch {
+	case errors.Is(err, ErrMessageTooBig):
+		return websocket.CloseMessageTooBig
+	case errors.Is(err, ErrSlowReader):
+		return websocket.CloseTryAgainLater
+	case errors.Is(err, ErrPingTimeout):
+		return websocket.CloseInternalServerErr
+	case errors.Is(err, ErrProtocol):
+		return websocket.CloseProtocolError
+	}
+	return 0
+}
+
+// faultLabel is the metric label of a fault.
+func faultLabel(err error) string {
+	switch {
+	case errors.Is(err, ErrMessageTooBig):
+		return "message_too_big"
+	case errors.Is(err, ErrSlowReader):
+		return "slow_reader"
+	case errors.Is(err, ErrPingTimeout):
+		return "ping_timeout"
+	}
+	return "protocol_error"
+}
+
+type frameKind uint8
+
+const (
+	textFrame frameKind = iota + 1
+	binaryFrame
+	pingFrame
+	closeFrame
+)
+
+// frame is one queued write. data is never modified once queued (a
+// broadcast shares it between sockets).
+type frame struct {
+	kind   frameKind
+	data   []byte
+	code   int
+	reason string
+}
+
+// socket is one accepted WebSocket. Its reader goroutine lives as long as
+// its slot; a writer goroutine runs only while the queue is non-empty.
+type socket struct {
+	o     *Owner
+	id    ID
+	actor ownership.Actor
+	tags  []string
+	conn  *websocket.Conn
+
+	answered atomic.Bool  // something arrived since the last ping
+	pingTick atomic.Int64 // the wheel tick of the last ping
+	lastAuto atomic.Int64 // Unix nanoseconds of the last auto-response; 0: none
+
+	mu sync.Mutex
+	// closing: Gone has been (or is being) called. Invariant: set once, by
+	// closingLocked, whose caller then calls announce; goneDone is closed
+	// once Gone has returned.
+	closing  bool
+	goneDone chan struct{}
+	// freed: the reader ended and the slot is gone. Invariant: no writer
+	// or abort is started once it is set, so every wg.Add happens while
+	// the reader's own count is held.
+	freed      bool
+	writing    bool // a writer goroutine runs
+	closeSent  bool // a close frame was written or handed to a goroutine to write
+	aborted    bool // the connection is being dropped
+	fault      error
+	queue      []frame
+	queued     int // bytes in queue
+	attachment []byte
+}
+
+func (o *Owner) newSocket(id ID, a ownership.Actor, tags []string, conn *websocket.Conn) *socket {
+	s := &socket{o: o, id: id, actor: a, conn: conn}
+	if len(tags) > 0 {
+		s.tags = slices.Clone(tags)
+	}
+	s.answered.Store(true)
+	conn.SetReadLimit(int64(o.cfg.MaxMessage))
+	conn.SetPongHandler(func(string) error { s.answered.Store(true); return nil })
+	conn.SetCloseHandler(s.peerClosed)
+	return s
+}
+
+// read is the socket's reader goroutine: it delivers messages until the
+// connection ends, then frees the slot and sends the terminal event.
+//
+// Invariant: read's own frame stays small, so that an idle reader (parked
+// in the kernel read under ReadMessage) fits the goroutine's first 2 KiB
+// stack: what follows a message runs in received, and the end of a socket
+// in end, both kept out of line. Inlining them doubled the stack to 4 KiB
+// (BenchmarkIdleSocketMemory reports it as stack-B/socket).
+func (s *socket) read() {
+	for {
+		typ, data, err := s.conn.ReadMessage()
+		if err != nil {
+			s.end(err)
+			return
+		}
+		s.received(typ == websocket.TextMessage, data)
+	}
+}
+
+// end frees the slot and sends the terminal event.
+//
+//go:noinline
+func (s *socket) end(err error) {
+	defer s.o.wg.Done()
+	s.mu.Lock()
+	first := s.closingLocked()
+	if s.fault == nil {
+		s.fault = readFault(err)
+	}
+	s.freed = true
+	s.queue, s.queued = nil, 0
+	fault, announced := s.fault, s.goneDone
+	s.mu.Unlock()
+
+	sink := s.o.cfg.Sink
+	if first {
+		s.announce()
+		if fault != nil {
+			s.o.m.nodeCloses.WithLabelValues(faultLabel(fault)).Inc()
+		}
+	} else {
+		<-announced // Gone comes before the terminal event
+	}
+	s.o.free(s)
+	_ = s.conn.NetConn().Close()
+
+	var ce *websocket.CloseError
+	switch {
+	case fault != nil:
+		s.o.m.closed.WithLabelValues(codeLabel(CloseCode(fault))).Inc()
+		sink.Error(s.actor, s.id, fault)
+	case errors.As(err, &ce) && ce.Code != websocket.CloseAbnormalClosure:
+		s.o.m.closed.WithLabelValues(codeLabel(ce.Code)).Inc()
+		sink.Close(s.actor, s.id, ce.Code, ce.Text, true)
+	default:
+		s.o.m.closed.WithLabelValues(codeLabel(websocket.CloseAbnormalClosure)).Inc()
+		sink.Close(s.actor, s.id, websocket.CloseAbnormalClosure, "", false)
+	}
+}
+
+// received hands a message to the Sink, unless the auto-response answers
+// it.
+//
+//go:noinline
+func (s *socket) received(text bool, data []byte) {
+	s.answered.Store(true)
+	s.o.m.messagesIn.Inc()
+	s.o.m.bytesIn.Add(float64(len(data)))
+	if text && s.autoRespond(data) {
+		return
+	}
+	s.o.cfg.Sink.Message(s.actor, s.id, text, data)
+}
+
+// readFault maps a read error to the fault it reveals, nil for a close
+// frame or a connection that ended.
+func readFault(err error) error {
+	var ce *websocket.CloseError
+	var ne net.Error
+	switch {
+	case errors.Is(err, websocket.ErrReadLimit):
+		return ErrMessageTooBig // gorilla sent the 1009 close frame
+	case errors.As(err, &ce), errors.As(err, &ne), errors.Is(err, net.ErrClosed):
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrProtocol, err) // gorilla sent the 1002 close frame
+}
+
+// peerClosed is the connection's close handler, on the reader goroutine:
+// the client started (or answered) the close handshake.
+func (s *socket) peerClosed(code int, _ string) error {
+	s.mu.Lock()
+	first := s.closingLocked()
+	echo := !s.closeSent
+	s.closeSent = true
+	s.queue, s.queued = nil, 0
+	s.mu.Unlock()
+	if first {
+		s.announce()
+	}
+	if echo {
+		_ = s.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, ""), time.Now().Add(s.o.cfg.WriteTimeout))
+	}
+	return nil
+}
+
+// send queues a data message. A full queue closes the socket with 1013.
+func (s *socket) send(kind frameKind, data []byte) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return fmt.Errorf("send on socket %v of %s: %w", s.id, s.actor, ErrClosing)
+	}
+	// Invariant: a message of at most MaxMessage fits an empty queue.
+	if queued := s.queued; queued > 0 && queued+len(data) > s.o.cfg.SendQueue {
+		s.mu.Unlock()
+		s.fail(ErrSlowReader)
+		return fmt.Errorf("send on socket %v of %s: %d bytes queued, limit %d: %w", s.id, s.actor, queued, s.o.cfg.SendQueue, ErrSlowReader)
+	}
+	s.queue = append(s.queue, frame{kind: kind, data: data})
+	s.queued += len(data)
+	s.startWriterLocked()
+	s.mu.Unlock()
+	return nil
+}
+
+// close starts the close handshake after what is queued; label counts it.
+func (s *socket) close(code int, reason, label string) error {
+	s.mu.Lock()
+	if !s.closingLocked() {
+		s.mu.Unlock()
+		return fmt.Errorf("close socket %v of %s: %w", s.id, s.actor, ErrClosing)
+	}
+	s.queue = append(s.queue, frame{kind: closeFrame, code: code, reason: reason})
+	s.startWriterLocked()
+	s.mu.Unlock()
+	s.announce()
+	s.o.m.nodeCloses.WithLabelValues(label).Inc()
+	return nil
+}
+
+// closingLocked marks the socket closing. When it reports true the caller
+// is the one to call announce, once it has released s.mu.
+func (s *socket) closingLocked() bool {
+	if s.closing {
+		return false
+	}
+	s.closing = true
+	s.goneDone = make(chan struct{}) // only now: an idle socket has none
+	return true
+}
+
+// announce calls Sink.Gone, then lets the terminal event go (end waits for
+// it when another goroutine started the close).
+func (s *socket) announce() {
+	s.o.cfg.Sink.Gone(s.actor)
+	close(s.goneDone)
+}
+
+// ping queues a ping ahead of any data.
+func (s *socket) ping(tick int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing || s.freed {
+		return
+	}
+	s.answered.Store(false)
+	s.pingTick.Store(tick)
+	s.queue = slices.Insert(s.queue, 0, frame{kind: pingFrame})
+	s.startWriterLocked()
+}
+
+func (s *socket) startWriterLocked() {
+	if s.writing || s.freed || s.aborted {
+		return
+	}
+	s.writing = true
+	s.o.wg.Add(1)
+	go s.write()
+}
+
+// write is the writer goroutine: it empties the queue, then ends.
+func (s *socket) write() {
+	defer s.o.wg.Done()
+	for {
+		s.mu.Lock()
+		if len(s.queue) == 0 || s.aborted || s.freed {
+			s.writing = false
+			s.queue = nil
+			s.mu.Unlock()
+			return
+		}
+		f := s.queue[0]
+		s.queue[0] = frame{}
+		s.queue = s.queue[1:]
+		s.queued -= len(f.data)
+		skip := f.kind == closeFrame && s.closeSent
+		if f.kind == closeFrame {
+			s.closeSent = true
+		}
+		s.mu.Unlock()
+		if skip {
+			continue
+		}
+		if err := s.writeFrame(f); err != nil {
+			s.mu.Lock()
+			s.writing = false
+			closing := s.closing
+			s.mu.Unlock()
+			var ne net.Error
+			if !closing && errors.As(err, &ne) && ne.Timeout() {
+				s.fail(ErrSlowReader)
+			} else {
+				s.drop()
+			}
+			return
+		}
+	}
+}
+
+func (s *socket) writeFrame(f frame) error {
+	deadline := time.Now().Add(s.o.cfg.WriteTimeout)
+	switch f.kind {
+	case pingFrame:
+		return s.conn.WriteControl(websocket.PingMessage, nil, deadline)
+	case closeFrame:
+		err := s.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(f.code, f.reason), deadline)
+		if err == nil {
+			// Bounded wait for the client's close frame; the reader then
+			// ends on the deadline (a transient timer, only while closing).
+			err = s.conn.SetReadDeadline(time.Now().Add(s.o.cfg.WriteTimeout))
+		}
+		return err
+	}
+	typ := websocket.BinaryMessage
+	if f.kind == textFrame {
+		typ = websocket.TextMessage
+	}
+	if err := s.conn.SetWriteDeadline(deadline); err != nil {
+		return err
+	}
+	if err := s.conn.WriteMessage(typ, f.data); err != nil {
+		return err
+	}
+	s.o.m.messagesOut.Inc()
+	s.o.m.bytesOut.Add(float64(len(f.data)))
+	return nil
+}
+
+// fail closes the socket for a fault: the queue is dropped, the client is
+// sent the fault's close code (best effort, bounded by WriteTimeout) and
+// the connection is closed, which ends the reader.
+func (s *socket) fail(fault error) {
+	s.mu.Lock()
+	if s.aborted || s.freed {
+		s.mu.Unlock()
+		return
+	}
+	s.aborted = true
+	first := s.closingLocked()
+	if s.fault == nil {
+		s.fault = fault
+	}
+	s.queue, s.queued = nil, 0
+	sendClose := !s.closeSent
+	s.closeSent = true
+	s.o.wg.Add(1)
+	s.mu.Unlock()
+	if first {
+		s.announce()
+		s.o.m.nodeCloses.WithLabelValues(faultLabel(fault)).Inc()
+	}
+	go func() {
+		defer s.o.wg.Done()
+		if sendClose {
+			reason := fault.Error()
+			if len(reason) > MaxCloseReason {
+				reason = reason[:MaxCloseReason]
+			}
+			msg := websocket.FormatCloseMessage(CloseCode(fault), reason)
+			_ = s.conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(s.o.cfg.WriteTimeout))
+		}
+		_ = s.conn.NetConn().Close()
+	}()
+}
+
+// drop closes the connection at once; the reader then frees the slot.
+func (s *socket) drop() {
+	s.mu.Lock()
+	s.aborted = true
+	s.queue, s.queued = nil, 0
+	s.mu.Unlock()
+	_ = s.conn.NetConn().Close()
+}
+
+// autoRespond answers data with the actor's auto-response if it is the
+// request, without the Sink.
+func (s *socket) autoRespond(data []byte) bool {
+	s.o.mu.RLock()
+	ar, ok := s.o.auto[s.actor]
+	s.o.mu.RUnlock()
+	if !ok || string(data) != ar.Request {
+		return false
+	}
+	s.lastAuto.Store(s.o.cfg.Clock().UnixNano())
+	s.o.m.autoResponses.Inc()
+	_ = s.send(textFrame, ar.response) // closing: nothing to answer
+	return true
+}

@@ -1,0 +1,52 @@
+package sockets
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/wasmkeep/wasmkeep/ownership"
+)
+
+// echoSink sends every message back on its socket.
+type echoSink struct {
+	nopSink
+	o *Owner
+}
+
+func (s *echoSink) Message(a ownership.Actor, id ID, text bool, data []byte) {
+	_ = s.o.Send(a, id, text, data)
+}
+
+// BenchmarkEchoRoundTrip: one client, a 100-byte message to the Sink and
+// back through Send, one at a time.
+func BenchmarkEchoRoundTrip(b *testing.B) {
+	sink := &echoSink{}
+	o, err := New(Config{Sink: sink})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sink.o = o
+	defer func() { _ = o.Shutdown(b.Context()) }()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = o.Accept(w, r, ownership.Actor{Class: "bench", Name: "echo"}, nil)
+	}))
+	defer srv.Close()
+	c, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	msg := []byte(strings.Repeat("m", 100))
+	for b.Loop() {
+		if err := c.WriteMessage(websocket.BinaryMessage, msg); err != nil {
+			b.Fatal(err)
+		}
+		if _, _, err := c.ReadMessage(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
