@@ -36,6 +36,12 @@
 //   - fence: a conditional write of a peer's lease as fenced, by a watcher
 //     that saw it unchanged for ttl + grace on its own clock; the fenced
 //     node's records are then free to acquire.
+//   - state object: an actor's storage at actors/<class>/<name>/state, a
+//     header line (StateHeader: generation, write count) and a payload the
+//     actors layer owns.
+//   - seal: an acquisition's conditional rewrite of the state object
+//     stamped with the generation it is about to write, before it writes the
+//     record; no older hold's write can land after it (seal.go).
 //   - drain: a node hands its actors over: it releases every live hold and
 //     parked record, on every pass, until nothing is left.
 //   - move: one actor is released here so that a named node takes it.
