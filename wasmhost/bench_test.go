@@ -3,6 +3,7 @@ package wasmhost
 import (
 	"context"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -21,31 +22,85 @@ func cpuTime(tb testing.TB) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// BenchmarkStart measures starting one wasm instance of a Go guest
-// (instantiate, _initialize, ABI check) and its first event; guest-bytes
-// is the linear memory an instance holds after it, cpu-ns the process CPU
-// time per start (garbage collection included).
-func BenchmarkStart(b *testing.B) {
-	r := newRuntime(b, Config{})
-	m, err := r.Compile(context.Background(), "bench", guest(b, counterGuest))
+// startPath is a way of starting instances, for comparing them in one run.
+type startPath struct {
+	name  string
+	alloc bool // memories in mappings (memory.go)
+	reuse bool // freed mappings kept for the next instances
+	merge bool // mergeDataSegments
+	image bool // data segments in an image (memory.go)
+}
+
+// startPaths are the ways compared; the first, wazero's defaults, is the
+// path before the host made its own memories and merged segments.
+var startPaths = []startPath{
+	{name: "wazero"},
+	{name: "merge", merge: true},
+	{name: "mmap", alloc: true},
+	{name: "mmap+merge", alloc: true, merge: true},
+	{name: "mmap+merge+reuse", alloc: true, reuse: true, merge: true},
+	{name: "mmap+image", alloc: true, merge: true, image: true},
+	{name: "mmap+image+reuse", alloc: true, reuse: true, merge: true, image: true}, // the default
+}
+
+// compile returns the counter compiled on a runtime that starts instances
+// the way p does.
+func (p startPath) compile(tb testing.TB, cfg Config) *Module {
+	tb.Helper()
+	r := newRuntime(tb, cfg)
+	r.merge, r.images = p.merge, p.image
+	if !p.alloc {
+		r.alloc = nil
+	} else if a, ok := r.alloc.(interface{ setKeep(int) }); ok && !p.reuse {
+		a.setKeep(0)
+	}
+	m, err := r.Compile(context.Background(), "bench", guest(tb, counterGuest))
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	ctx := context.Background()
-	req, st := get("", "read"), memStorage{}
-	var size uint32
-	b.ReportAllocs()
-	cpu0 := cpuTime(b)
-	for b.Loop() {
-		in := m.NewInstance(nil)
-		if _, err := in.Handle(ctx, req, st); err != nil {
-			b.Fatal(err)
-		}
-		size = in.mod.Memory().Size()
-		in.Close()
+	return m
+}
+
+// baseline keeps the metrics of the first path measured in this run, so
+// that the others report their ratio to it (x-<metric>).
+var baseline = map[string]float64{}
+
+func reportVsBaseline(b *testing.B, path, unit string, v float64) {
+	b.ReportMetric(v, unit)
+	if path == startPaths[0].name {
+		baseline[unit] = v
+	} else if base, ok := baseline[unit]; ok && base > 0 {
+		b.ReportMetric(v/base, "x-"+unit)
 	}
-	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
-	b.ReportMetric(float64(size), "guest-bytes")
+}
+
+// BenchmarkStart measures starting one wasm instance of a Go guest
+// (instantiate, _initialize, ABI check) and its first event, along each
+// start path; guest-bytes is the linear memory an instance holds after it,
+// cpu-ns the process CPU time per start (garbage collection included),
+// x-cpu-ns its ratio to the first path's.
+func BenchmarkStart(b *testing.B) {
+	for _, p := range startPaths {
+		b.Run(p.name, func(b *testing.B) {
+			m := p.compile(b, Config{Prestart: -1})
+			ctx := context.Background()
+			req, st := get("", "read"), memStorage{}
+			var size uint32
+			b.ReportAllocs()
+			runtime.GC()
+			cpu0 := cpuTime(b)
+			for b.Loop() {
+				in := m.NewInstance(nil)
+				if _, err := in.Handle(ctx, req, st); err != nil {
+					b.Fatal(err)
+				}
+				size = in.mod.Memory().Size()
+				in.Close()
+			}
+			reportVsBaseline(b, p.name, "cpu-ns/op", float64(cpuTime(b)-cpu0)/float64(b.N))
+			b.ReportMetric(float64(size), "guest-bytes")
+		})
+	}
 }
 
 // BenchmarkRequest measures one event on a resident instance of the
@@ -102,35 +157,109 @@ func rss(tb testing.TB) int64 {
 	return pages * int64(os.Getpagesize())
 }
 
-// BenchmarkResident measures the memory that resident instances of the
-// counter hold: rss-bytes is the growth of the process's resident set per
-// instance, with 50 instances resident after one event each, measured
-// after returning freed memory to the system.
-func BenchmarkResident(b *testing.B) {
-	const n = 50
-	r := newRuntime(b, Config{})
-	m, err := r.Compile(context.Background(), "bench", guest(b, counterGuest))
+// pss is the proportional set size of the process (Linux): a page shared
+// by n mappings counts 1/n.
+func pss(tb testing.TB) int64 {
+	b, err := os.ReadFile("/proc/self/smaps_rollup")
 	if err != nil {
-		b.Fatal(err)
+		tb.Skip("no /proc/self/smaps_rollup")
 	}
-	ctx := context.Background()
-	req, st := get("", "read"), memStorage{}
-	var perInstance float64
-	for b.Loop() {
-		debug.FreeOSMemory()
-		before := rss(b)
-		ins := make([]*Instance, n)
-		for i := range ins {
-			ins[i] = m.NewInstance(nil)
-			if _, err := ins[i].Handle(ctx, req, st); err != nil {
-				b.Fatal(err)
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "Pss:" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				tb.Fatal(err)
 			}
-		}
-		debug.FreeOSMemory()
-		perInstance = float64(rss(b)-before) / n
-		for _, in := range ins {
-			in.Close()
+			return kb << 10
 		}
 	}
-	b.ReportMetric(perInstance, "rss-bytes")
+	tb.Skip("no Pss in /proc/self/smaps_rollup")
+	return 0
+}
+
+// BenchmarkResident measures the memory that resident instances of the
+// counter hold, along each start path: rss-bytes is the growth of the
+// process's resident set per instance, with 200 instances resident after
+// one event each, measured after a garbage collection that returns freed
+// memory to the system; x-rss-bytes is its ratio to the first path's.
+// pss-bytes is the growth of the proportional set size: pages shared by
+// several instances (an image's) count once there, but once per instance
+// in the resident set.
+func BenchmarkResident(b *testing.B) {
+	for _, p := range startPaths {
+		b.Run(p.name, func(b *testing.B) {
+			const n = 200
+			m := p.compile(b, Config{Prestart: -1})
+			ctx := context.Background()
+			req, st := get("", "read"), memStorage{}
+			var perInstance, pssPer float64
+			for b.Loop() {
+				debug.FreeOSMemory()
+				before, pss0 := rss(b), pss(b)
+				ins := make([]*Instance, n)
+				for i := range ins {
+					ins[i] = m.NewInstance(nil)
+					if _, err := ins[i].Handle(ctx, req, st); err != nil {
+						b.Fatal(err)
+					}
+				}
+				debug.FreeOSMemory()
+				perInstance, pssPer = float64(rss(b)-before)/n, float64(pss(b)-pss0)/n
+				for _, in := range ins {
+					in.Close()
+				}
+			}
+			reportVsBaseline(b, p.name, "rss-bytes", perInstance)
+			reportVsBaseline(b, p.name, "pss-bytes", pssPer)
+		})
+	}
+}
+
+// BenchmarkWake measures the latency of an actor's first event after a
+// wake (ns/op: a new Instance's first Handle, start included) without and
+// with the default pool of started instances (Config.Prestart), each wake after the
+// pool is full again; cpu-ns is all the process CPU time per wake, the
+// pool's background starts included, and x-ns its ratio to no pool.
+func BenchmarkWake(b *testing.B) {
+	var base float64
+	for _, prestart := range []int{-1, DefaultPrestart} {
+		b.Run("prestart="+strconv.Itoa(prestart), func(b *testing.B) {
+			m := startPaths[len(startPaths)-1].compile(b, Config{Prestart: prestart})
+			defer m.Close(context.Background())
+			ctx := context.Background()
+			req, st := get("", "read"), memStorage{}
+			wake := func() {
+				in := m.NewInstance(nil)
+				if _, err := in.Handle(ctx, req, st); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				in.Close()
+				for !m.poolFull() {
+					time.Sleep(100 * time.Microsecond)
+				}
+			}
+			wake() // starts filling the pool
+			cpu0 := cpuTime(b)
+			b.ResetTimer()
+			for range b.N {
+				b.StartTimer()
+				wake()
+			}
+			b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
+			ns := float64(b.Elapsed()) / float64(b.N)
+			if prestart < 0 {
+				base = ns
+			} else if base > 0 {
+				b.ReportMetric(ns/base, "x-ns/op")
+			}
+		})
+	}
+}
+
+// poolFull reports whether m's pool holds all the instances it keeps.
+func (m *Module) poolFull() bool {
+	m.pool.mu.Lock()
+	defer m.pool.mu.Unlock()
+	return len(m.pool.ready) >= m.r.cfg.Prestart && !m.pool.filling
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/ownership"
@@ -35,8 +36,9 @@ var (
 // calls at once).
 type Instance struct {
 	m      *Module
-	mod    api.Module   // nil: no wasm instance resident
-	handle api.Function // wasmkeep_on_request of mod
+	mod    api.Module                // nil: no wasm instance resident
+	mem    experimental.LinearMemory // mod's memory, if the host allocated it
+	handle api.Function              // wasmkeep_on_request of mod
 	closed bool
 	log    *slog.Logger
 }
@@ -104,25 +106,13 @@ func (in *Instance) Handle(ctx context.Context, req *actors.Request, st actors.S
 	}
 }
 
-// start instantiates the module and checks the ABI version the guest
-// speaks.
+// start takes a started wasm instance of the module (pool.go).
 func (in *Instance) start(ctx context.Context) error {
-	mod, err := in.m.r.rt.InstantiateModule(ctx, in.m.compiled, in.m.moduleConfig())
+	mod, mem, err := in.m.take(ctx)
 	if err != nil {
 		return err
 	}
-	if fn := mod.ExportedFunction(exportABIVersion); fn != nil {
-		res, err := fn.Call(ctx)
-		if err != nil {
-			_ = mod.Close(ctx)
-			return err
-		}
-		if v := api.DecodeU32(res[0]); v != wire.Version {
-			_ = mod.Close(ctx)
-			return fmt.Errorf("guest speaks ABI version %d, host %d", v, wire.Version)
-		}
-	}
-	in.mod, in.handle = mod, mod.ExportedFunction(exportOnRequest)
+	in.mod, in.mem, in.handle = mod, mem, mod.ExportedFunction(exportOnRequest)
 	return nil
 }
 
@@ -140,8 +130,8 @@ func (in *Instance) fail(ctx, cctx context.Context, what string, err error) erro
 
 func (in *Instance) discard(ctx context.Context) {
 	if in.mod != nil {
-		_ = in.mod.Close(ctx)
-		in.mod, in.handle = nil, nil
+		closeModule(ctx, in.mod, in.mem)
+		in.mod, in.mem, in.handle = nil, nil, nil
 	}
 }
 

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"math/rand/v2"
 	"strconv"
 
 	"github.com/wasmkeep/wasmkeep/wasmhost/guest"
@@ -65,6 +66,10 @@ func serve(r *guest.Request) *guest.Response {
 		return guest.Text(200, strconv.Itoa(int(rawBatch(r.Body))))
 	case "/raw-list":
 		return guest.Text(200, strconv.Itoa(int(rawListLen(r.Body))))
+	case "/rand":
+		// math/rand/v2 draws from the Go runtime's generator, seeded at
+		// the instance's start.
+		return guest.Text(200, strconv.FormatUint(rand.Uint64(), 10))
 	case "/nil":
 		return nil
 	case "/log":

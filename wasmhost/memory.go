@@ -1,0 +1,90 @@
+package wasmhost
+
+import (
+	"context"
+
+	"github.com/tetratelabs/wazero/experimental"
+)
+
+// Linear memory of instances.
+//
+// By default wazero backs a linear memory with a Go slice, and grows it
+// by appending: every memory.grow of a guest copies its whole memory
+// (most of what a Go guest's _initialize costs), the slice is zeroed and
+// so wholly resident, and the old copies are garbage for the collector.
+// On Linux the host instead gives each instance its own mapping
+// (mmapAllocator): the guest's maximum memory (Config.MemoryLimit) is
+// reserved as address space only, grows in place, and takes physical
+// memory only for the pages the guest touches.
+//
+// The memory an instance starts with, its data segments, is the same for
+// every instance of a module: the host writes it once into a memory file
+// (an image) and maps it copy-on-write at the start of each instance's
+// memory, and compiles the module without its data section. Pages the
+// guest only reads (a Go guest's type data, strings, tables) stay shared
+// between all the instances of the module; the guest's _initialize still
+// runs in each instance, so that each has its own random seeds.
+//
+// A closed instance's mapping is kept, zeroed, for a next instance (a few
+// per runtime): on a virtual machine a page fault on fresh memory costs
+// more than the rest of an instance's start, and the kept mapping's pages
+// are already resident.
+//
+// Each instance costs MemoryLimit of address space (256 MiB by default; a
+// 64-bit process has over 100 TiB) and three memory mappings
+// (vm.max_map_count is 65530 by default).
+
+// allocator makes the linear memories of a Runtime's instances.
+type allocator interface {
+	// allocate returns a memory of at most max bytes that starts with img
+	// (nil: zeros); the instance writes its first warm bytes at once (its
+	// data segments, when not in img).
+	allocate(cap, max uint64, img *image, warm uint64) experimental.LinearMemory
+	// Close releases what the allocator keeps, once the runtime is closed.
+	Close()
+}
+
+// sliceMemory is a linear memory in a Go slice, grown by appending: what
+// wazero does without an allocator. It is the fallback when a mapping
+// cannot be made; img, if set, is copied in at the first allocation.
+type sliceMemory struct {
+	buf []byte
+	img *image
+}
+
+// Reallocate implements experimental.LinearMemory.
+func (m *sliceMemory) Reallocate(size uint64) []byte {
+	if n := uint64(len(m.buf)); size > n {
+		m.buf = append(m.buf, make([]byte, size-n)...)
+	}
+	if m.img != nil {
+		// Should the image be unreadable (closed), the memory holds zeros
+		// where the data should be, and the guest fails its start: a
+		// nil here would make wazero panic.
+		_ = m.img.readInto(m.buf)
+		m.img = nil
+	}
+	return m.buf[:size]
+}
+
+// Free implements experimental.LinearMemory.
+func (m *sliceMemory) Free() { m.buf = nil }
+
+// withMemory returns ctx for instantiating a module with alloc (nil: as
+// wazero does by default; img and warm as for allocator.allocate), and a
+// function that returns the linear memory the instantiation allocated
+// (nil if none), for the caller to free it once the instance is closed:
+// wazero frees it when closing the module, except when instantiation
+// failed or a timeout closed the module while no call was running to
+// notice it.
+func withMemory(ctx context.Context, alloc allocator, img *image, warm uint64) (context.Context, func() experimental.LinearMemory) {
+	if alloc == nil {
+		return ctx, func() experimental.LinearMemory { return nil }
+	}
+	var mem experimental.LinearMemory
+	ctx = experimental.WithMemoryAllocator(ctx, experimental.MemoryAllocatorFunc(func(cap, max uint64) experimental.LinearMemory {
+		mem = alloc.allocate(cap, max, img, warm)
+		return mem
+	}))
+	return ctx, func() experimental.LinearMemory { return mem }
+}

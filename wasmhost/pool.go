@@ -1,0 +1,116 @@
+package wasmhost
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+)
+
+// A pool keeps a few started wasm instances of a Module ready
+// (Config.Prestart), so that an actor's first event after a wake takes
+// one instead of instantiating and initialising on its path. It cuts the
+// wake's latency, not CPU: every instance is still started once, in the
+// background, by one goroutine per class at a time. It starts filling at
+// the class's first start, so classes never used cost nothing.
+type pool struct {
+	mu      sync.Mutex
+	ready   []started
+	filling bool // a goroutine is starting instances
+	closed  bool
+	fills   sync.WaitGroup // the filling goroutine, for closePool
+}
+
+// started is a wasm instance started and not yet used.
+type started struct {
+	mod api.Module
+	mem experimental.LinearMemory
+}
+
+// take returns a started instance of m: a ready one if the pool has one,
+// else one started now. Either way it has the pool refilled.
+func (m *Module) take(ctx context.Context) (api.Module, experimental.LinearMemory, error) {
+	p := &m.pool
+	p.mu.Lock()
+	var s started
+	if n := len(p.ready); n > 0 {
+		s = p.ready[n-1]
+		p.ready = p.ready[:n-1]
+	}
+	m.refillLocked()
+	p.mu.Unlock()
+	if s.mod != nil {
+		return s.mod, s.mem, nil
+	}
+	return m.instantiate(ctx)
+}
+
+// refillLocked starts the goroutine that fills the pool, unless it runs,
+// the pool is full or closed, or there is no pool. p.mu must be held.
+func (m *Module) refillLocked() {
+	p := &m.pool
+	if m.r.cfg.Prestart <= 0 || p.filling || p.closed || len(p.ready) >= m.r.cfg.Prestart {
+		return
+	}
+	p.fills.Add(1)
+	p.filling = m.r.goBackground(func(ctx context.Context) {
+		defer p.fills.Done()
+		m.fill(ctx)
+	})
+	if !p.filling {
+		p.fills.Done()
+	}
+}
+
+// fill starts instances until the pool is full or closed, or a start
+// fails (the next take tries again). Each start is bounded by the event
+// timeout, as on an event's path, and stopped when ctx (the runtime's)
+// is cancelled.
+func (m *Module) fill(ctx context.Context) {
+	p := &m.pool
+	for {
+		ictx, cancel := ctx, context.CancelFunc(func() {})
+		if !m.r.cfg.NoEventTimeout {
+			ictx, cancel = context.WithTimeout(ctx, m.r.cfg.EventTimeout)
+		}
+		mod, mem, err := m.instantiate(ictx)
+		cancel()
+		p.mu.Lock()
+		if err != nil || p.closed {
+			p.filling = false
+			p.mu.Unlock()
+			if err != nil && !m.r.isClosed() {
+				m.log.Warn("wasm instance for the pool failed to start", slog.Any("err", err))
+			} else if err == nil {
+				closeModule(context.Background(), mod, mem)
+			}
+			return
+		}
+		p.ready = append(p.ready, started{mod, mem})
+		if len(p.ready) >= m.r.cfg.Prestart {
+			p.filling = false
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+	}
+}
+
+// closePool closes the ready instances, after waiting for the start
+// under way, if any; the pool makes no more.
+func (m *Module) closePool(ctx context.Context) {
+	p := &m.pool
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.fills.Wait()
+	p.mu.Lock()
+	ready := p.ready
+	p.ready = nil
+	p.mu.Unlock()
+	for _, s := range ready {
+		closeModule(ctx, s.mod, s.mem)
+	}
+}

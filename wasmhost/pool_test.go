@@ -1,0 +1,111 @@
+package wasmhost
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// waitPool waits until m's pool is full.
+func waitPool(t *testing.T, m *Module) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !m.poolFull(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("pool not filled")
+		}
+	}
+}
+
+func TestPool(t *testing.T) {
+	ctx := context.Background()
+	r := newRuntime(t, Config{Prestart: 2})
+	m, err := r.Compile(ctx, "probe", guest(t, probeGuest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.pool.ready) != 0 || m.pool.filling {
+		t.Fatal("pool filled before the class was used")
+	}
+	// Each actor gets its own fresh instance, pooled or not.
+	for i := range 4 {
+		in := m.NewInstance(nil)
+		defer in.Close()
+		if got := body(t, in, "/events"); got != "1" {
+			t.Fatalf("actor %d: first event = %q, want 1", i, got)
+		}
+		if i == 0 {
+			waitPool(t, m)
+			if n := len(m.pool.ready); n != 2 {
+				t.Fatalf("pool holds %d, want 2", n)
+			}
+		}
+	}
+	waitPool(t, m)
+	if err := m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.pool.ready) != 0 {
+		t.Fatal("Module.Close left instances in the pool")
+	}
+	// A closed module's pool makes no more.
+	in := m.NewInstance(nil)
+	defer in.Close()
+	_, _ = in.Handle(ctx, get("/events", ""), memStorage{})
+	if m.pool.filling || len(m.pool.ready) != 0 {
+		t.Fatal("closed pool refilled")
+	}
+}
+
+func TestNoPool(t *testing.T) {
+	r := newRuntime(t, Config{Prestart: -1})
+	m, err := r.Compile(context.Background(), "probe", guest(t, probeGuest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := m.NewInstance(nil)
+	defer in.Close()
+	body(t, in, "/events")
+	if m.pool.filling || len(m.pool.ready) != 0 {
+		t.Fatal("pool filled with Prestart < 0")
+	}
+}
+
+// TestCloseWhileFilling closes the runtime while its pool is being
+// filled: Close waits for the background starts.
+func TestCloseWhileFilling(t *testing.T) {
+	r := newRuntime(t, Config{Prestart: 4})
+	m, err := r.Compile(context.Background(), "probe", guest(t, probeGuest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := m.NewInstance(nil)
+	body(t, in, "/events")
+	in.Close()
+	if err := r.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if m.pool.filling {
+		t.Fatal("pool still filling after Close")
+	}
+}
+
+// TestModuleCloseWhileFilling closes a module while its pool is being
+// filled: Close waits for the start under way and closes what it made.
+func TestModuleCloseWhileFilling(t *testing.T) {
+	r := newRuntime(t, Config{Prestart: 4})
+	m, err := r.Compile(context.Background(), "probe", guest(t, probeGuest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := m.NewInstance(nil)
+	body(t, in, "/events")
+	in.Close()
+	if err := m.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	m.pool.mu.Lock()
+	defer m.pool.mu.Unlock()
+	if m.pool.filling || len(m.pool.ready) != 0 {
+		t.Fatalf("after Close: filling %v, %d ready", m.pool.filling, len(m.pool.ready))
+	}
+}
