@@ -63,6 +63,9 @@ type Response struct {
 	Status int
 	Header http.Header
 	Body   []byte
+	// Accept, when set, upgrades the request to a WebSocket owned by the
+	// node (see AcceptSocket); Status, Header and Body are then not sent.
+	Accept *Accept
 }
 
 // Text returns a text/plain response.

@@ -20,8 +20,12 @@ type (
 		class Class
 		gen   ownership.Generation
 		req   *Request
+		sock  *SocketEvent // instead of req: a socket event
 		reply chan result
 		id    uint64 // set by the director: names the event until it is done
+		// spawned: the director made the instance for this event (the
+		// actor was not resident: the event woke it).
+		spawned bool
 	}
 	// doneMsg: a resident actor finished one event.
 	doneMsg struct {
@@ -52,6 +56,8 @@ type (
 type result struct {
 	resp *Response
 	err  error
+	out  []socketOp // socket sends and closes, carried out with the output
+	woke bool       // the event found the actor not resident
 }
 
 // resident is the director's view of one resident actor.
@@ -171,6 +177,7 @@ func (d *director) event(ctx actor.Context, m *eventMsg) {
 		e.elem = d.lru.PushFront(m.actor)
 		d.entries[m.actor] = e
 		d.children++
+		m.spawned = true
 		d.evict(ctx)
 	} else {
 		d.lru.MoveToFront(e.elem)

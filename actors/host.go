@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/sockets"
 )
 
 // Owner is what Host needs of the ownership keeper (keeper.Keeper has it).
@@ -50,6 +51,9 @@ type Config struct {
 	// time an actor leaves memory, with why ("idle", "evicted",
 	// "stop acting", "node stopping", "node exited"). It must not block.
 	OnHibernate func(a ownership.Actor, gen ownership.Generation, reason string)
+	// Sockets, when set, is the node's socket owner: events reach the
+	// actor's sockets through SocketsOf. Nil: the node serves no sockets.
+	Sockets *sockets.Owner
 	// Supervision, when set, gives the options resident instances of a
 	// class are spawned with and the strategy the director supervises them
 	// with (package supervisors has one). Nil: proto.actor's defaults.
@@ -169,6 +173,24 @@ func (h *Host) Deliver(ctx context.Context, a ownership.Actor, gen ownership.Gen
 		return r.resp, r.err
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	}
+}
+
+// DeliverSocket runs ev as one event of actor a under the hold at gen, like
+// Deliver, and returns once its output is released. woke reports that the
+// actor was not resident: the event woke it.
+func (h *Host) DeliverSocket(ctx context.Context, a ownership.Actor, gen ownership.Generation, ev *SocketEvent) (woke bool, err error) {
+	class, ok := h.cfg.Registry.Lookup(a.Class)
+	if !ok {
+		return false, fmt.Errorf("%w: %q", ErrUnknownClass, a.Class)
+	}
+	m := &eventMsg{ctx: ctx, actor: a, class: class, gen: gen, sock: ev, reply: make(chan result, 1)}
+	h.cfg.System.Root.Send(h.pid, m)
+	select {
+	case r := <-m.reply:
+		return r.woke, r.err
+	case <-ctx.Done():
+		return false, ctx.Err()
 	}
 }
 

@@ -82,15 +82,29 @@ func (in *instance) Receive(ctx actor.Context) {
 		// producer hands back this same value. What waits at the gate is
 		// answered 503 (a commit in flight is waited for first, so that it
 		// cannot race the next load); the next event reloads.
-		in.settle(ctx, false)
+		in.settleEnding(ctx, false)
 		in.drop()
 		in.closePer()
 	case *actor.Stopped:
 		// Events that ran are committed and released before the instance
 		// goes: a drain or a stop finishes them.
-		in.settle(ctx, true)
+		in.settleEnding(ctx, true)
 		in.closePer()
 	}
+}
+
+// settleEnding settles an instance that restarts or stops. A panic while it
+// does (the output gate's owner failing again) must not leave an event
+// unanswered or the instance half-stopped: every waiting event is failed.
+func (in *instance) settleEnding(ctx actor.Context, flush bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			in.log().Error("panic while the instance ends; its waiting events fail", slog.Any("panic", p))
+			in.inflight = nil
+			in.failWaiting(ctx, in.h.unavailable(in.actor, "actor failed"))
+		}
+	}()
+	in.settle(ctx, flush)
 }
 
 // closePer closes the per-actor handler, if any.
@@ -142,7 +156,13 @@ func (in *instance) event(ctx actor.Context, m *eventMsg) {
 		}
 	}
 	t := newTxn(in.state.KV, in.h.cfg.MaxState)
-	resp, err := in.run(m, t)
+	var socks *eventSockets
+	ctx2 := m.ctx
+	if in.h.cfg.Sockets != nil {
+		socks = &eventSockets{owner: in.h.cfg.Sockets, actor: in.actor}
+		ctx2 = context.WithValue(m.ctx, socketsKey{}, socks)
+	}
+	resp, err := in.run(ctx2, m, t)
 	var r result
 	switch {
 	case err != nil:
@@ -153,7 +173,11 @@ func (in *instance) event(ctx actor.Context, m *eventMsg) {
 			in.version++
 		}
 		r = result{resp: resp}
+		if socks != nil {
+			r.out = socks.out
+		}
 	}
+	r.woke = m.spawned
 	in.waiting = append(in.waiting, waiter{m: m, r: r, upto: in.version})
 	in.pump(ctx)
 }
@@ -228,6 +252,9 @@ func (in *instance) release(ctx actor.Context) {
 	ready := in.waiting[:n]
 	in.waiting = append([]waiter(nil), in.waiting[n:]...)
 	for _, w := range ready {
+		if len(w.r.out) > 0 {
+			flushSockets(in.h.cfg.Sockets, in.actor, w.r.out)
+		}
 		in.answer(ctx, w.m, done(w.r))
 	}
 }
@@ -274,7 +301,7 @@ func (in *instance) settle(ctx actor.Context, flush bool) {
 // run calls the class. A panic becomes an error: the event's writes are
 // discarded, and the working state is intact (Storage hands the class
 // copies, never the state's own slices).
-func (in *instance) run(m *eventMsg, t *txn) (resp *Response, err error) {
+func (in *instance) run(ctx context.Context, m *eventMsg, t *txn) (resp *Response, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			in.log().Error("actor panicked", slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
@@ -288,7 +315,13 @@ func (in *instance) run(m *eventMsg, t *txn) (resp *Response, err error) {
 		}
 		c = in.per
 	}
-	return c.Handle(m.ctx, m.req, t)
+	if m.sock != nil {
+		if sc, ok := c.(SocketClass); ok {
+			return nil, sc.HandleSocket(ctx, m.sock, t)
+		}
+		return nil, nil // a class without socket events: dropped
+	}
+	return c.Handle(ctx, m.req, t)
 }
 
 // failed answers an event whose handler failed; its writes are discarded.

@@ -19,6 +19,7 @@ import (
 	"github.com/wasmkeep/wasmkeep/ingress"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/bucketurl"
+	"github.com/wasmkeep/wasmkeep/sockets"
 	"github.com/wasmkeep/wasmkeep/wasmhost"
 )
 
@@ -28,7 +29,8 @@ func serveCommand() *command {
 		summary: "run a node: serve /actor/<class>/<name> over HTTP",
 		detail: "Opens the bucket, refuses it unless it honours conditional writes (as 'bucket check'),\n" +
 			"takes the node's lease and serves /actor/<class>/<name>[/rest], /healthz, /readyz and\n" +
-			"/metrics. Built-in class: counter (GET increments, GET ?read reads). Every NAME.wasm file\n" +
+			"/metrics. Built-in classes: counter (GET increments, GET ?read reads) and chat (a chat room:\n" +
+			"open /actor/chat/ROOM in a browser). Every NAME.wasm file\n" +
 			"in --classes is served as the wasm class NAME: a module built with GOOS=wasip1 GOARCH=wasm\n" +
 			"-buildmode=c-shared on wasmhost/guest ('make examples' builds examples/*-wasm there). A NAME\n" +
 			"that is a built-in class, or a file that cannot be read or compiled, stops the start.\n" +
@@ -49,6 +51,8 @@ type serveConfig struct {
 	IdleTimeout time.Duration
 	MaxResident int
 	MaxBody     byteSize
+	MaxSockets  int
+	MaxMessage  byteSize
 	Lease       ownership.Config // only the lease durations are read from flags
 	StopTimeout time.Duration
 	// Classes is the directory of the wasm classes; CacheDir keeps their
@@ -92,6 +96,12 @@ func (c serveConfig) Validate() error {
 	}
 	if c.MaxBody <= 0 {
 		errs = append(errs, fmt.Errorf("--max-body %v: must be positive", c.MaxBody))
+	}
+	if c.MaxSockets <= 0 {
+		errs = append(errs, fmt.Errorf("--max-sockets %d: must be positive", c.MaxSockets))
+	}
+	if c.MaxMessage <= 0 || c.MaxMessage > 64<<20 {
+		errs = append(errs, fmt.Errorf("--max-message %v: must be positive and at most 64 MiB", c.MaxMessage))
 	}
 	if c.StopTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--stop-timeout %v: must be positive", c.StopTimeout))
@@ -184,6 +194,8 @@ func setupServe(fs *flag.FlagSet) action {
 		IdleTimeout: 10 * time.Second,
 		MaxResident: 10000,
 		MaxBody:     ingress.DefaultMaxBody,
+		MaxSockets:  sockets.DefaultMaxSockets,
+		MaxMessage:  sockets.DefaultMaxMessage,
 		Lease:       ownership.DefaultConfig("", ""),
 		StopTimeout: 30 * time.Second,
 		Classes:     "classes",
@@ -199,6 +211,8 @@ func setupServe(fs *flag.FlagSet) action {
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "an actor without events this long hibernates (drops out of memory; its state is in the bucket)")
 	fs.IntVar(&cfg.MaxResident, "max-resident", cfg.MaxResident, "most actors in memory; past it the least recently used idle one hibernates")
 	fs.Var(&cfg.MaxBody, "max-body", "largest request body (bytes, or with KiB or MiB); larger gets 413")
+	fs.IntVar(&cfg.MaxSockets, "max-sockets", cfg.MaxSockets, "most WebSockets open on the node; past it an upgrade gets 503 before switching protocols")
+	fs.Var(&cfg.MaxMessage, "max-message", "largest WebSocket message, in and out (bytes, or with KiB or MiB); a larger incoming one closes its socket with 1009")
 	fs.DurationVar(&cfg.Lease.LeasePeriod, "lease-period", cfg.Lease.LeasePeriod, "how often the node renews its lease")
 	fs.DurationVar(&cfg.Lease.LeaseTTL, "lease-ttl", cfg.Lease.LeaseTTL, "how long an unrenewed lease lasts before peers may judge the node dead (with --lease-grace)")
 	fs.DurationVar(&cfg.Lease.Safety, "lease-safety", cfg.Lease.Safety, "taken off the ttl on this node's side: the lease is valid until the last acknowledged renewal's send time plus ttl minus safety")
@@ -334,6 +348,7 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 	node, err := ingress.StartNode(ctx, ingress.NodeConfig{
 		Core: cfg.core(instance), Bucket: b, Listener: lis, Registry: registry, Logger: log,
 		IdleTimeout: cfg.IdleTimeout, MaxResident: cfg.MaxResident, MaxBody: int64(cfg.MaxBody),
+		MaxSockets: cfg.MaxSockets, MaxMessage: int(cfg.MaxMessage),
 	})
 	if err != nil {
 		return err

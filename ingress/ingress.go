@@ -18,12 +18,14 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/keeper"
+	"github.com/wasmkeep/wasmkeep/sockets"
 )
 
 // ForwardedHeader marks a request one node forwarded to another; its value
@@ -64,6 +66,9 @@ type Config struct {
 	MaxBody int64
 	// Transport carries forwarded requests. Nil: http.DefaultTransport.
 	Transport http.RoundTripper
+	// Sockets takes the WebSocket upgrades actors accept. Nil: an accepted
+	// upgrade is answered 501.
+	Sockets *sockets.Owner
 }
 
 // Handler serves a node's HTTP entry.
@@ -253,11 +258,33 @@ func (h *Handler) deliver(w http.ResponseWriter, r *http.Request, a ownership.Ac
 		text(w, http.StatusInternalServerError, "internal error")
 		return
 	}
+	if resp.Accept != nil {
+		h.accept(w, r, a, resp.Accept)
+		return
+	}
 	for k, vs := range resp.Header {
 		w.Header()[k] = vs
 	}
 	w.WriteHeader(resp.Status)
 	w.Write(resp.Body)
+}
+
+// accept upgrades the request to a WebSocket the node owns, as the actor
+// asked; the socket owner answers its own refusals (503 past the socket
+// limit, 400 for bad tags or a bad handshake).
+func (h *Handler) accept(w http.ResponseWriter, r *http.Request, a ownership.Actor, acc *actors.Accept) {
+	switch {
+	case h.cfg.Sockets == nil:
+		text(w, http.StatusNotImplemented, "this node serves no WebSockets")
+		return
+	case !websocket.IsWebSocketUpgrade(r):
+		w.Header().Set("Upgrade", "websocket")
+		text(w, http.StatusUpgradeRequired, "the actor accepts only a WebSocket upgrade here")
+		return
+	}
+	if _, err := h.cfg.Sockets.Accept(w, r, a, acc.Tags); err != nil {
+		h.log.Info("websocket not accepted", slog.String("class", a.Class), slog.String("name", a.Name), slog.Any("err", err))
+	}
 }
 
 // forward sends the request to the node that holds the actor.

@@ -16,6 +16,7 @@ import (
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/keeper"
+	"github.com/wasmkeep/wasmkeep/sockets"
 	"github.com/wasmkeep/wasmkeep/supervisors"
 )
 
@@ -42,16 +43,21 @@ type NodeConfig struct {
 	// Supervision bounds the restarts of a resident instance (see
 	// supervisors.Policy). Zero: its defaults.
 	Supervision supervisors.Policy
+	// MaxSockets and MaxMessage bound the node's WebSockets (see
+	// sockets.Config). Zero: its defaults.
+	MaxSockets int
+	MaxMessage int
 }
 
 // Node is one running node: ownership keeper, resident actors and HTTP
 // server, sharing one actor system and one metrics registry.
 type Node struct {
-	keeper *keeper.Keeper
-	host   *actors.Host
-	server *http.Server
-	addr   string
-	served chan error // the server's end
+	keeper  *keeper.Keeper
+	host    *actors.Host
+	sockets *sockets.Owner
+	server  *http.Server
+	addr    string
+	served  chan error // the server's end
 }
 
 // StartNode starts the keeper (it returns once the node's lease is taken),
@@ -91,28 +97,44 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		cfg.Listener.Close()
 		return nil, errors.Join(err, k.Stop(ctx))
 	}
-	host, err := actors.NewHost(actors.Config{
-		Owner: k, Bucket: cfg.Bucket, Registry: cfg.Registry, System: system, Logger: log,
-		IdleTimeout: cfg.IdleTimeout, MaxResident: cfg.MaxResident, MaxState: cfg.MaxState,
-		RetryAfter: cfg.Core.LeasePeriod, OnHibernate: cfg.OnHibernate, Supervision: sup,
-	})
+	sink, err := newSocketSink(k, log, reg)
+	var owner *sockets.Owner
+	if err == nil {
+		owner, err = sockets.New(sockets.Config{
+			Sink: sink, MaxSockets: cfg.MaxSockets, MaxMessage: cfg.MaxMessage, Logger: log, Registerer: reg,
+		})
+	}
 	if err != nil {
 		cfg.Listener.Close()
 		return nil, errors.Join(err, k.Stop(ctx))
 	}
+	sink.owner.Store(owner)
+	hooks.sockets.Store(owner)
+	host, err := actors.NewHost(actors.Config{
+		Owner: k, Bucket: cfg.Bucket, Registry: cfg.Registry, System: system, Logger: log,
+		IdleTimeout: cfg.IdleTimeout, MaxResident: cfg.MaxResident, MaxState: cfg.MaxState,
+		RetryAfter: cfg.Core.LeasePeriod, OnHibernate: cfg.OnHibernate, Supervision: sup, Sockets: owner,
+	})
+	if err != nil {
+		cfg.Listener.Close()
+		return nil, errors.Join(err, owner.Shutdown(ctx), k.Stop(ctx))
+	}
 	hooks.host.Store(host)
+	sink.host.Store(host)
 	h, err := New(Config{
 		Node: cfg.Core.Node, Keeper: k, Host: host, Registry: cfg.Registry, Gatherer: reg, Logger: log, MaxBody: cfg.MaxBody,
+		Sockets: owner,
 	})
 	if err != nil {
 		cfg.Listener.Close()
 		return nil, errors.Join(err, host.HibernateAll(ctx), k.Stop(ctx))
 	}
 	n := &Node{
-		keeper: k,
-		host:   host,
-		addr:   cfg.Core.Addr,
-		served: make(chan error, 1),
+		keeper:  k,
+		host:    host,
+		sockets: owner,
+		addr:    cfg.Core.Addr,
+		served:  make(chan error, 1),
 		server: &http.Server{
 			Handler:           h,
 			ReadHeaderTimeout: 10 * time.Second,
@@ -123,6 +145,12 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	log.Info("node serving", slog.String("addr", n.addr), slog.String("instance", string(cfg.Core.Instance)))
 	return n, nil
 }
+
+// Status is what the node's ownership core holds now.
+func (n *Node) Status() ownership.Status { return n.keeper.Status() }
+
+// Sockets counts the WebSockets open on the node.
+func (n *Node) Sockets() int { return n.sockets.Held() }
 
 // Addr is the address peers reach this node at.
 func (n *Node) Addr() string { return n.addr }
@@ -148,6 +176,12 @@ func (n *Node) Stop(ctx context.Context) error {
 	if err := n.server.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("http shutdown: %w", err))
 	}
+	// The node's sockets close with 1012 (service restart); their close
+	// events still reach the actors, which hibernate after.
+	n.sockets.CloseAll(1012, "stop")
+	if err := n.sockets.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("websocket shutdown: %w", err))
+	}
 	if err := n.host.HibernateAll(ctx); err != nil {
 		errs = append(errs, err)
 	}
@@ -161,6 +195,7 @@ func (n *Node) Stop(ctx context.Context) error {
 // the server and every connection at once and drops the resident actors.
 func (n *Node) Abort() {
 	n.server.Close()
+	n.sockets.CloseAll(1012, "lapse")
 	n.host.DropAll()
 }
 
@@ -168,7 +203,22 @@ func (n *Node) Abort() {
 // method only sends a message.
 type nodeHooks struct {
 	keeper.NopHooks
-	host atomic.Pointer[actors.Host] // nil until the host exists; nothing is resident before
+	host    atomic.Pointer[actors.Host]   // nil until the host exists; nothing is resident before
+	sockets atomic.Pointer[sockets.Owner] // nil until it exists; no socket is open before
+}
+
+// CloseSockets closes the sockets the core names, on a goroutine of its
+// own: closing writes close frames, and a hook must not block.
+func (h *nodeHooks) CloseSockets(c ownership.CloseSockets) {
+	o := h.sockets.Load()
+	if o == nil {
+		return
+	}
+	if c.All {
+		go o.CloseAll(c.Code, c.Reason)
+		return
+	}
+	go o.CloseActor(c.Actor, c.Code, c.Reason)
 }
 
 func (h *nodeHooks) StopActing(s ownership.StopActing) {
@@ -186,5 +236,8 @@ func (h *nodeHooks) Abandoned(a ownership.Actor, gen ownership.Generation) {
 func (h *nodeHooks) Exit(e ownership.Exit) {
 	if host := h.host.Load(); host != nil && !e.Clean {
 		host.DropAll()
+	}
+	if o := h.sockets.Load(); o != nil && !e.Clean {
+		go o.CloseAll(1012, "lapse")
 	}
 }

@@ -34,6 +34,14 @@ const (
 	MaxCloseReason = 123
 )
 
+// Defaults of Config.
+const (
+	// DefaultMaxSockets is the node's socket limit unless configured.
+	DefaultMaxSockets = 50000
+	// DefaultMaxMessage is the message size limit unless configured.
+	DefaultMaxMessage = 1 << 20
+)
+
 // ID names one socket of this node. IDs are never reused by an Owner.
 type ID uint64
 
@@ -125,10 +133,10 @@ func (c Config) Validate() error {
 
 func (c Config) withDefaults() Config {
 	if c.MaxSockets == 0 {
-		c.MaxSockets = 50000
+		c.MaxSockets = DefaultMaxSockets
 	}
 	if c.MaxMessage == 0 {
-		c.MaxMessage = 1 << 20
+		c.MaxMessage = DefaultMaxMessage
 	}
 	if c.SendQueue == 0 {
 		c.SendQueue = max(4<<20, c.MaxMessage)
