@@ -14,7 +14,6 @@ package chat
 
 import (
 	"context"
-	_ "embed"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -23,6 +22,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/examples/chat/page"
 )
 
 // Limits of one room.
@@ -33,9 +33,6 @@ const (
 	MaxName = 40
 	MaxText = 2000
 )
-
-//go:embed page.html
-var page []byte
 
 // Room is the class.
 type Room struct{}
@@ -72,7 +69,7 @@ func (Room) Handle(_ context.Context, req *actors.Request, _ actors.Storage) (*a
 	}
 	h := http.Header{}
 	h.Set("Content-Type", "text/html; charset=utf-8")
-	return &actors.Response{Status: http.StatusOK, Header: h, Body: page}, nil
+	return &actors.Response{Status: http.StatusOK, Header: h, Body: page.HTML}, nil
 }
 
 // HandleSocket runs the room.
