@@ -3,18 +3,18 @@
 GO ?= go
 BIN ?= bin/wasmkeep
 
-.PHONY: test vet versitygw build examples check sim-long run
+.PHONY: test vet versitygw chromium build examples check sim-long run
 
 # Every package but the simulation runs under the race detector. The
 # simulation is single-threaded per run (it spreads seeds over the cores
-# itself); under -race its 2,000 seeds and six broken variants would take
+# itself); under -race its 2,000 seeds and seven broken variants would take
 # many times longer for nothing.
 RACE_PKGS = $(shell $(GO) list ./... | grep -v /tests/sim)
 
 # test: vet, then every package with the race detector, then the
 # simulation. -p 1 runs one test binary at a time: several of them start
 # their own S3 server, and the machines this runs on have two cores.
-test: versitygw vet
+test: versitygw chromium vet
 	$(GO) test -race -p 1 $(RACE_PKGS)
 	$(GO) test -count=1 ./tests/sim
 
@@ -29,6 +29,12 @@ vet:
 # is not there yet (minutes the first time, nothing after).
 versitygw:
 	@./scripts/versitygw.sh >/dev/null
+
+# chromium installs Debian's chromium if it is missing: tests/e2e drives
+# the chat page in it (set WASMKEEP_NO_BROWSER=1 to skip that test where no
+# browser can be installed).
+chromium:
+	@if [ "$${WASMKEEP_NO_BROWSER:-}" != 1 ]; then ./scripts/chromium.sh >/dev/null; fi
 
 build:
 	$(GO) build -o $(BIN) ./cmd/wasmkeep
