@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -188,6 +189,17 @@ func TestChatRoomHibernatesWithItsSockets(t *testing.T) {
 		t.Fatalf("history after two hibernations: %+v", h.Messages)
 	}
 	ada.awaitPresence("ada", "bob", "carol")
+
+	// The wakes and the sockets are on /metrics.
+	_, metrics := n.get(t, "/metrics", nil)
+	for _, want := range []string{"wasmkeep_websockets_open 3", "wasmkeep_websocket_accepted_total 3", `wasmkeep_websocket_events_total{kind="message"}`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^wasmkeep_websocket_wakes_total [1-9]`).MatchString(metrics) {
+		t.Errorf("/metrics counts no wake by a socket event")
+	}
 
 	// A client leaving is seen by the others.
 	carol.conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "bye"))
