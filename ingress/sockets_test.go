@@ -190,6 +190,36 @@ func TestChatRoomHibernatesWithItsSockets(t *testing.T) {
 	}
 	ada.awaitPresence("ada", "bob", "carol")
 
+	// The plain protocol: echo, and "all:" to everyone.
+	if err := carol.conn.WriteMessage(websocket.TextMessage, []byte("ping 1")); err != nil {
+		t.Fatal(err)
+	}
+	carol.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		_, b, err := carol.conn.ReadMessage()
+		if err != nil {
+			t.Fatalf("carol awaiting her echo: %v", err)
+		}
+		if string(b) == "ping 1" {
+			break
+		}
+	}
+	if err := carol.conn.WriteMessage(websocket.TextMessage, []byte("all: hi")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*chatClient{ada, bob, carol} {
+		c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		for {
+			_, b, err := c.conn.ReadMessage()
+			if err != nil {
+				t.Fatalf("%s awaiting the broadcast: %v", c.name, err)
+			}
+			if string(b) == "all: hi" {
+				break
+			}
+		}
+	}
+
 	// The wakes and the sockets are on /metrics.
 	_, metrics := n.get(t, "/metrics", nil)
 	for _, want := range []string{"wasmkeep_websockets_open 3", "wasmkeep_websocket_accepted_total 3", `wasmkeep_websocket_events_total{kind="message"}`} {

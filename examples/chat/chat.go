@@ -10,6 +10,10 @@
 // "messages":[...]} to a joiner, {"type":"said","message":M} to everyone,
 // {"type":"presence","names":[...]} to everyone when someone joins or
 // leaves. A message is {"from":N,"text":T,"at":unix milliseconds}.
+//
+// A message that is not a JSON object is the plain protocol of the peer
+// benchmark's room: it is echoed to its socket, or broadcast to every
+// socket of the room when it starts with "all:".
 package chat
 
 import (
@@ -84,9 +88,19 @@ func (Room) HandleSocket(ctx context.Context, ev *actors.SocketEvent, st actors.
 	default:
 		return nil
 	}
+	if !ev.Text || len(ev.Data) == 0 || ev.Data[0] != '{' {
+		// The plain protocol (the peer benchmark's room): echo, or
+		// broadcast what starts with "all:".
+		if ev.Text && strings.HasPrefix(string(ev.Data), "all:") {
+			ws.Broadcast("", true, ev.Data)
+		} else {
+			ws.Send(ev.Socket, ev.Text, ev.Data)
+		}
+		return nil
+	}
 	var in inbound
-	if !ev.Text || json.Unmarshal(ev.Data, &in) != nil {
-		ws.Close(ev.Socket, 1003, "expected JSON text")
+	if json.Unmarshal(ev.Data, &in) != nil {
+		ws.Close(ev.Socket, 1003, "bad JSON")
 		return nil
 	}
 	switch in.Type {
