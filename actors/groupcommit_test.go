@@ -25,12 +25,9 @@ type gatedBucket struct {
 func (b *gatedBucket) Put(ctx context.Context, key string, body []byte, c ownership.Condition) (ownership.ETag, error) {
 	b.mu.Lock()
 	b.puts++
-	n := b.puts
 	b.mu.Unlock()
-	if n > 1 { // the first put is the fence of the first event
-		b.entered <- struct{}{}
-		<-b.gate
-	}
+	b.entered <- struct{}{}
+	<-b.gate
 	return b.Bucket.Put(ctx, key, body, c)
 }
 
@@ -91,10 +88,10 @@ func TestGroupCommit(t *testing.T) {
 	b.mu.Lock()
 	puts := b.puts
 	b.mu.Unlock()
-	// The fence, the first event's commit, and one commit for the nine
-	// that ran while it was in flight.
-	if puts != 3 {
-		t.Fatalf("%d puts for %d events, want 3 (fence, first commit, one group commit)", puts, events)
+	// The first event's commit (which creates the state), and one commit
+	// for the nine that ran while it was in flight.
+	if puts != 2 {
+		t.Fatalf("%d puts for %d events, want 2 (first commit, one group commit)", puts, events)
 	}
 	mustCount(t, h, 1, strconv.Itoa(events+1))
 }
@@ -123,9 +120,9 @@ func (b *failingBucket) Put(ctx context.Context, key string, body []byte, c owne
 // after the last durable version fails (each may have seen its writes), and
 // the next event starts again from what the bucket holds.
 func TestGroupCommitFailure(t *testing.T) {
-	b := &failingBucket{gatedBucket: gatedBucket{Bucket: memstore.New(memstore.Faults{}), entered: make(chan struct{}, 16), gate: make(chan struct{})}, failAt: 3}
+	b := &failingBucket{gatedBucket: gatedBucket{Bucket: memstore.New(memstore.Faults{}), entered: make(chan struct{}, 16), gate: make(chan struct{})}, failAt: 2}
 	h := newHost(t, b, &owner{}, nil)
-	mustCount(t, h, 1, "1") // puts 1 (fence) and 2 (commit)
+	mustCount(t, h, 1, "1") // put 1: the commit that creates the state
 
 	errs := make(chan error, 4)
 	for i := 0; i < 4; i++ {

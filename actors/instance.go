@@ -203,7 +203,11 @@ func (in *instance) startCommit(ctx actor.Context) {
 	self, root, bucket, timeout := ctx.Self(), in.h.cfg.System.Root, in.h.cfg.Bucket, in.h.cfg.IOTimeout
 	go func() {
 		cctx, cancel := context.WithTimeout(context.Background(), timeout)
-		etag, err := bucket.Put(cctx, key, body, ownership.IfMatch(etag))
+		cond := ownership.IfMatch(etag)
+		if etag == "" {
+			cond = ownership.IfAbsent() // the actor's first commit
+		}
+		etag, err := bucket.Put(cctx, key, body, cond)
 		cancel()
 		job.done <- commitResult{etag: etag, err: err}
 		root.Send(self, &commitDoneMsg{job: job})
@@ -364,8 +368,10 @@ func (in *instance) load(ctx context.Context, gen ownership.Generation) error {
 		}
 		cond = ownership.IfMatch(obj.ETag)
 	case ownership.NotFound:
-		st = stateObject{KV: map[string][]byte{}}
-		cond = ownership.IfAbsent()
+		// A new actor: its first commit creates the object, If-None-Match.
+		// (The core seals only actors that had a record, and so a hold.)
+		in.loaded, in.gen, in.etag, in.state = true, gen, "", stateObject{StateHeader: ownership.StateHeader{Gen: gen}, KV: map[string][]byte{}}
+		return nil
 	default:
 		in.log().Warn("actor state read failed", slog.String("key", key), slog.Any("err", err))
 		return in.h.unavailable(in.actor, "state read failed")

@@ -546,6 +546,13 @@ func (c *Core) onAcquireRead(e *entry, r Reply) {
 		}
 		gen, prior = rec.Generation+1, r.ETag
 	}
+	if rec == nil {
+		// No record: no hold of this actor ever existed (records are never
+		// deleted), so no commit can be in flight to seal against. The
+		// first commit creates the state with If-None-Match.
+		c.writeRecord(e, gen, prior, false)
+		return
+	}
 	c.seal(e, gen, prior, e.parked != nil)
 }
 

@@ -15,6 +15,9 @@ import "time"
 // between the record write and that fence in which an old commit with a
 // lost answer could still land.
 //
+// An actor with no record yet is not sealed: records are never deleted, so
+// no hold of it ever existed and no commit can be in flight.
+//
 // A seal only restamps what it read, under a condition: one that lands late,
 // or one whose acquisition then failed, never loses or changes a write. An
 // object already stamped with a later generation means a later acquisition

@@ -31,12 +31,12 @@ func TestSealBeforeRecord(t *testing.T) {
 	if !ok || g1.Gen != 1 {
 		t.Fatalf("first acquire: %v", g1)
 	}
-	if sh, payload, _ := h.state(a); sh.Gen != 1 || len(payload) != 0 {
-		t.Fatalf("a new actor's state: %+v %q, want sealed at 1, empty", sh, payload)
+	// A new actor (no record) is not sealed: no hold of it ever existed.
+	if _, err := h.bucket.Get(ownership.StateKey(a)); !errors.Is(err, ownership.ErrNotFound) {
+		t.Fatalf("a new actor's state: %v, want none", err)
 	}
-	// Hold 1 commits, as an instance does.
-	_, _, etag := h.state(a)
-	committed, err := h.bucket.Put(ownership.StateKey(a), ownership.EncodeState(ownership.StateHeader{Gen: 1, Seq: 2}, []byte("v1")), ownership.IfMatch(etag))
+	// Hold 1 commits, as an instance does: its first commit creates it.
+	committed, err := h.bucket.Put(ownership.StateKey(a), ownership.EncodeState(ownership.StateHeader{Gen: 1, Seq: 1}, []byte("v1")), ownership.IfAbsent())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,6 +77,7 @@ func TestSealBeforeRecord(t *testing.T) {
 func TestSealTakesAStrandedStamp(t *testing.T) {
 	h := newHarness(t)
 	a := ownership.Actor{Class: "room", Name: "stranded"}
+	h.existed(a)
 	if _, err := h.bucket.Put(ownership.StateKey(a), ownership.EncodeState(ownership.StateHeader{Gen: 7, Seq: 1}, []byte("kept")), ownership.IfAbsent()); err != nil {
 		t.Fatal(err)
 	}
@@ -97,17 +98,31 @@ func TestSealTakesAStrandedStamp(t *testing.T) {
 func TestSealRefusesUnreadableState(t *testing.T) {
 	h := newHarness(t)
 	a := ownership.Actor{Class: "room", Name: "garbled"}
+	h.existed(a)
 	if _, err := h.bucket.Put(ownership.StateKey(a), []byte("not a state object"), ownership.IfAbsent()); err != nil {
 		t.Fatal(err)
 	}
 	if r, ok := h.acquire(a).(ownership.Refuse); !ok {
 		t.Fatalf("acquire over unreadable state: %v, want a refusal", r)
 	}
-	if _, err := h.bucket.Get(ownership.OwnerKey(a)); !errors.Is(err, ownership.ErrNotFound) {
-		t.Fatalf("record after a refused seal: %v, want none", err)
+	if rec := h.record(a); rec.Held || rec.Generation != 1 {
+		t.Fatalf("record after a refused seal: %+v, want free at generation 1", rec)
 	}
 	if o, _ := h.bucket.Get(ownership.StateKey(a)); string(o.Body) != "not a state object" {
 		t.Fatalf("state overwritten: %q", o.Body)
+	}
+}
+
+// existed gives a a record and no state: it was held once (generation 1)
+// and released without writing.
+func (h *harness) existed(a ownership.Actor) {
+	h.t.Helper()
+	if g, ok := h.acquire(a).(ownership.Grant); !ok || g.Gen != 1 {
+		h.t.Fatalf("first acquire of %s: %v", a, g)
+	}
+	h.step(ownership.Idle{Actor: a, Gen: 1})
+	if h.record(a).Held {
+		h.t.Fatalf("%s still held after idle", a)
 	}
 }
 

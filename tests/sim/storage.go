@@ -12,7 +12,8 @@ import (
 // Rooms keep state, as the actors layer does: one state object per room
 // whose payload here is a counter. Each event of a resident room loads the
 // object once per residency (fencing it if no seal stamped it with the
-// hold's generation), then commits the counter plus one, conditioned on the
+// hold's generation; a room without one yet is created by its first
+// commit), then commits the counter plus one, conditioned on the
 // version it knows, and releases its output only once the commit landed and
 // the hold may act. The instance's bucket calls have their own faults: a
 // commit can land seconds after its answer was given up, long after its
@@ -220,6 +221,11 @@ func (w *World) loaded(n *node, r *resident, ev evOutput, reply ownership.Reply)
 		}
 		cond = ownership.IfMatch(reply.ETag)
 	case ownership.NotFound:
+		// A new room (no record existed, so nothing was sealed): the first
+		// commit creates the object, If-None-Match.
+		r.loaded, r.etag, r.seq, r.value = true, "", 0, 0
+		w.commit(n, r, ev)
+		return
 	default:
 		w.eventFailed(n, r, ev)
 		return
@@ -240,7 +246,11 @@ func (w *World) loaded(n *node, r *resident, ev evOutput, reply ownership.Reply)
 func (w *World) commit(n *node, r *resident, ev evOutput) {
 	next := r.value + 1
 	body := ownership.EncodeState(ownership.StateHeader{Gen: r.gen, Seq: r.seq + 1}, []byte(strconv.FormatUint(next, 10)))
-	w.stateIO(n, r, ev, ownership.Request{Op: ownership.OpPut, Key: ownership.StateKey(ev.actor), Body: body, Cond: ownership.IfMatch(r.etag)}, func(op *stateOp, reply ownership.Reply) {
+	cond := ownership.IfMatch(r.etag)
+	if r.etag == "" {
+		cond = ownership.IfAbsent()
+	}
+	w.stateIO(n, r, ev, ownership.Request{Op: ownership.OpPut, Key: ownership.StateKey(ev.actor), Body: body, Cond: cond}, func(op *stateOp, reply ownership.Reply) {
 		if reply.Outcome != ownership.Landed {
 			w.eventFailed(n, r, ev)
 			return
