@@ -29,13 +29,22 @@ const abiModule = "wasmkeep"
 // instance. Invariant: an event is touched only by the goroutine that
 // calls the guest, while the call runs.
 type event struct {
-	req       []byte // encoded request
+	req       []byte // encoded request; nil in a socket event
 	resp      []byte // encoded response, once the guest handed it out
 	responded bool
 	st        actors.Storage
 	value     []byte // value of the last storage_get_len, for storage_get_read
 	list      []byte // encoded result of the last storage_list_len, for storage_list_read
 	log       *slog.Logger
+
+	// WebSockets (sockets.go).
+	request  bool           // a request event (else a socket event)
+	sock     []byte         // encoded socket event; nil in a request event
+	accept   []string       // tags of ws_accept, if accepted is set
+	accepted bool           // ws_accept marked the response as accepting the upgrade
+	ws       actors.Sockets // the actor's sockets, from the event's context
+	wsList   []byte         // encoded result of the last ws_list_len, for ws_list_read
+	att      []byte         // attachment found by the last ws_attachment_len
 }
 
 type eventKey struct{}
@@ -82,11 +91,17 @@ func write(mod api.Module, ptr, n uint32, src []byte) uint32 {
 
 const i32 = api.ValueTypeI32
 
+const i64 = api.ValueTypeI64
+
+// hostFunc exports f as the host function name.
+type hostFunc func(name string, f api.GoModuleFunc, params, results []api.ValueType)
+
 func instantiateABI(ctx context.Context, rt wazero.Runtime) error {
 	b := rt.NewHostModuleBuilder(abiModule)
 	fn := func(name string, f api.GoModuleFunc, params, results []api.ValueType) {
 		b.NewFunctionBuilder().WithGoModuleFunction(f, params, results).Export(name)
 	}
+	socketFunctions(fn)
 	// abi_version() -> i32
 	fn("abi_version", func(_ context.Context, _ api.Module, stack []uint64) {
 		stack[0] = api.EncodeU32(wire.Version)
@@ -101,10 +116,10 @@ func instantiateABI(ctx context.Context, rt wazero.Runtime) error {
 		stack[0] = api.EncodeU32(write(mod, api.DecodeU32(stack[0]), api.DecodeU32(stack[1]), ev.req))
 	}, []api.ValueType{i32, i32}, []api.ValueType{i32})
 	// response_write(ptr, len) -> i32: 0, or 1 if a response was already
-	// handed out.
+	// handed out or the event is not a request.
 	fn("response_write", func(ctx context.Context, mod api.Module, stack []uint64) {
 		ev := eventOf(ctx)
-		if ev.responded {
+		if ev.responded || !ev.request {
 			stack[0] = 1
 			return
 		}

@@ -2,7 +2,10 @@
 // Go-native ones: it compiles a class's module once, gives each resident
 // actor its own wasm instance, and serves the guest ABI (ABI.md) through
 // which a guest reads its request, uses its actor's storage, logs, and
-// hands out its response. The Go SDK for guests is wasmhost/guest.
+// hands out its response; it may also accept a WebSocket upgrade, serve
+// its actor's socket events (an Instance is an actors.SocketClass) and use
+// the actor's sockets in any event. The Go SDK for guests is
+// wasmhost/guest.
 //
 // # Use
 //
@@ -33,7 +36,8 @@
 //     panic that the guest recovers is not an error and keeps the
 //     instance.
 //   - A module without the wasmkeep_on_request export is valid: its events
-//     are answered 501 Not Implemented.
+//     are answered 501 Not Implemented; without wasmkeep_on_socket, its
+//     socket events are dropped.
 //   - The host never allocates in guest memory (a pull model), and copies
 //     everything it reads out of it.
 //

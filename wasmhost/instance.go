@@ -39,6 +39,7 @@ type Instance struct {
 	mod    api.Module                // nil: no wasm instance resident
 	mem    experimental.LinearMemory // mod's memory, if the host allocated it
 	handle api.Function              // wasmkeep_on_request of mod
+	socket api.Function              // wasmkeep_on_socket of mod, if exported
 	closed bool
 	log    *slog.Logger
 }
@@ -61,8 +62,10 @@ func (in *Instance) Resident() bool { return in.mod != nil }
 // returns the guest's response. It implements the actors.Class contract
 // for one actor.
 //
-// A module without wasmkeep_on_request, or a guest that registered no
-// handler, answers 501 Not Implemented. Any error (the guest trapped,
+// A guest that accepted the WebSocket upgrade (ws_accept) gets
+// actors.AcceptSocket with its tags as its response, whatever it handed
+// out with response_write. A module without wasmkeep_on_request, or a
+// guest that registered no handler, answers 501 Not Implemented. Any error (the guest trapped,
 // panicked, ran out of memory or time, or broke the ABI) discards the wasm
 // instance, so that the next event starts a fresh one; the error wraps
 // ErrTimeout, ErrGuest or ErrClosed, and the caller turns it into a 500.
@@ -73,6 +76,49 @@ func (in *Instance) Handle(ctx context.Context, req *actors.Request, st actors.S
 	if !in.m.onRequest {
 		return notImplemented(), nil
 	}
+	ev := &event{req: encodeRequest(req), request: true, st: st, ws: socketsOf(ctx), log: in.log}
+	code, err := in.call(ctx, "request", false, ev)
+	if err != nil {
+		return nil, err
+	}
+	if code == wire.NotHandled {
+		return notImplemented(), nil
+	}
+	if ev.accepted {
+		return actors.AcceptSocket(ev.accept...), nil
+	}
+	if !ev.responded {
+		return nil, in.fail(ctx, ctx, "request", errors.New("returned without a response"))
+	}
+	resp, err := decodeResponse(ev.resp)
+	if err != nil {
+		return nil, in.fail(ctx, ctx, "request", err)
+	}
+	return resp, nil
+}
+
+// HandleSocket runs a socket event on the guest's wasmkeep_on_socket,
+// with st as the actor's storage. It implements actors.SocketClass. A
+// module without the export, or a guest that registered no socket
+// handler, drops the event (nil). Errors are as for Handle.
+func (in *Instance) HandleSocket(ctx context.Context, sev *actors.SocketEvent, st actors.Storage) error {
+	if in.closed {
+		return ErrClosed
+	}
+	if !in.m.onSocket {
+		return nil
+	}
+	ev := &event{sock: encodeSocketEvent(sev), st: st, ws: socketsOf(ctx), log: in.log}
+	_, err := in.call(ctx, "socket event", true, ev)
+	return err
+}
+
+// call runs the guest export wasmkeep_on_request, or wasmkeep_on_socket
+// if socket, for ev, starting a wasm instance if none is
+// resident, and returns its code: wire.OK or wire.NotHandled. Any other
+// code, and any error, discards the instance and is returned as an error
+// (what names the event in it).
+func (in *Instance) call(ctx context.Context, what string, socket bool, ev *event) (int32, error) {
 	cctx := ctx
 	if !in.m.r.cfg.NoEventTimeout {
 		var cancel context.CancelFunc
@@ -81,28 +127,22 @@ func (in *Instance) Handle(ctx context.Context, req *actors.Request, st actors.S
 	}
 	if in.mod == nil {
 		if err := in.start(cctx); err != nil {
-			return nil, in.fail(ctx, cctx, "start", err)
+			return 0, in.fail(ctx, cctx, "start", err)
 		}
 	}
-	ev := &event{req: encodeRequest(req), st: st, log: in.log}
-	res, err := in.handle.Call(context.WithValue(cctx, eventKey{}, ev))
+	fn := in.handle
+	if socket {
+		fn = in.socket
+	}
+	res, err := fn.Call(context.WithValue(cctx, eventKey{}, ev))
 	if err != nil {
-		return nil, in.fail(ctx, cctx, "request", err)
+		return 0, in.fail(ctx, cctx, what, err)
 	}
-	switch int32(res[0]) {
-	case wire.OK:
-		if !ev.responded {
-			return nil, in.fail(ctx, cctx, "request", errors.New("returned without a response"))
-		}
-		resp, err := decodeResponse(ev.resp)
-		if err != nil {
-			return nil, in.fail(ctx, cctx, "request", err)
-		}
-		return resp, nil
-	case wire.NotHandled:
-		return notImplemented(), nil
+	switch code := int32(res[0]); code {
+	case wire.OK, wire.NotHandled:
+		return code, nil
 	default:
-		return nil, in.fail(ctx, cctx, "request", fmt.Errorf("returned code %d", int32(res[0])))
+		return 0, in.fail(ctx, cctx, what, fmt.Errorf("returned code %d", code))
 	}
 }
 
@@ -112,7 +152,8 @@ func (in *Instance) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	in.mod, in.mem, in.handle = mod, mem, mod.ExportedFunction(exportOnRequest)
+	in.mod, in.mem = mod, mem
+	in.handle, in.socket = mod.ExportedFunction(exportOnRequest), mod.ExportedFunction(exportOnSocket)
 	return nil
 }
 
@@ -131,7 +172,7 @@ func (in *Instance) fail(ctx, cctx context.Context, what string, err error) erro
 func (in *Instance) discard(ctx context.Context) {
 	if in.mod != nil {
 		closeModule(ctx, in.mod, in.mem)
-		in.mod, in.mem, in.handle = nil, nil, nil
+		in.mod, in.mem, in.handle, in.socket = nil, nil, nil, nil
 	}
 }
 
@@ -163,5 +204,9 @@ func (m *Module) Handle(ctx context.Context, req *actors.Request, st actors.Stor
 	return in.Handle(ctx, req, st)
 }
 
-// A Module is a class whose actors each get their own wasm instance.
-var _ actors.ActorFactory = (*Module)(nil)
+// A Module is a class whose actors each get their own wasm instance, and
+// an Instance takes socket events.
+var (
+	_ actors.ActorFactory = (*Module)(nil)
+	_ actors.SocketClass  = (*Instance)(nil)
+)

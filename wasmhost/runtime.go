@@ -219,6 +219,7 @@ type Module struct {
 	class     string
 	compiled  wazero.CompiledModule
 	onRequest bool   // exports wasmkeep_on_request
+	onSocket  bool   // exports wasmkeep_on_socket
 	img       *image // the data segments, not in compiled; nil if in it
 	dataEnd   uint64 // end of the data segments in memory, 0 if unknown
 	pool      pool
@@ -229,6 +230,7 @@ type Module struct {
 const (
 	exportABIVersion = "wasmkeep_abi_version"
 	exportOnRequest  = "wasmkeep_on_request"
+	exportOnSocket   = "wasmkeep_on_socket"
 )
 
 // Compile compiles wasm as the module of the class named class (used in
@@ -269,6 +271,12 @@ func (r *Runtime) Compile(ctx context.Context, class string, wasm []byte) (*Modu
 			return nil, fmt.Errorf("compile class %q: %s has the wrong signature", class, exportOnRequest)
 		}
 		m.onRequest = true
+	}
+	if fn, ok := exports[exportOnSocket]; ok {
+		if !sameSignature(fn, nil, []api.ValueType{api.ValueTypeI32}) {
+			return nil, fmt.Errorf("compile class %q: %s has the wrong signature", class, exportOnSocket)
+		}
+		m.onSocket = true
 	}
 	if fn, ok := exports[exportABIVersion]; ok && !sameSignature(fn, nil, []api.ValueType{api.ValueTypeI32}) {
 		return nil, fmt.Errorf("compile class %q: %s has the wrong signature", class, exportABIVersion)

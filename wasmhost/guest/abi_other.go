@@ -29,5 +29,30 @@ func storageBatch([]byte) uint32 { panic(notWasm) }
 
 func hostLog(int32, string) { panic(notWasm) }
 
-// Keep onRequest referenced: in a wasm guest the export calls it.
-var _ = onRequest
+func wsAccept([]byte) uint32 { panic(notWasm) }
+
+func wsSend(uint64, uint32, []byte) { panic(notWasm) }
+
+func wsBroadcast(string, uint32, []byte) { panic(notWasm) }
+
+func wsClose(uint64, int32, string) uint32 { panic(notWasm) }
+
+func wsListLen(string) int32 { panic(notWasm) }
+
+func wsListRead([]byte) { panic(notWasm) }
+
+func wsAttachmentSet(uint64, []byte) uint32 { panic(notWasm) }
+
+func wsAttachmentLen(uint64) int32 { panic(notWasm) }
+
+func wsAttachmentRead([]byte) { panic(notWasm) }
+
+func wsAutoResponse(string, string) uint32 { panic(notWasm) }
+
+func socketEventLen() uint32 { panic(notWasm) }
+
+func socketEventRead([]byte) { panic(notWasm) }
+
+// Keep onRequest and onSocket referenced: in a wasm guest the exports call
+// them.
+var _, _ = onRequest, onSocket

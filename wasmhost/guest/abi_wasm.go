@@ -78,3 +78,76 @@ func storageListRead(b []byte) { wkStorageListRead(bytesPtr(b), uint32(len(b))) 
 func storageBatch(b []byte) uint32 { return wkStorageBatch(bytesPtr(b), uint32(len(b))) }
 
 func hostLog(level int32, msg string) { wkLog(level, stringPtr(msg), uint32(len(msg))) }
+
+//go:wasmimport wasmkeep ws_accept
+func wkWSAccept(tags unsafe.Pointer, tagsLen uint32) uint32
+
+//go:wasmimport wasmkeep ws_send
+func wkWSSend(id uint64, flags uint32, ptr unsafe.Pointer, n uint32) uint32
+
+//go:wasmimport wasmkeep ws_broadcast
+func wkWSBroadcast(tag unsafe.Pointer, tagLen uint32, flags uint32, ptr unsafe.Pointer, n uint32) uint32
+
+//go:wasmimport wasmkeep ws_close
+func wkWSClose(id uint64, code int32, reason unsafe.Pointer, reasonLen uint32) uint32
+
+//go:wasmimport wasmkeep ws_list_len
+func wkWSListLen(tag unsafe.Pointer, tagLen uint32) int32
+
+//go:wasmimport wasmkeep ws_list_read
+func wkWSListRead(ptr unsafe.Pointer, n uint32) uint32
+
+//go:wasmimport wasmkeep ws_attachment_set
+func wkWSAttachmentSet(id uint64, ptr unsafe.Pointer, n uint32) uint32
+
+//go:wasmimport wasmkeep ws_attachment_len
+func wkWSAttachmentLen(id uint64) int32
+
+//go:wasmimport wasmkeep ws_attachment_read
+func wkWSAttachmentRead(ptr unsafe.Pointer, n uint32) uint32
+
+//go:wasmimport wasmkeep ws_auto_response
+func wkWSAutoResponse(req unsafe.Pointer, reqLen uint32, resp unsafe.Pointer, respLen uint32) uint32
+
+//go:wasmimport wasmkeep socket_event_len
+func wkSocketEventLen() uint32
+
+//go:wasmimport wasmkeep socket_event_read
+func wkSocketEventRead(ptr unsafe.Pointer, n uint32) uint32
+
+//go:wasmexport wasmkeep_on_socket
+func exportOnSocket() int32 { return onSocket() }
+
+func wsAccept(tags []byte) uint32 { return wkWSAccept(bytesPtr(tags), uint32(len(tags))) }
+
+func wsSend(id uint64, flags uint32, data []byte) {
+	wkWSSend(id, flags, bytesPtr(data), uint32(len(data)))
+}
+
+func wsBroadcast(tag string, flags uint32, data []byte) {
+	wkWSBroadcast(stringPtr(tag), uint32(len(tag)), flags, bytesPtr(data), uint32(len(data)))
+}
+
+func wsClose(id uint64, code int32, reason string) uint32 {
+	return wkWSClose(id, code, stringPtr(reason), uint32(len(reason)))
+}
+
+func wsListLen(tag string) int32 { return wkWSListLen(stringPtr(tag), uint32(len(tag))) }
+
+func wsListRead(b []byte) { wkWSListRead(bytesPtr(b), uint32(len(b))) }
+
+func wsAttachmentSet(id uint64, data []byte) uint32 {
+	return wkWSAttachmentSet(id, bytesPtr(data), uint32(len(data)))
+}
+
+func wsAttachmentLen(id uint64) int32 { return wkWSAttachmentLen(id) }
+
+func wsAttachmentRead(b []byte) { wkWSAttachmentRead(bytesPtr(b), uint32(len(b))) }
+
+func wsAutoResponse(req, resp string) uint32 {
+	return wkWSAutoResponse(stringPtr(req), uint32(len(req)), stringPtr(resp), uint32(len(resp)))
+}
+
+func socketEventLen() uint32 { return wkSocketEventLen() }
+
+func socketEventRead(b []byte) { wkSocketEventRead(bytesPtr(b), uint32(len(b))) }

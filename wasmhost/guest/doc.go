@@ -18,8 +18,10 @@
 //	func main() {}
 //
 // The package owns every export and import of the guest ABI
-// (wasmhost/ABI.md); a class never declares its own. It uses neither fmt
-// nor encoding/json, to keep modules small.
+// (wasmhost/ABI.md); a class never declares its own. Every module built
+// with it exports wasmkeep_on_request and wasmkeep_on_socket, and imports
+// only the host functions it uses. It uses neither fmt nor encoding/json,
+// to keep modules small.
 //
 // # Guarantees
 //
@@ -36,10 +38,34 @@
 // fails with 500 and the next event runs on a fresh instance. A panic the
 // handler recovers leaves the instance usable.
 //
-// Storage, Log and the Request methods may be called only from the
-// goroutine that runs the handler, while it runs.
+// # WebSockets
+//
+// A request handler accepts a WebSocket upgrade by returning Accept(tags...);
+// the socket then belongs to the node, and what arrives on it goes to the
+// handler registered with HandleSocket, on whatever instance serves the
+// actor then:
+//
+//	func init() {
+//		guest.Handle(func(r *guest.Request) *guest.Response {
+//			return guest.Accept("member")
+//		})
+//		guest.HandleSocket(func(ev *guest.SocketEvent) error {
+//			if ev.Kind == guest.SocketMessage {
+//				guest.Sockets.Send(ev.Socket, ev.Text, ev.Data) // echo
+//			}
+//			return nil
+//		})
+//	}
+//
+// In any event, Sockets sends, broadcasts by tag and closes (queued, going
+// out after the event's writes are durable, and not at all if it fails),
+// lists the actor's sockets, and keeps a small attachment per socket that
+// outlives hibernation (SetAttachment, at once). See examples/room-wasm.
+//
+// Storage, Log, Sockets, Accept and the Request methods may be called only
+// from the goroutine that runs a handler, while it runs.
 //
 // Outside a wasm guest (GOOS other than wasip1) the package compiles, so
-// that go vet and go build of a whole module pass, but calling Storage or
-// Log panics.
+// that go vet and go build of a whole module pass, and its unit tests run,
+// but calling Storage, Sockets or Log panics.
 package guest

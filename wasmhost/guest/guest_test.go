@@ -124,3 +124,50 @@ func TestEncodeBatch(t *testing.T) {
 		t.Fatalf("encodeBatch(nil) = %v", b)
 	}
 }
+
+func TestDecodeSocketEvent(t *testing.T) {
+	b := []byte{wire.SocketMessage}
+	b = wire.AppendU64(b, 1<<40|7)
+	b = append(b, wire.FlagText)
+	b = wire.AppendU32(b, 0)
+	b = wire.AppendString(b, "hi")
+	ev, ok := decodeSocketEvent(b)
+	if !ok || ev.Kind != SocketMessage || ev.Socket != 1<<40|7 || !ev.Text || string(ev.Data) != "hi" {
+		t.Fatalf("decodeSocketEvent(message) = %+v, %v", ev, ok)
+	}
+	b = []byte{wire.SocketClose}
+	b = wire.AppendU64(b, 3)
+	b = append(b, wire.FlagClean)
+	b = wire.AppendU32(b, 1001)
+	b = wire.AppendString(b, "away")
+	ev, ok = decodeSocketEvent(b)
+	if !ok || ev.Kind != SocketClose || ev.Socket != 3 || !ev.Clean || ev.Code != 1001 || ev.Reason != "away" || ev.Data != nil {
+		t.Fatalf("decodeSocketEvent(close) = %+v, %v", ev, ok)
+	}
+	if _, ok := decodeSocketEvent(b[:len(b)-1]); ok {
+		t.Fatal("decodeSocketEvent accepted a truncated event")
+	}
+}
+
+func TestDecodeSocketList(t *testing.T) {
+	b := wire.AppendU32(nil, 2)
+	b = wire.AppendU64(b, 1)
+	b = wire.AppendU32(b, 2)
+	b = wire.AppendString(b, "a")
+	b = wire.AppendString(b, "b")
+	b = wire.AppendString(b, "ada")
+	b = wire.AppendU64(b, 2)
+	b = wire.AppendU32(b, 0)
+	b = wire.AppendString(b, "")
+	list, ok := decodeSocketList(b)
+	if !ok || len(list) != 2 || list[0].ID != 1 || len(list[0].Tags) != 2 || list[0].Tags[1] != "b" ||
+		string(list[0].Attachment) != "ada" || list[1].ID != 2 || list[1].Tags != nil || len(list[1].Attachment) != 0 {
+		t.Fatalf("decodeSocketList = %+v, %v", list, ok)
+	}
+	if _, ok := decodeSocketList(b[:len(b)-1]); ok {
+		t.Fatal("decodeSocketList accepted a truncated list")
+	}
+	if _, ok := decodeSocketList(wire.AppendU32(nil, 1<<30)); ok {
+		t.Fatal("decodeSocketList accepted a count past the end")
+	}
+}

@@ -7,7 +7,8 @@ package wire
 // Version is the guest ABI version this layout belongs to.
 const Version = 1
 
-// Return codes of the guest export wasmkeep_on_request.
+// Return codes of the guest exports wasmkeep_on_request and
+// wasmkeep_on_socket.
 const (
 	// OK: the guest handed out a response with response_write.
 	OK = 0
@@ -15,6 +16,19 @@ const (
 	Failed = 1
 	// NotHandled: the guest registered no handler for this kind of event.
 	NotHandled = 2
+)
+
+// Socket event kinds and flags (socket_event_read).
+const (
+	SocketMessage = 1
+	SocketClose   = 2
+	SocketError   = 3
+
+	// FlagText: a text (not binary) message, in socket events and in
+	// ws_send and ws_broadcast.
+	FlagText = 1 << 0
+	// FlagClean: the close handshake ran (close events).
+	FlagClean = 1 << 1
 )
 
 // AppendU32 appends v, little-endian.
@@ -96,3 +110,27 @@ func (r *Reader) Count(min int) int {
 // Err reports whether a read ran past the end of the buffer, or bytes are
 // left over after the last read.
 func (r *Reader) Err() bool { return r.bad || len(r.b) != 0 }
+
+// AppendU64 appends v, little-endian.
+func AppendU64(b []byte, v uint64) []byte {
+	return append(b, byte(v), byte(v>>8), byte(v>>16), byte(v>>24),
+		byte(v>>32), byte(v>>40), byte(v>>48), byte(v>>56))
+}
+
+// U8 reads a byte.
+func (r *Reader) U8() uint8 {
+	if r.bad || len(r.b) < 1 {
+		r.bad = true
+		return 0
+	}
+	v := r.b[0]
+	r.b = r.b[1:]
+	return v
+}
+
+// U64 reads a 64-bit integer.
+func (r *Reader) U64() uint64 {
+	lo := r.U32()
+	hi := r.U32()
+	return uint64(lo) | uint64(hi)<<32
+}

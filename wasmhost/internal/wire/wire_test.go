@@ -48,3 +48,17 @@ func TestShortAndOversized(t *testing.T) {
 		})
 	}
 }
+
+func TestU8U64(t *testing.T) {
+	b := append(AppendU64(nil, 0x0102030405060708), 7)
+	r := NewReader(b)
+	if v := r.U64(); v != 0x0102030405060708 {
+		t.Fatalf("U64 = %#x", v)
+	}
+	if v := r.U8(); v != 7 || r.Err() {
+		t.Fatalf("U8 = %d, Err %v", v, r.Err())
+	}
+	if r.U8(); !r.Err() {
+		t.Fatal("U8 past the end: no Err")
+	}
+}

@@ -5,6 +5,7 @@ package main
 import (
 	"math/rand/v2"
 	"strconv"
+	"strings"
 
 	"github.com/wasmkeep/wasmkeep/wasmhost/guest"
 )
@@ -72,6 +73,26 @@ func serve(r *guest.Request) *guest.Response {
 		return guest.Text(200, strconv.FormatUint(rand.Uint64(), 10))
 	case "/nil":
 		return nil
+	case "/ws":
+		// Accept with the tags of the query, comma-separated.
+		tags, _ := r.Query("tags")
+		var list []string
+		if tags != "" {
+			list = strings.Split(tags, ",")
+		}
+		resp := guest.Accept(list...)
+		if resp.Status == 101 {
+			guest.Storage.Put("accepted", []byte(tags))
+		}
+		return resp
+	case "/ws-raw":
+		// ws_accept with the body as the tag encoding.
+		return guest.Text(200, strconv.Itoa(int(rawAccept(r.Body))))
+	case "/ws-oob":
+		rawSendOutOfRange(1)
+	case "/ws-send":
+		// Sends from a request event.
+		guest.Sockets.Send(7, true, []byte("from request"))
 	case "/log":
 		guest.Log(guest.LevelInfo, "hello from the guest")
 	}

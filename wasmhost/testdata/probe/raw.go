@@ -18,3 +18,32 @@ func rawBatch(b []byte) uint32 {
 func rawListLen(b []byte) int32 {
 	return wkRawListLen(unsafe.Pointer(unsafe.SliceData(b)), uint32(len(b)))
 }
+
+//go:wasmimport wasmkeep ws_accept
+func wkRawAccept(ptr unsafe.Pointer, n uint32) uint32
+
+// ws_send takes its pointer as a plain offset here, so that a test can
+// pass one outside guest memory (Go's memory does not move).
+//
+//go:wasmimport wasmkeep ws_send
+func wkRawSend(id uint64, flags uint32, ptr uint32, n uint32) uint32
+
+//go:wasmimport wasmkeep ws_close
+func wkRawClose(id uint64, code int32, ptr unsafe.Pointer, n uint32) uint32
+
+func rawAccept(b []byte) uint32 {
+	return wkRawAccept(unsafe.Pointer(unsafe.SliceData(b)), uint32(len(b)))
+}
+
+func rawSend(id uint64, flags uint32, b []byte) uint32 {
+	return wkRawSend(id, flags, uint32(uintptr(unsafe.Pointer(unsafe.SliceData(b)))), uint32(len(b)))
+}
+
+func rawClose(id uint64, code int32, reason string) uint32 {
+	return wkRawClose(id, code, unsafe.Pointer(unsafe.StringData(reason)), uint32(len(reason)))
+}
+
+// rawSendOutOfRange hands ws_send a buffer past the end of guest memory.
+func rawSendOutOfRange(id uint64) {
+	wkRawSend(id, 1, 0xfffffff0, 64)
+}

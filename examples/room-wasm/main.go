@@ -1,0 +1,211 @@
+// Command room-wasm is the chat room of examples/chat as a wasm actor
+// class (class "room-wasm" once built by `make examples`): the same page,
+// the same protocol, its last 100 messages in storage and who is present
+// in its sockets' attachments, so that it hibernates between messages
+// while its people stay connected.
+//
+// Protocol (text messages). A JSON object (a message starting with "{"),
+// as in package chat: {"type":"join","name":N} first, then
+// {"type":"say","text":T}; to clients {"type":"history","messages":[...]}
+// to a joiner, {"type":"said","message":M} to every member, and
+// {"type":"presence","names":[...]} to every member when someone joins or
+// leaves; a message is {"from":N,"text":T,"at":unix milliseconds}. Any
+// other message is the peer benchmark's (bench/peer/workerd): a text
+// message starting with "all:" is broadcast to every socket of the room,
+// any other message, text or binary, is echoed back to its socket.
+//
+// It decodes and encodes its few JSON shapes itself (json.go), to keep
+// the module small and its start light.
+//
+// Build it with:
+//
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o room-wasm.wasm ./examples/room-wasm
+package main
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/wasmkeep/wasmkeep/examples/chat/page"
+	"github.com/wasmkeep/wasmkeep/wasmhost/guest"
+)
+
+// Limits of one room, as in package chat.
+const (
+	historyLen = 100
+	maxName    = 40
+	maxText    = 2000
+)
+
+// historyKey holds the history: one JSON-encoded message a line, oldest
+// first (an encoded message has no raw newline).
+const historyKey = "history"
+
+func init() {
+	guest.Handle(serve)
+	guest.HandleSocket(onSocket)
+}
+
+// serve serves the page, or accepts the page's WebSocket.
+func serve(r *guest.Request) *guest.Response {
+	if strings.EqualFold(r.HeaderValue("Upgrade"), "websocket") {
+		return guest.Accept("member")
+	}
+	if r.Method != "GET" || r.Path != "" {
+		return guest.Text(404, "not found\n")
+	}
+	return &guest.Response{
+		Status: 200,
+		Header: []guest.Field{{Name: "Content-Type", Value: "text/html; charset=utf-8"}},
+		Body:   page.HTML,
+	}
+}
+
+// onSocket runs the room.
+func onSocket(ev *guest.SocketEvent) error {
+	switch ev.Kind {
+	case guest.SocketClose, guest.SocketError:
+		// The socket is gone from the list already: tell who is left.
+		broadcastPresence()
+		return nil
+	case guest.SocketMessage:
+	default:
+		return nil
+	}
+	if !ev.Text || len(ev.Data) == 0 || ev.Data[0] != '{' {
+		if ev.Text && strings.HasPrefix(string(ev.Data), "all:") {
+			guest.Sockets.Broadcast("", true, ev.Data)
+		} else {
+			guest.Sockets.Send(ev.Socket, ev.Text, ev.Data)
+		}
+		return nil
+	}
+	in, ok := decodeObject(ev.Data)
+	if !ok {
+		guest.Sockets.Close(ev.Socket, 1003, "expected JSON text")
+		return nil
+	}
+	switch in["type"] {
+	case "join":
+		name := clean(in["name"], maxName)
+		if name == "" {
+			guest.Sockets.Close(ev.Socket, 1008, "a name is required")
+			return nil
+		}
+		if guest.Sockets.SetAttachment(ev.Socket, []byte(name)) != nil {
+			return nil // the socket closed meanwhile
+		}
+		b := append([]byte(`{"type":"history","messages":[`), history()...)
+		guest.Sockets.Send(ev.Socket, true, append(b, "]}"...))
+		broadcastPresence()
+	case "say":
+		from, ok := guest.Sockets.Attachment(ev.Socket)
+		if !ok {
+			guest.Sockets.Close(ev.Socket, 1008, "join first")
+			return nil
+		}
+		text := clean(in["text"], maxText)
+		if text == "" {
+			return nil
+		}
+		m := encodeMessage(string(from), text, time.Now().UnixMilli())
+		if err := guest.Storage.Put(historyKey, appendHistory(m)); err != nil {
+			return err
+		}
+		b := append([]byte(`{"type":"said","message":`), m...)
+		toMembers(append(b, '}'))
+	}
+	return nil
+}
+
+// history returns the stored messages as the elements of a JSON array.
+func history() []byte {
+	h, _ := guest.Storage.Get(historyKey)
+	for i, c := range h {
+		if c == '\n' {
+			h[i] = ','
+		}
+	}
+	return h
+}
+
+// appendHistory returns the stored history with m added, keeping the last
+// historyLen messages.
+func appendHistory(m []byte) []byte {
+	h, _ := guest.Storage.Get(historyKey)
+	if len(h) > 0 {
+		h = append(h, '\n')
+	}
+	h = append(h, m...)
+	if n := strings.Count(string(h), "\n") + 1; n > historyLen {
+		for range n - historyLen {
+			h = h[strings.IndexByte(string(h), '\n')+1:]
+		}
+	}
+	return h
+}
+
+func encodeMessage(from, text string, at int64) []byte {
+	b := append([]byte(`{"from":`), quote(from)...)
+	b = append(b, `,"text":`...)
+	b = append(b, quote(text)...)
+	b = append(b, `,"at":`...)
+	b = strconv.AppendInt(b, at, 10)
+	return append(b, '}')
+}
+
+// toMembers sends b to every socket that joined (has a name): sockets of
+// the plain protocol never get chat frames.
+func toMembers(b []byte) {
+	for _, s := range guest.Sockets.List("") {
+		if len(s.Attachment) > 0 {
+			guest.Sockets.Send(s.ID, true, b)
+		}
+	}
+}
+
+// broadcastPresence tells the members who is present: the names in the
+// open sockets' attachments.
+func broadcastPresence() {
+	var names []string
+	for _, s := range guest.Sockets.List("") {
+		if len(s.Attachment) > 0 {
+			names = append(names, string(s.Attachment))
+		}
+	}
+	slices.Sort(names)
+	b := []byte(`{"type":"presence"`)
+	if len(names) > 0 { // as package chat, which omits an empty list
+		b = append(b, `,"names":[`...)
+		for i, n := range names {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, quote(n)...)
+		}
+		b = append(b, ']')
+	}
+	toMembers(append(b, '}'))
+}
+
+// clean trims s, drops control characters and cuts it to at most max
+// bytes of whole runes.
+func clean(s string, max int) string {
+	s = strings.TrimSpace(strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return -1
+		}
+		return r
+	}, s))
+	for len(s) > max {
+		_, n := utf8.DecodeLastRuneInString(s)
+		s = s[:len(s)-n]
+	}
+	return s
+}
+
+// main is never called: a c-shared module runs only its initialisers.
+func main() {}

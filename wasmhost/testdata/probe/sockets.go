@@ -1,0 +1,105 @@
+package main
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/wasmkeep/wasmkeep/wasmhost/guest"
+)
+
+// Socket events: a text message is a command, "verb args", that exercises
+// one socket function and sends its outcome back to the socket. A close or
+// error event is recorded in storage under "closed/<id>".
+
+func init() { guest.HandleSocket(onSocket) }
+
+func onSocket(ev *guest.SocketEvent) error {
+	events++
+	id := strconv.FormatUint(uint64(ev.Socket), 10)
+	switch ev.Kind {
+	case guest.SocketClose:
+		clean := "unclean"
+		if ev.Clean {
+			clean = "clean"
+		}
+		return guest.Storage.Put("closed/"+id, []byte(strconv.Itoa(ev.Code)+" "+ev.Reason+" "+clean))
+	case guest.SocketError:
+		return guest.Storage.Put("closed/"+id, []byte(strconv.Itoa(ev.Code)+" error "+ev.Err))
+	}
+	if !ev.Text {
+		guest.Sockets.Send(ev.Socket, false, append([]byte("bin:"), ev.Data...))
+		return nil
+	}
+	reply := func(s string) { guest.Sockets.Send(ev.Socket, true, []byte(s)) }
+	verb, args := cut(string(ev.Data), ' ')
+	switch verb {
+	case "echo":
+		reply(args)
+	case "bcast":
+		tag, data := cut(args, ' ')
+		guest.Sockets.Broadcast(tag, true, []byte(data))
+	case "close":
+		code, reason := cut(args, ' ')
+		n, _ := strconv.Atoi(code)
+		guest.Sockets.Close(ev.Socket, n, reason)
+	case "list":
+		var parts []string
+		for _, s := range guest.Sockets.List(args) {
+			parts = append(parts, strconv.FormatUint(uint64(s.ID), 10)+":"+strings.Join(s.Tags, ",")+":"+string(s.Attachment))
+		}
+		reply(strings.Join(parts, ";"))
+	case "att-set":
+		if err := guest.Sockets.SetAttachment(ev.Socket, []byte(args)); err != nil {
+			reply("refused")
+		} else {
+			reply("ok")
+		}
+	case "att-big":
+		if err := guest.Sockets.SetAttachment(ev.Socket, make([]byte, guest.MaxAttachment+1)); err != nil {
+			reply("refused")
+		} else {
+			reply("ok")
+		}
+	case "att-get":
+		n, _ := strconv.ParseUint(args, 10, 64)
+		if att, ok := guest.Sockets.Attachment(guest.SocketID(n)); ok {
+			reply("att:" + string(att))
+		} else {
+			reply("none")
+		}
+	case "auto":
+		req, resp := cut(args, ' ')
+		if err := guest.Sockets.SetAutoResponse(req, resp); err != nil {
+			reply("refused")
+		} else {
+			reply("ok")
+		}
+	case "accept":
+		reply(strconv.Itoa(int(guest.Accept("x").Status)))
+	case "raw-send":
+		// Flags the host does not know.
+		reply(strconv.Itoa(int(rawSend(uint64(ev.Socket), 1<<5, []byte("x")))))
+	case "raw-close":
+		code, reason := cut(args, ' ')
+		n, _ := strconv.Atoi(code)
+		reply(strconv.Itoa(int(rawClose(uint64(ev.Socket), int32(n), reason))))
+	case "oob":
+		rawSendOutOfRange(uint64(ev.Socket))
+	case "put":
+		k, v := cut(args, ' ')
+		if err := guest.Storage.Put(k, []byte(v)); err != nil {
+			return err
+		}
+		reply("put")
+	case "fail":
+		guest.Storage.Put("failed", []byte("yes"))
+		reply("failing")
+		return errors.New("asked to fail")
+	case "events":
+		reply(strconv.Itoa(events))
+	default:
+		reply("unknown " + verb)
+	}
+	return nil
+}
