@@ -53,6 +53,8 @@ type serveConfig struct {
 	MaxBody     byteSize
 	MaxSockets  int
 	MaxMessage  byteSize
+	WSPing      time.Duration
+	WSPong      time.Duration
 	Lease       ownership.Config // only the lease durations are read from flags
 	StopTimeout time.Duration
 	// Classes is the directory of the wasm classes; CacheDir keeps their
@@ -99,6 +101,9 @@ func (c serveConfig) Validate() error {
 	}
 	if c.MaxSockets <= 0 {
 		errs = append(errs, fmt.Errorf("--max-sockets %d: must be positive", c.MaxSockets))
+	}
+	if c.WSPing <= 0 || c.WSPong <= 0 || c.WSPong > c.WSPing {
+		errs = append(errs, fmt.Errorf("--ws-ping %v, --ws-pong-timeout %v: must be positive, the timeout at most the interval", c.WSPing, c.WSPong))
 	}
 	if c.MaxMessage <= 0 || c.MaxMessage > 64<<20 {
 		errs = append(errs, fmt.Errorf("--max-message %v: must be positive and at most 64 MiB", c.MaxMessage))
@@ -196,6 +201,8 @@ func setupServe(fs *flag.FlagSet) action {
 		MaxBody:     ingress.DefaultMaxBody,
 		MaxSockets:  sockets.DefaultMaxSockets,
 		MaxMessage:  sockets.DefaultMaxMessage,
+		WSPing:      sockets.DefaultPingInterval,
+		WSPong:      sockets.DefaultPongTimeout,
 		Lease:       ownership.DefaultConfig("", ""),
 		StopTimeout: 30 * time.Second,
 		Classes:     "classes",
@@ -212,6 +219,8 @@ func setupServe(fs *flag.FlagSet) action {
 	fs.IntVar(&cfg.MaxResident, "max-resident", cfg.MaxResident, "most actors in memory; past it the least recently used idle one hibernates")
 	fs.Var(&cfg.MaxBody, "max-body", "largest request body (bytes, or with KiB or MiB); larger gets 413")
 	fs.IntVar(&cfg.MaxSockets, "max-sockets", cfg.MaxSockets, "most WebSockets open on the node; past it an upgrade gets 503 before switching protocols")
+	fs.DurationVar(&cfg.WSPing, "ws-ping", cfg.WSPing, "how often the node pings each WebSocket")
+	fs.DurationVar(&cfg.WSPong, "ws-pong-timeout", cfg.WSPong, "a WebSocket silent this long after a ping is closed (1011) as dead; at most --ws-ping")
 	fs.Var(&cfg.MaxMessage, "max-message", "largest WebSocket message, in and out (bytes, or with KiB or MiB); a larger incoming one closes its socket with 1009")
 	fs.DurationVar(&cfg.Lease.LeasePeriod, "lease-period", cfg.Lease.LeasePeriod, "how often the node renews its lease")
 	fs.DurationVar(&cfg.Lease.LeaseTTL, "lease-ttl", cfg.Lease.LeaseTTL, "how long an unrenewed lease lasts before peers may judge the node dead (with --lease-grace)")
@@ -348,7 +357,7 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 	node, err := ingress.StartNode(ctx, ingress.NodeConfig{
 		Core: cfg.core(instance), Bucket: b, Listener: lis, Registry: registry, Logger: log,
 		IdleTimeout: cfg.IdleTimeout, MaxResident: cfg.MaxResident, MaxBody: int64(cfg.MaxBody),
-		MaxSockets: cfg.MaxSockets, MaxMessage: int(cfg.MaxMessage),
+		MaxSockets: cfg.MaxSockets, MaxMessage: int(cfg.MaxMessage), PingInterval: cfg.WSPing, PongTimeout: cfg.WSPong,
 	})
 	if err != nil {
 		return err

@@ -47,6 +47,11 @@ type NodeConfig struct {
 	// sockets.Config). Zero: its defaults.
 	MaxSockets int
 	MaxMessage int
+	// PingInterval and PongTimeout: how often sockets are pinged, and how
+	// long a socket may stay silent after a ping (see sockets.Config).
+	// Zero: its defaults.
+	PingInterval time.Duration
+	PongTimeout  time.Duration
 }
 
 // Node is one running node: ownership keeper, resident actors and HTTP
@@ -101,7 +106,8 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	var owner *sockets.Owner
 	if err == nil {
 		owner, err = sockets.New(sockets.Config{
-			Sink: sink, MaxSockets: cfg.MaxSockets, MaxMessage: cfg.MaxMessage, Logger: log, Registerer: reg,
+			Sink: sink, MaxSockets: cfg.MaxSockets, MaxMessage: cfg.MaxMessage,
+			PingInterval: cfg.PingInterval, PongTimeout: cfg.PongTimeout, Logger: log, Registerer: reg,
 		})
 	}
 	if err != nil {

@@ -40,6 +40,11 @@ const (
 	DefaultMaxSockets = 50000
 	// DefaultMaxMessage is the message size limit unless configured.
 	DefaultMaxMessage = 1 << 20
+	// DefaultPingInterval and DefaultPongTimeout: how often sockets are
+	// pinged, and how long one may stay silent after a ping, unless
+	// configured.
+	DefaultPingInterval = 25 * time.Second
+	DefaultPongTimeout  = 10 * time.Second
 )
 
 // ID names one socket of this node. IDs are never reused by an Owner.
@@ -142,10 +147,10 @@ func (c Config) withDefaults() Config {
 		c.SendQueue = max(4<<20, c.MaxMessage)
 	}
 	if c.PingInterval == 0 {
-		c.PingInterval = 25 * time.Second
+		c.PingInterval = DefaultPingInterval
 	}
 	if c.PongTimeout == 0 {
-		c.PongTimeout = min(10*time.Second, c.PingInterval)
+		c.PongTimeout = min(DefaultPongTimeout, c.PingInterval)
 	}
 	if c.WriteTimeout == 0 {
 		c.WriteTimeout = 10 * time.Second

@@ -7,8 +7,8 @@
 //
 // Protocol (JSON text messages). From a client: {"type":"join","name":N}
 // first, then {"type":"say","text":T}. To clients: {"type":"history",
-// "messages":[...]} to a joiner, {"type":"said","message":M} to everyone,
-// {"type":"presence","names":[...]} to everyone when someone joins or
+// "messages":[...]} to a joiner, {"type":"said","message":M} to every member,
+// {"type":"presence","names":[...]} to every member when someone joins or
 // leaves. A message is {"from":N,"text":T,"at":unix milliseconds}.
 //
 // A message that is not a JSON object is the plain protocol of the peer
@@ -82,7 +82,7 @@ func (Room) HandleSocket(ctx context.Context, ev *actors.SocketEvent, st actors.
 	switch ev.Kind {
 	case actors.SocketClose, actors.SocketError:
 		// The socket is gone from the list already: tell who is left.
-		broadcast(ws, outbound{Type: "presence", Names: names(ws)})
+		toMembers(ws, outbound{Type: "presence", Names: names(ws)})
 		return nil
 	case actors.SocketMessage:
 	default:
@@ -114,7 +114,7 @@ func (Room) HandleSocket(ctx context.Context, ev *actors.SocketEvent, st actors.
 			return nil // the socket closed meanwhile
 		}
 		send(ws, ev.Socket, outbound{Type: "history", Messages: history(st)})
-		broadcast(ws, outbound{Type: "presence", Names: names(ws)})
+		toMembers(ws, outbound{Type: "presence", Names: names(ws)})
 	case "say":
 		from, err := ws.Attachment(ev.Socket)
 		if err != nil || len(from) == 0 {
@@ -137,7 +137,7 @@ func (Room) HandleSocket(ctx context.Context, ev *actors.SocketEvent, st actors.
 		if err := st.Put(historyKey, b); err != nil {
 			return err
 		}
-		broadcast(ws, outbound{Type: "said", Message: &m})
+		toMembers(ws, outbound{Type: "said", Message: &m})
 	}
 	return nil
 }
@@ -168,9 +168,17 @@ func send(ws actors.Sockets, id actors.SocketID, m outbound) {
 	}
 }
 
-func broadcast(ws actors.Sockets, m outbound) {
-	if b, err := json.Marshal(m); err == nil {
-		ws.Broadcast("", true, b)
+// toMembers sends m to every socket that joined (has a name): sockets of
+// the plain protocol never get chat frames.
+func toMembers(ws actors.Sockets, m outbound) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return
+	}
+	for _, s := range ws.List("") {
+		if len(s.Attachment) > 0 {
+			ws.Send(s.ID, true, b)
+		}
 	}
 }
 
