@@ -1,11 +1,7 @@
 package wasmhost
 
 import (
-	"context"
-	"encoding/json"
-	"net"
 	"net/http"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,9 +9,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/wasmkeep/wasmkeep/actors"
-	"github.com/wasmkeep/wasmkeep/ingress"
-	"github.com/wasmkeep/wasmkeep/ownership"
-	"github.com/wasmkeep/wasmkeep/ownership/dirstore"
+	"github.com/wasmkeep/wasmkeep/internal/nodetest"
 )
 
 // The wasm chat room (examples/room-wasm) on a real node, with real
@@ -23,161 +17,18 @@ import (
 
 const roomGuest = "../examples/room-wasm"
 
-// roomNode is a node serving the wasm room as class "room-wasm", with a
-// short idle timeout; it reports every hibernation on hibernations.
-type roomNode struct {
-	*ingress.Node
-	url string
-}
-
-func startRoomNode(t *testing.T, hibernations chan<- string) *roomNode {
+// startRoomNode starts a node serving the wasm room as class "room-wasm",
+// with a short idle timeout.
+func startRoomNode(t *testing.T) *nodetest.Node {
 	t.Helper()
 	r := newRuntime(t, Config{})
 	mod, err := r.Compile(t.Context(), "room-wasm", guest(t, roomGuest))
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := actors.BuiltIn()
-	if err := reg.Register("room-wasm", mod); err != nil {
-		t.Fatal(err)
-	}
-	b, err := dirstore.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := ingress.StartNode(t.Context(), ingress.NodeConfig{
-		Core:   ownership.DefaultConfig("n1", "i1"),
-		Bucket: b, Listener: lis, Registry: reg,
-		IdleTimeout: 150 * time.Millisecond,
-		OnHibernate: func(a ownership.Actor, _ ownership.Generation, reason string) {
-			select {
-			case hibernations <- a.String() + " " + reason:
-			default:
-			}
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Cleanups run last first: the node stops before the runtime closes.
-	t.Cleanup(func() {
-		select {
-		case <-n.Done():
-		default:
-			if err := n.Stop(context.Background()); err != nil {
-				t.Errorf("stop: %v", err)
-			}
-		}
-	})
-	return &roomNode{Node: n, url: "http://" + lis.Addr().String()}
-}
-
-func (n *roomNode) dial(t *testing.T, room string) *websocket.Conn {
-	t.Helper()
-	url := "ws" + strings.TrimPrefix(n.url, "http") + "/actor/room-wasm/" + room
-	conn, resp, err := websocket.DefaultDialer.DialContext(t.Context(), url, nil)
-	if err != nil {
-		status := 0
-		if resp != nil {
-			status = resp.StatusCode
-		}
-		t.Fatalf("dial %s: %v (status %d)", url, err, status)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
-}
-
-// message is one line of a room's history.
-type message struct {
-	From string `json:"from"`
-	Text string `json:"text"`
-	At   int64  `json:"at"`
-}
-
-type roomFrame struct {
-	Type     string    `json:"type"`
-	Messages []message `json:"messages"`
-	Message  *message  `json:"message"`
-	Names    []string  `json:"names"`
-}
-
-type roomClient struct {
-	t    *testing.T
-	name string
-	conn *websocket.Conn
-}
-
-func joinRoom(t *testing.T, n *roomNode, room, name string) *roomClient {
-	t.Helper()
-	c := &roomClient{t: t, name: name, conn: n.dial(t, room)}
-	c.send(map[string]string{"type": "join", "name": name})
-	return c
-}
-
-func (c *roomClient) send(v any) {
-	c.t.Helper()
-	b, _ := json.Marshal(v)
-	if err := c.conn.WriteMessage(websocket.TextMessage, b); err != nil {
-		c.t.Fatalf("%s send: %v", c.name, err)
-	}
-}
-
-// await reads frames until one satisfies ok, within 10 s.
-func (c *roomClient) await(what string, ok func(roomFrame) bool) roomFrame {
-	c.t.Helper()
-	c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	for {
-		_, b, err := c.conn.ReadMessage()
-		if err != nil {
-			c.t.Fatalf("%s waiting for %s: %v", c.name, what, err)
-		}
-		var f roomFrame
-		if err := json.Unmarshal(b, &f); err != nil {
-			c.t.Fatalf("%s: bad frame %q: %v", c.name, b, err)
-		}
-		if ok(f) {
-			return f
-		}
-	}
-}
-
-func (c *roomClient) awaitPresence(names ...string) {
-	c.t.Helper()
-	c.await("presence "+strings.Join(names, ","), func(f roomFrame) bool {
-		return f.Type == "presence" && slices.Equal(f.Names, names)
-	})
-}
-
-func (c *roomClient) awaitSaid(from, text string) {
-	c.t.Helper()
-	c.await(from+" saying "+text, func(f roomFrame) bool {
-		return f.Type == "said" && f.Message != nil && f.Message.From == from && f.Message.Text == text
-	})
-}
-
-func (c *roomClient) awaitHistory() []message {
-	c.t.Helper()
-	return c.await("history", func(f roomFrame) bool { return f.Type == "history" }).Messages
-}
-
-func awaitRoomHibernation(t *testing.T, ch <-chan string, want string) {
-	t.Helper()
-	deadline := time.After(10 * time.Second)
-	for {
-		select {
-		case got := <-ch:
-			if got == want {
-				return
-			}
-		case <-deadline:
-			t.Fatalf("no hibernation %q within 10 s", want)
-		}
-	}
+	// Cleanups run last first: the node (started after) stops before the
+	// runtime closes.
+	return nodetest.Start(t, nodetest.Options{Classes: map[string]actors.Class{"room-wasm": mod}, IdleTimeout: 150 * time.Millisecond})
 }
 
 // TestRoomHibernatesWithItsSockets: two people chat through the wasm room;
@@ -185,11 +36,9 @@ func awaitRoomHibernation(t *testing.T, ch <-chan string, want string) {
 // message wakes it on a fresh instance with its history and presence
 // intact.
 func TestRoomHibernatesWithItsSockets(t *testing.T) {
-	hib := make(chan string, 64)
-	n := startRoomNode(t, hib)
-	room := ownership.Actor{Class: "room-wasm", Name: "lobby"}
+	n := startRoomNode(t)
 
-	resp, err := http.Get(n.url + "/actor/room-wasm/lobby")
+	resp, err := http.Get(n.URL + "/actor/room-wasm/lobby")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,49 +47,51 @@ func TestRoomHibernatesWithItsSockets(t *testing.T) {
 		t.Fatalf("page: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 
-	ada := joinRoom(t, n, "lobby", "ada")
-	if h := ada.awaitHistory(); len(h) != 0 {
+	ada := n.Join(t, "room-wasm", "lobby", "ada")
+	if h := ada.AwaitHistory(); len(h) != 0 {
 		t.Fatalf("history of a new room: %+v", h)
 	}
-	ada.awaitPresence("ada")
-	bob := joinRoom(t, n, "lobby", "bob")
-	bob.awaitHistory()
-	ada.awaitPresence("ada", "bob")
-	bob.awaitPresence("ada", "bob")
+	ada.AwaitPresence("ada")
+	bob := n.Join(t, "room-wasm", "lobby", "bob")
+	bob.AwaitHistory()
+	ada.AwaitPresence("ada", "bob")
+	bob.AwaitPresence("ada", "bob")
 
-	ada.send(map[string]string{"type": "say", "text": "hello \"world\" ☃"})
-	ada.awaitSaid("ada", "hello \"world\" ☃")
-	bob.awaitSaid("ada", "hello \"world\" ☃")
+	ada.Say("hello \"world\" ☃")
+	ada.AwaitSaid("ada", "hello \"world\" ☃")
+	bob.AwaitSaid("ada", "hello \"world\" ☃")
 
-	awaitRoomHibernation(t, hib, room.String()+" idle")
+	n.AwaitIdle(t, "room-wasm/lobby")
 	if s := n.Status(); s.Parked != 1 {
 		t.Fatalf("after hibernation: %d parked records, want 1", s.Parked)
 	}
 
 	// A message wakes it, with its storage and the sockets' attachments.
-	bob.send(map[string]string{"type": "say", "text": "still here"})
-	ada.awaitSaid("bob", "still here")
-	bob.awaitSaid("bob", "still here")
+	bob.Say("still here")
+	ada.AwaitSaid("bob", "still here")
+	bob.AwaitSaid("bob", "still here")
 
-	awaitRoomHibernation(t, hib, room.String()+" idle")
-	carol := joinRoom(t, n, "lobby", "carol")
-	h := carol.awaitHistory()
+	n.AwaitIdle(t, "room-wasm/lobby")
+	carol := n.Join(t, "room-wasm", "lobby", "carol")
+	h := carol.AwaitHistory()
 	if len(h) != 2 || h[0].From != "ada" || h[0].Text != "hello \"world\" ☃" || h[1].Text != "still here" || h[1].At == 0 {
 		t.Fatalf("history after two hibernations: %+v", h)
 	}
-	ada.awaitPresence("ada", "bob", "carol")
+	ada.AwaitPresence("ada", "bob", "carol")
 
 	// A client leaving is seen by the others.
-	carol.conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "bye"))
-	ada.awaitPresence("ada", "bob")
-	bob.awaitPresence("ada", "bob")
+	carol.Conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "bye"))
+	ada.AwaitPresence("ada", "bob")
+	bob.AwaitPresence("ada", "bob")
 
 	// Saying before joining closes the socket with 1008.
-	eve := &roomClient{t: t, name: "eve", conn: n.dial(t, "lobby")}
-	eve.send(map[string]string{"type": "say", "text": "sneaky"})
-	eve.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	eve := n.Dial(t, "room-wasm", "lobby")
+	if err := eve.WriteJSON(map[string]string{"type": "say", "text": "sneaky"}); err != nil {
+		t.Fatal(err)
+	}
+	eve.SetReadDeadline(time.Now().Add(10 * time.Second))
 	for {
-		_, _, err := eve.conn.ReadMessage()
+		_, _, err := eve.ReadMessage()
 		if err == nil {
 			continue // a presence frame may come first
 		}
@@ -255,9 +106,9 @@ func TestRoomHibernatesWithItsSockets(t *testing.T) {
 // with "{" is echoed to its socket, and so is a binary message; a text
 // message starting with "all:" goes to every socket of the room.
 func TestRoomEcho(t *testing.T) {
-	n := startRoomNode(t, make(chan string, 64))
-	a, b := n.dial(t, "bench"), n.dial(t, "bench")
-	other := n.dial(t, "elsewhere")
+	n := startRoomNode(t)
+	a, b := n.Dial(t, "room-wasm", "bench"), n.Dial(t, "room-wasm", "bench")
+	other := n.Dial(t, "room-wasm", "elsewhere")
 	read := func(c *websocket.Conn, who string) string {
 		t.Helper()
 		c.SetReadDeadline(time.Now().Add(10 * time.Second))

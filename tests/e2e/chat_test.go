@@ -6,57 +6,44 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/examples/chat"
-	"github.com/wasmkeep/wasmkeep/ingress"
 	"github.com/wasmkeep/wasmkeep/internal/browser"
-	"github.com/wasmkeep/wasmkeep/ownership"
-	"github.com/wasmkeep/wasmkeep/ownership/dirstore"
+	"github.com/wasmkeep/wasmkeep/internal/nodetest"
+	"github.com/wasmkeep/wasmkeep/wasmhost"
 )
 
-// startNode starts a node serving the chat class with a short idle
-// timeout; hibernations reports "<class>/<name> <reason>" each time an
-// actor leaves memory.
-func startNode(t *testing.T, hibernations chan<- string) (*ingress.Node, string) {
+// wasmRoom compiles examples/room-wasm, the chat room as a wasm guest.
+func wasmRoom(t *testing.T) actors.Class {
 	t.Helper()
-	b, err := dirstore.Open(t.TempDir())
+	out := filepath.Join(t.TempDir(), "room-wasm.wasm")
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-buildmode=c-shared", "-o", out, "../../examples/room-wasm")
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build examples/room-wasm: %v\n%s", err, msg)
+	}
+	wasm, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { b.Close() })
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	r, err := wasmhost.NewRuntime(context.Background(), wasmhost.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := actors.BuiltIn()
-	if err := reg.Register("chat", chat.Room{}); err != nil {
-		t.Fatal(err)
-	}
-	n, err := ingress.StartNode(t.Context(), ingress.NodeConfig{
-		Core:   ownership.DefaultConfig("n1", "i1"),
-		Bucket: b, Listener: lis, Registry: reg,
-		IdleTimeout: 300 * time.Millisecond,
-		OnHibernate: func(a ownership.Actor, _ ownership.Generation, reason string) {
-			select {
-			case hibernations <- a.String() + " " + reason:
-			default:
-			}
-		},
-	})
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	mod, err := r.Compile(t.Context(), "room-wasm", wasm)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := n.Stop(context.Background()); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	})
-	return n, "http://" + lis.Addr().String()
+	return mod
 }
 
 type chatPage struct {
@@ -92,33 +79,19 @@ func (c *chatPage) presence(names ...string) {
 	c.waitFor("presence "+strings.Join(names, ","), "window.chat.names.join(',') === "+string(js))
 }
 
-func awaitIdle(t *testing.T, ch <-chan string, actor string) {
-	t.Helper()
-	// Hibernations before now (the room slept between earlier events)
-	// are not the one waited for.
-	for len(ch) > 0 {
-		<-ch
-	}
-	deadline := time.After(15 * time.Second)
-	for {
-		select {
-		case got := <-ch:
-			if got == actor+" idle" {
-				return
-			}
-		case <-deadline:
-			t.Fatalf("%s did not hibernate within 15 s", actor)
-		}
-	}
-}
-
-// TestChatInBrowsers: two pages chat through a room; the room hibernates
-// between messages while both stay connected, and both pages see every
-// message and who is present, before and after.
+// TestChatInBrowsers: two pages chat through a room, the Go-native chat
+// class and the wasm room; the room hibernates between messages while both
+// stay connected, and both pages see every message and who is present,
+// before and after.
 func TestChatInBrowsers(t *testing.T) {
 	browser.Require(t)
-	hib := make(chan string, 64)
-	n, url := startNode(t, hib)
+	t.Run("chat", func(t *testing.T) { chatInBrowsers(t, "chat", chat.Room{}) })
+	t.Run("room-wasm", func(t *testing.T) { chatInBrowsers(t, "room-wasm", wasmRoom(t)) })
+}
+
+func chatInBrowsers(t *testing.T, class string, c actors.Class) {
+	n := nodetest.Start(t, nodetest.Options{Classes: map[string]actors.Class{class: c}, IdleTimeout: 300 * time.Millisecond})
+	url := n.URL
 
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -128,7 +101,7 @@ func TestChatInBrowsers(t *testing.T) {
 	}
 	defer b.Close()
 	open := func(name string) *chatPage {
-		p, err := b.NewPage(ctx, url+"/actor/chat/lobby?name="+name)
+		p, err := b.NewPage(ctx, url+"/actor/"+class+"/lobby?name="+name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,7 +125,7 @@ func TestChatInBrowsers(t *testing.T) {
 	bob.sees("hello from ada")
 
 	// The room sleeps; both pages stay connected to the node.
-	awaitIdle(t, hib, "chat/lobby")
+	n.AwaitIdle(t, class+"/lobby")
 	if s := n.Status(); s.Parked != 1 || s.Live != 0 {
 		t.Fatalf("while the room sleeps: %d parked, %d live; want 1 parked", s.Parked, s.Live)
 	}
@@ -167,7 +140,7 @@ func TestChatInBrowsers(t *testing.T) {
 	ada.presence("ada", "bob")
 
 	// Asleep again; a newcomer gets the whole history from storage.
-	awaitIdle(t, hib, "chat/lobby")
+	n.AwaitIdle(t, class+"/lobby")
 	cy := open("cy")
 	cy.waitFor("history", "window.chat.messages.length === 2")
 	ada.presence("ada", "bob", "cy")
