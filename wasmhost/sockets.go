@@ -179,6 +179,20 @@ func socketFunctions(fn hostFunc) {
 		}
 		stack[0] = 0
 	}, i32s(4), one)
+	// ws_last_auto_response(id i64) -> i64: when the node last answered the
+	// socket with the auto-response, in Unix milliseconds; 0 if never, -1
+	// if the socket is gone.
+	fn("ws_last_auto_response", func(ctx context.Context, _ api.Module, stack []uint64) {
+		at, err := eventOf(ctx).ws.LastAutoResponse(actors.SocketID(stack[0]))
+		switch {
+		case err != nil:
+			stack[0] = api.EncodeI64(-1)
+		case at.IsZero():
+			stack[0] = 0
+		default:
+			stack[0] = api.EncodeI64(at.UnixMilli())
+		}
+	}, []api.ValueType{i64}, []api.ValueType{i64})
 	// socket_event_len() -> i32: the size of the encoded socket event; 0
 	// in a request event.
 	fn("socket_event_len", func(ctx context.Context, _ api.Module, stack []uint64) {

@@ -81,8 +81,16 @@ func (f *fakeSockets) SetAutoResponse(request, response string) error {
 	return nil
 }
 
-func (f *fakeSockets) LastAutoResponse(actors.SocketID) (time.Time, error) {
-	return time.Time{}, nil
+// LastAutoResponse: socket 1 auto-responded at 1.5 s past the epoch,
+// socket 1<<40 never, any other is gone.
+func (f *fakeSockets) LastAutoResponse(id actors.SocketID) (time.Time, error) {
+	switch id {
+	case 1:
+		return time.UnixMilli(1500), nil
+	case 1 << 40:
+		return time.Time{}, nil
+	}
+	return time.Time{}, sockets.ErrUnknownSocket
 }
 
 func kind(text bool) string {
@@ -181,6 +189,9 @@ func TestSocketEvents(t *testing.T) {
 		{1, "att-get 9", []string{"send 1 text none"}},
 		{1, "auto ping pong", []string{"send 1 text ok"}},
 		{1, "auto bad x", []string{"send 1 text refused"}},
+		{1, "last-auto 1", []string{"send 1 text at:1500"}},
+		{1, "last-auto 1099511627776", []string{"send 1 text at:0"}},
+		{1, "last-auto 9", []string{"send 1 text gone"}},
 	}
 	for _, tt := range tests {
 		if ops := say(t, in, f, st, tt.id, tt.msg); !slices.Equal(ops, tt.want) {

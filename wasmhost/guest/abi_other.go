@@ -49,6 +49,8 @@ func wsAttachmentRead([]byte) { panic(notWasm) }
 
 func wsAutoResponse(string, string) uint32 { panic(notWasm) }
 
+func wsLastAutoResponse(uint64) int64 { panic(notWasm) }
+
 func socketEventLen() uint32 { panic(notWasm) }
 
 func socketEventRead([]byte) { panic(notWasm) }

@@ -109,6 +109,9 @@ func wkWSAttachmentRead(ptr unsafe.Pointer, n uint32) uint32
 //go:wasmimport wasmkeep ws_auto_response
 func wkWSAutoResponse(req unsafe.Pointer, reqLen uint32, resp unsafe.Pointer, respLen uint32) uint32
 
+//go:wasmimport wasmkeep ws_last_auto_response
+func wkWSLastAutoResponse(id uint64) int64
+
 //go:wasmimport wasmkeep socket_event_len
 func wkSocketEventLen() uint32
 
@@ -147,6 +150,8 @@ func wsAttachmentRead(b []byte) { wkWSAttachmentRead(bytesPtr(b), uint32(len(b))
 func wsAutoResponse(req, resp string) uint32 {
 	return wkWSAutoResponse(stringPtr(req), uint32(len(req)), stringPtr(resp), uint32(len(resp)))
 }
+
+func wsLastAutoResponse(id uint64) int64 { return wkWSLastAutoResponse(id) }
 
 func socketEventLen() uint32 { return wkSocketEventLen() }
 

@@ -184,6 +184,17 @@ func (SocketSet) SetAutoResponse(request, response string) error {
 	return nil
 }
 
+// LastAutoResponse is when the node last answered socket id with the
+// auto-response, in Unix milliseconds: 0 if never; ok is false if the
+// socket is gone.
+func (SocketSet) LastAutoResponse(id SocketID) (unixMilli int64, ok bool) {
+	at := wsLastAutoResponse(uint64(id))
+	if at < 0 {
+		return 0, false
+	}
+	return at, true
+}
+
 // onSocket serves one socket event: it pulls the event in and runs the
 // socket handler. It returns a wire return code.
 func onSocket() int32 {

@@ -75,6 +75,13 @@ func onSocket(ev *guest.SocketEvent) error {
 		} else {
 			reply("ok")
 		}
+	case "last-auto":
+		n, _ := strconv.ParseUint(args, 10, 64)
+		if at, ok := guest.Sockets.LastAutoResponse(guest.SocketID(n)); ok {
+			reply("at:" + strconv.FormatInt(at, 10))
+		} else {
+			reply("gone")
+		}
 	case "accept":
 		reply(strconv.Itoa(int(guest.Accept("x").Status)))
 	case "raw-send":
