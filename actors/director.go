@@ -235,6 +235,9 @@ func (d *director) done(ctx actor.Context, m *doneMsg) {
 	if e == nil || e.pid.Id != m.pid.Id {
 		return // removed meanwhile
 	}
+	if _, ok := e.replies[m.id]; !ok {
+		return // counted done already (a panic's event, answered by HandleFailure)
+	}
 	e.pending--
 	delete(e.replies, m.id)
 	if e.pending > 0 {

@@ -129,9 +129,16 @@ func (in *instance) log() *slog.Logger {
 // answer sends an event's result. Done goes before the reply: the director
 // counts the event finished before its caller can send the next one, so
 // that what it decides (idle timer, eviction) follows the order callers see.
+//
+// The reply never blocks: if the event was answered already (the
+// director answers the event whose panic reached it), this answer is
+// dropped.
 func (in *instance) answer(ctx actor.Context, m *eventMsg, r result) {
 	ctx.Send(ctx.Parent(), &doneMsg{actor: in.actor, pid: ctx.Self(), id: m.id})
-	m.reply <- r
+	select {
+	case m.reply <- r:
+	default:
+	}
 }
 
 func (in *instance) event(ctx actor.Context, m *eventMsg) {
