@@ -162,35 +162,31 @@ func NewHost(cfg Config) (*Host, error) {
 // Errors: ErrUnknownClass, an *UnavailableError, or ctx's error (the event
 // may still run).
 func (h *Host) Deliver(ctx context.Context, a ownership.Actor, gen ownership.Generation, req *Request) (*Response, error) {
-	class, ok := h.cfg.Registry.Lookup(a.Class)
-	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownClass, a.Class)
-	}
-	ev := &eventMsg{ctx: ctx, actor: a, class: class, gen: gen, req: req, reply: make(chan result, 1)}
-	h.cfg.System.Root.Send(h.pid, ev)
-	select {
-	case r := <-ev.reply:
-		return r.resp, r.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	r := h.run(ctx, &eventMsg{ctx: ctx, actor: a, gen: gen, req: req})
+	return r.resp, r.err
 }
 
 // DeliverSocket runs ev as one event of actor a under the hold at gen, like
 // Deliver, and returns once its output is released. woke reports that the
 // actor was not resident: the event woke it.
 func (h *Host) DeliverSocket(ctx context.Context, a ownership.Actor, gen ownership.Generation, ev *SocketEvent) (woke bool, err error) {
-	class, ok := h.cfg.Registry.Lookup(a.Class)
+	r := h.run(ctx, &eventMsg{ctx: ctx, actor: a, gen: gen, sock: ev})
+	return r.woke, r.err
+}
+
+// run sends m to the director and waits for its result, or ctx's end.
+func (h *Host) run(ctx context.Context, m *eventMsg) result {
+	class, ok := h.cfg.Registry.Lookup(m.actor.Class)
 	if !ok {
-		return false, fmt.Errorf("%w: %q", ErrUnknownClass, a.Class)
+		return result{err: fmt.Errorf("%w: %q", ErrUnknownClass, m.actor.Class)}
 	}
-	m := &eventMsg{ctx: ctx, actor: a, class: class, gen: gen, sock: ev, reply: make(chan result, 1)}
+	m.class, m.reply = class, make(chan result, 1)
 	h.cfg.System.Root.Send(h.pid, m)
 	select {
 	case r := <-m.reply:
-		return r.woke, r.err
+		return r
 	case <-ctx.Done():
-		return false, ctx.Err()
+		return result{err: ctx.Err()}
 	}
 }
 
