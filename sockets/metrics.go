@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/wasmkeep/wasmkeep/internal/metricreg"
 )
 
 // metrics are the Owner's Prometheus series.
@@ -27,18 +28,18 @@ type metrics struct {
 func newMetrics(r prometheus.Registerer) (*metrics, error) {
 	var errs []error
 	counter := func(name, help string) prometheus.Counter {
-		c, err := register(r, prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help}))
+		c, err := metricreg.Register(r, prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help}))
 		errs = append(errs, err)
 		return c
 	}
 	vec := func(name, help, label string) *prometheus.CounterVec {
-		c, err := register(r, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{label}))
+		c, err := metricreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{label}))
 		errs = append(errs, err)
 		return c
 	}
 	messages := vec("wasmkeep_websocket_messages_total", "WebSocket data messages, by direction (in from clients, out to clients; auto-responses included).", "direction")
 	bytes := vec("wasmkeep_websocket_bytes_total", "Payload bytes of WebSocket data messages, by direction.", "direction")
-	open, err := register(r, prometheus.NewGauge(prometheus.GaugeOpts{
+	open, err := metricreg.Register(r, prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "wasmkeep_websockets_open",
 		Help: "WebSocket slots held on this node (open and closing sockets).",
 	}))
@@ -73,22 +74,4 @@ func codeLabel(code int) string {
 		return "4xxx"
 	}
 	return strconv.Itoa(code)
-}
-
-// register registers c on r, or returns the collector r already has under
-// the same description.
-func register[C prometheus.Collector](r prometheus.Registerer, c C) (C, error) {
-	if r == nil {
-		return c, nil
-	}
-	if err := r.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
-		return c, err
-	}
-	return c, nil
 }

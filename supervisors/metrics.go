@@ -1,8 +1,11 @@
 package supervisors
 
 import (
-	"errors"
 	"fmt"
+
+	"github.com/wasmkeep/wasmkeep/internal/metricreg"
+
+	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -25,48 +28,32 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	m := &Metrics{}
 	var err error
-	if m.restarts, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	if m.restarts, err = metricreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "wasmkeep_actor_restarts_total",
 		Help: "Resident instances restarted by their supervisor after a failure.",
 	}, []string{"class"})); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("supervisor metrics: %w", err)
 	}
-	if m.failures, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+	if m.failures, err = metricreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "wasmkeep_actor_failures_total",
 		Help: "Panics that escaped a resident instance's Receive and reached its supervisor.",
 	}, []string{"class"})); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("supervisor metrics: %w", err)
 	}
-	if m.depth, err = register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	if m.depth, err = metricreg.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "wasmkeep_actor_mailbox_depth",
 		Help: "Messages queued in the mailboxes of a class's resident instances.",
 	}, []string{"class"})); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("supervisor metrics: %w", err)
 	}
-	if m.event, err = register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	if m.event, err = metricreg.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "wasmkeep_actor_event_seconds",
 		Help:    "Time a resident instance spent in Receive per message.",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10), // 100 µs to 26 s
 	}, []string{"class"})); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("supervisor metrics: %w", err)
 	}
 	return m, nil
-}
-
-// register registers c on reg, or returns the collector reg already has
-// under the same description.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
-		var zero C
-		return zero, fmt.Errorf("supervisor metrics: %w", err)
-	}
-	return c, nil
 }
 
 // classMetrics are the series of one class.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/wasmkeep/wasmkeep/internal/metricreg"
 	"github.com/wasmkeep/wasmkeep/ownership"
 )
 
@@ -132,7 +133,7 @@ func newMetrics(r prometheus.Registerer, log *slog.Logger) (*metrics, error) {
 	}
 	var errs []error
 	for _, c := range counterTable {
-		vec, err := register(r, prometheus.NewCounterVec(prometheus.CounterOpts{Name: c.name, Help: c.help}, c.schema.names()))
+		vec, err := metricreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{Name: c.name, Help: c.help}, c.schema.names()))
 		errs = append(errs, err)
 		if c.schema == schemaNone {
 			vec.WithLabelValues() // exported as 0 from the start, not from the first count
@@ -140,22 +141,22 @@ func newMetrics(r prometheus.Registerer, log *slog.Logger) (*metrics, error) {
 		m.counters[c.name] = counter{schema: c.schema, vec: vec}
 	}
 	for _, g := range gaugeTable {
-		gauge, err := register(r, prometheus.NewGauge(prometheus.GaugeOpts{Name: g.name, Help: g.help}))
+		gauge, err := metricreg.Register(r, prometheus.NewGauge(prometheus.GaugeOpts{Name: g.name, Help: g.help}))
 		errs = append(errs, err)
 		m.gauges[g.name] = gauge
 	}
 	for _, h := range histogramTable {
-		hist, err := register(r, prometheus.NewHistogram(prometheus.HistogramOpts{Name: h.name, Help: h.help, Buckets: h.buckets}))
+		hist, err := metricreg.Register(r, prometheus.NewHistogram(prometheus.HistogramOpts{Name: h.name, Help: h.help, Buckets: h.buckets}))
 		errs = append(errs, err)
 		m.histograms[h.name] = hist
 	}
 	var err error
-	m.requests, err = register(r, prometheus.NewCounterVec(prometheus.CounterOpts{
+	m.requests, err = metricreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: metricBucketRequests,
 		Help: "Bucket calls of the ownership keeper, by operation and outcome (landed, not_found, refused, unknown, failed).",
 	}, []string{"op", "outcome"}))
 	errs = append(errs, err)
-	m.seconds, err = register(r, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	m.seconds, err = metricreg.Register(r, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    metricBucketSeconds,
 		Help:    "Duration of the ownership keeper's bucket calls, by operation.",
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
@@ -165,22 +166,6 @@ func newMetrics(r prometheus.Registerer, log *slog.Logger) (*metrics, error) {
 		return nil, fmt.Errorf("ownership keeper: metrics: %w", err)
 	}
 	return m, nil
-}
-
-func register[C prometheus.Collector](r prometheus.Registerer, c C) (C, error) {
-	if r == nil {
-		return c, nil
-	}
-	if err := r.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
-		return c, err
-	}
-	return c, nil
 }
 
 func (m *metrics) warnOnce(kind, name, label string) {
