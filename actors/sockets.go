@@ -179,7 +179,7 @@ func (s *eventSockets) LastAutoResponse(id SocketID) (time.Time, error) {
 	return s.owner.LastAutoResponse(s.actor, id)
 }
 
-// flush carries out the queued operations: the event's output is released.
+// flushSockets carries out the queued operations: the event's output is released.
 // A socket that closed meanwhile is passed over.
 func flushSockets(owner *sockets.Owner, a ownership.Actor, ops []socketOp) {
 	for _, op := range ops {
