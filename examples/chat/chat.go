@@ -23,19 +23,16 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/examples/chat/page"
 )
 
-// Limits of one room.
+// Limits of one room (shared with the wasm room, in package page).
 const (
-	// HistoryLen is how many messages a room keeps.
-	HistoryLen = 100
-	// MaxName and MaxText bound a name and a message, in bytes.
-	MaxName = 40
-	MaxText = 2000
+	HistoryLen = page.HistoryLen
+	MaxName    = page.MaxName
+	MaxText    = page.MaxText
 )
 
 // Room is the class.
@@ -105,7 +102,7 @@ func (Room) HandleSocket(ctx context.Context, ev *actors.SocketEvent, st actors.
 	}
 	switch in.Type {
 	case "join":
-		name := clean(in.Name, MaxName)
+		name := page.Clean(in.Name, MaxName)
 		if name == "" {
 			ws.Close(ev.Socket, 1008, "a name is required")
 			return nil
@@ -121,7 +118,7 @@ func (Room) HandleSocket(ctx context.Context, ev *actors.SocketEvent, st actors.
 			ws.Close(ev.Socket, 1008, "join first")
 			return nil
 		}
-		text := clean(in.Text, MaxText)
+		text := page.Clean(in.Text, MaxText)
 		if text == "" {
 			return nil
 		}
@@ -180,20 +177,4 @@ func toMembers(ws actors.Sockets, m outbound) {
 			ws.Send(s.ID, true, b)
 		}
 	}
-}
-
-// clean trims s, drops control characters and cuts it to at most max
-// bytes of whole runes.
-func clean(s string, max int) string {
-	s = strings.TrimSpace(strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return -1
-		}
-		return r
-	}, s))
-	for len(s) > max {
-		_, n := utf8.DecodeLastRuneInString(s)
-		s = s[:len(s)-n]
-	}
-	return s
 }

@@ -27,17 +27,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/wasmkeep/wasmkeep/examples/chat/page"
 	"github.com/wasmkeep/wasmkeep/wasmhost/guest"
-)
-
-// Limits of one room, as in package chat.
-const (
-	historyLen = 100
-	maxName    = 40
-	maxText    = 2000
 )
 
 // historyKey holds the history: one JSON-encoded message a line, oldest
@@ -90,7 +82,7 @@ func onSocket(ev *guest.SocketEvent) error {
 	}
 	switch in["type"] {
 	case "join":
-		name := clean(in["name"], maxName)
+		name := page.Clean(in["name"], page.MaxName)
 		if name == "" {
 			guest.Sockets.Close(ev.Socket, 1008, "a name is required")
 			return nil
@@ -107,7 +99,7 @@ func onSocket(ev *guest.SocketEvent) error {
 			guest.Sockets.Close(ev.Socket, 1008, "join first")
 			return nil
 		}
-		text := clean(in["text"], maxText)
+		text := page.Clean(in["text"], page.MaxText)
 		if text == "" {
 			return nil
 		}
@@ -133,15 +125,15 @@ func history() []byte {
 }
 
 // appendHistory returns the stored history with m added, keeping the last
-// historyLen messages.
+// page.HistoryLen messages.
 func appendHistory(m []byte) []byte {
 	h, _ := guest.Storage.Get(historyKey)
 	if len(h) > 0 {
 		h = append(h, '\n')
 	}
 	h = append(h, m...)
-	if n := strings.Count(string(h), "\n") + 1; n > historyLen {
-		for range n - historyLen {
+	if n := strings.Count(string(h), "\n") + 1; n > page.HistoryLen {
+		for range n - page.HistoryLen {
 			h = h[strings.IndexByte(string(h), '\n')+1:]
 		}
 	}
@@ -189,22 +181,6 @@ func broadcastPresence() {
 		b = append(b, ']')
 	}
 	toMembers(append(b, '}'))
-}
-
-// clean trims s, drops control characters and cuts it to at most max
-// bytes of whole runes.
-func clean(s string, max int) string {
-	s = strings.TrimSpace(strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return -1
-		}
-		return r
-	}, s))
-	for len(s) > max {
-		_, n := utf8.DecodeLastRuneInString(s)
-		s = s[:len(s)-n]
-	}
-	return s
 }
 
 // main is never called: a c-shared module runs only its initialisers.

@@ -1,6 +1,7 @@
-// Package page holds the chat room's web page, shared by the Go-native chat
-// class and the wasm room example (which cannot import package chat: a
-// guest imports only what compiles for wasip1).
+// Package page holds what the Go-native chat class and the wasm room example
+// share: the web page, the protocol's limits and its input cleaning (the
+// wasm room cannot import package chat: a guest imports only what compiles
+// for wasip1).
 package page
 
 import _ "embed"
