@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
 )
@@ -34,9 +35,21 @@ func (b *gatedBucket) Put(ctx context.Context, key string, body []byte, c owners
 // TestGroupCommit: while one commit is in flight the actor goes on running
 // events; their writes go out together in the next commit, and no response
 // is released before the commit covering its writes has landed.
+// signalling is the built-in counter, reporting on ran each event it ran.
+func signalling(ran chan<- struct{}) *actors.Registry {
+	reg := actors.NewRegistry()
+	_ = reg.Register("counter", actors.ClassFunc(func(ctx context.Context, req *actors.Request, st actors.Storage) (*actors.Response, error) {
+		resp, err := actors.Counter{}.Handle(ctx, req, st)
+		ran <- struct{}{}
+		return resp, err
+	}))
+	return reg
+}
+
 func TestGroupCommit(t *testing.T) {
 	b := &gatedBucket{Bucket: memstore.New(memstore.Faults{}), entered: make(chan struct{}, 16), gate: make(chan struct{})}
-	h := newHost(t, b, &owner{}, nil)
+	ran := make(chan struct{}, 64)
+	h := newHost(t, b, &owner{}, signalling(ran))
 
 	const events = 10
 	type answer struct {
@@ -57,10 +70,13 @@ func TestGroupCommit(t *testing.T) {
 	}
 	// The other events run meanwhile, but none is answered: even an event
 	// that only read would have seen writes that are not durable yet.
+	for range events {
+		<-ran
+	}
 	select {
 	case a := <-answers:
 		t.Fatalf("an answer before any commit landed: %+v", a)
-	case <-time.After(200 * time.Millisecond):
+	default:
 	}
 	close(b.gate) // every commit from now on lands at once
 	var got []int
@@ -121,8 +137,10 @@ func (b *failingBucket) Put(ctx context.Context, key string, body []byte, c owne
 // the next event starts again from what the bucket holds.
 func TestGroupCommitFailure(t *testing.T) {
 	b := &failingBucket{gatedBucket: gatedBucket{Bucket: memstore.New(memstore.Faults{}), entered: make(chan struct{}, 16), gate: make(chan struct{})}, failAt: 2}
-	h := newHost(t, b, &owner{}, nil)
+	ran := make(chan struct{}, 64)
+	h := newHost(t, b, &owner{}, signalling(ran))
 	mustCount(t, h, 1, "1") // put 1: the commit that creates the state
+	<-ran
 
 	errs := make(chan error, 4)
 	for i := 0; i < 4; i++ {
@@ -134,7 +152,9 @@ func TestGroupCommitFailure(t *testing.T) {
 			<-b.entered // the commit that will fail is in flight
 		}
 	}
-	time.Sleep(100 * time.Millisecond) // the other three run meanwhile
+	for range 4 { // all four ran, the three later ones on the unsaved count
+		<-ran
+	}
 	close(b.gate)
 	for i := 0; i < 4; i++ {
 		if err := <-errs; err == nil {
