@@ -54,6 +54,11 @@ type Config struct {
 	// Sockets, when set, is the node's socket owner: events reach the
 	// actor's sockets through SocketsOf. Nil: the node serves no sockets.
 	Sockets *sockets.Owner
+	// Caller, when set, routes the calls actors make with Call. Nil: every
+	// call fails.
+	Caller Caller
+	// CallTimeout bounds one call an actor makes. Zero: DefaultCallTimeout.
+	CallTimeout time.Duration
 	// Supervision, when set, gives the options resident instances of a
 	// class are spawned with and the strategy the director supervises them
 	// with (package supervisors has one). Nil: proto.actor's defaults.
@@ -86,8 +91,8 @@ func (c Config) Validate() error {
 	if c.System == nil {
 		errs = append(errs, errors.New("no actor system"))
 	}
-	if c.IdleTimeout < 0 || c.MaxResident < 0 || c.MaxState < 0 || c.IOTimeout < 0 || c.RetryAfter < 0 {
-		errs = append(errs, errors.New("idle timeout, max resident, max state, io timeout and retry after must not be negative"))
+	if c.IdleTimeout < 0 || c.MaxResident < 0 || c.MaxState < 0 || c.IOTimeout < 0 || c.RetryAfter < 0 || c.CallTimeout < 0 {
+		errs = append(errs, errors.New("idle timeout, max resident, max state, io timeout, retry after and call timeout must not be negative"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("actors host config: %w", err)
@@ -114,7 +119,13 @@ func (c *Config) setDefaults() {
 	if c.RetryAfter == 0 {
 		c.RetryAfter = time.Second
 	}
+	if c.CallTimeout == 0 {
+		c.CallTimeout = DefaultCallTimeout
+	}
 }
+
+// DefaultCallTimeout bounds an actor's call unless Config says otherwise.
+const DefaultCallTimeout = 30 * time.Second
 
 // ErrUnavailable is matched (errors.Is) by every UnavailableError.
 var ErrUnavailable = errors.New("actor unavailable")

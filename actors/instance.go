@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -169,7 +170,16 @@ func (in *instance) event(ctx actor.Context, m *eventMsg) {
 		socks = &eventSockets{owner: in.h.cfg.Sockets, actor: in.actor}
 		ctx2 = context.WithValue(m.ctx, socketsKey{}, socks)
 	}
+	ec := &eventCall{in: in, actx: ctx, t: t, chain: append(slices.Clip(CallChain(m.ctx)), in.actor)}
+	ctx2 = context.WithValue(ctx2, callKey{}, ec)
+	gen := in.gen
 	resp, err := in.run(ctx2, m, t)
+	if !in.loaded || in.gen != gen {
+		// A commit before one of the event's calls failed: the working
+		// state was dropped, and the event fails with it.
+		in.answer(ctx, m, result{err: in.h.unavailable(in.actor, "commit before a call did not land")})
+		return
+	}
 	var r result
 	switch {
 	case err != nil:

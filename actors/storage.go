@@ -240,6 +240,12 @@ func (t *txn) Batch(ops ...Op) error {
 	return nil
 }
 
+// rebase makes kv, which must be t.result(), the base of t's further
+// writes: the writes so far left the event (a call's commit point).
+func (t *txn) rebase(kv map[string][]byte) {
+	t.base, t.writes = kv, map[string][]byte{}
+}
+
 // dirty says whether the event wrote anything.
 func (t *txn) dirty() bool { return len(t.writes) > 0 }
 

@@ -63,6 +63,7 @@ type serveConfig struct {
 	CacheDir         string
 	WasmMemory       byteSize
 	WasmEventTimeout time.Duration
+	CallTimeout      time.Duration
 }
 
 // nodeID is --node, or "n" and the listen port.
@@ -115,6 +116,9 @@ func (c serveConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("--wasm-memory %v: must be positive", &c.WasmMemory))
 	} else if err := c.wasm(nil).Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("--wasm-memory: %w", err))
+	}
+	if c.CallTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--call-timeout %v: must be positive", c.CallTimeout))
 	}
 	if c.WasmEventTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--wasm-event-timeout %v: must be positive", c.WasmEventTimeout))
@@ -208,6 +212,7 @@ func setupServe(fs *flag.FlagSet) action {
 		Classes:     "classes",
 		CacheDir:    defaultCacheDir(),
 		WasmMemory:  wasmhost.DefaultMemoryLimit,
+		CallTimeout: actors.DefaultCallTimeout,
 	}
 	cfg.WasmEventTimeout = wasmhost.DefaultEventTimeout
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "host:port to serve HTTP on (loopback unless told otherwise)")
@@ -222,6 +227,7 @@ func setupServe(fs *flag.FlagSet) action {
 	fs.DurationVar(&cfg.WSPing, "ws-ping", cfg.WSPing, "how often the node pings each WebSocket")
 	fs.DurationVar(&cfg.WSPong, "ws-pong-timeout", cfg.WSPong, "a WebSocket silent this long after a ping is closed (1011) as dead; at most --ws-ping")
 	fs.Var(&cfg.MaxMessage, "max-message", "largest WebSocket message, in and out (bytes, or with KiB or MiB); a larger incoming one closes its socket with 1009")
+	fs.DurationVar(&cfg.CallTimeout, "call-timeout", cfg.CallTimeout, "longest an actor waits for its call to another actor; past it the call fails (two actors calling each other from separate events wait this long)")
 	fs.DurationVar(&cfg.Lease.LeasePeriod, "lease-period", cfg.Lease.LeasePeriod, "how often the node renews its lease")
 	fs.DurationVar(&cfg.Lease.LeaseTTL, "lease-ttl", cfg.Lease.LeaseTTL, "how long an unrenewed lease lasts before peers may judge the node dead (with --lease-grace)")
 	fs.DurationVar(&cfg.Lease.Safety, "lease-safety", cfg.Lease.Safety, "taken off the ttl on this node's side: the lease is valid until the last acknowledged renewal's send time plus ttl minus safety")
@@ -358,6 +364,7 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 		Core: cfg.core(instance), Bucket: b, Listener: lis, Registry: registry, Logger: log,
 		IdleTimeout: cfg.IdleTimeout, MaxResident: cfg.MaxResident, MaxBody: int64(cfg.MaxBody),
 		MaxSockets: cfg.MaxSockets, MaxMessage: int(cfg.MaxMessage), PingInterval: cfg.WSPing, PongTimeout: cfg.WSPong,
+		CallTimeout: cfg.CallTimeout,
 	})
 	if err != nil {
 		return err

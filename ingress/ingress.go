@@ -212,6 +212,14 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 		text(w, http.StatusNotFound, fmt.Sprintf("unknown class %q", a.Class))
 		return
 	}
+	if c := r.Header.Get(CallChainHeader); c != "" {
+		chain, err := decodeChain(c)
+		if err != nil {
+			text(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		r = r.WithContext(actors.WithCallChain(r.Context(), chain))
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBody))
 	if err != nil {
 		var tooLarge *http.MaxBytesError

@@ -52,6 +52,9 @@ type NodeConfig struct {
 	// Zero: its defaults.
 	PingInterval time.Duration
 	PongTimeout  time.Duration
+	// CallTimeout bounds an actor's call to another actor (see
+	// actors.Config). Zero: actors.DefaultCallTimeout.
+	CallTimeout time.Duration
 }
 
 // Node is one running node: ownership keeper, resident actors and HTTP
@@ -116,10 +119,12 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	}
 	sink.owner.Store(owner)
 	hooks.sockets.Store(owner)
+	caller := &lateCaller{}
 	host, err := actors.NewHost(actors.Config{
 		Owner: k, Bucket: cfg.Bucket, Registry: cfg.Registry, System: system, Logger: log,
 		IdleTimeout: cfg.IdleTimeout, MaxResident: cfg.MaxResident, MaxState: cfg.MaxState,
 		RetryAfter: cfg.Core.LeasePeriod, OnHibernate: cfg.OnHibernate, Supervision: sup, Sockets: owner,
+		Caller: caller, CallTimeout: cfg.CallTimeout,
 	})
 	if err != nil {
 		cfg.Listener.Close()
@@ -135,6 +140,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		cfg.Listener.Close()
 		return nil, errors.Join(err, host.HibernateAll(ctx), k.Stop(ctx))
 	}
+	caller.h.Store(h)
 	n := &Node{
 		keeper:  k,
 		host:    host,

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/ingress"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/dirstore"
@@ -21,6 +22,12 @@ type testNode struct {
 
 func startTestNode(t *testing.T, dir, name, instance string) *testNode {
 	t.Helper()
+	return startTestNodeWith(t, dir, name, instance, nil)
+}
+
+// startTestNodeWith starts a node serving reg (nil: the built-in classes).
+func startTestNodeWith(t *testing.T, dir, name, instance string, reg *actors.Registry) *testNode {
+	t.Helper()
 	b, err := dirstore.Open(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +39,7 @@ func startTestNode(t *testing.T, dir, name, instance string) *testNode {
 	}
 	n, err := ingress.StartNode(t.Context(), ingress.NodeConfig{
 		Core:   ownership.DefaultConfig(ownership.NodeID(name), ownership.InstanceID(instance)),
-		Bucket: b, Listener: lis,
+		Bucket: b, Listener: lis, Registry: reg,
 	})
 	if err != nil {
 		t.Fatal(err)
