@@ -43,6 +43,10 @@ const MaxCallDepth = 16
 // very call to return), or the chain is MaxCallDepth deep.
 var ErrCallCycle = errors.New("actor call cycle")
 
+// ErrBadCall is matched (errors.Is) by a call refused for what it asks: a
+// bad class or actor name, method, path or body.
+var ErrBadCall = errors.New("bad actor call")
+
 // ErrNotInEvent: Call was given a context that is not an event's.
 var ErrNotInEvent = errors.New("actor call outside an event")
 
@@ -52,8 +56,8 @@ var ErrCallFailed = errors.New("actor call failed")
 
 // Caller routes a call to the actor it names: an event here, or a request
 // to the node that holds it. The node provides it (package ingress).
-// Errors: ErrUnknownClass, an *UnavailableError, ErrCallFailed, or an error
-// naming what is wrong with the address or the request.
+// Errors: ErrUnknownClass, an *UnavailableError, ErrCallFailed, or
+// ErrBadCall naming what is wrong with the address or the request.
 type Caller interface {
 	Call(ctx context.Context, to ownership.Actor, req *Request) (*Response, error)
 }

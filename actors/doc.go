@@ -44,6 +44,17 @@
 // every event that ran since the last durable version and discards the
 // working state; the next event reloads from the bucket.
 //
+// # Calls
+//
+// During an event an actor may call another with Call (call.go), wherever
+// it lives: the node's Caller delivers the call here or forwards it to the
+// holder. The call is a commit point for the caller: the working state,
+// with the event's writes so far, is committed (and the hold must be
+// allowed to act) before the request leaves, so a callee never acts on a
+// write that could be lost. The caller's instance waits for the call on its
+// own goroutine; a call to an actor of the same chain is refused
+// (ErrCallCycle), and every call is bounded by Config.CallTimeout.
+//
 // # Blocking
 //
 // A commit runs on its own goroutine and answers through the actor's

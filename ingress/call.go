@@ -29,7 +29,7 @@ const CallChainHeader = "Wasmkeep-Call-Chain"
 // response.
 func (h *Handler) Call(ctx context.Context, to ownership.Actor, req *actors.Request) (*actors.Response, error) {
 	if err := h.checkCall(to, req); err != nil {
-		return nil, fmt.Errorf("call %s/%s: %w", to.Class, to.Name, err)
+		return nil, fmt.Errorf("call %s/%s: %w: %w", to.Class, to.Name, actors.ErrBadCall, err)
 	}
 	if _, ok := h.cfg.Registry.Lookup(to.Class); !ok {
 		return nil, fmt.Errorf("call %s/%s: %w", to.Class, to.Name, actors.ErrUnknownClass)

@@ -45,6 +45,8 @@ type event struct {
 	ws       actors.Sockets // the actor's sockets, from the event's context
 	wsList   []byte         // encoded result of the last ws_list_len, for ws_list_read
 	att      []byte         // attachment found by the last ws_attachment_len
+
+	call []byte // encoded response of the last actor_call, for actor_call_read
 }
 
 type eventKey struct{}
@@ -102,6 +104,7 @@ func instantiateABI(ctx context.Context, rt wazero.Runtime) error {
 		b.NewFunctionBuilder().WithGoModuleFunction(f, params, results).Export(name)
 	}
 	socketFunctions(fn)
+	callFunctions(fn)
 	// abi_version() -> i32
 	fn("abi_version", func(_ context.Context, _ api.Module, stack []uint64) {
 		stack[0] = api.EncodeU32(wire.Version)
@@ -236,31 +239,43 @@ func instantiateABI(ctx context.Context, rt wazero.Runtime) error {
 // headers sorted by name, body.
 func encodeRequest(req *actors.Request) []byte {
 	query := req.Query.Encode()
-	names := make([]string, 0, len(req.Header))
-	n := 20 + len(req.Method) + len(req.Path) + len(query) + len(req.Body)
-	for name, vs := range req.Header {
-		names = append(names, name)
+	b := make([]byte, 0, 20+len(req.Method)+len(req.Path)+len(query)+headerSize(req.Header)+len(req.Body))
+	b = wire.AppendString(b, req.Method)
+	b = wire.AppendString(b, req.Path)
+	b = wire.AppendString(b, query)
+	b = appendHeader(b, req.Header)
+	return wire.AppendBytes(b, req.Body)
+}
+
+// headerSize is how many bytes appendHeader adds for h.
+func headerSize(h http.Header) int {
+	n := 4
+	for name, vs := range h {
 		for _, v := range vs {
 			n += 8 + len(name) + len(v)
 		}
 	}
-	slices.Sort(names)
-	b := make([]byte, 0, n)
-	b = wire.AppendString(b, req.Method)
-	b = wire.AppendString(b, req.Path)
-	b = wire.AppendString(b, query)
+	return n
+}
+
+// appendHeader lays h out as ABI.md's headers: a count of fields, then
+// each field (name, value), sorted by name, one per value.
+func appendHeader(b []byte, h http.Header) []byte {
+	names := make([]string, 0, len(h))
 	fields := 0
-	for _, vs := range req.Header {
+	for name, vs := range h {
+		names = append(names, name)
 		fields += len(vs)
 	}
+	slices.Sort(names)
 	b = wire.AppendU32(b, uint32(fields))
 	for _, name := range names {
-		for _, v := range req.Header[name] {
+		for _, v := range h[name] {
 			b = wire.AppendString(b, name)
 			b = wire.AppendString(b, v)
 		}
 	}
-	return wire.AppendBytes(b, req.Body)
+	return b
 }
 
 // List flags (ABI.md).

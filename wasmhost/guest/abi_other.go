@@ -58,3 +58,7 @@ func socketEventRead([]byte) { panic(notWasm) }
 // Keep onRequest and onSocket referenced: in a wasm guest the exports call
 // them.
 var _, _ = onRequest, onSocket
+
+func actorCall([]byte, []byte) int32 { panic(notWasm) }
+
+func actorCallRead([]byte) { panic(notWasm) }

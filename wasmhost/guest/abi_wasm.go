@@ -156,3 +156,15 @@ func wsLastAutoResponse(id uint64) int64 { return wkWSLastAutoResponse(id) }
 func socketEventLen() uint32 { return wkSocketEventLen() }
 
 func socketEventRead(b []byte) { wkSocketEventRead(bytesPtr(b), uint32(len(b))) }
+
+//go:wasmimport wasmkeep actor_call
+func wkActorCall(target unsafe.Pointer, targetLen uint32, req unsafe.Pointer, reqLen uint32) int32
+
+//go:wasmimport wasmkeep actor_call_read
+func wkActorCallRead(ptr unsafe.Pointer, n uint32) uint32
+
+func actorCall(target, req []byte) int32 {
+	return wkActorCall(bytesPtr(target), uint32(len(target)), bytesPtr(req), uint32(len(req)))
+}
+
+func actorCallRead(b []byte) { wkActorCallRead(bytesPtr(b), uint32(len(b))) }

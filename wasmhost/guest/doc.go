@@ -62,10 +62,21 @@
 // lists the actor's sockets, and keeps a small attachment per socket that
 // outlives hibernation (SetAttachment, at once). See examples/room-wasm.
 //
-// Storage, Log, Sockets, Accept and the Request methods may be called only
+// # Calls
+//
+// Call sends a request to another actor and waits for its response:
+//
+//	resp, err := guest.Call("counter", "visits", &guest.Request{Method: "GET"})
+//
+// The event's writes so far are committed before the request leaves; the
+// callee runs it as an event of its own, on this node or the one holding
+// it. A call back into an actor of the same call chain fails at once with
+// ErrCallCycle, since that actor waits for this very call.
+//
+// Storage, Log, Sockets, Accept, Call and the Request methods may be called only
 // from the goroutine that runs a handler, while it runs.
 //
 // Outside a wasm guest (GOOS other than wasip1) the package compiles, so
 // that go vet and go build of a whole module pass, and its unit tests run,
-// but calling Storage, Sockets or Log panics.
+// but calling Storage, Sockets, Call or Log panics.
 package guest

@@ -95,8 +95,35 @@ func serve(r *guest.Request) *guest.Response {
 		guest.Sockets.Send(7, true, []byte("from request"))
 	case "/log":
 		guest.Log(guest.LevelInfo, "hello from the guest")
+	case "/call":
+		return call(r)
 	}
 	return guest.Text(200, strconv.Itoa(events))
+}
+
+// call stores "before-call", calls the actor the query names (class,
+// name) with the query's path and q, the request's body and its X-Token
+// header, and answers the callee's status, X-Echo header and body, or the
+// error.
+func call(r *guest.Request) *guest.Response {
+	guest.Storage.Put("before-call", []byte("yes"))
+	class, _ := r.Query("class")
+	name, _ := r.Query("name")
+	path, _ := r.Query("path")
+	q, _ := r.Query("q")
+	req := &guest.Request{Method: "POST", Path: path, RawQuery: q, Body: r.Body,
+		Header: []guest.Field{{Name: "X-Token", Value: r.HeaderValue("X-Token")}}}
+	resp, err := guest.Call(class, name, req)
+	if err != nil {
+		return guest.Text(200, "error: "+err.Error())
+	}
+	echo := ""
+	for _, f := range resp.Header {
+		if f.Name == "X-Echo" {
+			echo = f.Value
+		}
+	}
+	return guest.Text(200, strconv.Itoa(resp.Status)+" "+echo+" "+string(resp.Body))
 }
 
 // list answers the entries that the query's prefix, start, end, limit and

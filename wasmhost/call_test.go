@@ -1,0 +1,90 @@
+package wasmhost
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/keeper"
+	"github.com/wasmkeep/wasmkeep/ownership/memstore"
+)
+
+// hostCaller routes calls to the actors of one host at generation 1, as a
+// node routes those it holds; a name "bad" is refused as a node refuses a
+// bad name. It records the caller's state as each call leaves.
+type hostCaller struct {
+	host   atomic.Pointer[actors.Host]
+	bucket ownership.Bucket
+	seen   []string
+}
+
+func (c *hostCaller) Call(ctx context.Context, to ownership.Actor, req *actors.Request) (*actors.Response, error) {
+	if to.Name == "bad" {
+		return nil, fmt.Errorf("call: %w: name", actors.ErrBadCall)
+	}
+	obj, err := c.bucket.Get(ctx, actors.StateKey(ownership.Actor{Class: "probe", Name: "a"}))
+	c.seen = append(c.seen, fmt.Sprint(string(obj.Body), err))
+	return c.host.Load().Deliver(ctx, to, 1, req)
+}
+
+// TestGuestCall: a wasm actor calls a Go actor and reads its answer;
+// its writes before the call are durable as the call leaves; cycles,
+// unknown classes and refused calls come back as the SDK's errors.
+func TestGuestCall(t *testing.T) {
+	r := newRuntime(t, Config{})
+	ctx := context.Background()
+	probe, err := r.Compile(ctx, "probe", guest(t, probeGuest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := actors.NewRegistry()
+	if err := reg.Register("probe", probe); err != nil {
+		t.Fatal(err)
+	}
+	echo := func(_ context.Context, req *actors.Request, _ actors.Storage) (*actors.Response, error) {
+		resp := actors.Text(http.StatusAccepted, fmt.Sprintf("%s %s k=%s %s", req.Method, req.Path, req.Query.Get("k"), req.Body))
+		resp.Header.Set("X-Echo", req.Header.Get("X-Token"))
+		return resp, nil
+	}
+	if err := reg.Register("echo", actors.ClassFunc(echo)); err != nil {
+		t.Fatal(err)
+	}
+	bucket := memstore.New(memstore.Faults{})
+	c := &hostCaller{bucket: bucket}
+	h, err := actors.NewHost(actors.Config{Owner: anyOwner{}, Bucket: bucket, Registry: reg, System: keeper.NewSystem(nil), Caller: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.host.Store(h)
+	defer func() { _ = h.HibernateAll(ctx) }()
+	a := ownership.Actor{Class: "probe", Name: "a"}
+	call := func(query, want string) {
+		t.Helper()
+		req := post("/call", query, "payload")
+		req.Header.Set("X-Token", "tok")
+		resp, err := h.Deliver(t.Context(), a, 1, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(resp.Body); resp.Status != http.StatusOK || got != want {
+			t.Fatalf("call ?%s = %d %q, want 200 %q", query, resp.Status, got, want)
+		}
+	}
+	call("class=echo&name=x&path=/p%20q&q=k%3Dv", "202 tok POST /p q k=v payload")
+	if len(c.seen) != 1 || !strings.Contains(c.seen[0], "before-call") {
+		t.Fatalf("the caller's state as the call left: %q; want its write before-call in it", c.seen)
+	}
+	call("class=probe&name=a", "error: guest: actor call cycle")
+	call("class=nope&name=x", "error: guest: unknown class")
+	call("class=echo&name=bad", "error: guest: bad actor call")
+	// The probe's instance served every event: no call broke it.
+	resp, err := h.Deliver(t.Context(), a, 1, get("/events", ""))
+	if err != nil || string(resp.Body) != "5" {
+		t.Fatalf("events after the calls: %v %v; want 5 on one instance", resp, err)
+	}
+}
