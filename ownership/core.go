@@ -300,6 +300,28 @@ func (c *Core) MayAct(a Actor, gen Generation, now time.Time) bool {
 	return e != nil && e.live != nil && e.live.gen == gen && c.LeaseValid(now) && c.mode != modeStopping
 }
 
+// Serving says whether an Acquire of a, at now, would be granted at once
+// at the live hold's generation gen with nothing else to do (the node
+// serves, its lease is valid, the actor is not moving), and until when
+// that stays so if no input comes: the lease's end or the Core's next
+// deadline, whichever is first. Only an input can change the answer
+// before until. The keeper uses it to grant events of live holds without a
+// step (keeper/fast.go).
+func (c *Core) Serving(a Actor, now time.Time) (gen Generation, until time.Time, ok bool) {
+	e := c.entries[a]
+	if e == nil || e.live == nil || e.moving != nil || c.mode != modeServing || !c.LeaseValid(now) {
+		return 0, time.Time{}, false
+	}
+	until = c.lease.validUntil
+	if at := c.nextDeadline(); !at.IsZero() && at.Before(until) {
+		until = at
+	}
+	if !now.Before(until) {
+		return 0, time.Time{}, false
+	}
+	return e.live.gen, until, true
+}
+
 // ---- the node lease ----
 
 func (c *Core) start() {

@@ -68,6 +68,10 @@ type Keeper struct {
 	retry    time.Duration // RetryAfter of the refusals the keeper gives itself
 	stops    atomic.Int32
 	requests sync.WaitGroup // bucket calls in flight
+	clock    func() time.Time
+	// fast answers Acquire and MayAct for live holds without the mailbox
+	// (fast.go).
+	fast *fastHolds
 
 	// gate admits messages to the actor until the keeper has ended. A
 	// message admitted is handled before the actor stops (it is poisoned,
@@ -116,6 +120,8 @@ func Start(ctx context.Context, cfg Config) (*Keeper, error) {
 		node:    cfg.Core.Node,
 		system:  cfg.System,
 		retry:   cfg.Core.LeasePeriod,
+		clock:   cfg.Clock,
+		fast:    newFastHolds(),
 		taken:   make(chan struct{}),
 		stopped: make(chan struct{}),
 		done:    make(chan struct{}),
@@ -145,7 +151,7 @@ func Start(ctx context.Context, cfg Config) (*Keeper, error) {
 		return nil, fmt.Errorf("ownership keeper of node %s: stopped before taking its lease", k.node)
 	case <-ctx.Done():
 		// Before the lease is taken the Core ends at once on Stop.
-		k.post(&inputMsg{in: ownership.Stop{}})
+		k.input(ownership.Stop{})
 		<-k.done
 		return nil, fmt.Errorf("ownership keeper of node %s: start: %w", k.node, ctx.Err())
 	}
@@ -188,11 +194,14 @@ func validActor(a ownership.Actor) error {
 // first; a grant that comes after that goes to Hooks.Abandoned. After the
 // keeper has ended, every acquisition is refused.
 func (k *Keeper) Acquire(ctx context.Context, a ownership.Actor) (Decision, error) {
-	if err := validActor(a); err != nil {
-		return Decision{}, err
-	}
 	if err := ctx.Err(); err != nil {
 		return Decision{}, err // asking would only make a grant nobody takes
+	}
+	if gen, ok := k.fast.lookup(a, k.clock()); ok {
+		return Decision{Verdict: Granted, Gen: gen}, nil
+	}
+	if err := validActor(a); err != nil {
+		return Decision{}, err
 	}
 	w := &waiter{actor: a, ch: make(chan Decision, 1)}
 	if !k.post(&acquireMsg{w: w}) {
@@ -234,6 +243,9 @@ func (k *Keeper) RequestAcquire(a ownership.Actor, replyTo *actor.PID, tag uint6
 // the hold is live and the lease valid. Call it when a response or a
 // storage commit is about to be released, not only when work starts.
 func (k *Keeper) MayAct(a ownership.Actor, gen ownership.Generation) bool {
+	if g, ok := k.fast.lookup(a, k.clock()); ok && g == gen {
+		return true
+	}
 	ch := make(chan bool, 1)
 	if !k.post(&mayActMsg{actor: a, gen: gen, ch: ch}) {
 		return false
@@ -269,42 +281,51 @@ func (k *Keeper) Status() ownership.Status {
 	return k.final
 }
 
+// input posts an input for the Core. As far as callers can tell, it takes
+// effect when posted: the fast answers it could change are forgotten first
+// (see fastHolds), so that an Acquire made after Idle, say, is answered
+// after the Core has taken the Idle.
+func (k *Keeper) input(in ownership.Input) bool {
+	k.fast.forget(in)
+	return k.post(&inputMsg{in: in})
+}
+
 // Idle says a's instance dropped out of memory while its hold at gen was
 // live: the Core parks the hold if sockets are open, and releases it
 // otherwise.
 func (k *Keeper) Idle(a ownership.Actor, gen ownership.Generation) {
-	k.post(&inputMsg{in: ownership.Idle{Actor: a, Gen: gen}})
+	k.input(ownership.Idle{Actor: a, Gen: gen})
 }
 
 // HoldEnded says a's live hold at gen ended some other way (a failed
 // restore, a supervisor giving up): the Core releases it.
 func (k *Keeper) HoldEnded(a ownership.Actor, gen ownership.Generation, reason string) {
-	k.post(&inputMsg{in: ownership.HoldEnded{Actor: a, Gen: gen, Reason: reason}})
+	k.input(ownership.HoldEnded{Actor: a, Gen: gen, Reason: reason})
 }
 
 // SocketOpened counts one more open socket of a on this node.
 func (k *Keeper) SocketOpened(a ownership.Actor) {
-	k.post(&inputMsg{in: ownership.SocketOpened{Actor: a}})
+	k.input(ownership.SocketOpened{Actor: a})
 }
 
 // SocketGone counts one socket of a fewer: call it once per socket, when it
 // starts closing or its slot is freed, whichever comes first.
 func (k *Keeper) SocketGone(a ownership.Actor) {
-	k.post(&inputMsg{in: ownership.SocketGone{Actor: a}})
+	k.input(ownership.SocketGone{Actor: a})
 }
 
 // Move moves a, held or parked here, to the target node.
 func (k *Keeper) Move(a ownership.Actor, target ownership.NodeID) {
-	k.post(&inputMsg{in: ownership.Move{Actor: a, Target: target}})
+	k.input(ownership.Move{Actor: a, Target: target})
 }
 
 // Drain hands this node's actors over to its peers; Hooks.Drained says when
 // nothing is left.
-func (k *Keeper) Drain() { k.post(&inputMsg{in: ownership.Drain{}}) }
+func (k *Keeper) Drain() { k.input(ownership.Drain{}) }
 
 // SecretsLost says the app's secrets cannot be opened here: the node
 // drains.
-func (k *Keeper) SecretsLost() { k.post(&inputMsg{in: ownership.SecretsLost{}}) }
+func (k *Keeper) SecretsLost() { k.input(ownership.SecretsLost{}) }
 
 // Stop stops the keeper cleanly and waits for the end; it returns Err. The
 // first call sends Stop: every hold and parked record is released, then the
@@ -314,16 +335,16 @@ func (k *Keeper) SecretsLost() { k.post(&inputMsg{in: ownership.SecretsLost{}}) 
 // when the keeper has ended.
 func (k *Keeper) Stop(ctx context.Context) error {
 	if k.stops.Add(1) == 1 {
-		k.post(&inputMsg{in: ownership.Stop{}})
+		k.input(ownership.Stop{})
 	} else {
-		k.post(&inputMsg{in: ownership.StopNow{}})
+		k.input(ownership.StopNow{})
 	}
 	select {
 	case <-k.done:
 		return k.Err()
 	case <-ctx.Done():
 		k.stops.Add(1)
-		k.post(&inputMsg{in: ownership.StopNow{}})
+		k.input(ownership.StopNow{})
 		return fmt.Errorf("ownership keeper of node %s: stop: %w (StopNow sent; Done says when it ends)", k.node, ctx.Err())
 	}
 }

@@ -664,3 +664,41 @@ func TestStoppedFromOutside(t *testing.T) {
 		}
 	})
 }
+
+// TestFastAnswersFollowInputs: acquisitions and MayAct for live holds are
+// answered without the mailbox, yet an input posted before them (Idle,
+// HoldEnded, Drain) is always taken into account first, as through the
+// mailbox: none of them gets the old hold's answer.
+func TestFastAnswersFollowInputs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newChecked(t, memstore.New(memstore.Faults{}))
+		n := startNode(t, b, "n1", "n1-i1")
+		n.mustGrant(t, roomA, 1)
+		n.mustGrant(t, roomA, 1) // the fast path: nothing new in the bucket
+		if got := b.putCount(ownership.OwnerKey(roomA)); got != 1 {
+			t.Fatalf("%d record writes for two grants of one hold; want 1", got)
+		}
+		if !n.MayAct(roomA, 1) || n.MayAct(roomA, 2) {
+			t.Fatal("MayAct: want true for the live hold's generation only")
+		}
+		// Idle, then at once another event: it must not run under the
+		// hold that Idle ended (released here, as no socket is open).
+		n.Idle(roomA, 1)
+		if n.MayAct(roomA, 1) {
+			t.Fatal("MayAct of a hold said idle: want false")
+		}
+		n.mustGrant(t, roomA, 2)
+
+		n.mustGrant(t, roomB, 1)
+		n.HoldEnded(roomB, 1, "test")
+		n.mustGrant(t, roomB, 2)
+
+		n.mustGrant(t, roomC, 1)
+		n.Drain()
+		if d := n.acquire(t, roomC); d.Verdict == keeper.Granted {
+			t.Fatalf("acquire right after Drain: %v; want no grant on a draining node", d)
+		}
+		synctest.Wait()
+		n.stop(t)
+	})
+}

@@ -213,10 +213,20 @@ func (s *shell) now() time.Time {
 // step feeds one input to the Core and carries out its effects in order.
 func (s *shell) step(ctx actor.Context, in ownership.Input) {
 	now := s.now()
-	for _, e := range s.core.Step(now, in) {
+	effects := s.core.Step(now, in)
+	a, pure := pureGrant(in, effects)
+	if !pure {
+		s.k.fast.clear(false) // before any effect: see fastHolds
+	}
+	for _, e := range effects {
 		s.apply(ctx, now, e)
 		if s.ended {
 			return // Exit is the Core's last effect
+		}
+	}
+	if pure {
+		if gen, until, ok := s.core.Serving(a, now); ok {
+			s.k.fast.put(a, gen, until)
 		}
 	}
 	if !s.armed {
@@ -411,6 +421,7 @@ func (s *shell) fail(ctx actor.Context, reason string, p any, stack []byte, pois
 // been answered (poison drains the mailbox; Stop would drop them).
 func (s *shell) end(ctx actor.Context, exit ownership.Exit, err error, poison bool) {
 	s.ended = true
+	s.k.fast.clear(true)
 	s.cancel()
 	if s.timer != nil {
 		s.timer.Stop()

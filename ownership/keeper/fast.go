@@ -1,0 +1,118 @@
+package keeper
+
+import (
+	"sync"
+	"time"
+
+	"github.com/wasmkeep/wasmkeep/ownership"
+)
+
+// fastHolds answers Acquire and MayAct for live holds without a round trip
+// through the actor's mailbox: most events are for actors whose hold is
+// live here, and the Core grants those at once.
+//
+// Invariant: an entry (a, gen) exists only while the Core would answer an
+// Acquire of a with a grant at gen and MayAct(a, gen) with true, and only
+// until its until time. The shell adds an entry after a step that granted
+// a's live hold and changed nothing else (Core.Serving says so, and until
+// when), and clears every entry before it carries out the effects of any
+// other step: any input may end a hold, move an actor or change the node's
+// mode, and the Core's next deadline bounds until, so time alone changes
+// nothing before it. Clearing under the write lock before the effects run
+// makes the fast answer the one the actor would have given had the request
+// been handled just before that step. Inputs from outside (Idle, Drain, …)
+// drop what they could change when they are posted, not when the actor
+// takes them (Keeper.input): a caller that says Idle and then acquires gets
+// the answer that follows the Idle, as through the mailbox.
+type fastHolds struct {
+	mu    sync.RWMutex
+	holds map[ownership.Actor]fastHold
+	shut  bool // the keeper ended: no more entries
+}
+
+type fastHold struct {
+	gen   ownership.Generation
+	until time.Time
+}
+
+func newFastHolds() *fastHolds {
+	return &fastHolds{holds: map[ownership.Actor]fastHold{}}
+}
+
+// lookup returns the generation a's live hold serves at now, if known.
+func (f *fastHolds) lookup(a ownership.Actor, now time.Time) (ownership.Generation, bool) {
+	f.mu.RLock()
+	h, ok := f.holds[a]
+	f.mu.RUnlock()
+	if !ok || !now.Before(h.until) {
+		return 0, false
+	}
+	return h.gen, true
+}
+
+// put records that a's live hold serves at gen until until.
+func (f *fastHolds) put(a ownership.Actor, gen ownership.Generation, until time.Time) {
+	f.mu.Lock()
+	if !f.shut {
+		f.holds[a] = fastHold{gen: gen, until: until}
+	}
+	f.mu.Unlock()
+}
+
+// clear forgets every entry; with shut, for good.
+func (f *fastHolds) clear(shut bool) {
+	f.mu.Lock()
+	if len(f.holds) > 0 {
+		clear(f.holds)
+	}
+	f.shut = f.shut || shut
+	f.mu.Unlock()
+}
+
+// forget drops the entries an input posted from outside could change:
+// its actor's, or every one for an input about the whole node.
+func (f *fastHolds) forget(in ownership.Input) {
+	var a ownership.Actor
+	switch in := in.(type) {
+	case ownership.Idle:
+		a = in.Actor
+	case ownership.HoldEnded:
+		a = in.Actor
+	case ownership.SocketOpened:
+		a = in.Actor
+	case ownership.SocketGone:
+		a = in.Actor
+	case ownership.Move:
+		a = in.Actor
+	default:
+		f.clear(false)
+		return
+	}
+	f.mu.Lock()
+	delete(f.holds, a)
+	f.mu.Unlock()
+}
+
+// pureGrant says whether a step for input in, which gave effects, only
+// granted the acquisition of a live hold: then it changed nothing the
+// fast entries depend on.
+func pureGrant(in ownership.Input, effects []ownership.Effect) (ownership.Actor, bool) {
+	acq, ok := in.(ownership.Acquire)
+	if !ok {
+		return ownership.Actor{}, false
+	}
+	granted := false
+	for _, e := range effects {
+		switch e := e.(type) {
+		case ownership.Grant:
+			if e.Ref != acq.Ref || granted {
+				return ownership.Actor{}, false
+			}
+			granted = true
+		case ownership.Count, ownership.SetGauge, ownership.Observe, ownership.SetTimer:
+		default:
+			return ownership.Actor{}, false
+		}
+	}
+	return acq.Actor, granted
+}
