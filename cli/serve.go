@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -45,6 +46,9 @@ func serveCommand() *command {
 type serveConfig struct {
 	Listen      string
 	Advertise   string
+	// ClusterKeyFile names the file holding the cluster key ("" reads
+	// $WASMKEEP_CLUSTER_KEY, and none is none).
+	ClusterKeyFile string
 	BucketURL   string
 	Node        string
 	TakeOver    bool
@@ -217,6 +221,7 @@ func setupServe(fs *flag.FlagSet) action {
 	cfg.WasmEventTimeout = wasmhost.DefaultEventTimeout
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "host:port to serve HTTP on (loopback unless told otherwise)")
 	fs.StringVar(&cfg.Advertise, "advertise", "", "host:port peers forward requests to (default: the address --listen bound)")
+	fs.StringVar(&cfg.ClusterKeyFile, "cluster-key-file", "", "file holding the cluster key (at least 16 bytes; surrounding white space is dropped) that signs and checks requests between nodes; give every node the same. Unset: $"+clusterKeyEnv+", and without either, requests between nodes are not authenticated")
 	fs.StringVar(&cfg.BucketURL, "bucket", cfg.BucketURL, bucketURLHelp)
 	fs.StringVar(&cfg.Node, "node", "", "node id: 1 to 64 letters, digits, '.', '_' or '-' (default \"n\" and the --listen port, so local nodes on different ports differ)")
 	fs.BoolVar(&cfg.TakeOver, "takeover", false, "replace a lease still live under another instance of this node (then wait a lease ttl before acting)")
@@ -337,6 +342,13 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 	if err != nil {
 		return err
 	}
+	clusterKey, err := loadClusterKey(cfg.ClusterKeyFile)
+	if err != nil {
+		return err
+	}
+	if clusterKey == nil && !loopback(cfg.Listen) {
+		log.Warn("no cluster key: requests between nodes are not authenticated; keep the nodes on loopback or a private network, or give each the same --cluster-key-file")
+	}
 	log.Info("classes", slog.Any("go", goNames), slog.Any("wasm", wasmClasses), slog.String("dir", cfg.Classes))
 	target := describeBucket(cfg.BucketURL)
 	b, closeBucket, err := e.openBucket(ctx, cfg.BucketURL)
@@ -364,7 +376,7 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 		Core: cfg.core(instance), Bucket: b, Listener: lis, Registry: registry, Logger: log,
 		IdleTimeout: cfg.IdleTimeout, MaxResident: cfg.MaxResident, MaxBody: int64(cfg.MaxBody),
 		MaxSockets: cfg.MaxSockets, MaxMessage: int(cfg.MaxMessage), PingInterval: cfg.WSPing, PongTimeout: cfg.WSPong,
-		CallTimeout: cfg.CallTimeout,
+		CallTimeout: cfg.CallTimeout, ClusterKey: clusterKey,
 	})
 	if err != nil {
 		return err
@@ -401,4 +413,42 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 		closeRuntime = serr == nil
 		return errors.Join(fmt.Errorf("http server: %w", err), serr)
 	}
+}
+
+// clusterKeyEnv names the variable a cluster key may come from.
+const clusterKeyEnv = "WASMKEEP_CLUSTER_KEY"
+
+// loadClusterKey reads the cluster key from path, or from $WASMKEEP_CLUSTER_KEY
+// when path is "". Neither set: nil.
+func loadClusterKey(path string) ([]byte, error) {
+	var key []byte
+	from := "$" + clusterKeyEnv
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("--cluster-key-file: %w", err)
+		}
+		key, from = bytes.TrimSpace(b), path
+	} else if v, ok := os.LookupEnv(clusterKeyEnv); ok {
+		key = []byte(strings.TrimSpace(v))
+	} else {
+		return nil, nil
+	}
+	if len(key) < ingress.MinClusterKey {
+		return nil, usageError{fmt.Errorf("cluster key from %s: %d bytes, under %d", from, len(key), ingress.MinClusterKey)}
+	}
+	return key, nil
+}
+
+// loopback says whether the host of the address hostPort is a loopback one.
+func loopback(hostPort string) bool {
+	host, _, err := net.SplitHostPort(hostPort)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -60,6 +60,15 @@ func TestServeHelp(t *testing.T) {
 	}
 }
 
+// shortKeyFile writes a cluster key too short to use.
+func shortKeyFile(t *testing.T) string {
+	p := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(p, []byte(" too short\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func TestServeRefuses(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -77,6 +86,9 @@ func TestServeRefuses(t *testing.T) {
 		{"no wasm time", []string{"--wasm-event-timeout", "0s"}, exitUsage, "--wasm-event-timeout 0s: must be positive"},
 		{"classes not a directory", []string{"--classes", "serve.go", "--listen", "127.0.0.1:0", "--bucket", "mem://"}, exitProblem, "--classes: "},
 		{"unsound bucket", []string{"--bucket", ignoringURL, "--listen", "127.0.0.1:0"}, exitProblem, "is not sound: missing"},
+		{"short cluster key", []string{"--cluster-key-file", shortKeyFile(t), "--listen", "127.0.0.1:0", "--bucket", "mem://"}, exitUsage, "9 bytes, under 16"},
+		{"missing cluster key", []string{"--cluster-key-file", "no-such-key", "--listen", "127.0.0.1:0", "--bucket", "mem://"}, exitProblem, "--cluster-key-file: open no-such-key"},
+		{"no call time", []string{"--call-timeout", "0s"}, exitUsage, "--call-timeout 0s: must be positive"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, stderr := runTest(t, append([]string{"serve"}, tc.args...)...)

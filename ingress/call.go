@@ -89,6 +89,9 @@ func (h *Handler) forwardCall(ctx context.Context, to ownership.Actor, d keeper.
 	}
 	out.Header.Set(ForwardedHeader, string(h.cfg.Node))
 	out.Header.Set(CallChainHeader, encodeChain(actors.CallChain(ctx)))
+	if len(h.cfg.ClusterKey) > 0 {
+		signRequest(out, req.Body, h.cfg.ClusterKey, time.Now())
+	}
 	res, err := h.cfg.Transport.RoundTrip(out)
 	if err != nil {
 		return nil, fmt.Errorf("call %s/%s: %w: node %s at %s: %w", to.Class, to.Name, actors.ErrCallFailed, d.Node, d.Addr, err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/ingress"
 	"github.com/wasmkeep/wasmkeep/ownership"
 )
 
@@ -77,4 +78,36 @@ func TestCallAcrossNodes(t *testing.T) {
 	if status != http.StatusBadRequest {
 		t.Fatalf("bad chain header: %d; want 400", status)
 	}
+}
+
+// TestClusterKey: nodes sharing a cluster key forward requests and calls
+// to each other; a client posing as a peer, and a node with another key,
+// are refused.
+func TestClusterKey(t *testing.T) {
+	dir := t.TempDir()
+	withKey := func(key string) func(*ingress.NodeConfig) {
+		return func(c *ingress.NodeConfig) { c.ClusterKey = []byte(key) }
+	}
+	const key = "a cluster key of 32 bytes, ok..."
+	n1 := startTestNodeWith(t, dir, "n1", "i1", hopRegistry(t), withKey(key))
+	n2 := startTestNodeWith(t, dir, "n2", "i2", hopRegistry(t), withKey(key))
+	n1.mustGet(t, "/actor/counter/a", "1")
+	n1.mustGet(t, "/actor/hop/q", "hop")
+	n2.mustGet(t, "/actor/counter/a", "2")                   // forwarded, signed
+	n2.mustGet(t, "/actor/hop/p/call/counter/a", "a said 3") // a call forwarded, signed
+	status, body := n2.get(t, "/actor/hop/p/call/hop/q/call/hop/p", nil)
+	if status != http.StatusBadGateway || !strings.Contains(body, "actor call cycle") {
+		t.Fatalf("cycle across keyed nodes: %d %q", status, body)
+	}
+	for _, h := range []string{ingress.ForwardedHeader, ingress.CallChainHeader, ingress.SignatureHeader} {
+		status, body := n1.get(t, "/actor/counter/a", http.Header{h: {"v1,1,x"}})
+		if status != http.StatusUnauthorized || !strings.Contains(body, "cluster signature") {
+			t.Fatalf("client sending %s: %d %q; want 401", h, status, body)
+		}
+	}
+	n3 := startTestNodeWith(t, dir, "n3", "i3", hopRegistry(t), withKey("another key, also long enough"))
+	if status, _ := n3.get(t, "/actor/counter/a", nil); status != http.StatusUnauthorized {
+		t.Fatalf("forwarded with another key: %d; want 401 from the holder", status)
+	}
+	n1.mustGet(t, "/actor/counter/a?read", "3")
 }

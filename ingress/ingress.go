@@ -69,6 +69,10 @@ type Config struct {
 	// Sockets takes the WebSocket upgrades actors accept. Nil: an accepted
 	// upgrade is answered 501.
 	Sockets *sockets.Owner
+	// ClusterKey, when set (at least MinClusterKey bytes), signs the
+	// requests this node forwards and is required of the peer requests it
+	// takes (peer.go). Nil: peer requests are neither signed nor checked.
+	ClusterKey []byte
 }
 
 // Handler serves a node's HTTP entry.
@@ -82,6 +86,9 @@ type Handler struct {
 func New(cfg Config) (*Handler, error) {
 	if cfg.Keeper == nil || cfg.Host == nil || cfg.Registry == nil {
 		return nil, errors.New("ingress config: keeper, host and registry are required")
+	}
+	if len(cfg.ClusterKey) > 0 && len(cfg.ClusterKey) < MinClusterKey {
+		return nil, fmt.Errorf("ingress config: cluster key of %d bytes, under %d", len(cfg.ClusterKey), MinClusterKey)
 	}
 	if cfg.MaxBody < 0 {
 		return nil, fmt.Errorf("ingress config: max body %d is negative", cfg.MaxBody)
@@ -212,14 +219,6 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 		text(w, http.StatusNotFound, fmt.Sprintf("unknown class %q", a.Class))
 		return
 	}
-	if c := r.Header.Get(CallChainHeader); c != "" {
-		chain, err := decodeChain(c)
-		if err != nil {
-			text(w, http.StatusBadRequest, err.Error())
-			return
-		}
-		r = r.WithContext(actors.WithCallChain(r.Context(), chain))
-	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBody))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -229,6 +228,21 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 		}
 		text(w, http.StatusBadRequest, "read body: "+err.Error())
 		return
+	}
+	if isPeerRequest(r) && len(h.cfg.ClusterKey) > 0 {
+		if err := verifyRequest(r, body, h.cfg.ClusterKey, time.Now()); err != nil {
+			h.log.Warn("peer request refused", slog.String("from", r.RemoteAddr), slog.Any("err", err))
+			text(w, http.StatusUnauthorized, err.Error())
+			return
+		}
+	}
+	if c := r.Header.Get(CallChainHeader); c != "" {
+		chain, err := decodeChain(c)
+		if err != nil {
+			text(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		r = r.WithContext(actors.WithCallChain(r.Context(), chain))
 	}
 	d, err := h.cfg.Keeper.Acquire(r.Context(), a)
 	if err != nil {
@@ -315,6 +329,9 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, a ownership.Ac
 			pr.Out.Header.Set(ForwardedHeader, string(h.cfg.Node))
 			pr.Out.Body = io.NopCloser(bytes.NewReader(body))
 			pr.Out.ContentLength = int64(len(body))
+			if len(h.cfg.ClusterKey) > 0 {
+				signRequest(pr.Out, body, h.cfg.ClusterKey, time.Now())
+			}
 		},
 		Transport: h.cfg.Transport,
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {

@@ -52,6 +52,9 @@ type NodeConfig struct {
 	// Zero: its defaults.
 	PingInterval time.Duration
 	PongTimeout  time.Duration
+	// ClusterKey signs and checks the requests between nodes (see
+	// Config). Nil: they are neither signed nor checked.
+	ClusterKey []byte
 	// CallTimeout bounds an actor's call to another actor (see
 	// actors.Config). Zero: actors.DefaultCallTimeout.
 	CallTimeout time.Duration
@@ -134,7 +137,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	sink.host.Store(host)
 	h, err := New(Config{
 		Node: cfg.Core.Node, Keeper: k, Host: host, Registry: cfg.Registry, Gatherer: reg, Logger: log, MaxBody: cfg.MaxBody,
-		Sockets: owner,
+		Sockets: owner, ClusterKey: cfg.ClusterKey,
 	})
 	if err != nil {
 		cfg.Listener.Close()

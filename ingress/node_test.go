@@ -25,8 +25,9 @@ func startTestNode(t *testing.T, dir, name, instance string) *testNode {
 	return startTestNodeWith(t, dir, name, instance, nil)
 }
 
-// startTestNodeWith starts a node serving reg (nil: the built-in classes).
-func startTestNodeWith(t *testing.T, dir, name, instance string, reg *actors.Registry) *testNode {
+// startTestNodeWith starts a node serving reg (nil: the built-in classes),
+// its configuration changed by opts.
+func startTestNodeWith(t *testing.T, dir, name, instance string, reg *actors.Registry, opts ...func(*ingress.NodeConfig)) *testNode {
 	t.Helper()
 	b, err := dirstore.Open(dir)
 	if err != nil {
@@ -37,10 +38,14 @@ func startTestNodeWith(t *testing.T, dir, name, instance string, reg *actors.Reg
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := ingress.StartNode(t.Context(), ingress.NodeConfig{
+	cfg := ingress.NodeConfig{
 		Core:   ownership.DefaultConfig(ownership.NodeID(name), ownership.InstanceID(instance)),
 		Bucket: b, Listener: lis, Registry: reg,
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	n, err := ingress.StartNode(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
