@@ -224,9 +224,12 @@ func (c *Core) Step(now time.Time, in Input) []Effect {
 	return c.flush()
 }
 
+// refuseAfterExit answers an acquisition after the exit: this node takes
+// no actor any more, so the refusal says draining (a peer should be
+// asked), as the keeper's own refusals after its end do.
 func (c *Core) refuseAfterExit(in Input) {
 	if a, ok := in.(Acquire); ok {
-		c.emit(Refuse{Actor: a.Actor, Ref: a.Ref, Reason: "node stopped: " + c.exitReason})
+		c.emit(Refuse{Actor: a.Actor, Ref: a.Ref, Reason: "node stopped: " + c.exitReason, RetryAfter: c.cfg.LeasePeriod, Draining: true})
 	}
 }
 

@@ -411,3 +411,20 @@ func TestSweepRereadsInBatchesAndResumes(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusalsAfterExitSayDraining: once the Core has exited (a clean
+// stop here), an acquisition is refused as by a node that takes no actor
+// any more: draining, so that the caller asks a peer.
+func TestRefusalsAfterExitSayDraining(t *testing.T) {
+	h := newHarness(t)
+	mustGrant(t, h.acquire(room), 1)
+	h.step(ownership.Idle{Actor: room, Gen: 1})
+	h.step(ownership.Stop{})
+	if st := h.core.Status(h.now); st.Phase != "exited" {
+		t.Fatalf("phase after a stop with nothing held: %q, want exited", st.Phase)
+	}
+	r, ok := h.acquire(room).(ownership.Refuse)
+	if !ok || !r.Draining || !strings.Contains(r.Reason, "node stopped") || r.RetryAfter <= 0 {
+		t.Fatalf("acquire after the exit: %+v; want a draining refusal with a retry time", r)
+	}
+}
