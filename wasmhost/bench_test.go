@@ -29,6 +29,7 @@ type startPath struct {
 	reuse bool // freed mappings kept for the next instances
 	merge bool // mergeDataSegments
 	image bool // data segments in an image (memory.go)
+	warm  bool // pages touched at start populated in one call (warmth)
 }
 
 // startPaths are the ways compared; the first, wazero's defaults, is the
@@ -40,7 +41,8 @@ var startPaths = []startPath{
 	{name: "mmap+merge", alloc: true, merge: true},
 	{name: "mmap+merge+reuse", alloc: true, reuse: true, merge: true},
 	{name: "mmap+image", alloc: true, merge: true, image: true},
-	{name: "mmap+image+reuse", alloc: true, reuse: true, merge: true, image: true}, // the default
+	{name: "mmap+image+warm", alloc: true, merge: true, image: true, warm: true},
+	{name: "mmap+image+reuse", alloc: true, reuse: true, merge: true, image: true, warm: true}, // the default
 }
 
 // compile returns the counter compiled on a runtime that starts instances
@@ -48,7 +50,7 @@ var startPaths = []startPath{
 func (p startPath) compile(tb testing.TB, cfg Config) *Module {
 	tb.Helper()
 	r := newRuntime(tb, cfg)
-	r.merge, r.images = p.merge, p.image
+	r.merge, r.images, r.warm = p.merge, p.image, p.warm
 	if !p.alloc {
 		r.alloc = nil
 	} else if a, ok := r.alloc.(interface{ setKeep(int) }); ok && !p.reuse {
@@ -262,4 +264,53 @@ func (m *Module) poolFull() bool {
 	m.pool.mu.Lock()
 	defer m.pool.mu.Unlock()
 	return len(m.pool.ready) >= m.r.cfg.Prestart && !m.pool.filling
+}
+
+// BenchmarkIdle measures the memory a runtime keeps once all its actors
+// have hibernated: 100 instances of the counter are started, serve an
+// event each and are closed, with the default pool. idle-bytes is the
+// growth of the process's resident set then (kept mappings and the
+// pool's started instances), trimmed-bytes after the trim steps of a
+// Config.TrimInterval without a start (Runtime.trim), both measured after
+// a garbage collection that returns freed memory to the system.
+func BenchmarkIdle(b *testing.B) {
+	const n = 100
+	ctx := context.Background()
+	wasm := guest(b, counterGuest)
+	req, st := get("", "read"), memStorage{}
+	var idle, trimmed float64
+	for b.Loop() {
+		r := newRuntime(b, Config{TrimInterval: -1}) // trim steps by hand
+		m, err := r.Compile(ctx, "bench", wasm)
+		if err != nil {
+			b.Fatal(err)
+		}
+		debug.FreeOSMemory()
+		before := rss(b)
+		ins := make([]*Instance, n)
+		for i := range ins {
+			ins[i] = m.NewInstance(nil)
+			if _, err := ins[i].Handle(ctx, req, st); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for _, in := range ins {
+			in.Close()
+		}
+		for !m.poolFull() {
+			time.Sleep(100 * time.Microsecond)
+		}
+		debug.FreeOSMemory()
+		idle = float64(rss(b) - before)
+		for range trimSteps + 1 {
+			r.trim()
+		}
+		debug.FreeOSMemory()
+		trimmed = float64(rss(b) - before)
+		if err := m.Close(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(idle, "idle-bytes")
+	b.ReportMetric(trimmed, "trimmed-bytes")
 }

@@ -51,18 +51,35 @@
 //
 // Compiling a ~1.9 MB Go guest takes about a second, and under 0.1 s
 // when Config.CacheDir holds it already. Starting an instance of a Go
-// guest (instantiate, _initialize and a first event) takes about 1.5 ms
-// of CPU when a closed instance's memory is at hand to reuse, and about
-// 4 ms on fresh memory (BenchmarkStart; 7.7 ms in the same run without
-// the host's own memories and data images, on this virtual machine where
-// a page fault costs 10–20 µs). An idle instance holds about 1.3 MB of
-// resident memory, 0.4 MB of it its own: the rest is its module's data
-// image, shared by all its instances (BenchmarkResident; 3.4 MB before).
-// With the default pool of started instances (Config.Prestart), an
-// actor's first event after a wake takes about 0.25 ms instead of
-// 1.2 ms (BenchmarkWake). How: see memory.go, segments.go and pool.go.
-// A request round trip with a storage get and put costs about 10 µs
-// without the time limit.
+// guest (instantiate, _initialize and a first event) takes 1.2 to 1.6 ms
+// of CPU when a closed instance's memory is at hand to reuse, and 2.2 to
+// 2.5 ms on fresh memory (BenchmarkStart; 3.1 ms in the same runs without
+// populating the pages a start touches in one call per run, 5.4 ms
+// without the host's own memories and data images, on this virtual
+// machine where a page fault costs 10–20 µs and populating a page
+// 0.5 µs). An idle instance holds about 1.3 MB of resident memory, 0.4 MB
+// of it its own: the rest is its module's data image, shared by all its
+// instances (BenchmarkResident; 3.4 MB before). With the default pool of
+// started instances (Config.Prestart), an actor's first event after a
+// wake takes about 0.25 ms instead of 1.2 ms (BenchmarkWake). How: see
+// memory.go, segments.go and pool.go. A request round trip with a
+// storage get and put costs about 10 µs without the time limit.
+//
+// # Memory given back
+//
+// For fast starts a runtime keeps memory that no actor uses: the
+// memories of a few closed instances (up to 8, about 1 MB each for a Go
+// guest) and each used class's pool of started instances. What goes
+// unused for Config.TrimInterval (3 s by default) is returned to the
+// system: a kept memory that no start took, and the pool of a class that
+// started no instance. A runtime checks four times per interval, from
+// one goroutine that Close stops, so memory goes back between one and
+// 1.25 intervals after its last use; on a node whose actors wake more
+// often than that, nothing changes. Once all of 100 counter actors have
+// hibernated, a runtime keeps about 12 MB, and nothing one interval
+// later (BenchmarkIdle). The price is on the first starts after a quiet
+// interval: on fresh memory, and for a class whose pool was emptied, on
+// the event's path (as with Prestart < 0), while the pool fills again.
 //
 // # Cost of the time limit
 //

@@ -28,7 +28,15 @@ import (
 // A closed instance's mapping is kept, zeroed, for a next instance (a few
 // per runtime): on a virtual machine a page fault on fresh memory costs
 // more than the rest of an instance's start, and the kept mapping's pages
-// are already resident.
+// are already resident. A kept mapping that no instance takes within
+// Config.TrimInterval is unmapped (Runtime.trim), so that an idle node
+// does not hold the memory of instances long gone.
+//
+// A fresh mapping is populated, in one call per run of pages rather than
+// a page fault per page, with the pages that instances of its module
+// touch while they start: the host learns them from the module's first
+// instance started on a fresh mapping (warmth), since a module's
+// _initialize touches the same pages every time.
 //
 // Each instance costs MemoryLimit of address space (256 MiB by default; a
 // 64-bit process has over 100 TiB) and three memory mappings
@@ -37,11 +45,53 @@ import (
 // allocator makes the linear memories of a Runtime's instances.
 type allocator interface {
 	// allocate returns a memory of at most max bytes that starts with img
-	// (nil: zeros); the instance writes its first warm bytes at once (its
-	// data segments, when not in img).
-	allocate(cap, max uint64, img *image, warm uint64) experimental.LinearMemory
+	// (nil: zeros); the pages of warm are populated as they become usable,
+	// unless the memory is a kept mapping of img (its pages resident).
+	allocate(cap, max uint64, img *image, warm warmth) experimental.LinearMemory
+	// trim is a step of the trim clock (Runtime.trim): it unmaps the kept
+	// mappings that no instance took during the last idle steps.
+	trim(step, idle uint64)
 	// Close releases what the allocator keeps, once the runtime is closed.
 	Close()
+}
+
+// warmth is the pages of linear memory an instance is expected to touch
+// while it starts, as byte ranges sorted by offset and not overlapping.
+type warmth []warmRun
+
+// warmRun is a run of whole pages [off, end) of linear memory; write: the
+// pages are written (populated writable, with private copies of an
+// image's pages), else only read (an image's pages, mapped shared).
+type warmRun struct {
+	off, end int
+	write    bool
+}
+
+// dataWarmth is the warmth of a module before its instances' is learned:
+// without an image, instantiation writes the data segments, below end.
+func dataWarmth(img *image, end uint64) warmth {
+	if img != nil || end == 0 {
+		return nil
+	}
+	return warmth{{off: 0, end: int(min(end, 1<<32)), write: true}}
+}
+
+// learnWarmth returns the pages that mem's instance has touched so far,
+// if mem is a fresh mapping (one whose pages only that instance touched),
+// else nil.
+func learnWarmth(mem experimental.LinearMemory) warmth {
+	if l, ok := mem.(interface{ touched() warmth }); ok {
+		return l.touched()
+	}
+	return nil
+}
+
+// dropOnFree has mem's mapping, if it has one, unmapped when it is freed
+// rather than kept for reuse.
+func dropOnFree(mem experimental.LinearMemory) {
+	if d, ok := mem.(interface{ dropOnFree() }); ok {
+		d.dropOnFree()
+	}
 }
 
 // sliceMemory is a linear memory in a Go slice, grown by appending: what
@@ -77,7 +127,7 @@ func (m *sliceMemory) Free() { m.buf = nil }
 // wazero frees it when closing the module, except when instantiation
 // failed or a timeout closed the module while no call was running to
 // notice it.
-func withMemory(ctx context.Context, alloc allocator, img *image, warm uint64) (context.Context, func() experimental.LinearMemory) {
+func withMemory(ctx context.Context, alloc allocator, img *image, warm warmth) (context.Context, func() experimental.LinearMemory) {
 	if alloc == nil {
 		return ctx, func() experimental.LinearMemory { return nil }
 	}

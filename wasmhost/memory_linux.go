@@ -2,6 +2,7 @@ package wasmhost
 
 import (
 	"encoding/binary"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -10,7 +11,8 @@ import (
 )
 
 // keepMappings is how many freed mappings an allocator keeps for reuse.
-// The mappings kept hold their touched pages (about 1 MB for a Go guest).
+// The mappings kept hold their touched pages (about 1 MB for a Go guest)
+// until an instance takes them or the trim clock unmaps them.
 const keepMappings = 8
 
 // keepCommitted is the most committed memory of a mapping kept for
@@ -87,17 +89,19 @@ func (img *image) readAt(buf []byte, off int) bool {
 
 // mmapAllocator backs each instance's linear memory with its own
 // anonymous mapping instead of a Go slice (see memory.go), and keeps a
-// few freed mappings, zeroed, for the next instances.
+// few freed mappings, zeroed, for the next instances, until they have
+// gone unused for a few steps of the trim clock.
 type mmapAllocator struct {
 	mu     sync.Mutex
 	keep   int        // how many freed mappings to keep
-	free   []*mapping // zeroed, for reuse
+	free   []*mapping // zeroed, for reuse; oldest first
+	step   uint64     // of the trim clock, at the last trim
 	closed bool       // no more reuse: Free unmaps
 }
 
 func newAllocator() allocator { return &mmapAllocator{keep: keepMappings} }
 
-// setKeep sets how many freed mappings a keeps (for the benchmarks).
+// setKeep sets how many freed mappings a keeps (for tests and benchmarks).
 func (a *mmapAllocator) setKeep(n int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -107,10 +111,11 @@ func (a *mmapAllocator) setKeep(n int) {
 // allocate implements allocator: it takes a kept mapping of max bytes, or
 // reserves max bytes of address space, inaccessible and not committed,
 // and maps img at its start; the memory's Reallocate makes the rest
-// usable as it grows, and populates the first warm bytes of a fresh
-// mapping in one call rather than a page fault each. If the reservation
-// fails, the memory is a Go slice, as without the allocator.
-func (a *mmapAllocator) allocate(_, max uint64, img *image, warm uint64) experimental.LinearMemory {
+// usable as it grows, and populates the pages of warm, a run at a time
+// rather than a page fault each, unless the mapping is one kept with img
+// (whose pages are resident already). If the reservation fails, the
+// memory is a Go slice, as without the allocator.
+func (a *mmapAllocator) allocate(_, max uint64, img *image, warm warmth) experimental.LinearMemory {
 	var m *mapping
 	a.mu.Lock()
 	found := -1 // a kept mapping of max bytes, with img if there is one
@@ -124,7 +129,8 @@ func (a *mmapAllocator) allocate(_, max uint64, img *image, warm uint64) experim
 		a.free = append(a.free[:found], a.free[found+1:]...)
 	}
 	a.mu.Unlock()
-	if m == nil {
+	fresh := m == nil
+	if fresh {
 		if max == 0 || max > 4<<30 {
 			return &sliceMemory{img: img}
 		}
@@ -133,15 +139,14 @@ func (a *mmapAllocator) allocate(_, max uint64, img *image, warm uint64) experim
 			return &sliceMemory{img: img}
 		}
 		m = &mapping{buf: b}
+	} else if img != nil && m.img == img {
+		warm = nil
 	}
 	if !m.load(img) {
 		_ = unix.Munmap(m.buf)
 		return &sliceMemory{img: img}
 	}
-	if img != nil {
-		warm = 0
-	}
-	return &mmapMemory{a: a, m: m, warm: int(min(warm, max))}
+	return &mmapMemory{a: a, m: m, warm: warm, fresh: fresh}
 }
 
 // release takes back a freed mapping: it keeps it zeroed for reuse, or
@@ -153,11 +158,34 @@ func (a *mmapAllocator) release(m *mapping) {
 	if keep && m.zero() {
 		a.mu.Lock()
 		if keep = !a.closed && len(a.free) < a.keep; keep {
+			m.keptAt = a.step
 			a.free = append(a.free, m)
 		}
 		a.mu.Unlock()
 	}
 	if !keep {
+		_ = unix.Munmap(m.buf)
+	}
+}
+
+// trim implements allocator: at step of the trim clock, it unmaps the
+// mappings kept for idle whole steps (kept before step-idle) and not
+// taken since. Mappings are taken newest first, so that on a busy node
+// the old ones are the unneeded.
+func (a *mmapAllocator) trim(step, idle uint64) {
+	var drop []*mapping
+	a.mu.Lock()
+	a.step = step
+	n := 0
+	for n < len(a.free) && a.free[n].keptAt+idle < step {
+		n++
+	}
+	if n > 0 {
+		drop = slices.Clone(a.free[:n])
+		a.free = slices.Delete(a.free, 0, n)
+	}
+	a.mu.Unlock()
+	for _, m := range drop {
 		_ = unix.Munmap(m.buf)
 	}
 }
@@ -181,6 +209,7 @@ type mapping struct {
 	committed int    // bytes of buf made readable and writable
 	img       *image // mapped at the start of buf, if not nil
 	imaged    int    // bytes of buf mapped from img
+	keptAt    uint64 // step of the trim clock when last kept for reuse
 }
 
 // load makes the mapping start with img (if not nil): mapped, or copied
@@ -222,10 +251,25 @@ func (m *mapping) unmapImage() bool {
 
 // Page flags in /proc/self/pagemap.
 const (
-	pagePresent = 1 << 63
-	pageSwapped = 1 << 62
-	pageFile    = 1 << 61 // mapping a file (the image), not a private copy
+	pagePresent   = 1 << 63
+	pageSwapped   = 1 << 62
+	pageFile      = 1 << 61 // mapping a file (the image), not a private copy
+	pageExclusive = 1 << 56 // mapped once: not the shared zero page
 )
+
+// pageFlags returns the /proc/self/pagemap entries of the first n pages
+// of buf.
+func pageFlags(buf []byte, n int) ([]byte, bool) {
+	page := unix.Getpagesize()
+	fd, err := unix.Open("/proc/self/pagemap", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, false
+	}
+	flags := make([]byte, 8*n)
+	k, err := unix.Pread(fd, flags, int64(uintptr(unsafe.Pointer(&buf[0]))/uintptr(page)*8))
+	_ = unix.Close(fd)
+	return flags, err == nil && k == len(flags)
+}
 
 // restoreImage makes the image's part of the mapping read as the image
 // again without faulting its pages in again: it copies the image into
@@ -234,14 +278,8 @@ const (
 func (m *mapping) restoreImage() bool {
 	page := unix.Getpagesize()
 	n := m.imaged / page
-	fd, err := unix.Open("/proc/self/pagemap", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return false
-	}
-	flags := make([]byte, 8*n)
-	k, err := unix.Pread(fd, flags, int64(uintptr(unsafe.Pointer(&m.buf[0]))/uintptr(page)*8))
-	_ = unix.Close(fd)
-	if err != nil || k != len(flags) {
+	flags, ok := pageFlags(m.buf, n)
+	if !ok {
 		return false
 	}
 	private := func(i int) bool {
@@ -298,13 +336,59 @@ func (m *mapping) zero() bool {
 	return true
 }
 
+// touched implements learnWarmth: the pages of a fresh mapping that its
+// instance wrote (private: anonymous pages mapped once, copies of the
+// image's) or only read (the image's, or the zero page), from
+// /proc/self/pagemap.
+func (m *mapping) touched() warmth {
+	page := unix.Getpagesize()
+	n := m.committed / page
+	if n == 0 {
+		return nil
+	}
+	flags, ok := pageFlags(m.buf, n)
+	if !ok {
+		return nil
+	}
+	const untouched, read, written = 0, 1, 2
+	kind := func(i int) int {
+		f := binary.LittleEndian.Uint64(flags[8*i:])
+		switch {
+		case f&pageSwapped != 0:
+			return written
+		case f&pagePresent == 0:
+			return untouched
+		case i*page < m.imaged && f&pageFile == 0, i*page >= m.imaged && f&pageExclusive != 0:
+			return written
+		default:
+			return read
+		}
+	}
+	w := warmth{}
+	for i := 0; i < n; {
+		k := kind(i)
+		j := i + 1
+		for j < n && kind(j) == k {
+			j++
+		}
+		if k != untouched {
+			w = append(w, warmRun{off: i * page, end: j * page, write: k == written})
+		}
+		i = j
+	}
+	return w
+}
+
 // mmapMemory is one instance's linear memory in a mapping. It grows in
 // place, without copying; Free hands the mapping back to the allocator.
 type mmapMemory struct {
-	a    *mmapAllocator
-	mu   sync.Mutex // Free may come from Runtime.Close and Instance.Close at once
-	m    *mapping   // nil once freed
-	warm int        // bytes to populate when first committed
+	a      *mmapAllocator
+	mu     sync.Mutex // Free may come from Runtime.Close and Instance.Close at once
+	m      *mapping   // nil once freed
+	warm   warmth     // pages to populate as they are committed
+	warmed int        // bytes of the mapping warm has been applied to
+	fresh  bool       // m was reserved for this memory: only its instance touched it
+	drop   bool       // Free unmaps m rather than handing it back
 }
 
 // Reallocate implements experimental.LinearMemory: it returns the first
@@ -321,23 +405,67 @@ func (mm *mmapMemory) Reallocate(size uint64) []byte {
 		if err := unix.Mprotect(m.buf[m.committed:n], unix.PROT_READ|unix.PROT_WRITE); err != nil {
 			return nil
 		}
-		if w := min(mm.warm, n); w > m.committed {
-			// Best effort: Linux 5.14 and later.
-			_ = unix.Madvise(m.buf[m.committed:w], unix.MADV_POPULATE_WRITE)
-		}
 		m.committed = n
 	}
+	if mm.warmed < m.committed && len(mm.warm) > 0 {
+		mm.populate()
+	}
 	return m.buf[:size:size]
+}
+
+// populate faults in the pages of mm.warm that were committed since the
+// last call, a run at a time: one system call instead of a page fault
+// per page. It is best effort (Linux 5.14 and later); a page it misses
+// is faulted in when touched.
+func (mm *mmapMemory) populate() {
+	m := mm.m
+	page := unix.Getpagesize()
+	for _, r := range mm.warm {
+		lo, hi := max(r.off, mm.warmed)/page*page, min(r.end, m.committed)
+		if hi <= lo {
+			if r.off >= m.committed {
+				break
+			}
+			continue
+		}
+		advice := unix.MADV_POPULATE_READ
+		if r.write {
+			advice = unix.MADV_POPULATE_WRITE
+		}
+		_ = unix.Madvise(m.buf[lo:hi], advice)
+	}
+	mm.warmed = m.committed
+}
+
+// touched implements learnWarmth.
+func (mm *mmapMemory) touched() warmth {
+	mm.mu.Lock()
+	defer mm.mu.Unlock()
+	if mm.m == nil || !mm.fresh {
+		return nil
+	}
+	return mm.m.touched()
+}
+
+// dropOnFree implements dropOnFree.
+func (mm *mmapMemory) dropOnFree() {
+	mm.mu.Lock()
+	defer mm.mu.Unlock()
+	mm.drop = true
 }
 
 // Free implements experimental.LinearMemory. It may be called more than
 // once; the memory must not be used after it.
 func (mm *mmapMemory) Free() {
 	mm.mu.Lock()
-	m := mm.m
+	m, drop := mm.m, mm.drop
 	mm.m = nil
 	mm.mu.Unlock()
-	if m != nil {
+	switch {
+	case m == nil:
+	case drop:
+		_ = unix.Munmap(m.buf)
+	default:
 		mm.a.release(m)
 	}
 }

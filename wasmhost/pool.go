@@ -14,13 +14,17 @@ import (
 // one instead of instantiating and initialising on its path. It cuts the
 // wake's latency, not CPU: every instance is still started once, in the
 // background, by one goroutine per class at a time. It starts filling at
-// the class's first start, so classes never used cost nothing.
+// the class's first start, so classes never used cost nothing, and is
+// emptied when the class has started no instance for a
+// Config.TrimInterval (trimPool), so that idle classes cost nothing
+// either; the next start fills it again.
 type pool struct {
-	mu      sync.Mutex
-	ready   []started
-	filling bool // a goroutine is starting instances
-	closed  bool
-	fills   sync.WaitGroup // the filling goroutine, for closePool
+	mu       sync.Mutex
+	ready    []started
+	filling  bool // a goroutine is starting instances
+	closed   bool
+	lastTake uint64         // step of the trim clock at the last take
+	fills    sync.WaitGroup // the filling goroutine, for closePool
 }
 
 // started is a wasm instance started and not yet used.
@@ -34,6 +38,7 @@ type started struct {
 func (m *Module) take(ctx context.Context) (api.Module, experimental.LinearMemory, error) {
 	p := &m.pool
 	p.mu.Lock()
+	p.lastTake = m.r.step.Load()
 	var s started
 	if n := len(p.ready); n > 0 {
 		s = p.ready[n-1]
@@ -95,6 +100,24 @@ func (m *Module) fill(ctx context.Context) {
 			return
 		}
 		p.mu.Unlock()
+	}
+}
+
+// trimPool closes the ready instances if the class has started none for
+// idle whole steps of the trim clock (since before step-idle), with their
+// memory unmapped rather than kept for reuse.
+func (m *Module) trimPool(step, idle uint64) {
+	p := &m.pool
+	p.mu.Lock()
+	var ready []started
+	if p.lastTake+idle < step {
+		ready = p.ready
+		p.ready = nil
+	}
+	p.mu.Unlock()
+	for _, s := range ready {
+		dropOnFree(s.mem)
+		closeModule(context.Background(), s.mod, s.mem)
 	}
 }
 

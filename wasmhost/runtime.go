@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -29,7 +31,15 @@ const (
 	DefaultEventTimeout = 5 * time.Second
 	// DefaultPrestart is how many started instances a class keeps ready.
 	DefaultPrestart = 2
+	// DefaultTrimInterval is how long memory kept for reuse may go unused
+	// before it is returned to the system.
+	DefaultTrimInterval = 3 * time.Second
 )
+
+// trimSteps is how many steps of the trim clock a Config.TrimInterval
+// spans: memory kept for reuse goes back to the system between one and
+// 1+1/trimSteps TrimIntervals after it was last used.
+const trimSteps = 4
 
 // pageSize is the size of a WebAssembly memory page.
 const pageSize = 64 << 10
@@ -65,9 +75,21 @@ type Config struct {
 	// first start on), so that a wake does not wait for one: it cuts the
 	// latency of an actor's first event (about 5×), not CPU, and holds the
 	// memory of that many idle instances per class (for a Go guest, about
-	// 0.4 MB each of its own; see pool.go). Zero means DefaultPrestart; a
-	// negative value keeps none.
+	// 0.4 MB each of its own; see pool.go) until the class has started
+	// none for TrimInterval. Zero means DefaultPrestart; a negative value
+	// keeps none.
 	Prestart int
+	// TrimInterval is how long memory kept for reuse may go unused before
+	// it is returned to the system: a closed instance's memory kept for
+	// the next instance (see memory.go), and the started instances of a
+	// class's pool (Prestart) when the class has started none for that
+	// long. A node busier than that keeps its fast starts; an idle one
+	// gives the memory back within 1.25 TrimIntervals, and the first start
+	// after that runs on fresh memory (about twice the CPU) and, for a
+	// class whose pool was emptied, on the event's path. Zero means
+	// DefaultTrimInterval; a negative value keeps the memory until Close.
+	// A positive value must be at least a millisecond.
+	TrimInterval time.Duration
 	// Logger receives guest logs and instance lifecycle messages. Nil
 	// means slog.Default().
 	Logger *slog.Logger
@@ -84,6 +106,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("wasmhost config: memory limit %d is over 4 GiB", c.MemoryLimit)
 	case c.EventTimeout < 0:
 		return fmt.Errorf("wasmhost config: negative event timeout %v", c.EventTimeout)
+	case c.TrimInterval > 0 && c.TrimInterval < time.Millisecond:
+		return fmt.Errorf("wasmhost config: trim interval %v is under a millisecond", c.TrimInterval)
 	}
 	return nil
 }
@@ -97,6 +121,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Prestart == 0 {
 		c.Prestart = DefaultPrestart
+	}
+	if c.TrimInterval == 0 {
+		c.TrimInterval = DefaultTrimInterval
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -114,21 +141,27 @@ type Runtime struct {
 	// alloc makes the linear memories of instances (memory.go); nil
 	// leaves it to wazero (Go slices). images turns on data images
 	// (memory.go), with alloc; merge turns on mergeDataSegments for the
-	// modules without one. All are set by NewRuntime; the benchmarks turn
-	// them off to compare.
+	// modules without one; warm turns on populating the pages a module's
+	// instances touch as they start (warmth). All are set by NewRuntime;
+	// the benchmarks turn them off to compare.
 	alloc  allocator
 	images bool
 	merge  bool
+	warm   bool
 
-	// Background work (pool fills) runs under bg, cancelled by Close,
-	// which waits for it: closing a wazero runtime closes the instances a
-	// goroutine may still be starting.
+	// Background work (pool fills, the trim clock) runs under bg,
+	// cancelled by Close, which waits for it: closing a wazero runtime
+	// closes the instances a goroutine may still be starting.
 	bg       context.Context
 	cancelBg context.CancelFunc
-	mu       sync.Mutex     // guards closed, work.Add and imgs
+	mu       sync.Mutex     // guards closed, work.Add, imgs and mods
 	closed   bool           // Close was called
 	work     sync.WaitGroup // background goroutines
 	imgs     []*image       // of the modules compiled, closed by Close
+	mods     []*Module      // compiled and not closed, for trim
+
+	// step is the trim clock: how many trim steps have run.
+	step atomic.Uint64
 }
 
 // goBackground runs f in a goroutine with a context cancelled by Close,
@@ -165,7 +198,7 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 	rc := wazero.NewRuntimeConfigCompiler().
 		WithMemoryLimitPages(uint32(cfg.MemoryLimit / pageSize)).
 		WithCloseOnContextDone(!cfg.NoEventTimeout)
-	r := &Runtime{cfg: cfg, alloc: newAllocator(), images: true, merge: true}
+	r := &Runtime{cfg: cfg, alloc: newAllocator(), images: true, merge: true, warm: true}
 	r.bg, r.cancelBg = context.WithCancel(context.Background())
 	if cfg.CacheDir != "" {
 		cache, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
@@ -187,7 +220,43 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 		_ = r.Close(ctx)
 		return nil, fmt.Errorf("wasmhost: instantiate abi: %w", err)
 	}
+	if cfg.TrimInterval > 0 && (r.alloc != nil || cfg.Prestart > 0) {
+		r.goBackground(func(ctx context.Context) { r.runTrim(ctx, cfg.TrimInterval/trimSteps) })
+	}
 	return r, nil
+}
+
+// runTrim takes a trim step every period until ctx is done.
+func (r *Runtime) runTrim(ctx context.Context, period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			r.trim()
+		}
+	}
+}
+
+// trim is a step of the trim clock: it returns to the system the memory
+// kept for reuse that has gone unused for trimSteps whole steps, that is
+// a Config.TrimInterval: the pools of the classes that started no
+// instance in that time, and the mappings that no instance took
+// (memory.go). The step runs every TrimInterval/trimSteps; tests call it
+// directly.
+func (r *Runtime) trim() {
+	step := r.step.Add(1)
+	r.mu.Lock()
+	mods := slices.Clone(r.mods)
+	r.mu.Unlock()
+	for _, m := range mods {
+		m.trimPool(step, trimSteps)
+	}
+	if r.alloc != nil {
+		r.alloc.trim(step, trimSteps)
+	}
 }
 
 // Close releases the runtime, every module compiled by it and every
@@ -224,6 +293,10 @@ type Module struct {
 	dataEnd   uint64 // end of the data segments in memory, 0 if unknown
 	pool      pool
 	log       *slog.Logger
+
+	// warmth is the pages an instance touches as it starts, once learned
+	// from an instance started on a fresh mapping (memory.go).
+	warmth atomic.Pointer[warmth]
 }
 
 // Guest exports.
@@ -260,11 +333,12 @@ func (r *Runtime) Compile(ctx context.Context, class string, wasm []byte) (*Modu
 		return nil, fmt.Errorf("compile class %q: %w", class, err)
 	}
 	m := &Module{r: r, class: class, compiled: cm, img: img, dataEnd: d.end(), log: r.cfg.Logger.With(slog.String("class", class))}
+	r.mu.Lock()
 	if img != nil {
-		r.mu.Lock()
 		r.imgs = append(r.imgs, img)
-		r.mu.Unlock()
 	}
+	r.mods = append(r.mods, m)
+	r.mu.Unlock()
 	exports := cm.ExportedFunctions()
 	if fn, ok := exports[exportOnRequest]; ok {
 		if !sameSignature(fn, nil, []api.ValueType{api.ValueTypeI32}) {
@@ -291,6 +365,11 @@ func sameSignature(fn api.FunctionDefinition, params, results []api.ValueType) b
 // Close releases the compiled module and the instances it keeps ready.
 // Its actors' instances must be closed first.
 func (m *Module) Close(ctx context.Context) error {
+	m.r.mu.Lock()
+	if i := slices.Index(m.r.mods, m); i >= 0 {
+		m.r.mods = slices.Delete(m.r.mods, i, i+1)
+	}
+	m.r.mu.Unlock()
 	m.closePool(ctx)
 	if m.img != nil {
 		m.img.Close()
@@ -313,9 +392,14 @@ func (m *Module) moduleConfig() wazero.ModuleConfig {
 
 // instantiate starts a wasm instance of m: instantiate, _initialize, and
 // the check of the ABI version the guest speaks. mem is the instance's
-// linear memory if the host allocated it, for closeModule.
+// linear memory if the host allocated it, for closeModule. The first
+// instance started on a fresh mapping teaches m its warmth.
 func (m *Module) instantiate(ctx context.Context) (mod api.Module, mem experimental.LinearMemory, err error) {
-	ictx, memOf := withMemory(ctx, m.r.alloc, m.img, m.dataEnd)
+	warm := dataWarmth(m.img, m.dataEnd)
+	if w := m.warmth.Load(); w != nil {
+		warm = *w
+	}
+	ictx, memOf := withMemory(ctx, m.r.alloc, m.img, warm)
 	mod, err = m.r.rt.InstantiateModule(ictx, m.compiled, m.moduleConfig())
 	mem = memOf()
 	if err != nil {
@@ -333,6 +417,11 @@ func (m *Module) instantiate(ctx context.Context) (mod api.Module, mem experimen
 		if v := api.DecodeU32(res[0]); v != wire.Version {
 			closeModule(ctx, mod, mem)
 			return nil, nil, fmt.Errorf("guest speaks ABI version %d, host %d", v, wire.Version)
+		}
+	}
+	if m.r.warm && m.warmth.Load() == nil {
+		if w := learnWarmth(mem); w != nil {
+			m.warmth.CompareAndSwap(nil, &w)
 		}
 	}
 	return mod, mem, nil

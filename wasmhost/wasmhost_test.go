@@ -373,6 +373,9 @@ func TestConfigValidate(t *testing.T) {
 		{Config{MemoryLimit: 1000}, false},
 		{Config{MemoryLimit: 8 << 30}, false},
 		{Config{EventTimeout: -time.Second}, false},
+		{Config{TrimInterval: -1}, true},
+		{Config{TrimInterval: time.Millisecond}, true},
+		{Config{TrimInterval: time.Microsecond}, false},
 	}
 	for _, tt := range tests {
 		if err := tt.cfg.Validate(); (err == nil) != tt.ok {
