@@ -67,6 +67,7 @@ type serveConfig struct {
 	CacheDir         string
 	WasmMemory       byteSize
 	WasmEventTimeout time.Duration
+	WasmTrim         time.Duration
 	CallTimeout      time.Duration
 }
 
@@ -121,6 +122,9 @@ func (c serveConfig) Validate() error {
 	} else if err := c.wasm(nil).Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("--wasm-memory: %w", err))
 	}
+	if c.WasmTrim >= 0 && c.WasmTrim < time.Millisecond {
+		errs = append(errs, fmt.Errorf("--wasm-trim-after %v: must be at least 1ms, or negative to keep the memory", c.WasmTrim))
+	}
 	if c.CallTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--call-timeout %v: must be positive", c.CallTimeout))
 	}
@@ -143,7 +147,8 @@ func (c serveConfig) core(instance ownership.InstanceID) ownership.Config {
 
 // wasm is the configuration of the wasm runtime.
 func (c serveConfig) wasm(log *slog.Logger) wasmhost.Config {
-	return wasmhost.Config{CacheDir: c.CacheDir, MemoryLimit: int64(c.WasmMemory), EventTimeout: c.WasmEventTimeout, Logger: log}
+	return wasmhost.Config{CacheDir: c.CacheDir, MemoryLimit: int64(c.WasmMemory), EventTimeout: c.WasmEventTimeout,
+		TrimInterval: c.WasmTrim, Logger: log}
 }
 
 // defaultCacheDir is where compiled wasm classes are kept unless
@@ -219,6 +224,7 @@ func setupServe(fs *flag.FlagSet) action {
 		CallTimeout: actors.DefaultCallTimeout,
 	}
 	cfg.WasmEventTimeout = wasmhost.DefaultEventTimeout
+	cfg.WasmTrim = wasmhost.DefaultTrimInterval
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "host:port to serve HTTP on (loopback unless told otherwise)")
 	fs.StringVar(&cfg.Advertise, "advertise", "", "host:port peers forward requests to (default: the address --listen bound)")
 	fs.StringVar(&cfg.ClusterKeyFile, "cluster-key-file", "", "file holding the cluster key (at least 16 bytes; surrounding white space is dropped) that signs and checks requests between nodes; give every node the same. Unset: $"+clusterKeyEnv+", and without either, requests between nodes are not authenticated")
@@ -241,6 +247,7 @@ func setupServe(fs *flag.FlagSet) action {
 	fs.StringVar(&cfg.Classes, "classes", cfg.Classes, "directory whose NAME.wasm files are served as wasm classes NAME, read at start (a missing directory: no wasm classes)")
 	fs.StringVar(&cfg.CacheDir, "cache-dir", cfg.CacheDir, "directory keeping compiled wasm classes across starts so later starts compile fast: wasmkeep/wasm in the user cache directory unless set, \"\" for none on disk; keep it out of a directory bucket")
 	fs.Var(&cfg.WasmMemory, "wasm-memory", "largest linear memory of one wasm actor instance (bytes, or with KiB or MiB); a guest growing past it fails its event")
+	fs.DurationVar(&cfg.WasmTrim, "wasm-trim-after", cfg.WasmTrim, "memory the wasm runtime keeps for fast instance starts (freed memories, each class's started instances) goes back to the system once unused this long; a negative value keeps it")
 	fs.DurationVar(&cfg.WasmEventTimeout, "wasm-event-timeout", cfg.WasmEventTimeout, "longest a wasm guest may run for one event; past it the guest is stopped and the event fails")
 	return func(ctx context.Context, e env, _ []string) error {
 		if err := cfg.Validate(); err != nil {
