@@ -65,24 +65,14 @@ func encodeRequest(req *Request) []byte {
 	b = wire.AppendString(b, req.Method)
 	b = wire.AppendString(b, req.Path)
 	b = wire.AppendString(b, req.RawQuery)
-	b = wire.AppendU32(b, uint32(len(req.Header)))
-	for _, f := range req.Header {
-		b = wire.AppendString(b, f.Name)
-		b = wire.AppendString(b, f.Value)
-	}
+	b = appendFields(b, req.Header)
 	return wire.AppendBytes(b, req.Body)
 }
 
 func decodeResponse(b []byte) (*Response, bool) {
 	r := wire.NewReader(b)
 	resp := &Response{Status: int(r.U32())}
-	n := r.Count(8)
-	if n > 0 {
-		resp.Header = make([]Field, n)
-		for i := range resp.Header {
-			resp.Header[i] = Field{Name: r.String(), Value: r.String()}
-		}
-	}
+	resp.Header = readFields(r)
 	resp.Body = r.Bytes()
 	return resp, !r.Err()
 }

@@ -219,13 +219,7 @@ func onRequest() int32 {
 func decodeRequest(b []byte) (*Request, bool) {
 	r := wire.NewReader(b)
 	req := &Request{Method: r.String(), Path: r.String(), RawQuery: r.String()}
-	n := r.Count(8)
-	if n > 0 {
-		req.Header = make([]Field, n)
-		for i := range req.Header {
-			req.Header[i] = Field{Name: r.String(), Value: r.String()}
-		}
-	}
+	req.Header = readFields(r)
 	req.Body = r.Bytes()
 	return req, !r.Err()
 }
@@ -237,12 +231,32 @@ func encodeResponse(resp *Response) []byte {
 	}
 	b := make([]byte, 0, n)
 	b = wire.AppendU32(b, uint32(resp.Status))
-	b = wire.AppendU32(b, uint32(len(resp.Header)))
-	for _, f := range resp.Header {
+	b = appendFields(b, resp.Header)
+	return wire.AppendBytes(b, resp.Body)
+}
+
+// appendFields lays header fields out as the ABI's headers: a count, then
+// each name and value.
+func appendFields(b []byte, fields []Field) []byte {
+	b = wire.AppendU32(b, uint32(len(fields)))
+	for _, f := range fields {
 		b = wire.AppendString(b, f.Name)
 		b = wire.AppendString(b, f.Value)
 	}
-	return wire.AppendBytes(b, resp.Body)
+	return b
+}
+
+// readFields reads header fields laid out as appendFields does.
+func readFields(r *wire.Reader) []Field {
+	n := r.Count(8)
+	if n == 0 {
+		return nil
+	}
+	fields := make([]Field, n)
+	for i := range fields {
+		fields[i] = Field{Name: r.String(), Value: r.String()}
+	}
+	return fields
 }
 
 // List flags and batch op kinds (wasmhost/ABI.md).

@@ -171,3 +171,24 @@ func TestDecodeSocketList(t *testing.T) {
 		t.Fatal("decodeSocketList accepted a count past the end")
 	}
 }
+
+// TestCallEncodings: a call's request is laid out as the host's request
+// (so decodeRequest reads it back), and a response as the guest hands out
+// its own (so decodeResponse reads encodeResponse's bytes).
+func TestCallEncodings(t *testing.T) {
+	req := &Request{Method: "POST", Path: "/a b", RawQuery: "k=v", Body: []byte("body"),
+		Header: []Field{{Name: "X-A", Value: "1"}, {Name: "X-A", Value: "2"}}}
+	got, ok := decodeRequest(encodeRequest(req))
+	if !ok || got.Method != req.Method || got.Path != req.Path || got.RawQuery != req.RawQuery ||
+		string(got.Body) != "body" || len(got.Header) != 2 || got.Header[1] != req.Header[1] {
+		t.Fatalf("request round trip: %+v, %v", got, ok)
+	}
+	resp := &Response{Status: 418, Header: []Field{{Name: "X-B", Value: "v"}}, Body: []byte("tea")}
+	back, ok := decodeResponse(encodeResponse(resp))
+	if !ok || back.Status != 418 || len(back.Header) != 1 || back.Header[0] != resp.Header[0] || string(back.Body) != "tea" {
+		t.Fatalf("response round trip: %+v, %v", back, ok)
+	}
+	if _, ok := decodeResponse(append(encodeResponse(resp), 0)); ok {
+		t.Fatal("a response with a byte left over decoded")
+	}
+}
