@@ -3,102 +3,95 @@ package dirstore
 import (
 	"context"
 	"fmt"
-	"path"
-	"slices"
 	"sync"
 	"sync/atomic"
 
 	"github.com/wasmkeep/wasmkeep/ownership"
 )
 
-// Group commit. A Put writes and fsyncs its temp file on its own goroutine,
-// then commits. If no commit is running it commits alone, on its own
-// goroutine. Otherwise it queues and waits: when the running commit ends, a
-// committer goroutine (gone again once the queue is empty) takes every
-// commit queued so far as a batch and, under the write lock: checks each
-// one's condition and renames its file into place, in queue order; syncs
-// every directory the batch changed, at once; releases the lock; and only
-// then answers them all. Commits that arrive meanwhile form the next batch.
-// Nothing waits for a batch to fill: a lone Put commits at once, and under
-// load a batch holds whatever arrived during the previous one.
-//
-// Holding the lock across the sync keeps the guarantee the store had with
-// one commit per lock: a condition is only ever checked against objects
-// that are durable or renamed earlier in the same batch, whose fate (and
-// answer) the checked commit shares. See doc.go for what readers see.
+// Group commit. A write (Put or Delete) that finds no batch running
+// commits alone, on its caller's goroutine. Otherwise it queues: when the
+// running batch ends, a committer goroutine (gone again once the queue is
+// empty) takes the queued writes as the next batch. Under the write lock a
+// batch catches up with the segment, checks each write's condition in
+// queue order (against the index, and against earlier writes of the same
+// batch), appends the records of those that pass as one frame with one
+// pwrite, fdatasyncs the segment, and only then answers every write of
+// the batch. Nothing waits for a batch to fill.
 
-// The states of a commit. The committer claims a pending commit under the
+// The states of a write. The committer claims a pending write under the
 // lock before acting on it; a caller whose context ends abandons it if it
-// is still pending, and is then answered at once and nothing is written.
+// is still pending, and is answered at once with nothing written.
 const (
 	pending int32 = iota
 	claimed
 	abandoned
 )
 
-// A commit is one Put whose temp file is written and synced, waiting to be
-// checked and renamed into place.
-type commit struct {
+// maxBatchBytes bounds the records of one batch (a single larger write is
+// a batch of its own), and so the frame held in memory.
+const maxBatchBytes = 8 << 20
+
+// write is one Put or Delete waiting to be committed.
+type write struct {
 	ctx  context.Context
+	op   string // "put" or "delete", for errors
+	kind byte
 	key  string
-	tmp  string // the synced temp file
-	path string // the object file it becomes
+	body []byte
 	cond ownership.Condition
+	etag etagBits
 
 	state atomic.Int32 // pending, claimed or abandoned
 
-	// Set by the committer for a claimed commit, read by its caller once
+	// Set by the committer for a claimed write, read by its caller once
 	// done is closed.
-	renamed bool   // tmp is now path: the caller must not remove it
-	old     func() // closes the version tmp replaced (see holdOpen), if set
-	err     error
+	err error
+	// decided: the answer rests on what the batch read or wrote, so a
+	// failed sync makes it unknown.
+	decided bool
 	done    chan struct{}
 }
 
-// committer is a Store's queue of commits.
+func (w *write) size() int { return recordLen(w.key, len(w.body)) }
+
+func (w *write) fail(err error) error { return fmt.Errorf("dirstore: %s %q: %w", w.op, w.key, err) }
+
+// committer is a Store's queue of writes.
 type committer struct {
 	mu      sync.Mutex
-	queue   []*commit
-	running bool // a commit or batch is running; new commits queue
+	queue   []*write
+	running bool // a batch is running; new writes queue
 }
 
-// commit commits c and returns its answer. A commit that finds no commit
-// running commits alone, on its caller's goroutine, exactly as before group
-// commit, so a lone writer pays nothing for batching. One that finds a
-// commit running joins the queue, which a committer goroutine, started
-// when the running commit ends, takes as the next batch. If ctx ends
-// while c is queued, c is abandoned: the caller learns ErrUnknownOutcome
-// and nothing is written. Once claimed, c runs to completion (a rename and
-// a sync) whatever ctx does.
-func (s *Store) commit(ctx context.Context, c *commit) error {
-	if s.serialCommits {
-		s.commitBatch(ctx, []*commit{c}, false)
-		return c.err
-	}
+// commit commits w and returns its answer. If ctx ends while w is queued,
+// w is abandoned: the caller learns ErrUnknownOutcome and nothing is
+// written. Once claimed, w runs to completion whatever ctx does.
+func (s *Store) commit(ctx context.Context, w *write) error {
 	q := &s.committer
 	q.mu.Lock()
 	if !q.running {
 		q.running = true
 		q.mu.Unlock()
-		s.commitBatch(ctx, []*commit{c}, false)
+		s.commitBatch(ctx, []*write{w})
 		s.drain()
-		return c.err
+		return w.err
 	}
-	q.queue = append(q.queue, c)
+	q.queue = append(q.queue, w)
 	q.mu.Unlock()
 	select {
-	case <-c.done:
-		return c.err
+	case <-w.done:
+		return w.err
 	case <-ctx.Done():
 	}
-	if c.state.CompareAndSwap(pending, abandoned) {
-		return unknown("put", c.key, ctx.Err())
+	if w.state.CompareAndSwap(pending, abandoned) {
+		return unknown(w.op, w.key, ctx.Err())
 	}
-	<-c.done
-	return c.err
+	<-w.done
+	return w.err
 }
 
-// drain is called when a lone commit is done: it hands the commits queued
+// drain is called when a lone write is done: it hands the writes queued
 // meanwhile to a committer goroutine, or marks the Store idle.
 func (s *Store) drain() {
 	q := &s.committer
@@ -116,131 +109,197 @@ func (s *Store) runCommitter() {
 	q := &s.committer
 	for {
 		q.mu.Lock()
-		batch := q.queue
-		q.queue = nil
-		if len(batch) == 0 {
+		n, bytes := 0, 0
+		for n < len(q.queue) && (n == 0 || bytes+q.queue[n].size() <= maxBatchBytes) {
+			bytes += q.queue[n].size()
+			n++
+		}
+		batch := q.queue[:n:n]
+		q.queue = q.queue[n:]
+		if n == 0 {
+			q.queue = nil
 			q.running = false
 			q.mu.Unlock()
 			return
 		}
 		q.mu.Unlock()
-		s.commitBatch(context.Background(), batch, true)
+		s.commitBatch(context.Background(), batch)
 	}
 }
 
-// commitBatch commits a batch under one hold of the write lock and one
-// round of directory syncs, then answers every commit in it. ctx bounds
-// only the wait for the lock (the committer goroutine waits for as long as
-// it takes; queued callers give up on their own). With holdOld, the
-// versions the batch replaces are kept open until their writers are
-// answered (see holdOpen), which shortens the lock's hold when others wait.
-func (s *Store) commitBatch(ctx context.Context, batch []*commit, holdOld bool) {
-	defer func() {
-		for _, c := range batch {
-			close(c.done)
-		}
-	}()
+// commitBatch commits a batch under one hold of the write lock, with one
+// pwrite and one fdatasync, then answers every write in it. ctx bounds
+// only the wait for the lock. Before letting the lock go it compacts the
+// segment, if the batch left enough garbage.
+func (s *Store) commitBatch(ctx context.Context, batch []*write) {
 	unlockFn, err := s.lock(ctx)
 	if err != nil {
-		for _, c := range batch {
-			if !c.state.CompareAndSwap(pending, claimed) {
+		for _, w := range batch {
+			if !w.state.CompareAndSwap(pending, claimed) {
 				continue
 			}
 			if ctx.Err() != nil {
-				c.err = unknown("put", c.key, err)
+				w.err = unknown(w.op, w.key, err)
 			} else {
-				c.err = fmt.Errorf("dirstore: put %q: %w", c.key, err)
+				w.err = w.fail(err)
 			}
 		}
+		answer(batch)
 		return
 	}
 	defer unlockFn()
-
-	var dirs []string     // directories whose entries this batch changed
-	var renamed []*commit // commits whose rename the sync must make durable
-	for _, c := range batch {
-		if !c.state.CompareAndSwap(pending, claimed) {
-			continue // abandoned: its caller has answered and removes tmp
-		}
-		// The rename below is the commit point; a caller whose deadline
-		// passed before it has been told nothing yet, and is told
-		// "unknown" with nothing written, rather than a late success it
-		// has stopped waiting for.
-		if err := c.ctx.Err(); err != nil {
-			c.err = unknown("put", c.key, err)
-			continue
-		}
-		if err := s.admit("put", c.key, c.path, c.cond); err != nil {
-			c.err = err
-			continue
-		}
-		if holdOld && c.cond.Kind != ownership.CreateOnly {
-			// The caller closes it once answered, outside the lock.
-			c.old = holdOpen(c.path)
-		}
-		created, err := s.place(c.tmp, c.path)
-		// Directories made for c are synced even if its rename failed:
-		// later commits of the batch may use them without making them.
-		dirs = append(dirs, created...)
-		if err != nil {
-			c.err = fmt.Errorf("dirstore: put %q: %w", c.key, err)
-			continue
-		}
-		c.renamed = true
-		dirs = append(dirs, path.Dir(c.path))
-		renamed = append(renamed, c)
-	}
-	if len(dirs) == 0 {
-		return
-	}
-	slices.Sort(dirs)
-	// The objects are visible now. If a sync fails, a crash may still undo
-	// the renames: the writes landed, but not for certain.
-	if err := s.syncDirs(slices.Compact(dirs)); err != nil {
-		for _, c := range renamed {
-			c.err = unknown("put", c.key, err)
-		}
+	caughtUp := s.runBatch(batch)
+	answer(batch)
+	// Invariant: only a Store whose index holds every whole frame of the
+	// segment compacts it; one that could not catch up (damage, say)
+	// would drop the writes it did not see.
+	if caughtUp {
+		s.maybeCompact()
 	}
 }
 
-// maxParallelSyncs bounds the fsyncs one batch has in flight, and so the
-// OS threads blocked in them.
-const maxParallelSyncs = 32
+func answer(batch []*write) {
+	for _, w := range batch {
+		close(w.done)
+	}
+}
 
-// syncDirsParallel fsyncs the directories, several at once. One after the
-// other, each fsync after the first waits for a disk cache flush of its
-// own; issued together, they share journal commits and flushes (on the
-// ext4 disk of bench/RESULTS.md, 28 directories took 4–8 ms so and 8–12 ms
-// one after the other; one alone, 0.4–0.7 ms). It reports the first error,
-// after every sync has ended.
-//
-// syncfs(2) would make a whole batch durable with one call, and measured
-// faster on a quiet disk, but it also writes back every other program's
-// dirty data on the file system (on a shared disk it measured slower), and
-// older kernels do not report all its errors; see syncfs_linux_test.go.
-func syncDirsParallel(dirs []string) error {
-	if len(dirs) == 1 {
-		return syncDir(dirs[0])
-	}
-	var (
-		next  atomic.Int64
-		wg    sync.WaitGroup
-		errMu sync.Mutex
-		first error
-	)
-	for range min(len(dirs), maxParallelSyncs) {
-		wg.Go(func() {
-			for i := next.Add(1) - 1; i < int64(len(dirs)); i = next.Add(1) - 1 {
-				if err := syncDir(dirs[i]); err != nil {
-					errMu.Lock()
-					if first == nil {
-						first = err
-					}
-					errMu.Unlock()
-				}
+// runBatch does a batch's work. The caller holds the write lock. It
+// reports whether the index caught up with the segment.
+func (s *Store) runBatch(batch []*write) bool {
+	s.mu.Lock()
+	err := s.prepareWrite()
+	if err != nil {
+		s.mu.Unlock()
+		for _, w := range batch {
+			if w.state.CompareAndSwap(pending, claimed) {
+				w.err = w.fail(err)
 			}
-		})
+		}
+		return false
 	}
-	wg.Wait()
-	return first
+	appended := s.appendBatch(batch)
+	sg := s.seg
+	mustSync := appended || s.unsynced
+	s.unsynced = false
+	s.mu.Unlock()
+	if !mustSync {
+		return true
+	}
+	// The frame is visible now (see doc.go, Visibility); the lock, held
+	// until the sync is done, keeps every other writer from acting on it
+	// before it is durable.
+	if err := s.datasync(sg.fd, sg.path); err != nil {
+		for _, w := range batch {
+			if w.decided {
+				w.err = unknown(w.op, w.key, err)
+			}
+		}
+		s.mu.Lock()
+		s.unsynced = true
+		s.mu.Unlock()
+		s.rewrite = true
+	}
+	return true
+}
+
+// prepareWrite brings the index up to date under the write lock and makes
+// sure the segment it appends to is the only one. The caller holds mu for
+// writing.
+func (s *Store) prepareWrite() error {
+	if err := s.catchUp(true); err != nil {
+		return err
+	}
+	if s.staleSegments {
+		return s.removeStale(s.seg.name)
+	}
+	return nil
+}
+
+// pendingVersion is what an earlier write of the batch left under a key.
+type pendingVersion struct {
+	present bool
+	etag    etagBits
+}
+
+// appendBatch claims the batch's writes, checks their conditions in
+// order, appends the records of those that pass as one frame, and applies
+// them to the index. It reports whether it appended. The caller holds the
+// write lock and mu for writing.
+func (s *Store) appendBatch(batch []*write) bool {
+	sg := s.seg
+	var fb frameBuilder
+	fb.reset()
+	overlay := map[string]pendingVersion{}
+	type placed struct {
+		w  *write
+		at int
+	}
+	var recs []placed
+	for _, w := range batch {
+		if !w.state.CompareAndSwap(pending, claimed) {
+			continue // abandoned: its caller has been answered
+		}
+		// Appending is the commit point: a caller whose deadline passed
+		// before it is told "unknown" with nothing written, rather than
+		// a late success it has stopped waiting for.
+		if err := w.ctx.Err(); err != nil {
+			w.err = unknown(w.op, w.key, err)
+			continue
+		}
+		w.decided = true
+		cur, ok := overlay[w.key]
+		if !ok {
+			e, present := s.idx.get(w.key)
+			cur = pendingVersion{present: present, etag: e.etag}
+		}
+		if err := admit(w, cur); err != nil {
+			w.err = err
+			continue
+		}
+		if w.kind == kindDelete && !cur.present {
+			continue // an unconditional delete of a missing key lands, as in S3
+		}
+		recs = append(recs, placed{w, fb.add(w.kind, w.key, w.etag, w.body)})
+		overlay[w.key] = pendingVersion{present: w.kind == kindPut, etag: w.etag}
+	}
+	if fb.empty() {
+		return false
+	}
+	frame := fb.finish(sg.salt)
+	if err := pwriteFull(sg.fd, sg.path, frame, sg.end); err != nil {
+		// Part of the frame may be in the file; it does not count, and
+		// the next writer cuts it off if this truncate fails. Every
+		// answer of the batch may rest on a record that is not there.
+		_ = ftruncate(sg.fd, sg.path, sg.end)
+		for _, w := range batch {
+			if w.decided {
+				w.err, w.decided = w.fail(err), false
+			}
+		}
+		return false
+	}
+	for _, p := range recs {
+		s.applyRecord(sg.end+int64(p.at), p.w.kind, p.w.key, p.w.etag, len(p.w.body))
+	}
+	sg.end += int64(len(frame))
+	return true
+}
+
+// admit checks a write's condition against the version cur.
+func admit(w *write, cur pendingVersion) error {
+	switch w.cond.Kind {
+	case ownership.CreateOnly:
+		if cur.present {
+			return fmt.Errorf("dirstore: %s %q (%s): key exists: %w", w.op, w.key, w.cond, ownership.ErrPrecondition)
+		}
+	case ownership.ReplaceOnly:
+		if !cur.present {
+			return fmt.Errorf("dirstore: %s %q (%s): key absent: %w", w.op, w.key, w.cond, ownership.ErrPrecondition)
+		}
+		if !cur.etag.matches(w.cond.ETag) {
+			return fmt.Errorf("dirstore: %s %q (%s): holds %s: %w", w.op, w.key, w.cond, cur.etag.ETag(), ownership.ErrPrecondition)
+		}
+	}
+	return nil
 }

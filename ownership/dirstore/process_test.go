@@ -3,6 +3,7 @@ package dirstore
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -14,101 +15,107 @@ import (
 	"github.com/wasmkeep/wasmkeep/ownership"
 )
 
-// The two-process race re-executes this test binary twice, each running
-// only TestRaceChild, which this variable switches on.
+// The multi-process tests re-execute this test binary, each child running
+// only TestChild, which these variables switch on and steer.
 const (
-	childEnv    = "WASMKEEP_DIRSTORE_RACE_CHILD"
-	childDirEnv = "WASMKEEP_DIRSTORE_RACE_DIR"
-	// childETagsEnv names a directory with one file per round holding the
-	// ETag both children race to replace.
-	childETagsEnv = "WASMKEEP_DIRSTORE_RACE_ETAGS"
-	raceRounds    = 150
+	childEnv    = "WASMKEEP_LOGSTORE_CHILD" // the child's id
+	childDirEnv = "WASMKEEP_LOGSTORE_DIR"
+	// childCompactEnv: the child's compactMin, when set.
+	childCompactEnv = "WASMKEEP_LOGSTORE_COMPACT"
+	raceRounds      = 150
 )
+
+// child is a running TestChild. It reads one command per line on stdin and
+// answers each with lines on stdout, the last of which is "end".
+type child struct {
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	out    *bufio.Scanner
+	stderr bytes.Buffer
+}
+
+func startChild(t *testing.T, id int, dir string, env ...string) *child {
+	t.Helper()
+	c := &child{cmd: exec.Command(os.Args[0], "-test.run=^TestChild$", "-test.count=1")}
+	c.cmd.Env = append(append(os.Environ(), childEnv+"="+strconv.Itoa(id), childDirEnv+"="+dir), env...)
+	c.cmd.Stderr = &c.stderr
+	var err error
+	if c.in, err = c.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := c.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.out = bufio.NewScanner(stdout)
+	c.out.Buffer(nil, 1<<20)
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.in.Close()
+		if err := c.cmd.Wait(); err != nil {
+			t.Errorf("child %d: %v\n%s", id, err, c.stderr.String())
+		}
+	})
+	return c
+}
+
+func (c *child) send(t *testing.T, cmd string) {
+	t.Helper()
+	if _, err := io.WriteString(c.in, cmd+"\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// answer reads the child's answer to one command, skipping anything the
+// test framework prints.
+func (c *child) answer(t *testing.T) [][]string {
+	t.Helper()
+	var lines [][]string
+	for c.out.Scan() {
+		line, ok := strings.CutPrefix(c.out.Text(), "> ")
+		if !ok {
+			continue
+		}
+		if line == "end" {
+			return lines
+		}
+		lines = append(lines, strings.Fields(line))
+	}
+	t.Fatalf("child ended early: %v\n%s", c.out.Err(), c.stderr.String())
+	return nil
+}
 
 // TestTwoProcessRace: two OS processes, each with its own Store on one
 // directory, race a create-only write and an if-match write on the same
-// keys, in lock-step rounds. Every round must have exactly one winner of
-// each race, and the losers must be refused, not unknown.
+// keys, in lock-step rounds. Every round has exactly one winner of each
+// race, the loser is refused (not unknown), and the winner's write is
+// what every process reads afterwards.
 func TestTwoProcessRace(t *testing.T) {
 	if os.Getenv(childEnv) != "" {
 		t.Skip("in a child process")
 	}
-	dir, etagDir := t.TempDir(), t.TempDir()
-	s, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
+	dir := t.TempDir()
+	s := openDir(t, dir)
+	etags := make([]ownership.ETag, raceRounds)
+	for r := range etags {
+		etags[r] = mustPut(t, s, fmt.Sprintf("match/%d", r), "initial", ownership.IfAbsent())
 	}
-	defer s.Close()
-	// Each round's if-match race starts from an object whose ETag both
-	// children are given, so both race on the same version.
-	for r := range raceRounds {
-		etag := mustPut(t, s, fmt.Sprintf("match/%d", r), "initial", ownership.IfAbsent())
-		if err := os.WriteFile(etagDir+"/"+strconv.Itoa(r), []byte(etag), 0o666); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	type child struct {
-		cmd    *exec.Cmd
-		in     io.WriteCloser
-		out    *bufio.Scanner
-		stderr bytes.Buffer
-	}
-	var children [2]*child
-	for i := range children {
-		c := &child{cmd: exec.Command(os.Args[0], "-test.run=^TestRaceChild$", "-test.count=1")}
-		c.cmd.Env = append(os.Environ(), childEnv+"="+strconv.Itoa(i), childDirEnv+"="+dir, childETagsEnv+"="+etagDir)
-		c.cmd.Stderr = &c.stderr
-		if c.in, err = c.cmd.StdinPipe(); err != nil {
-			t.Fatal(err)
-		}
-		stdout, err := c.cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.out = bufio.NewScanner(stdout)
-		if err := c.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		children[i] = c
-	}
-	defer func() {
-		for _, c := range children {
-			c.in.Close()
-			if err := c.cmd.Wait(); err != nil {
-				t.Errorf("child: %v\n%s", err, c.stderr.String())
-			}
-		}
-	}()
-	// result reads the child's answer for one round, skipping anything the
-	// test framework prints.
-	result := func(c *child, round int) []string {
-		for c.out.Scan() {
-			f := strings.Fields(c.out.Text())
-			if len(f) == 4 && f[0] == "round" {
-				if f[1] != strconv.Itoa(round) {
-					t.Fatalf("child answered round %s, want %d", f[1], round)
-				}
-				return f[2:]
-			}
-		}
-		t.Fatalf("child ended before round %d: %v\n%s", round, c.out.Err(), c.stderr.String())
-		return nil
-	}
-
+	children := []*child{startChild(t, 0, dir), startChild(t, 1, dir)}
 	var wins [2]int
 	for r := range raceRounds {
-		// Alternate which child hears "go" first, so neither has a head
-		// start in every round.
 		for i := range children {
-			if _, err := io.WriteString(children[(r+i)%2].in, "go\n"); err != nil {
-				t.Fatal(err)
-			}
+			// Alternate which child hears "race" first.
+			children[(r+i)%2].send(t, fmt.Sprintf("race %d %s", r, etags[r]))
 		}
 		var create, match [2]string
 		for i, c := range children {
-			res := result(c, r)
-			create[i], match[i] = res[0], res[1]
+			a := c.answer(t)
+			if len(a) != 1 || len(a[0]) != 2 {
+				t.Fatalf("round %d: child %d answered %q", r, i, a)
+			}
+			create[i], match[i] = a[0][0], a[0][1]
 		}
 		for _, race := range []struct {
 			name     string
@@ -118,56 +125,255 @@ func TestTwoProcessRace(t *testing.T) {
 			{"create-only", create, fmt.Sprintf("create/%d", r)},
 			{"if-match", match, fmt.Sprintf("match/%d", r)},
 		} {
-			winner := -1
-			for i, o := range race.outcomes {
-				if o == ownership.Landed.String() {
-					winner = i
-				}
-			}
 			o := race.outcomes
-			if !(o[0] == "landed" && o[1] == "refused" || o[0] == "refused" && o[1] == "landed") {
+			winner := 0
+			switch {
+			case o[0] == "landed" && o[1] == "refused":
+			case o[0] == "refused" && o[1] == "landed":
+				winner = 1
+			default:
 				t.Fatalf("round %d, %s race: outcomes %q, want one landed and one refused", r, race.name, o)
 			}
 			wins[winner]++
-			obj, err := s.Get(t.Context(), race.key)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if want := fmt.Sprintf("child %d round %d", winner, r); string(obj.Body) != want {
-				t.Fatalf("round %d, %s race: %q holds %q, want %q", r, race.name, race.key, obj.Body, want)
+			want := fmt.Sprintf("child-%d-round-%d", winner, r)
+			wantBody(t, s, race.key, want, "")
+			// The loser's process reads the winner's write too.
+			got := get(t, children[1-winner], race.key)
+			if got != want {
+				t.Fatalf("round %d, %s race: the losing child reads %q, want %q", r, race.name, got, want)
 			}
 		}
 	}
 	t.Logf("%d rounds of two races: child 0 won %d, child 1 won %d", raceRounds, wins[0], wins[1])
 }
 
-// TestRaceChild is one side of TestTwoProcessRace; it does nothing unless
-// started by it. Each line "go" on stdin starts a round; it answers
-// "round N <create outcome> <if-match outcome>" on stdout.
-func TestRaceChild(t *testing.T) {
+// get asks a child for the body of key ("-" if missing).
+func get(t *testing.T, c *child, key string) string {
+	t.Helper()
+	c.send(t, "get "+key)
+	a := c.answer(t)
+	if len(a) != 1 || len(a[0]) != 3 {
+		t.Fatalf("get %q: child answered %q", key, a)
+	}
+	return a[0][2]
+}
+
+// TestCompactionAcrossProcesses: a child process keeps reading and
+// writing while the parent compacts, and the parent while the child
+// compacts. Each follows the other's switches: no write is lost, and the
+// two always read the same thing.
+func TestCompactionAcrossProcesses(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		t.Skip("in a child process")
+	}
+	dir := t.TempDir()
+	s := openDir(t, dir)
+	s.compactMin = 16 << 10
+	c := startChild(t, 0, dir, childCompactEnv+"="+strconv.Itoa(16<<10))
+	m := model{}
+	compare := func(when string) {
+		t.Helper()
+		m.check(t, s)
+		c.send(t, "dump")
+		got := map[string]string{}
+		for _, f := range c.answer(t) {
+			got[f[0]] = f[1]
+		}
+		if len(got) != len(m) {
+			t.Fatalf("%s: the child lists %d keys, want %d", when, len(got), len(m))
+		}
+		for k, v := range m {
+			if got[k] != string(v.etag) {
+				t.Fatalf("%s: the child reads %q at ETag %q, want %q", when, k, got[k], v.etag)
+			}
+		}
+	}
+	churn(t, s, m, 1)
+	compare("before compaction")
+	first := segmentPath(t, dir)
+	churn(t, s, m, 10)
+	if segmentPath(t, dir) == first {
+		t.Fatal("the parent never compacted")
+	}
+	compare("after the parent compacted")
+
+	// The child overwrites every key many times, compacting as it goes.
+	before := segmentPath(t, dir)
+	c.send(t, "churn 20")
+	for _, f := range c.answer(t) {
+		k := f[0]
+		if f[1] == "-" {
+			delete(m, k)
+			continue
+		}
+		m[k] = struct {
+			body string
+			etag ownership.ETag
+		}{strings.ReplaceAll(f[2], "_", " "), ownership.ETag(f[1])}
+	}
+	if segmentPath(t, dir) == before {
+		t.Fatal("the child never compacted")
+	}
+	compare("after the child compacted")
+	churn(t, s, m, 2)
+	compare("after the parent wrote again")
+	if segs := segments(t, dir); len(segs) != 1 {
+		t.Fatalf("segments: %q, want one", segs)
+	}
+}
+
+// TestKilledWriter: a process killed with SIGKILL while eight of its
+// goroutines write loses none of the writes it acknowledged; a Store that
+// was open all along sees them all, and writes on past whatever the
+// killed process left half written.
+func TestKilledWriter(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		t.Skip("in a child process")
+	}
+	dir := t.TempDir()
+	s := openDir(t, dir)
+	c := &child{cmd: exec.Command(os.Args[0], "-test.run=^TestChild$", "-test.count=1")}
+	c.cmd.Env = append(os.Environ(), childEnv+"=0", childDirEnv+"="+dir)
+	stdout, err := c.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdin, err := c.cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(stdin, "spam\n"); err != nil {
+		t.Fatal(err)
+	}
+	acked := map[string]ownership.ETag{}
+	out := bufio.NewScanner(stdout)
+	for len(acked) < 300 && out.Scan() {
+		if f := strings.Fields(strings.TrimPrefix(out.Text(), "> ")); len(f) == 2 {
+			acked[f[0]] = ownership.ETag(f[1])
+		}
+	}
+	c.cmd.Process.Kill()
+	c.cmd.Wait()
+	if len(acked) < 300 {
+		t.Fatalf("the child acknowledged only %d writes", len(acked))
+	}
+	check := func(s *Store) {
+		t.Helper()
+		for k, etag := range acked {
+			obj, err := s.Get(t.Context(), k)
+			if err != nil || obj.ETag != etag {
+				t.Fatalf("get %q: %s, %v; want the acknowledged write %s", k, obj.ETag, err, etag)
+			}
+		}
+	}
+	check(s)
+	mustPut(t, s, "after", "a", ownership.IfAbsent())
+	check(openDir(t, dir))
+}
+
+// TestChild is the other process of the tests above; it does nothing
+// unless started by them. Commands, one a line on stdin; every answer
+// line starts with "> " and the last is "> end":
+//
+//	race R ETAG  create-only put of create/R, then if-match ETAG put of
+//	             match/R; answers "<outcome> <outcome>"
+//	get KEY      answers "KEY ETAG BODY", or "KEY - -" if missing
+//	dump         answers "KEY ETAG" for every key
+//	churn N      N rounds of overwrites and deletes (see churn); answers
+//	             "KEY ETAG BODY" for what it leaves, with '_' for ' ',
+//	             and "KEY -" for each key it deleted
+func TestChild(t *testing.T) {
 	id := os.Getenv(childEnv)
 	if id == "" {
-		t.Skip("helper process of TestTwoProcessRace")
+		t.Skip("helper process of the multi-process tests")
 	}
 	s, err := Open(os.Getenv(childDirEnv))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	if v := os.Getenv(childCompactEnv); v != "" {
+		n, _ := strconv.Atoi(v)
+		s.compactMin = int64(n)
+	}
 	in := bufio.NewScanner(os.Stdin)
-	for r := 0; in.Scan(); r++ {
-		etag, err := os.ReadFile(os.Getenv(childETagsEnv) + "/" + strconv.Itoa(r))
-		if err != nil {
-			t.Fatal(err)
-		}
-		body := []byte(fmt.Sprintf("child %s round %d", id, r))
-		_, errCreate := s.Put(t.Context(), fmt.Sprintf("create/%d", r), body, ownership.IfAbsent())
-		_, errMatch := s.Put(t.Context(), fmt.Sprintf("match/%d", r), body, ownership.IfMatch(ownership.ETag(etag)))
-		for _, err := range []error{errCreate, errMatch} {
-			if o := ownership.OutcomeOf(err); o != ownership.Landed && o != ownership.Refused {
-				fmt.Fprintf(os.Stderr, "round %d: %v\n", r, err)
+	for in.Scan() {
+		f := strings.Fields(in.Text())
+		switch f[0] {
+		case "race":
+			body := []byte(fmt.Sprintf("child-%s-round-%s", id, f[1]))
+			_, errCreate := s.Put(t.Context(), "create/"+f[1], body, ownership.IfAbsent())
+			_, errMatch := s.Put(t.Context(), "match/"+f[1], body, ownership.IfMatch(ownership.ETag(f[2])))
+			for _, err := range []error{errCreate, errMatch} {
+				if o := ownership.OutcomeOf(err); o != ownership.Landed && o != ownership.Refused {
+					fmt.Fprintf(os.Stderr, "round %s: %v\n", f[1], err)
+				}
+			}
+			fmt.Printf("> %v %v\n", ownership.OutcomeOf(errCreate), ownership.OutcomeOf(errMatch))
+		case "get":
+			obj, err := s.Get(t.Context(), f[1])
+			switch {
+			case err == nil:
+				fmt.Printf("> %s %s %s\n", f[1], obj.ETag, obj.Body)
+			case ownership.OutcomeOf(err) == ownership.NotFound:
+				fmt.Printf("> %s - -\n", f[1])
+			default:
+				t.Fatal(err)
+			}
+		case "dump":
+			for _, k := range listKeys(t, s, "") {
+				obj, err := s.Get(t.Context(), k)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fmt.Printf("> %s %s\n", k, obj.ETag)
+			}
+		case "spam":
+			// Writers that never stop: the parent kills this process.
+			for w := range 8 {
+				go func() {
+					for i := 0; ; i++ {
+						k := fmt.Sprintf("spam/%d/%d", w, i)
+						etag, err := s.Put(context.Background(), k, bytes.Repeat([]byte{'s'}, 100+i%5000), ownership.IfAbsent())
+						if err != nil {
+							fmt.Fprintln(os.Stderr, err)
+							return
+						}
+						fmt.Printf("> %s %s\n", k, etag)
+					}
+				}()
+			}
+			select {}
+		case "churn":
+			n, _ := strconv.Atoi(f[1])
+			m := model{}
+			for _, k := range listKeys(t, s, "") {
+				obj, err := s.Get(t.Context(), k)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m[k] = struct {
+					body string
+					etag ownership.ETag
+				}{string(obj.Body), obj.ETag}
+			}
+			before := map[string]bool{}
+			for k := range m {
+				before[k] = true
+			}
+			churn(t, s, m, n)
+			for k, v := range m {
+				fmt.Printf("> %s %s %s\n", k, v.etag, strings.ReplaceAll(v.body, " ", "_"))
+			}
+			for k := range before {
+				if _, ok := m[k]; !ok {
+					fmt.Printf("> %s -\n", k)
+				}
 			}
 		}
-		fmt.Printf("round %d %v %v\n", r, ownership.OutcomeOf(errCreate), ownership.OutcomeOf(errMatch))
+		fmt.Println("> end")
 	}
 }

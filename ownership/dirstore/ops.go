@@ -1,0 +1,159 @@
+package dirstore
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/wasmkeep/wasmkeep/ownership"
+)
+
+// Get reads an object; see ownership.Bucket. It first catches up with
+// what other Stores wrote (an fstat when they wrote nothing), so it sees
+// every write that returned before it started, from any Store.
+func (s *Store) Get(ctx context.Context, key string) (ownership.Object, error) {
+	if err := ownership.ValidateKey(key); err != nil {
+		return ownership.Object{}, fmt.Errorf("dirstore: get: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return ownership.Object{}, unknown("get", key, err)
+	}
+	if s.closed.Load() {
+		return ownership.Object{}, ErrClosed
+	}
+	s.mu.RLock()
+	fresh, err := s.fresh()
+	if err == nil && fresh {
+		obj, err := s.read(key)
+		s.mu.RUnlock()
+		return obj, err
+	}
+	s.mu.RUnlock()
+	if err != nil {
+		return ownership.Object{}, fmt.Errorf("dirstore: get %q: %w", key, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.catchUp(false); err != nil {
+		return ownership.Object{}, fmt.Errorf("dirstore: get %q: %w", key, err)
+	}
+	return s.read(key)
+}
+
+// read reads the current version of key from the segment, checking its
+// record. The caller holds mu.
+func (s *Store) read(key string) (ownership.Object, error) {
+	e, ok := s.idx.get(key)
+	if !ok {
+		return ownership.Object{}, fmt.Errorf("dirstore: get %q: %w", key, ownership.ErrNotFound)
+	}
+	sg := s.seg
+	buf := make([]byte, e.size)
+	if err := preadFull(sg.fd, sg.path, buf, e.off); err != nil {
+		return ownership.Object{}, fmt.Errorf("dirstore: get %q: %w", key, err)
+	}
+	r, err := parseRecord(buf)
+	if err == nil && (r.kind != kindPut || r.etag != e.etag || !bytes.Equal(r.key, []byte(key))) {
+		err = fmt.Errorf("%w: not the record the index names", ErrCorrupt)
+	}
+	if err != nil {
+		return ownership.Object{}, fmt.Errorf("dirstore: get %q: %s at offset %d: %w", key, sg.path, e.off, err)
+	}
+	// r.body aliases buf, which no one else holds.
+	return ownership.Object{Body: r.body, ETag: r.etag.ETag()}, nil
+}
+
+// Put writes an object under a condition; see ownership.Bucket. It joins a
+// group commit (commit.go) and returns once its batch is durable.
+func (s *Store) Put(ctx context.Context, key string, body []byte, cond ownership.Condition) (ownership.ETag, error) {
+	if err := ownership.ValidateKey(key); err != nil {
+		return "", fmt.Errorf("dirstore: put: %w", err)
+	}
+	if cond.Kind > ownership.ReplaceOnly {
+		return "", fmt.Errorf("dirstore: put %q with %s: %w", key, cond, errBadCondition)
+	}
+	if len(body) > maxBodyLen {
+		return "", fmt.Errorf("dirstore: put %q: body of %d bytes, over %d", key, len(body), maxBodyLen)
+	}
+	w := &write{ctx: ctx, op: "put", kind: kindPut, key: key, body: body, cond: cond, etag: newETagBits(), done: make(chan struct{})}
+	if err := s.submit(ctx, w); err != nil {
+		return "", err
+	}
+	return w.etag.ETag(), nil
+}
+
+// Delete removes an object under a condition; see ownership.Bucket. It
+// commits like a Put; an unconditional delete of a missing key writes
+// nothing and lands.
+func (s *Store) Delete(ctx context.Context, key string, cond ownership.Condition) error {
+	if err := ownership.ValidateKey(key); err != nil {
+		return fmt.Errorf("dirstore: delete: %w", err)
+	}
+	if cond.Kind != ownership.Unconditional && cond.Kind != ownership.ReplaceOnly {
+		return fmt.Errorf("dirstore: delete %q with %s: %w", key, cond, errBadCondition)
+	}
+	w := &write{ctx: ctx, op: "delete", kind: kindDelete, key: key, cond: cond, etag: newETagBits(), done: make(chan struct{})}
+	return s.submit(ctx, w)
+}
+
+func (s *Store) submit(ctx context.Context, w *write) error {
+	if err := ctx.Err(); err != nil {
+		return unknown(w.op, w.key, err)
+	}
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	return s.commit(ctx, w)
+}
+
+// List returns one page of keys; see ownership.Bucket. Pages hold at most
+// ownership.DefaultListLimit keys, as S3 pages do. Like Get, it catches up
+// first; the page is taken from the index at one moment.
+func (s *Store) List(ctx context.Context, prefix, startAfter string, limit int) (ownership.ListPage, error) {
+	if err := ctx.Err(); err != nil {
+		return ownership.ListPage{}, unknown("list", prefix, err)
+	}
+	if s.closed.Load() {
+		return ownership.ListPage{}, ErrClosed
+	}
+	if limit <= 0 || limit > ownership.DefaultListLimit {
+		limit = ownership.DefaultListLimit
+	}
+	s.mu.RLock()
+	fresh, err := s.fresh()
+	if err == nil && fresh && !s.idx.dirty {
+		page := s.page(prefix, startAfter, limit)
+		s.mu.RUnlock()
+		return page, nil
+	}
+	s.mu.RUnlock()
+	if err != nil {
+		return ownership.ListPage{}, fmt.Errorf("dirstore: list %q: %w", prefix, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.catchUp(false); err != nil {
+		return ownership.ListPage{}, fmt.Errorf("dirstore: list %q: %w", prefix, err)
+	}
+	s.idx.sorted()
+	return s.page(prefix, startAfter, limit), nil
+}
+
+// page cuts one page from the sorted keys. The caller holds mu and the
+// index is not dirty.
+func (s *Store) page(prefix, startAfter string, limit int) ownership.ListPage {
+	keys := s.idx.keys
+	i := max(sort.SearchStrings(keys, prefix), sort.Search(len(keys), func(i int) bool { return keys[i] > startAfter }))
+	var page ownership.ListPage
+	for ; i < len(keys) && strings.HasPrefix(keys[i], prefix); i++ {
+		if len(page.Entries) == limit {
+			page.Truncated = true
+			break
+		}
+		e := s.idx.m[keys[i]]
+		page.Entries = append(page.Entries, ownership.ListEntry{Key: keys[i], ETag: e.etag.ETag(), Size: e.bodyLen()})
+	}
+	return page
+}
