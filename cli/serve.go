@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -44,23 +46,25 @@ func serveCommand() *command {
 
 // serveConfig is what `wasmkeep serve` runs with.
 type serveConfig struct {
-	Listen      string
-	Advertise   string
+	Listen    string
+	Advertise string
+	// DebugListen, when set, serves Go's profiles (net/http/pprof) there.
+	DebugListen string
 	// ClusterKeyFile names the file holding the cluster key ("" reads
 	// $WASMKEEP_CLUSTER_KEY, and none is none).
 	ClusterKeyFile string
-	BucketURL   string
-	Node        string
-	TakeOver    bool
-	IdleTimeout time.Duration
-	MaxResident int
-	MaxBody     byteSize
-	MaxSockets  int
-	MaxMessage  byteSize
-	WSPing      time.Duration
-	WSPong      time.Duration
-	Lease       ownership.Config // only the lease durations are read from flags
-	StopTimeout time.Duration
+	BucketURL      string
+	Node           string
+	TakeOver       bool
+	IdleTimeout    time.Duration
+	MaxResident    int
+	MaxBody        byteSize
+	MaxSockets     int
+	MaxMessage     byteSize
+	WSPing         time.Duration
+	WSPong         time.Duration
+	Lease          ownership.Config // only the lease durations are read from flags
+	StopTimeout    time.Duration
 	// Classes is the directory of the wasm classes; CacheDir keeps their
 	// compiled code across starts ("" keeps none on disk).
 	Classes          string
@@ -227,6 +231,7 @@ func setupServe(fs *flag.FlagSet) action {
 	cfg.WasmTrim = wasmhost.DefaultTrimInterval
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "host:port to serve HTTP on (loopback unless told otherwise)")
 	fs.StringVar(&cfg.Advertise, "advertise", "", "host:port peers forward requests to (default: the address --listen bound)")
+	fs.StringVar(&cfg.DebugListen, "debug-listen", "", "host:port to serve Go's runtime profiles on (/debug/pprof/), apart from the node's listener; unset: not served")
 	fs.StringVar(&cfg.ClusterKeyFile, "cluster-key-file", "", "file holding the cluster key (at least 16 bytes; surrounding white space is dropped) that signs and checks requests between nodes; give every node the same. Unset: $"+clusterKeyEnv+", and without either, requests between nodes are not authenticated")
 	fs.StringVar(&cfg.BucketURL, "bucket", cfg.BucketURL, bucketURLHelp)
 	fs.StringVar(&cfg.Node, "node", "", "node id: 1 to 64 letters, digits, '.', '_' or '-' (default \"n\" and the --listen port, so local nodes on different ports differ)")
@@ -379,6 +384,14 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 	if err != nil {
 		return err
 	}
+	if cfg.DebugListen != "" {
+		stopDebug, err := serveDebug(cfg.DebugListen, log)
+		if err != nil {
+			lis.Close()
+			return err
+		}
+		defer stopDebug()
+	}
 	node, err := ingress.StartNode(ctx, ingress.NodeConfig{
 		Core: cfg.core(instance), Bucket: b, Listener: lis, Registry: registry, Logger: log,
 		IdleTimeout: cfg.IdleTimeout, MaxResident: cfg.MaxResident, MaxBody: int64(cfg.MaxBody),
@@ -458,4 +471,23 @@ func loopback(hostPort string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// serveDebug serves Go's runtime profiles on addr until the returned
+// function is called.
+func serveDebug(addr string, log *slog.Logger) (stop func(), err error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--debug-listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(lis) }()
+	log.Info("serving runtime profiles", slog.String("addr", lis.Addr().String()))
+	return func() { _ = srv.Close() }, nil
 }

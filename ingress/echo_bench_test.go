@@ -1,11 +1,7 @@
 package ingress_test
 
 import (
-	"fmt"
-	"sync"
 	"testing"
-
-	"github.com/gorilla/websocket"
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/examples/chat"
@@ -17,31 +13,5 @@ import (
 // the room, from the socket's read to the echo's write.
 func BenchmarkRoomEcho(b *testing.B) {
 	n := nodetest.Start(b, nodetest.Options{Classes: map[string]actors.Class{"chat": chat.Room{}}})
-	const sockets = 100
-	conns := make([]*websocket.Conn, sockets)
-	for i := range conns {
-		conns[i] = n.Dial(b, "chat", "bench")
-	}
-	msg := []byte("0123456789abcdef")
-	b.ResetTimer()
-	var wg sync.WaitGroup
-	for i, c := range conns {
-		per := b.N / sockets
-		if i < b.N%sockets {
-			per++
-		}
-		wg.Go(func() {
-			for range per {
-				if err := c.WriteMessage(websocket.TextMessage, msg); err != nil {
-					b.Error(err)
-					return
-				}
-				if _, _, err := c.ReadMessage(); err != nil {
-					b.Error(fmt.Errorf("socket %d: %w", i, err))
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
+	n.Echo(b, "chat", "bench", 100, b.N)
 }

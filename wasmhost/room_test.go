@@ -151,3 +151,14 @@ func TestRoomEcho(t *testing.T) {
 		t.Fatalf("other room got %q", got)
 	}
 }
+
+// BenchmarkRoomEcho: ingress's BenchmarkRoomEcho through the wasm room.
+func BenchmarkRoomEcho(b *testing.B) {
+	r := newRuntime(b, Config{})
+	mod, err := r.Compile(b.Context(), "room-wasm", guest(b, roomGuest))
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := nodetest.Start(b, nodetest.Options{Classes: map[string]actors.Class{"room-wasm": mod}})
+	n.Echo(b, "room-wasm", "bench", 100, b.N)
+}

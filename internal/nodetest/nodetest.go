@@ -9,6 +9,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -210,4 +211,39 @@ func (c *ChatClient) AwaitSaid(from, text string) {
 	c.Await(from+" saying "+text, func(f Frame) bool {
 		return f.Type == "said" && f.Message != nil && f.Message.From == from && f.Message.Text == text
 	})
+}
+
+// Echo opens sockets WebSockets to /actor/<class>/<name> and has them send
+// total 16-byte text messages in all, each socket waiting for its echo
+// before sending the next: the load of a room echo benchmark. The clock of
+// b runs only while the messages go.
+func (n *Node) Echo(b *testing.B, class, name string, sockets, total int) {
+	b.Helper()
+	conns := make([]*websocket.Conn, sockets)
+	for i := range conns {
+		conns[i] = n.Dial(b, class, name)
+	}
+	msg := []byte("0123456789abcdef")
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for i, c := range conns {
+		per := total / sockets
+		if i < total%sockets {
+			per++
+		}
+		wg.Go(func() {
+			for range per {
+				if err := c.WriteMessage(websocket.TextMessage, msg); err != nil {
+					b.Errorf("socket %d: %v", i, err)
+					return
+				}
+				if _, _, err := c.ReadMessage(); err != nil {
+					b.Errorf("socket %d: %v", i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
 }
