@@ -64,9 +64,11 @@ const maxLoadAttempts = 8
 
 // load opens the segment `current` names and reads it whole into a new
 // index, replacing the Store's. The caller holds mu for writing. A writer
-// (holding the write lock as well) also cuts off a torn tail, and removes
-// every other segment before any write lands in this one, so that a
-// reader still on an old segment finds it unlinked.
+// (holding the write lock as well) also cuts off a torn tail, and leaves
+// settle to do before any write lands in this segment: sync the directory,
+// since the compaction that made it current may have failed to, and remove
+// every other segment, so that a reader still on an old one finds it
+// unlinked.
 func (s *Store) load(writer bool) error {
 	for range maxLoadAttempts {
 		name, ino, err := s.readCurrent()
@@ -98,7 +100,7 @@ func (s *Store) load(writer bool) error {
 		}
 		s.unsynced = true
 		if writer {
-			return s.removeStale(name)
+			s.dirUnsynced, s.staleSegments = true, true
 		}
 		return nil
 	}
@@ -156,7 +158,8 @@ func (s *Store) follow(size int64, writer bool) error {
 // holding the lock. No one is appending, so they are a write cut short (a
 // crash, or a pwrite that failed part way), which is cut off; or damage,
 // which a crash cannot cause: a frame that fails its checksum though whole
-// frames follow it.
+// frames follow it. If the sync after the cut fails, the segment is
+// suspect (see markSuspect), and the next append waits for its rewrite.
 func (s *Store) cutTail(st *stop, size int64) error {
 	sg := s.seg
 	damaged := st.complete && st.frameEnd < size
@@ -176,7 +179,10 @@ func (s *Store) cutTail(st *stop, size int64) error {
 	if err := ftruncate(sg.fd, sg.path, st.at); err != nil {
 		return err
 	}
-	return fdatasync(sg.fd, sg.path)
+	if err := s.sys.datasync(sg.fd, sg.path); err != nil {
+		return s.syncFailed(sg, err)
+	}
+	return nil
 }
 
 // applyFrame applies a whole frame's records to the index, all or none.
@@ -208,13 +214,28 @@ func (s *Store) applyRecord(off int64, kind byte, key string, etag etagBits, bod
 
 // syncIfUnsynced makes frames other Stores appended durable before the
 // caller, a writer holding the lock, answers a write checked against them.
+// If the sync fails they stay unsynced, and the segment suspect (see
+// syncFailed).
 func (s *Store) syncIfUnsynced() error {
 	if !s.unsynced {
 		return nil
 	}
-	if err := fdatasync(s.seg.fd, s.seg.path); err != nil {
-		return err
+	if err := s.sys.datasync(s.seg.fd, s.seg.path); err != nil {
+		return s.syncFailed(s.seg, err)
 	}
 	s.unsynced = false
+	return nil
+}
+
+// syncFailed deals with a failed fdatasync of sg, for a writer holding the
+// lock that answers no write on it: sg is suspect from then on, and no
+// write is appended to it before a rewrite (see markSuspect). Once the
+// suspicion is recorded the failure is the next writer's to deal with, so
+// syncFailed returns nil; it returns an error only if the suspect file
+// could not be written, since other Stores would then not know.
+func (s *Store) syncFailed(sg *segment, err error) error {
+	if merr := s.markSuspect(sg); merr != nil {
+		return errors.Join(err, merr)
+	}
 	return nil
 }

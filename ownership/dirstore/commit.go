@@ -167,10 +167,7 @@ func answer(batch []*write) {
 // runBatch does a batch's work. The caller holds the write lock. It
 // reports whether the index caught up with the segment.
 func (s *Store) runBatch(batch []*write) bool {
-	s.mu.Lock()
-	err := s.prepareWrite()
-	if err != nil {
-		s.mu.Unlock()
+	if err := s.prepareWrite(); err != nil {
 		for _, w := range batch {
 			if w.state.CompareAndSwap(pending, claimed) {
 				w.err = w.fail(err)
@@ -178,6 +175,7 @@ func (s *Store) runBatch(batch []*write) bool {
 		}
 		return false
 	}
+	s.mu.Lock()
 	appended := s.appendBatch(batch)
 	sg := s.seg
 	mustSync := appended || s.unsynced
@@ -189,7 +187,7 @@ func (s *Store) runBatch(batch []*write) bool {
 	// The frame is visible now (see doc.go, Visibility); the lock, held
 	// until the sync is done, keeps every other writer from acting on it
 	// before it is durable.
-	if err := s.datasync(sg.fd, sg.path); err != nil {
+	if err := s.sys.datasync(sg.fd, sg.path); err != nil {
 		for _, w := range batch {
 			if w.decided {
 				w.err = unknown(w.op, w.key, err)
@@ -198,22 +196,45 @@ func (s *Store) runBatch(batch []*write) bool {
 		s.mu.Lock()
 		s.unsynced = true
 		s.mu.Unlock()
-		s.rewrite = true
+		// The segment is suspect: nothing is appended to it again before
+		// it is rewritten, which commitBatch tries at once. If even the
+		// suspect file cannot be written, this Store still knows.
+		_ = s.markSuspect(sg)
 	}
 	return true
 }
 
 // prepareWrite brings the index up to date under the write lock and makes
-// sure the segment it appends to is the only one. The caller holds mu for
-// writing.
+// the segment fit to append to: the directory synced since it became
+// current, no other segment left, and no failed fdatasync behind it. A
+// suspect segment (see markSuspect) is rewritten first, by a compaction;
+// if that fails, so does the batch, with nothing written. The caller holds
+// the write lock, not mu.
 func (s *Store) prepareWrite() error {
-	if err := s.catchUp(true); err != nil {
+	s.mu.Lock()
+	err := s.catchUp(true)
+	sg := s.seg
+	s.mu.Unlock()
+	if err != nil {
 		return err
 	}
-	if s.staleSegments {
-		return s.removeStale(s.seg.name)
+	if err := s.settle(sg.name); err != nil {
+		return err
 	}
-	return nil
+	suspect, err := s.suspected(sg)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", s.path(suspectName), err)
+	}
+	if !suspect {
+		return nil
+	}
+	if err := s.compact(); err != nil {
+		return fmt.Errorf("%s failed an fdatasync, and rewriting it failed: %w", sg.path, err)
+	}
+	s.mu.RLock()
+	cur := s.seg.name
+	s.mu.RUnlock()
+	return s.settle(cur)
 }
 
 // pendingVersion is what an earlier write of the batch left under a key.

@@ -22,14 +22,29 @@ import (
 // finishes it, the descriptor keeping the old file's blocks alive. If the
 // compactor dies between rename and unlink, the next writer, which checks
 // `current` under the lock, unlinks the old segment before it appends.
+//
+// Invariant: the old segment is unlinked only after a directory sync has
+// made the rename durable. If that sync fails, the compactor follows the
+// new segment (`current` names it) but leaves the old one linked, and no
+// write lands until a sync succeeds (see settle): a crash could otherwise
+// bring back a `current` naming the old segment, without the writes
+// appended to the new one since. A writer of another Store that loads the
+// new segment syncs the directory too before it appends, as it cannot
+// know whether the compactor's sync succeeded.
+//
+// Compaction is also how a segment whose fdatasync failed (a suspect
+// one, see markSuspect) is rewritten: the records are read back and
+// written to a new segment, which is synced as a whole.
 
 // compactFrameLen is the size at which compaction starts a new frame.
 const compactFrameLen = 4 << 20
 
 // maybeCompact compacts the segment if it is worth it, or if a failed
-// sync left it suspect. The caller holds the write lock. Errors leave the
-// old segment in use and are not reported: no write depends on a
-// compaction, and the next batch will try again once more garbage piles up.
+// sync of this Store's left it suspect. The caller holds the write lock.
+// Errors leave the old segment in use and are not reported: no write
+// depends on a compaction, and the next batch will try again once more
+// garbage piles up (or at once, before it appends, if the segment is
+// suspect; see prepareWrite).
 func (s *Store) maybeCompact() {
 	s.mu.RLock()
 	sg := s.seg
@@ -37,14 +52,14 @@ func (s *Store) maybeCompact() {
 	live := s.idx.live
 	s.mu.RUnlock()
 	due := dead >= max(s.compactMin, s.compactAt) && dead > live
-	if !due && !s.rewrite {
+	if !due && s.suspect != sg.name {
 		return
 	}
 	if err := s.compact(); err != nil {
 		s.compactAt = dead + s.compactMin
 		return
 	}
-	s.compactAt, s.rewrite = 0, false
+	s.compactAt = 0
 }
 
 // liveRecord is a key's current entry, as a compaction copies it.
@@ -71,16 +86,16 @@ func (s *Store) compact() error {
 	sg, idx, err := s.writeSegment(old, name, recs)
 	if err != nil {
 		_ = os.Remove(s.path(name))
-		return fmt.Errorf("dirstore: compact %s: %w", old.path, err)
+		return fmt.Errorf("compact %s: %w", old.path, err)
 	}
 	if err := os.Rename(s.path(currentName+tmpSuffix+"compact"), s.path(currentName)); err != nil {
 		closeFD(sg.fd)
 		_ = os.Remove(s.path(name))
-		return fmt.Errorf("dirstore: compact %s: %w", old.path, err)
+		return fmt.Errorf("compact %s: %w", old.path, err)
 	}
 	// From here on `current` names the new segment; this Store follows
 	// it whatever fails next.
-	syncErr := syncDir(s.dir)
+	syncErr := s.sys.syncDir(s.dir)
 	ino, inoErr := inode(s.path(currentName))
 	sg.currentIno = ino
 	// Invariant: the swap comes before the unlink. This Store's readers
@@ -90,12 +105,27 @@ func (s *Store) compact() error {
 	s.mu.Lock()
 	closeFD(old.fd)
 	s.seg, s.idx = sg, idx
+	s.unsynced = false // every record of the new segment is synced
 	s.mu.Unlock()
-	if err := os.Remove(old.path); err != nil {
+	// The old segment is no longer current, so no write will be appended
+	// to it: whatever suspicion it was under is over.
+	if old.name == s.suspect {
+		s.suspect = ""
+	}
+	// A suspect file left behind names a segment that is not current,
+	// and the next writer removes it (see suspected).
+	_ = os.Remove(s.path(suspectName))
+	if syncErr != nil {
+		// The old segment stays linked, and writes wait, until a directory
+		// sync succeeds (see settle).
+		s.dirUnsynced, s.staleSegments = true, true
+		return fmt.Errorf("compact %s: %w", old.path, errors.Join(syncErr, inoErr))
+	}
+	if err := s.sys.remove(old.path); err != nil && !isNotExist(err) {
 		s.staleSegments = true
 	}
-	if syncErr != nil || inoErr != nil {
-		return fmt.Errorf("dirstore: compact %s: %w", old.path, errors.Join(syncErr, inoErr))
+	if inoErr != nil {
+		return fmt.Errorf("compact %s: %w", old.path, inoErr)
 	}
 	return nil
 }
@@ -117,7 +147,7 @@ func (s *Store) writeSegment(old *segment, name string, recs []liveRecord) (*seg
 	sg := &segment{fd: fd, path: p, name: name, seq: seq, salt: salt, end: segHeaderLen}
 	idx, err := s.copyRecords(old, sg, recs)
 	if err == nil {
-		err = fdatasync(fd, p)
+		err = s.sys.datasync(fd, p)
 	}
 	if err == nil {
 		err = s.createSegment(currentName+tmpSuffix+"compact", []byte(name+"\n"))

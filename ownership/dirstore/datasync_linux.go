@@ -7,3 +7,6 @@ import "golang.org/x/sys/unix"
 func fdatasync(fd int, p string) error {
 	return wrap("fdatasync", p, retryEINTR(func() error { return unix.Fdatasync(fd) }))
 }
+
+// dirsync flushes an open directory.
+func dirsync(fd int, p string) error { return fsync(fd, p) }

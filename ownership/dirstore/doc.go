@@ -43,7 +43,8 @@
 // arrive meanwhile form the next batch: nothing waits for a batch to
 // fill, so a lone write is a batch of one, while under load one sync
 // serves every write that queued during the previous one. If the sync
-// fails, every write of the batch is answered ErrUnknownOutcome.
+// fails, every write of the batch is answered ErrUnknownOutcome, and the
+// segment becomes suspect (see Failed syncs below).
 //
 // How a read works: each Store keeps an index in memory, from each key to
 // where its current record lies in the segment (offset, length, ETag; not
@@ -87,10 +88,42 @@
 //
 // The exception is a batch whose sync failed: its writers were told
 // ErrUnknownOutcome, its frame is visible, and may or may not survive a
-// machine crash. After a failed sync the writer rewrites the segment (a
-// compaction, with syncs of its own) before releasing the lock, so that
-// later writes do not build on bytes a crash could still lose; if that
-// fails too, it tries again after the next batch.
+// machine crash.
+//
+// Failed syncs. Linux reports a failed fdatasync once, then counts the
+// pages it could not write as clean: a later fdatasync of the segment
+// returns success without writing them. A batch appended after a failed
+// sync could then be acknowledged on top of a frame that never reaches
+// the disk, and a machine crash would leave damage that Open refuses, or
+// lose the acknowledged writes after it. So any failed fdatasync of the
+// segment (a batch's, or the one after cutting a torn tail, or Open's)
+// makes the segment suspect, and nothing is ever appended to a suspect
+// segment:
+//   - The writer records the suspicion, under the lock, in the file
+//     `suspect`, which names the segment, so that every Store and process
+//     learns of it; each writer reads that file under the lock before it
+//     appends.
+//   - A writer that finds its segment suspect first rewrites it: a
+//     compaction, which reads the records back, writes them to a new
+//     segment and syncs it whole. Only then does it append its batch, to
+//     the new segment. The writer whose sync failed tries this at once,
+//     before it releases the lock.
+//   - Until a rewrite succeeds, every batch fails with nothing written
+//     (a Failed outcome, not Unknown).
+//   - The rewrite removes `suspect`; one left behind names a segment that
+//     is no longer current, and the next writer removes it.
+//
+// The suspect file is replaced by rename but not synced: it matters only
+// while the machine runs. After a machine crash the segment holds what
+// the disk holds, the failed frame is its last one (nothing was appended
+// after it), and Open checks it as it checks any torn tail. If the file
+// cannot be written at all, only the Store whose sync failed knows; it
+// refuses to append just the same, and a failed sync after a cut (or at
+// Open) fails the call rather than let the suspicion go unrecorded.
+//
+// On darwin, every sync of a segment or the directory is fcntl
+// F_FULLFSYNC (fsync where the file system does not support it), since
+// fsync there does not make the drive write its cache.
 //
 // Crashes and damage. A machine crash can leave the last frame, whose sync
 // had not completed, cut at any byte, or filled with zeros or stale
@@ -111,7 +144,16 @@
 // versions, delete records) than live ones, and at least 64 MiB of them,
 // the writer copies the live records into a new segment, syncs it,
 // switches `current` to it (rename, then a directory sync), and unlinks
-// the old one, all before it releases the lock. So the segment stays
+// the old one, all before it releases the lock. The old segment is never
+// unlinked before a directory sync succeeded: if the compactor's fails,
+// it leaves the old segment linked and refuses writes (Failed, nothing
+// written) until a sync succeeds, since a crash could otherwise bring back
+// a `current` naming the old segment without the writes appended to the
+// new one. A writer that loads a segment (at Open, or after another
+// Store's compaction) likewise syncs the directory, and removes every
+// other segment, before it appends; while a segment cannot be removed,
+// writes are refused too, since a reader still on it finds it linked and
+// would not look for them in the new one. So the segment stays
 // under about twice the live data plus 64 MiB, and loading it (at Open,
 // or after another Store compacted) reads a bounded number of bytes.
 // Other Stores notice the switch at their next fstat (the old segment is
@@ -130,8 +172,15 @@
 //	current         the name of the segment in use, replaced by rename
 //	seg-<16 hex>    segments, numbered in order; only the one current
 //	                names is in use, and Open removes the others
-//	*.tmp-*         a file being written (format, current), or left by a
-//	                crash and removed by the next Open
+//	suspect         the name of a segment whose fdatasync failed, while
+//	                it is current and not yet rewritten (Failed syncs)
+//	*.tmp-*         a file being written (format, current, suspect), or
+//	                left by a crash and removed by the next Open
+//
+// A directory that holds a segment with frames but no `current` has lost
+// it, and Open refuses it (ErrCorrupt) rather than start a new store over
+// the segment; a segment no longer than its header holds nothing, and is
+// what a crash while creating the store leaves.
 //
 // The record format is in format.go. Open refuses, with ErrFormat, a
 // directory whose marker names another layout (among them "wasmkeep
@@ -139,10 +188,12 @@
 // build does not read: start from an empty directory), and a directory
 // without a marker that holds anything else.
 //
-// Costs: a batch is a flock, an fstat, a stat of `current`, a pwrite and
-// an fdatasync, whatever the number of writes or keys in it. A Get is an
-// fstat and a pread. The index takes about 80 bytes plus the key for each
-// key; the bodies stay on disk.
+// Costs: a batch is a flock, an fstat, a stat of `current`, a failed open
+// of `suspect`, a pwrite and an fdatasync, whatever the number of writes
+// or keys in it. A segment switch adds a directory sync for each Store
+// that writes after it, and Open does one. A Get is an fstat and a pread.
+// The index takes about 80 bytes plus the key for each key; the bodies
+// stay on disk.
 //
 // The directory must be on a local file system: flock over network file
 // systems may degrade to locks that do not exclude other Stores of the same

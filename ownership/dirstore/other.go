@@ -18,19 +18,20 @@ type fileState struct {
 	ino    uint64
 }
 
-func openFD(string, int, uint32) (int, error)     { return -1, errUnsupported }
-func openRW(string) (int, error)                  { return -1, errUnsupported }
-func createNew(string) (int, error)               { return -1, errUnsupported }
-func closeFD(int) error                           { return errUnsupported }
-func isNotExist(err error) bool                   { return errors.Is(err, os.ErrNotExist) }
-func fdatasync(int, string) error                 { return errUnsupported }
-func fstat(int, string) (fileState, error)        { return fileState{}, errUnsupported }
-func inode(string) (uint64, error)                { return 0, errUnsupported }
-func preadFull(int, string, []byte, int64) error  { return errUnsupported }
-func pwriteFull(int, string, []byte, int64) error { return errUnsupported }
-func ftruncate(int, string, int64) error          { return errUnsupported }
-func syncDir(string) error                        { return errUnsupported }
-func tryLock(*os.File) (bool, error)              { return false, errUnsupported }
-func waitLock(*os.File) error                     { return errUnsupported }
-func unlock(*os.File) error                       { return errUnsupported }
-func pathErr(op, p string, err error) error       { return &os.PathError{Op: op, Path: p, Err: err} }
+func openFD(string, int, uint32) (int, error)       { return -1, errUnsupported }
+func openRW(string) (int, error)                    { return -1, errUnsupported }
+func createNew(string) (int, error)                 { return -1, errUnsupported }
+func closeFD(int) error                             { return errUnsupported }
+func isNotExist(err error) bool                     { return errors.Is(err, os.ErrNotExist) }
+func fdatasync(int, string) error                   { return errUnsupported }
+func fstat(int, string) (fileState, error)          { return fileState{}, errUnsupported }
+func inode(string) (uint64, error)                  { return 0, errUnsupported }
+func preadFull(int, string, []byte, int64) error    { return errUnsupported }
+func pread(int, string, []byte, int64) (int, error) { return 0, errUnsupported }
+func pwriteFull(int, string, []byte, int64) error   { return errUnsupported }
+func ftruncate(int, string, int64) error            { return errUnsupported }
+func syncDir(string) error                          { return errUnsupported }
+func tryLock(*os.File) (bool, error)                { return false, errUnsupported }
+func waitLock(*os.File) error                       { return errUnsupported }
+func unlock(*os.File) error                         { return errUnsupported }
+func pathErr(op, p string, err error) error         { return &os.PathError{Op: op, Path: p, Err: err} }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -375,5 +376,41 @@ func TestChild(t *testing.T) {
 			}
 		}
 		fmt.Println("> end")
+	}
+}
+
+// TestSuspectAcrossProcesses: a failed fdatasync in the parent, whose
+// rewrite fails too, leaves the segment suspect; a child process that
+// writes next rewrites it before appending, and the parent reads what the
+// child wrote.
+func TestSuspectAcrossProcesses(t *testing.T) {
+	if os.Getenv(childEnv) != "" {
+		t.Skip("in a child process")
+	}
+	dir := t.TempDir()
+	s := openDir(t, dir)
+	etag := mustPut(t, s, "k", "v1", ownership.IfAbsent())
+	c := startChild(t, 0, dir)
+	first := segmentPath(t, dir)
+	s.sys.datasync = failDatasync
+	if _, err := s.Put(t.Context(), "k", []byte("v2"), ownership.IfMatch(etag)); !errors.Is(err, ownership.ErrUnknownOutcome) {
+		t.Fatalf("put with a failing sync: %v, want ErrUnknownOutcome", err)
+	}
+	s.sys.datasync = fdatasync
+
+	c.send(t, "churn 1")
+	m := model{}
+	for _, f := range c.answer(t) {
+		if f[1] != "-" {
+			m[f[0]] = struct {
+				body string
+				etag ownership.ETag
+			}{strings.ReplaceAll(f[2], "_", " "), ownership.ETag(f[1])}
+		}
+	}
+	wantRewritten(t, dir, first)
+	m.check(t, s)
+	if m["k"].body != "v2" {
+		t.Fatalf("the child read %q under k, want the unknown write v2", m["k"].body)
 	}
 }

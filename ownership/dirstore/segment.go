@@ -51,7 +51,10 @@ type window struct {
 }
 
 // bytes returns the n bytes at off; off+n must not pass w.size. The slice
-// is valid until the next call.
+// is valid until the next call. It reads ahead up to w.size, but the file
+// may have become shorter since the fstat that gave w.size (a writer cut a
+// torn tail): a read that ends early counts as long as it covers the n
+// bytes asked for, and only one that does not reports errShortFile.
 func (w *window) bytes(off, n int64) ([]byte, error) {
 	if off >= w.base && off+n <= w.base+int64(len(w.buf)) {
 		return w.buf[off-w.base : off-w.base+n], nil
@@ -61,10 +64,15 @@ func (w *window) bytes(off, n int64) ([]byte, error) {
 		w.buf = make([]byte, m)
 	}
 	w.buf, w.base = w.buf[:m], off
-	if err := preadFull(w.sg.fd, w.sg.path, w.buf, off); err != nil {
+	got, err := pread(w.sg.fd, w.sg.path, w.buf, off)
+	if err == nil && int64(got) < n {
+		err = pathErr("pread", w.sg.path, errShortFile)
+	}
+	if err != nil {
 		w.buf = w.buf[:0]
 		return nil, err
 	}
+	w.buf = w.buf[:got]
 	return w.buf[:n], nil
 }
 

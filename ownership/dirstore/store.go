@@ -21,7 +21,8 @@ const (
 	formatText  = "wasmkeep dirstore 2\n"
 	lockName    = "lock"
 	currentName = "current"
-	tmpSuffix   = ".tmp-" // format.tmp-…, current.tmp-…: being written
+	suspectName = "suspect" // names a segment whose fdatasync failed
+	tmpSuffix   = ".tmp-"   // format.tmp-…, current.tmp-…: being written
 )
 
 // defaultCompactMin is the dead bytes a segment must hold, besides more
@@ -66,27 +67,45 @@ type Store struct {
 
 	// The fields below belong to whoever holds the write lock.
 
-	// staleSegments: a compaction could not unlink the segment it
-	// replaced; no write may land until one can (see removeStale).
+	// dirUnsynced: `current` may name a segment that no directory sync of
+	// this Store has made durable since (it loaded the segment, or its
+	// compaction's directory sync failed). No write may land, and no old
+	// segment be unlinked, until a directory sync succeeds (see settle).
+	dirUnsynced bool
+	// staleSegments: segments other than the current one may still be
+	// linked (a writer loaded a segment, or an unlink failed); no write may
+	// land until they are gone, or a reader elsewhere still on one of them
+	// would miss it (see removeStale).
 	staleSegments bool
-	// rewrite: a sync failed, so the segment may hold frames that a crash
-	// would damage. The writer compacts it before it lets the lock go,
-	// whatever its dead bytes, and after each later batch until that
-	// succeeds.
-	rewrite bool
+	// suspect names the segment whose fdatasync failed in this Store, as
+	// this Store knows it; the suspect file tells the others (see
+	// markSuspect). Nothing is appended to a suspect segment: the next
+	// writer rewrites it first.
+	suspect string
 	// compactMin is the dead bytes that make a segment worth compacting
 	// (tests lower it); compactAt raises it after a compaction fails, so
 	// that a full disk is not retried on every batch.
 	compactMin int64
 	compactAt  int64
-	// datasync makes a batch durable: fdatasync, or a stand-in with which
-	// tests fail it.
-	datasync func(fd int, p string) error
+	// sys makes files durable and removes segments (see sysCalls).
+	sys sysCalls
 
 	closed atomic.Bool
 }
 
 var _ ownership.Bucket = (*Store)(nil)
+
+// sysCalls are the calls through which a Store makes its files durable and
+// unlinks segments. A Store takes them from sysHooks when it opens; tests
+// replace them, in sysHooks or in one Store, to make them fail, and
+// nothing else does.
+type sysCalls struct {
+	datasync func(fd int, p string) error // of a segment, or a file about to be renamed into place
+	syncDir  func(dir string) error
+	remove   func(p string) error // of a segment
+}
+
+var sysHooks = sysCalls{datasync: fdatasync, syncDir: syncDir, remove: os.Remove}
 
 // Open opens the store in dir, creating the directory and an empty store
 // if needed. It cuts off a torn tail a crash left, and refuses a directory
@@ -101,7 +120,7 @@ func Open(dir string) (*Store, error) {
 	if err := os.MkdirAll(abs, 0o777); err != nil {
 		return nil, fmt.Errorf("dirstore: create %s: %w", dir, err)
 	}
-	s := &Store{dir: abs, sem: make(chan struct{}, 1), compactMin: defaultCompactMin, datasync: fdatasync}
+	s := &Store{dir: abs, sem: make(chan struct{}, 1), compactMin: defaultCompactMin, sys: sysHooks}
 	if err := s.open(); err != nil {
 		s.release()
 		return nil, fmt.Errorf("dirstore: open %s: %w", dir, err)
@@ -133,8 +152,13 @@ func (s *Store) open() error {
 	if err := s.load(true); err != nil {
 		return err
 	}
+	if err := s.settle(s.seg.name); err != nil {
+		return err
+	}
 	// Frames of a writer that crashed before its sync are in the index
 	// now; make them durable before any condition is checked against them.
+	// If that sync fails the segment is suspect, which the suspect file
+	// tells the next writer, and the Store can open all the same.
 	s.unsynced = true
 	return s.syncIfUnsynced()
 }
@@ -170,10 +194,31 @@ func (s *Store) checkFormat() error {
 }
 
 // ensureCurrent creates the first segment of a new store, and the
-// `current` file naming it.
+// `current` file naming it. Without `current`, a segment that holds frames
+// means that `current` was lost, not that the store is new: that is
+// refused, since starting afresh would drop what the segment holds. A
+// segment no longer than its header holds nothing, and is what a crash
+// while a store was being created leaves; it is replaced.
 func (s *Store) ensureCurrent() error {
 	if _, err := os.Stat(s.path(currentName)); !isNotExist(err) {
 		return err
+	}
+	names, err := readDirNames(s.dir)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if _, ok := parseSegName(n); !ok {
+			continue
+		}
+		fi, err := os.Lstat(s.path(n))
+		if err != nil && !isNotExist(err) {
+			return err
+		}
+		if err == nil && (!fi.Mode().IsRegular() || fi.Size() > segHeaderLen) {
+			return fmt.Errorf("%w: %s is missing, yet %s holds %d bytes; the store will not start afresh over it "+
+				"(restore `current`, writing the name of the segment in use into it)", ErrCorrupt, s.path(currentName), n, fi.Size())
+		}
 	}
 	name := segName(1)
 	if err := s.createSegment(name, appendSegHeader(nil, randomSalt())); err != nil {
@@ -196,7 +241,7 @@ func (s *Store) createSegment(name string, data []byte) error {
 	}
 	err = pwriteFull(fd, p, data, 0)
 	if err == nil {
-		err = fdatasync(fd, p)
+		err = s.sys.datasync(fd, p)
 	}
 	if cerr := closeFD(fd); err == nil && cerr != nil {
 		err = pathErr("close", p, cerr)
@@ -216,7 +261,7 @@ func (s *Store) replaceFile(name string, data []byte) error {
 		_ = os.Remove(tmp)
 		return err
 	}
-	return syncDir(s.dir)
+	return s.sys.syncDir(s.dir)
 }
 
 // readCurrent returns the segment `current` names and the inode of the
@@ -244,23 +289,101 @@ func (s *Store) readCurrent() (name string, ino uint64, err error) {
 }
 
 // removeStale removes every segment but current, and temp files a crash
-// left. The caller holds the lock. A Store still reading a removed segment
-// keeps its open descriptor, and learns of the removal from fstat.
+// left. The caller holds the lock, and has synced the directory since
+// `current` last changed (see settle): a segment is never unlinked while
+// a crash could still bring back a `current` naming it. A Store still
+// reading a removed segment keeps its open descriptor, and learns of the
+// removal from fstat. Until a call succeeds, staleSegments keeps every
+// write from landing: a reader elsewhere still on a segment that could not
+// be removed finds it linked, and would not look for the writes in the
+// new one.
 func (s *Store) removeStale(current string) error {
+	s.staleSegments = true
 	names, err := readDirNames(s.dir)
 	if err != nil {
 		return err
 	}
 	for _, name := range names {
 		_, isSeg := parseSegName(name)
-		if isSeg && name != current || strings.Contains(name, tmpSuffix) {
-			if err := os.Remove(s.path(name)); err != nil && !isNotExist(err) {
-				return err
-			}
+		var err error
+		switch {
+		case isSeg && name != current:
+			err = s.sys.remove(s.path(name))
+		case strings.Contains(name, tmpSuffix):
+			err = os.Remove(s.path(name))
+		}
+		if err != nil && !isNotExist(err) {
+			return fmt.Errorf("remove stale segment: %w", err)
 		}
 	}
 	s.staleSegments = false
 	return nil
+}
+
+// settle makes current, the segment this Store has caught up with, fit to
+// append to as far as the directory goes: it syncs the directory if `current`
+// may have changed since the last sync (a crash must not bring back a
+// `current` naming a segment that later writes are not in), then removes
+// the other segments. The caller holds the write lock.
+func (s *Store) settle(current string) error {
+	if s.dirUnsynced {
+		if err := s.sys.syncDir(s.dir); err != nil {
+			return fmt.Errorf("sync the directory after a segment switch: %w", err)
+		}
+		s.dirUnsynced = false
+	}
+	if !s.staleSegments {
+		return nil
+	}
+	return s.removeStale(current)
+}
+
+// markSuspect records that an fdatasync of sg failed. Linux reports a
+// failed writeback once and then counts the pages clean, so a later
+// fdatasync of the segment succeeds without writing them: nothing
+// appended after that frame could be trusted to survive a machine crash
+// (see doc.go, Failed syncs). The suspect file, naming sg, tells every
+// Store and process; the caller holds the write lock. It is replaced by
+// rename, so it is never read half written, and not synced: it matters
+// only while the machine runs, since after a machine crash the segment
+// holds what the disk holds and Open checks its tail as after any crash.
+func (s *Store) markSuspect(sg *segment) error {
+	s.suspect = sg.name
+	tmp := s.path(suspectName + tmpSuffix + randomHex(8))
+	err := os.WriteFile(tmp, []byte(sg.name+"\n"), 0o666)
+	if err == nil {
+		err = os.Rename(tmp, s.path(suspectName))
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("mark %s suspect: %w", sg.path, err)
+	}
+	return nil
+}
+
+// suspected reports whether sg, the current segment, failed an fdatasync
+// (in this Store, or in any other as the suspect file says). A suspect
+// file that names another segment is left from a rewrite that succeeded,
+// and is removed. The caller holds the write lock.
+func (s *Store) suspected(sg *segment) (bool, error) {
+	if s.suspect == sg.name {
+		return true, nil
+	}
+	p := s.path(suspectName)
+	data, err := os.ReadFile(p)
+	if isNotExist(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if strings.TrimSuffix(string(data), "\n") == sg.name {
+		return true, nil
+	}
+	if err := os.Remove(p); err != nil && !isNotExist(err) {
+		return false, err
+	}
+	return false, nil
 }
 
 func readDirNames(dir string) ([]string, error) {

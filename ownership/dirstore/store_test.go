@@ -538,12 +538,21 @@ func TestSyncFailure(t *testing.T) {
 	s := openDir(t, dir)
 	etag := mustPut(t, s, "k", "v1", ownership.IfAbsent())
 	first := segmentPath(t, dir)
-	s.datasync = func(int, string) error { return errors.New("injected EIO") }
+	failed := false
+	s.sys.datasync = func(fd int, p string) error {
+		if !failed {
+			failed = true // only the batch's sync fails, not the rewrite's
+			return errInjected
+		}
+		return fdatasync(fd, p)
+	}
 	_, err := s.Put(t.Context(), "k", []byte("v2"), ownership.IfMatch(etag))
 	if !errors.Is(err, ownership.ErrUnknownOutcome) || !strings.Contains(err.Error(), `put "k"`) {
 		t.Fatalf("put with a failing sync: %v, want ErrUnknownOutcome naming the key", err)
 	}
-	s.datasync = fdatasync
+	if _, err := os.Stat(filepath.Join(dir, suspectName)); !isNotExist(err) {
+		t.Fatalf("suspect file after a rewrite that succeeded: %v", err)
+	}
 	if segmentPath(t, dir) == first {
 		t.Fatal("the segment was not rewritten after a failed sync")
 	}

@@ -4,6 +4,7 @@ package dirstore
 
 import (
 	"errors"
+	"io"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -45,6 +46,10 @@ func fsync(fd int, p string) error {
 	return wrap("fsync", p, retryEINTR(func() error { return unix.Fsync(fd) }))
 }
 
+// sysPwrite is the pwrite system call. It is a variable only so that tests
+// can make it misbehave; nothing else sets it.
+var sysPwrite = unix.Pwrite
+
 func wrap(op, p string, err error) error {
 	if err == nil {
 		return nil
@@ -79,36 +84,52 @@ func inode(p string) (uint64, error) {
 	return uint64(st.Ino), nil
 }
 
-// preadFull reads len(buf) bytes at off. It reports io.ErrUnexpectedEOF
-// (wrapped) if the file ends first.
-func preadFull(fd int, p string, buf []byte, off int64) error {
-	for done := 0; done < len(buf); {
+// pread reads len(buf) bytes at off, or fewer if the file ends first, and
+// returns how many it read.
+func pread(fd int, p string, buf []byte, off int64) (int, error) {
+	done := 0
+	for done < len(buf) {
 		var n int
 		err := retryEINTR(func() (err error) {
 			n, err = unix.Pread(fd, buf[done:], off+int64(done))
 			return err
 		})
 		if err != nil {
-			return pathErr("pread", p, err)
+			return done, pathErr("pread", p, err)
 		}
 		if n == 0 {
-			return pathErr("pread", p, errShortFile)
+			break
 		}
 		done += n
 	}
-	return nil
+	return done, nil
 }
 
-// pwriteFull writes buf at off.
+// preadFull reads len(buf) bytes at off. It reports errShortFile (wrapped)
+// if the file ends first.
+func preadFull(fd int, p string, buf []byte, off int64) error {
+	n, err := pread(fd, p, buf, off)
+	if err == nil && n < len(buf) {
+		err = pathErr("pread", p, errShortFile)
+	}
+	return err
+}
+
+// pwriteFull writes buf at off. A pwrite that writes nothing and reports
+// no error (which POSIX allows only for an empty buffer) fails with
+// io.ErrShortWrite rather than being retried forever.
 func pwriteFull(fd int, p string, buf []byte, off int64) error {
 	for len(buf) > 0 {
 		var n int
 		err := retryEINTR(func() (err error) {
-			n, err = unix.Pwrite(fd, buf, off)
+			n, err = sysPwrite(fd, buf, off)
 			return err
 		})
 		if err != nil {
 			return pathErr("pwrite", p, err)
+		}
+		if n <= 0 {
+			return pathErr("pwrite", p, io.ErrShortWrite)
 		}
 		buf, off = buf[n:], off+int64(n)
 	}
@@ -119,14 +140,14 @@ func ftruncate(fd int, p string, size int64) error {
 	return wrap("ftruncate", p, retryEINTR(func() error { return unix.Ftruncate(fd, size) }))
 }
 
-// syncDir fsyncs the directory dir, making the creation, removal or
+// syncDir flushes the directory dir, making the creation, removal or
 // renaming of its entries durable.
 func syncDir(dir string) error {
 	fd, err := openFD(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
 		return err
 	}
-	err = fsync(fd, dir)
+	err = dirsync(fd, dir)
 	if cerr := unix.Close(fd); err == nil && cerr != nil {
 		err = pathErr("close", dir, cerr)
 	}
