@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
@@ -120,10 +121,14 @@ func (in *Instance) HandleSocket(ctx context.Context, sev *actors.SocketEvent, s
 // (what names the event in it).
 func (in *Instance) call(ctx context.Context, what string, socket bool, ev *event) (int32, error) {
 	cctx := ctx
-	if !in.m.r.cfg.NoEventTimeout {
+	if r := in.m.r; !r.cfg.NoEventTimeout {
 		var cancel context.CancelFunc
-		cctx, cancel = context.WithTimeout(ctx, in.m.r.cfg.EventTimeout)
-		defer cancel()
+		cctx, cancel = context.WithCancel(ctx)
+		r.watch.start(in, time.Now().Add(r.cfg.EventTimeout), cancel)
+		defer func() {
+			r.watch.stop(in)
+			cancel()
+		}()
 	}
 	if in.mod == nil {
 		if err := in.start(cctx); err != nil {

@@ -162,6 +162,9 @@ type Runtime struct {
 
 	// step is the trim clock: how many trim steps have run.
 	step atomic.Uint64
+
+	// watch stops the guests that run past their event timeout (watch.go).
+	watch watch
 }
 
 // goBackground runs f in a goroutine with a context cancelled by Close,
@@ -219,6 +222,9 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err := instantiateABI(ctx, r.rt); err != nil {
 		_ = r.Close(ctx)
 		return nil, fmt.Errorf("wasmhost: instantiate abi: %w", err)
+	}
+	if !cfg.NoEventTimeout {
+		r.goBackground(func(ctx context.Context) { r.runWatch(ctx, watchPeriod(cfg.EventTimeout)) })
 	}
 	if cfg.TrimInterval > 0 && (r.alloc != nil || cfg.Prestart > 0) {
 		r.goBackground(func(ctx context.Context) { r.runTrim(ctx, cfg.TrimInterval/trimSteps) })
