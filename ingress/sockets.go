@@ -85,57 +85,78 @@ func (s *socketSink) Error(a ownership.Actor, id sockets.ID, err error) {
 }
 
 // deliver runs ev on its actor here, retrying while the actor is
-// unavailable, within socketEventWait. An event that cannot run is counted
-// and logged; a message whose actor is held by another node closes its
-// socket (1012), since only this node can reach it.
+// unavailable, for at most socketEventWait after the first try. An event
+// that cannot run is counted and logged; a message whose actor is held by
+// another node closes its socket (1012), since only this node can reach
+// it. The first try is bounded only by the event's own limits (a wasm
+// guest's event timeout, say), so that the usual event costs no timer.
 func (s *socketSink) deliver(a ownership.Actor, ev *actors.SocketEvent) {
 	host := s.host.Load()
 	if host == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), socketEventWait)
-	defer cancel()
 	s.events.WithLabelValues(ev.Kind.String()).Inc()
+	var deadline time.Time // set at the first retry
 	for {
-		d, err := s.keeper.Acquire(ctx, a)
-		if err != nil {
-			s.failed(a, ev, "acquire", err.Error())
+		ctx, cancel := context.Background(), context.CancelFunc(nil)
+		if !deadline.IsZero() {
+			ctx, cancel = context.WithDeadline(ctx, deadline)
+		}
+		retry, finished := s.try(ctx, host, a, ev)
+		if cancel != nil {
+			cancel()
+		}
+		if finished {
 			return
 		}
-		var retry time.Duration
-		switch d.Verdict {
-		case keeper.Granted:
-			woke, err := host.DeliverSocket(ctx, a, d.Gen, ev)
-			var ua *actors.UnavailableError
-			switch {
-			case err == nil:
-				if woke {
-					s.wakes.Inc()
-				}
-				return
-			case errors.As(err, &ua):
-				retry = ua.RetryAfter
-			default:
-				s.failed(a, ev, "deliver", err.Error())
-				return
-			}
-		case keeper.Routed:
-			s.failed(a, ev, "held elsewhere", "actor held by node "+string(d.Node))
-			return
-		default:
-			if d.Draining {
-				s.failed(a, ev, "draining", d.Reason)
-				return
-			}
-			retry = d.RetryAfter
+		if deadline.IsZero() {
+			deadline = time.Now().Add(socketEventWait)
 		}
-		select {
-		case <-time.After(min(max(retry, 50*time.Millisecond), socketRetryPause)):
-		case <-ctx.Done():
+		wait := min(max(retry, 50*time.Millisecond), socketRetryPause)
+		if time.Until(deadline) < wait {
 			s.failed(a, ev, "timeout", "actor unavailable for "+socketEventWait.String())
 			return
 		}
+		time.Sleep(wait)
 	}
+}
+
+// try runs ev once. Unless finished (run, or failed for good), the actor
+// was unavailable here and suggests retrying after retry.
+func (s *socketSink) try(ctx context.Context, host *actors.Host, a ownership.Actor, ev *actors.SocketEvent) (retry time.Duration, finished bool) {
+	d, err := s.keeper.Acquire(ctx, a)
+	if err != nil {
+		s.failed(a, ev, "acquire", err.Error())
+		return 0, true
+	}
+	switch d.Verdict {
+	case keeper.Granted:
+		woke, err := host.DeliverSocket(ctx, a, d.Gen, ev)
+		var ua *actors.UnavailableError
+		switch {
+		case err == nil:
+			if woke {
+				s.wakes.Inc()
+			}
+			return 0, true
+		case errors.As(err, &ua):
+			return ua.RetryAfter, false
+		case ctx.Err() != nil:
+			s.failed(a, ev, "timeout", "actor unavailable for "+socketEventWait.String())
+			return 0, true
+		default:
+			s.failed(a, ev, "deliver", err.Error())
+			return 0, true
+		}
+	case keeper.Routed:
+		s.failed(a, ev, "held elsewhere", "actor held by node "+string(d.Node))
+		return 0, true
+	}
+	if d.Draining {
+		s.failed(a, ev, "draining", d.Reason)
+		return 0, true
+	}
+	return d.RetryAfter, false
 }
 
 func (s *socketSink) failed(a ownership.Actor, ev *actors.SocketEvent, reason, detail string) {
