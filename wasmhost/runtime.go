@@ -224,24 +224,25 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 		return nil, fmt.Errorf("wasmhost: instantiate abi: %w", err)
 	}
 	if !cfg.NoEventTimeout {
-		r.goBackground(func(ctx context.Context) { r.runWatch(ctx, watchPeriod(cfg.EventTimeout)) })
+		r.goBackground(func(ctx context.Context) { every(ctx, watchPeriod(cfg.EventTimeout), r.watch.check) })
 	}
 	if cfg.TrimInterval > 0 && (r.alloc != nil || cfg.Prestart > 0) {
-		r.goBackground(func(ctx context.Context) { r.runTrim(ctx, cfg.TrimInterval/trimSteps) })
+		r.goBackground(func(ctx context.Context) { every(ctx, cfg.TrimInterval/trimSteps, func(time.Time) { r.trim() }) })
 	}
 	return r, nil
 }
 
-// runTrim takes a trim step every period until ctx is done.
-func (r *Runtime) runTrim(ctx context.Context, period time.Duration) {
+// every calls f with the time of each tick, every period, until ctx is
+// done.
+func every(ctx context.Context, period time.Duration, f func(now time.Time)) {
 	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
-			r.trim()
+		case now := <-t.C:
+			f(now)
 		}
 	}
 }

@@ -59,20 +59,6 @@ func (w *watch) check(now time.Time) {
 	}
 }
 
-// runWatch checks the calls every period until ctx is done.
-func (r *Runtime) runWatch(ctx context.Context, period time.Duration) {
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			r.watch.check(now)
-		}
-	}
-}
-
 // watchPeriod is how often the calls are looked at for timeout.
 func watchPeriod(timeout time.Duration) time.Duration {
 	return min(max(timeout/watchTicks, time.Millisecond), time.Second)
