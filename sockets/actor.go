@@ -36,14 +36,17 @@ func (o *Owner) Send(a ownership.Actor, id ID, text bool, data []byte) error {
 
 // Broadcast queues data for every open socket of a carrying tag (every open
 // socket when tag is ""), as Send does, and returns how many it was queued
-// for. A socket whose queue is full is closed with 1013 and not counted.
+// for. A socket whose queue is full is closed with 1013 and not counted. A
+// socket whose upgrade is under way (its client may already hold the
+// handshake's answer) is not counted either, but gets the message first
+// once it is open.
 func (o *Owner) Broadcast(a ownership.Actor, tag string, text bool, data []byte) (int, error) {
 	if len(data) > o.cfg.MaxMessage {
 		return 0, fmt.Errorf("broadcast to %s: %w: %d bytes, limit %d", a, ErrInvalid, len(data), o.cfg.MaxMessage)
 	}
 	shared := slices.Clone(data) // one copy, read by every writer
 	n := 0
-	for _, s := range o.sockets(a, false) {
+	for _, s := range o.broadcastTargets(a, tag, kindOf(text), shared) {
 		if (tag == "" || slices.Contains(s.tags, tag)) && s.send(kindOf(text), shared) == nil {
 			n++
 		}
@@ -188,4 +191,25 @@ func checkClose(code int, reason string) error {
 		return fmt.Errorf("%w: close reason of %d bytes, limit %d", ErrInvalid, len(reason), MaxCloseReason)
 	}
 	return nil
+}
+
+// broadcastTargets returns a's open sockets, and keeps the message for the
+// sockets of a being accepted that carry tag (every one for ""), in the
+// same hold of the lock that makes an accepted socket visible: each
+// broadcast reaches a new socket either through its pending queue or
+// directly, never neither.
+func (o *Owner) broadcastTargets(a ownership.Actor, tag string, kind frameKind, data []byte) []*socket {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, p := range o.pending[a] {
+		if tag == "" || slices.Contains(p.tags, tag) {
+			p.keep(kind, data, o.cfg.SendQueue)
+		}
+	}
+	src := o.byActor[a]
+	out := make([]*socket, 0, len(src))
+	for _, s := range src {
+		out = append(out, s)
+	}
+	return out
 }

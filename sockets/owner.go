@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -205,6 +206,11 @@ type Owner struct {
 	byActor map[ownership.Actor]map[ID]*socket
 	wheel   [wheelSlots]map[ID]*socket // see ping.go
 	auto    map[ownership.Actor]AutoResponse
+	// pending holds, per actor, the upgrades under way: a socket's
+	// handshake answer reaches its client before the socket is in byActor,
+	// so what the actor broadcasts meanwhile is kept for it (Broadcast)
+	// and queued first once it is (Accept).
+	pending map[ownership.Actor][]*pendingAccept
 	// closeAll counts CloseAll calls, and last is the latest one's code and
 	// reason: a socket reserved before a CloseAll and inserted after it is
 	// closed by Accept itself (Invariant: no socket escapes a CloseAll).
@@ -247,6 +253,7 @@ func New(cfg Config) (*Owner, error) {
 		pingDone: make(chan struct{}),
 		byID:     map[ID]*socket{},
 		byActor:  map[ownership.Actor]map[ID]*socket{},
+		pending:  map[ownership.Actor][]*pendingAccept{},
 		auto:     map[ownership.Actor]AutoResponse{},
 	}
 	for i := range o.wheel {
@@ -288,12 +295,15 @@ func (o *Owner) Accept(w http.ResponseWriter, r *http.Request, a ownership.Actor
 	o.held++
 	o.wg.Add(1) // the reader's, or released below
 	epoch := o.closeAll
+	p := &pendingAccept{tags: tags}
+	o.pending[a] = append(o.pending[a], p)
 	o.mu.Unlock()
 
 	conn, err := o.upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		o.mu.Lock()
 		o.held--
+		o.dropPendingLocked(a, p)
 		o.mu.Unlock()
 		o.wg.Done()
 		o.m.refused.WithLabelValues("handshake").Inc()
@@ -305,6 +315,10 @@ func (o *Owner) Accept(w http.ResponseWriter, r *http.Request, a ownership.Actor
 	o.m.open.Inc()
 
 	o.mu.Lock()
+	o.dropPendingLocked(a, p)
+	// What was broadcast during the handshake goes first, before anything
+	// sent once the socket is visible (s is not shared yet).
+	s.queue, s.queued = p.frames, p.bytes
 	o.byID[s.id] = s
 	bucket := o.byActor[a]
 	if bucket == nil {
@@ -317,10 +331,54 @@ func (o *Owner) Accept(w http.ResponseWriter, r *http.Request, a ownership.Actor
 	o.mu.Unlock()
 
 	go s.read()
-	if late { // a CloseAll ran while it was upgraded
+	switch {
+	case late: // a CloseAll ran while it was upgraded
 		_ = s.close(code, reason, reason)
+	case p.overflow:
+		s.fail(ErrSlowReader)
+	case len(p.frames) > 0:
+		s.mu.Lock()
+		if len(s.queue) > 0 {
+			s.startWriterLocked()
+		}
+		s.mu.Unlock()
 	}
 	return s.id, nil
+}
+
+// pendingAccept is an upgrade under way for an actor: the broadcasts it
+// must not miss (see Owner.pending).
+type pendingAccept struct {
+	tags     []string
+	frames   []frame
+	bytes    int
+	overflow bool // more than a send queue's worth: closed with 1013 once open
+}
+
+// keep queues a broadcast for the socket being accepted.
+func (p *pendingAccept) keep(kind frameKind, data []byte, limit int) {
+	if p.overflow {
+		return
+	}
+	if p.bytes > 0 && p.bytes+len(data) > limit {
+		p.frames, p.bytes, p.overflow = nil, 0, true
+		return
+	}
+	p.frames = append(p.frames, frame{kind: kind, data: data})
+	p.bytes += len(data)
+}
+
+// dropPendingLocked removes p from a's upgrades under way.
+func (o *Owner) dropPendingLocked(a ownership.Actor, p *pendingAccept) {
+	list := o.pending[a]
+	if i := slices.Index(list, p); i >= 0 {
+		list = slices.Delete(list, i, i+1)
+	}
+	if len(list) == 0 {
+		delete(o.pending, a)
+		return
+	}
+	o.pending[a] = list
 }
 
 func (o *Owner) unavailable(w http.ResponseWriter, msg string) {

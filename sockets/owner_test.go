@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -516,5 +517,57 @@ func TestRacingClosesKeepOneGonePerSocket(t *testing.T) {
 	}
 	if o, g := e.sink.counts(room); o != n || g != n {
 		t.Errorf("Opened %d, Gone %d; want %d each", o, g, n)
+	}
+}
+
+// TestBroadcastDuringHandshake: a socket's handshake answer reaches its
+// client before the socket is listed as the actor's, so a broadcast the
+// actor makes meanwhile is kept for it: the client gets it first, before
+// what is broadcast later; one for a tag it lacks is not kept.
+func TestBroadcastDuringHandshake(t *testing.T) {
+	inCheck, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	e := newEnv(t, Config{CheckOrigin: func(*http.Request) bool {
+		once.Do(func() {
+			close(inCheck)
+			<-release
+		})
+		return true
+	}})
+	a := ownership.Actor{Class: "room", Name: "a"}
+	type dialed struct {
+		c   *websocket.Conn
+		err error
+	}
+	done := make(chan dialed, 1)
+	go func() {
+		c, _, err := e.tryDial(a, "member")
+		done <- dialed{c, err}
+	}()
+	<-inCheck // the upgrade is under way
+	if n, err := e.o.Broadcast(a, "member", true, []byte("during")); err != nil || n != 0 {
+		t.Fatalf("broadcast during the handshake: %d, %v; want 0 sockets listed", n, err)
+	}
+	if _, err := e.o.Broadcast(a, "other", true, []byte("not for it")); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	d := <-done
+	if d.err != nil {
+		t.Fatalf("dial: %v", d.err)
+	}
+	t.Cleanup(func() { _ = d.c.Close() })
+	if r := e.nextAccept(); r.err != nil {
+		t.Fatalf("accept: %v", r.err)
+	}
+	if n, err := e.o.Broadcast(a, "", true, []byte("after")); err != nil || n != 1 {
+		t.Fatalf("broadcast after: %d, %v", n, err)
+	}
+	for _, want := range []string{"during", "after"} {
+		_ = d.c.SetReadDeadline(time.Now().Add(wait))
+		_, got, err := d.c.ReadMessage()
+		if err != nil || string(got) != want {
+			t.Fatalf("client read %q, %v; want %q", got, err, want)
+		}
 	}
 }
