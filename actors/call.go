@@ -68,14 +68,12 @@ type Caller interface {
 // call timeout. See the comment at the top of this file for what a call
 // commits first, and the errors it can return besides the Caller's.
 func Call(ctx context.Context, to ownership.Actor, req *Request) (*Response, error) {
-	ec, ok := ctx.Value(callKey{}).(*eventCall)
+	ev, ok := ctx.Value(eventValuesKey{}).(*eventValues)
 	if !ok {
 		return nil, ErrNotInEvent
 	}
-	return ec.call(ctx, to, req)
+	return ev.call.call(ctx, to, req)
 }
-
-type callKey struct{}
 
 type chainKey struct{}
 
@@ -99,7 +97,7 @@ type eventCall struct {
 	in    *instance
 	actx  actor.Context
 	t     *txn
-	chain []ownership.Actor // the event's chain, ending with its own actor
+	outer []ownership.Actor // the chain the event was called through, if any
 }
 
 func (ec *eventCall) call(ctx context.Context, to ownership.Actor, req *Request) (*Response, error) {
@@ -107,16 +105,17 @@ func (ec *eventCall) call(ctx context.Context, to ownership.Actor, req *Request)
 	if in.h.cfg.Caller == nil {
 		return nil, fmt.Errorf("%w: this node routes no calls", ErrCallFailed)
 	}
-	if slices.Contains(ec.chain, to) {
+	chain := append(slices.Clip(ec.outer), in.actor)
+	if slices.Contains(chain, to) {
 		return nil, fmt.Errorf("%w: %s/%s is waiting in this call chain", ErrCallCycle, to.Class, to.Name)
 	}
-	if len(ec.chain) > MaxCallDepth {
+	if len(chain) > MaxCallDepth {
 		return nil, fmt.Errorf("%w: chain deeper than %d calls", ErrCallCycle, MaxCallDepth)
 	}
 	if err := in.commitForCall(ec.actx, ec.t); err != nil {
 		return nil, err
 	}
-	cctx, cancel := context.WithTimeout(WithCallChain(ctx, ec.chain), in.h.cfg.CallTimeout)
+	cctx, cancel := context.WithTimeout(WithCallChain(ctx, chain), in.h.cfg.CallTimeout)
 	defer cancel()
 	start := time.Now()
 	resp, err := in.h.cfg.Caller.Call(cctx, to, req)

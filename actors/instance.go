@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
-	"slices"
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -142,6 +141,14 @@ func (in *instance) answer(ctx actor.Context, m *eventMsg, r result) {
 	}
 }
 
+// eventValues is what the event's context carries for SocketsOf and Call.
+type eventValues struct {
+	socks eventSockets // owner nil: the node serves no sockets
+	call  eventCall
+}
+
+type eventValuesKey struct{}
+
 func (in *instance) event(ctx actor.Context, m *eventMsg) {
 	if in.ended.Load() {
 		in.answer(ctx, m, result{err: in.h.unavailable(in.actor, "hold ended")})
@@ -164,16 +171,13 @@ func (in *instance) event(ctx actor.Context, m *eventMsg) {
 		}
 	}
 	t := newTxn(in.state.KV, in.h.cfg.MaxState)
-	var socks *eventSockets
-	ctx2 := m.ctx
-	if in.h.cfg.Sockets != nil {
-		socks = &eventSockets{owner: in.h.cfg.Sockets, actor: in.actor}
-		ctx2 = context.WithValue(m.ctx, socketsKey{}, socks)
+	// What SocketsOf and Call reach through the event's context: one value.
+	ev := &eventValues{
+		socks: eventSockets{owner: in.h.cfg.Sockets, actor: in.actor},
+		call:  eventCall{in: in, actx: ctx, t: t, outer: CallChain(m.ctx)},
 	}
-	ec := &eventCall{in: in, actx: ctx, t: t, chain: append(slices.Clip(CallChain(m.ctx)), in.actor)}
-	ctx2 = context.WithValue(ctx2, callKey{}, ec)
 	gen := in.gen
-	resp, err := in.run(ctx2, m, t)
+	resp, err := in.run(context.WithValue(m.ctx, eventValuesKey{}, ev), m, t)
 	if !in.loaded || in.gen != gen {
 		// A commit before one of the event's calls failed: the working
 		// state was dropped, and the event fails with it.
@@ -189,10 +193,7 @@ func (in *instance) event(ctx actor.Context, m *eventMsg) {
 			in.state.KV = t.result()
 			in.version++
 		}
-		r = result{resp: resp}
-		if socks != nil {
-			r.out = socks.out
-		}
+		r = result{resp: resp, out: ev.socks.out}
 	}
 	r.woke = m.spawned
 	in.waiting = append(in.waiting, waiter{m: m, r: r, upto: in.version})

@@ -112,14 +112,12 @@ type Sockets interface {
 // ErrNoSockets: the node runs without a socket owner.
 var ErrNoSockets = errors.New("this node serves no WebSockets")
 
-type socketsKey struct{}
-
 // SocketsOf returns the sockets of the actor whose event ctx belongs to.
 // Outside an event, or on a node without sockets, every call fails or does
 // nothing.
 func SocketsOf(ctx context.Context) Sockets {
-	if s, ok := ctx.Value(socketsKey{}).(*eventSockets); ok {
-		return s
+	if ev, ok := ctx.Value(eventValuesKey{}).(*eventValues); ok && ev.socks.owner != nil {
+		return &ev.socks
 	}
 	return noSockets{}
 }
