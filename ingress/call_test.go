@@ -8,6 +8,7 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/ingress"
+	"github.com/wasmkeep/wasmkeep/internal/nodetest"
 	"github.com/wasmkeep/wasmkeep/ownership"
 )
 
@@ -32,13 +33,15 @@ func hop(ctx context.Context, req *actors.Request, _ actors.Storage) (*actors.Re
 	return actors.Text(resp.Status, to.Name+" said "+strings.TrimSpace(string(resp.Body))), nil
 }
 
-func hopRegistry(t *testing.T) *actors.Registry {
+// hopNode starts node name (instance name+"i") on dir serving hop
+// beside the built-in classes, with key as its cluster key ("": none).
+func hopNode(t *testing.T, dir, name, key string) *testNode {
 	t.Helper()
-	reg := actors.BuiltIn()
-	if err := reg.Register("hop", actors.ClassFunc(hop)); err != nil {
-		t.Fatal(err)
+	o := nodetest.Options{Dir: dir, Node: name, Instance: name + "i", Classes: map[string]actors.Class{"hop": actors.ClassFunc(hop)}}
+	if key != "" {
+		o.Configure = func(c *ingress.NodeConfig) { c.ClusterKey = []byte(key) }
 	}
-	return reg
+	return startTestNodeWith(t, o)
 }
 
 // TestCallAcrossNodes: an actor calls actors held here and on another node
@@ -46,8 +49,8 @@ func hopRegistry(t *testing.T) *actors.Registry {
 // through two nodes is refused where it closes.
 func TestCallAcrossNodes(t *testing.T) {
 	dir := t.TempDir()
-	n1 := startTestNodeWith(t, dir, "n1", "i1", hopRegistry(t))
-	n2 := startTestNodeWith(t, dir, "n2", "i2", hopRegistry(t))
+	n1 := hopNode(t, dir, "n1", "")
+	n2 := hopNode(t, dir, "n2", "")
 	n1.mustGet(t, "/actor/counter/a", "1") // n1 holds counter/a
 	n1.mustGet(t, "/actor/hop/q", "hop")   // and hop/q
 	n2.mustGet(t, "/actor/hop/p", "hop")   // n2 holds hop/p
@@ -85,12 +88,9 @@ func TestCallAcrossNodes(t *testing.T) {
 // are refused.
 func TestClusterKey(t *testing.T) {
 	dir := t.TempDir()
-	withKey := func(key string) func(*ingress.NodeConfig) {
-		return func(c *ingress.NodeConfig) { c.ClusterKey = []byte(key) }
-	}
 	const key = "a cluster key of 32 bytes, ok..."
-	n1 := startTestNodeWith(t, dir, "n1", "i1", hopRegistry(t), withKey(key))
-	n2 := startTestNodeWith(t, dir, "n2", "i2", hopRegistry(t), withKey(key))
+	n1 := hopNode(t, dir, "n1", key)
+	n2 := hopNode(t, dir, "n2", key)
 	n1.mustGet(t, "/actor/counter/a", "1")
 	n1.mustGet(t, "/actor/hop/q", "hop")
 	n2.mustGet(t, "/actor/counter/a", "2")                   // forwarded, signed
@@ -105,7 +105,7 @@ func TestClusterKey(t *testing.T) {
 			t.Fatalf("client sending %s: %d %q; want 401", h, status, body)
 		}
 	}
-	n3 := startTestNodeWith(t, dir, "n3", "i3", hopRegistry(t), withKey("another key, also long enough"))
+	n3 := hopNode(t, dir, "n3", "another key, also long enough")
 	if status, _ := n3.get(t, "/actor/counter/a", nil); status != http.StatusUnauthorized {
 		t.Fatalf("forwarded with another key: %d; want 401 from the holder", status)
 	}

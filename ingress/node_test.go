@@ -3,13 +3,12 @@ package ingress_test
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 
-	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/ingress"
+	"github.com/wasmkeep/wasmkeep/internal/nodetest"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/dirstore"
 )
@@ -22,36 +21,14 @@ type testNode struct {
 
 func startTestNode(t *testing.T, dir, name, instance string) *testNode {
 	t.Helper()
-	return startTestNodeWith(t, dir, name, instance, nil)
+	return startTestNodeWith(t, nodetest.Options{Dir: dir, Node: name, Instance: instance})
 }
 
-// startTestNodeWith starts a node serving reg (nil: the built-in classes),
-// its configuration changed by opts.
-func startTestNodeWith(t *testing.T, dir, name, instance string, reg *actors.Registry, opts ...func(*ingress.NodeConfig)) *testNode {
+// startTestNodeWith starts a node as o says.
+func startTestNodeWith(t *testing.T, o nodetest.Options) *testNode {
 	t.Helper()
-	b, err := dirstore.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := ingress.NodeConfig{
-		Core:   ownership.DefaultConfig(ownership.NodeID(name), ownership.InstanceID(instance)),
-		Bucket: b, Listener: lis, Registry: reg,
-	}
-	for _, o := range opts {
-		o(&cfg)
-	}
-	n, err := ingress.StartNode(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tn := &testNode{Node: n, url: "http://" + lis.Addr().String()}
-	t.Cleanup(func() { tn.stop(t) })
-	return tn
+	n := nodetest.Start(t, o)
+	return &testNode{Node: n.Node, url: n.URL}
 }
 
 // stop stops the node cleanly; a second call does nothing.

@@ -4,6 +4,7 @@
 package nodetest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"net"
@@ -25,13 +26,21 @@ import (
 // Wait bounds every wait of this package.
 const Wait = 15 * time.Second
 
-// Options shape a test node. The zero value is a node "n1" serving the
-// built-in classes with the default idle timeout.
+// Options shape a test node. The zero value is a node "n1" (instance
+// "i1") on a fresh directory bucket, serving the built-in classes with the
+// default idle timeout.
 type Options struct {
 	// Classes are registered next to the built-in ones, by name.
 	Classes map[string]actors.Class
 	// IdleTimeout: zero is the node's default.
 	IdleTimeout time.Duration
+	// Dir is the directory bucket's directory; several nodes on one are a
+	// cluster. "": a fresh one.
+	Dir string
+	// Node and Instance name the node; "": "n1" and "i1".
+	Node, Instance string
+	// Configure, when set, changes the node's configuration last.
+	Configure func(*ingress.NodeConfig)
 }
 
 // Node is a running test node; it stops when the test ends.
@@ -42,10 +51,14 @@ type Node struct {
 	hibernations chan string
 }
 
-// Start starts a node over a fresh directory bucket.
+// Start starts a node as o says.
 func Start(t testing.TB, o Options) *Node {
 	t.Helper()
-	b, err := dirstore.Open(t.TempDir())
+	if o.Dir == "" {
+		o.Dir = t.TempDir()
+	}
+	o.Node, o.Instance = cmp.Or(o.Node, "n1"), cmp.Or(o.Instance, "i1")
+	b, err := dirstore.Open(o.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,8 +74,8 @@ func Start(t testing.TB, o Options) *Node {
 		}
 	}
 	hib := make(chan string, 256)
-	n, err := ingress.StartNode(t.Context(), ingress.NodeConfig{
-		Core:   ownership.DefaultConfig("n1", "i1"),
+	cfg := ingress.NodeConfig{
+		Core:   ownership.DefaultConfig(ownership.NodeID(o.Node), ownership.InstanceID(o.Instance)),
 		Bucket: b, Listener: lis, Registry: reg, IdleTimeout: o.IdleTimeout,
 		OnHibernate: func(a ownership.Actor, _ ownership.Generation, reason string) {
 			select {
@@ -70,7 +83,11 @@ func Start(t testing.TB, o Options) *Node {
 			default:
 			}
 		},
-	})
+	}
+	if o.Configure != nil {
+		o.Configure(&cfg)
+	}
+	n, err := ingress.StartNode(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
