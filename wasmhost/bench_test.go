@@ -237,9 +237,7 @@ func BenchmarkWake(b *testing.B) {
 				}
 				b.StopTimer()
 				in.Close()
-				for !m.poolFull() {
-					time.Sleep(100 * time.Microsecond)
-				}
+				waitPool(b, m)
 			}
 			wake() // starts filling the pool
 			cpu0 := cpuTime(b)
@@ -257,13 +255,6 @@ func BenchmarkWake(b *testing.B) {
 			}
 		})
 	}
-}
-
-// poolFull reports whether m's pool holds all the instances it keeps.
-func (m *Module) poolFull() bool {
-	m.pool.mu.Lock()
-	defer m.pool.mu.Unlock()
-	return len(m.pool.ready) >= m.r.cfg.Prestart && !m.pool.filling
 }
 
 // BenchmarkIdle measures the memory a runtime keeps once all its actors
@@ -297,9 +288,7 @@ func BenchmarkIdle(b *testing.B) {
 		for _, in := range ins {
 			in.Close()
 		}
-		for !m.poolFull() {
-			time.Sleep(100 * time.Microsecond)
-		}
+		waitPool(b, m)
 		debug.FreeOSMemory()
 		idle = float64(rss(b) - before)
 		for range trimSteps + 1 {

@@ -3,16 +3,17 @@ package wasmhost
 import (
 	"context"
 	"testing"
-	"time"
 )
 
-// waitPool waits until m's pool is full.
-func waitPool(t *testing.T, m *Module) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !m.poolFull(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("pool not filled")
-		}
+// waitPool waits for the goroutine filling m's pool, if any, to end, and
+// fails the test unless the pool is full then.
+func waitPool(tb testing.TB, m *Module) {
+	tb.Helper()
+	m.pool.fills.Wait()
+	m.pool.mu.Lock()
+	defer m.pool.mu.Unlock()
+	if m.r.cfg.Prestart > 0 && len(m.pool.ready) < m.r.cfg.Prestart {
+		tb.Fatalf("pool filled with %d of %d instances", len(m.pool.ready), m.r.cfg.Prestart)
 	}
 }
 
