@@ -105,6 +105,7 @@ func instantiateABI(ctx context.Context, rt wazero.Runtime) error {
 	}
 	socketFunctions(fn)
 	callFunctions(fn)
+	meterFunction(fn)
 	// abi_version() -> i32
 	fn("abi_version", func(_ context.Context, _ api.Module, stack []uint64) {
 		stack[0] = api.EncodeU32(wire.Version)

@@ -61,14 +61,11 @@ type Config struct {
 	// running when it passes is stopped, its event fails with an error
 	// wrapping ErrTimeout, and its instance is discarded. Zero means
 	// DefaultEventTimeout.
-	//
-	// Stopping a guest needs wazero's close-on-context-done checks, which
-	// slow compute-bound guest code many times over and double the cost of
-	// a short event (see "Cost of the time limit" in the package doc).
+	// The limit costs a context and a map entry per event, and a few
+	// instructions per guest loop ("The time limit" in the package doc).
 	EventTimeout time.Duration
-	// NoEventTimeout turns the time limit off (and its cost with it): a
-	// guest in an endless loop then holds its actor forever. Only for
-	// trusted guests.
+	// NoEventTimeout turns the time limit off: a guest in an endless loop
+	// then holds its actor forever. Only for trusted guests.
 	NoEventTimeout bool
 	// Prestart is how many started wasm instances each class keeps ready
 	// (instantiated and initialised in the background, from the class's
@@ -198,9 +195,9 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	// No WithCloseOnContextDone: guests are metered (Compile, meter.go).
 	rc := wazero.NewRuntimeConfigCompiler().
-		WithMemoryLimitPages(uint32(cfg.MemoryLimit / pageSize)).
-		WithCloseOnContextDone(!cfg.NoEventTimeout)
+		WithMemoryLimitPages(uint32(cfg.MemoryLimit / pageSize))
 	r := &Runtime{cfg: cfg, alloc: newAllocator(), images: true, merge: true, warm: true}
 	r.bg, r.cancelBg = context.WithCancel(context.Background())
 	if cfg.CacheDir != "" {
@@ -319,6 +316,10 @@ const (
 // compiles, and its events get 501. A module whose initial memory
 // is over Config.MemoryLimit fails to compile.
 func (r *Runtime) Compile(ctx context.Context, class string, wasm []byte) (*Module, error) {
+	wasm, err := instrument(wasm)
+	if err != nil {
+		return nil, fmt.Errorf("compile class %q: %w", class, err)
+	}
 	// The data segments go into an image if they can (all below the
 	// memory's initial size, so that instantiation cannot fail on them),
 	// else are merged.
