@@ -68,7 +68,7 @@ var testModule = assemble(
 	)),
 	sec(secStart, u(6)),
 	sec(secElement, vec(
-		[]byte{0x00, 0x41, 0x00, 0x0B, 1, 1},                  // slot 0: function 1
+		[]byte{0x00, 0x41, 0x00, 0x0B, 1, 1},                // slot 0: function 1
 		[]byte{0x04, 0x41, 0x01, 0x0B, 1, 0xD2, 0x04, 0x0B}, // slot 1: ref.func 4
 	)),
 	sec(secCode, vec(
