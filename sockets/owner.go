@@ -209,16 +209,10 @@ type Owner struct {
 	// pending holds, per actor, the upgrades under way: a socket's
 	// handshake answer reaches its client before the socket is in byActor,
 	// so what the actor broadcasts meanwhile is kept for it (Broadcast)
-	// and queued first once it is (Accept).
+	// and queued first once it is (Accept), and a CloseActor or CloseAll
+	// meanwhile closes it once it is (Invariant: no socket escapes a
+	// close of its actor's or the node's sockets).
 	pending map[ownership.Actor][]*pendingAccept
-	// closeAll counts CloseAll calls, and last is the latest one's code and
-	// reason: a socket reserved before a CloseAll and inserted after it is
-	// closed by Accept itself (Invariant: no socket escapes a CloseAll).
-	closeAll     uint64
-	lastCloseAll struct {
-		code   int
-		reason string
-	}
 }
 
 // writeBuffers is shared by every Owner: a socket holds a write buffer only
@@ -294,7 +288,6 @@ func (o *Owner) Accept(w http.ResponseWriter, r *http.Request, a ownership.Actor
 	}
 	o.held++
 	o.wg.Add(1) // the reader's, or released below
-	epoch := o.closeAll
 	p := &pendingAccept{tags: tags}
 	o.pending[a] = append(o.pending[a], p)
 	o.mu.Unlock()
@@ -327,12 +320,12 @@ func (o *Owner) Accept(w http.ResponseWriter, r *http.Request, a ownership.Actor
 	}
 	bucket[s.id] = s
 	o.wheel[s.id%wheelSlots][s.id] = s
-	late, code, reason := o.closeAll != epoch, o.lastCloseAll.code, o.lastCloseAll.reason
+	code, reason := p.closeCode, p.closeReason
 	o.mu.Unlock()
 
 	go s.read()
 	switch {
-	case late: // a CloseAll ran while it was upgraded
+	case code != 0: // its actor's or every socket was closed while it was upgraded
 		_ = s.close(code, reason, reason)
 	case p.overflow:
 		s.fail(ErrSlowReader)
@@ -353,6 +346,16 @@ type pendingAccept struct {
 	frames   []frame
 	bytes    int
 	overflow bool // more than a send queue's worth: closed with 1013 once open
+	// closeCode, if not 0, and closeReason: closed once open, by a
+	// CloseActor or CloseAll made during the upgrade (the first one's).
+	closeCode   int
+	closeReason string
+}
+
+func (p *pendingAccept) closeWith(code int, reason string) {
+	if p.closeCode == 0 {
+		p.closeCode, p.closeReason = code, reason
+	}
 }
 
 // keep queues a broadcast for the socket being accepted.
@@ -433,6 +436,10 @@ func (o *Owner) lookup(a ownership.Actor, id ID) (*socket, error) {
 func (o *Owner) sockets(a ownership.Actor, all bool) []*socket {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
+	return o.socketsLocked(a, all)
+}
+
+func (o *Owner) socketsLocked(a ownership.Actor, all bool) []*socket {
 	src := o.byActor[a]
 	if all {
 		src = o.byID
@@ -453,31 +460,42 @@ func (o *Owner) Held() int {
 
 // CloseActor closes every open socket of a with code and reason (1012 for
 // a drain, a move, a lapse or a stop: ownership.CloseSockets), after what
-// is queued for each. reason is also the metric label of the closes, so it
-// must come from a small fixed set. It returns how many sockets it closed.
+// is queued for each, and each socket of a being accepted as soon as it
+// is open. reason is also the metric label of the closes, so it must come
+// from a small fixed set. It returns how many open sockets it closed.
 func (o *Owner) CloseActor(a ownership.Actor, code int, reason string) int {
-	return o.closeEach(o.sockets(a, false), code, reason)
+	return o.closeEach(a, false, code, reason)
 }
 
-// CloseAll closes every open socket of the node, as CloseActor does,
-// including one being accepted as it runs.
+// CloseAll closes every socket of the node, as CloseActor does.
 func (o *Owner) CloseAll(code int, reason string) int {
-	if checkClose(code, reason) == nil {
-		o.mu.Lock()
-		o.closeAll++
-		o.lastCloseAll.code, o.lastCloseAll.reason = code, reason
-		o.mu.Unlock()
-	}
-	return o.closeEach(o.sockets(ownership.Actor{}, true), code, reason)
+	return o.closeEach(ownership.Actor{}, true, code, reason)
 }
 
-func (o *Owner) closeEach(list []*socket, code int, reason string) int {
+// closeEach closes a's sockets, or every socket if all: the open ones
+// now, the ones being accepted once open. Both are taken under one lock,
+// so that an accept either sees the close or is among the open sockets.
+func (o *Owner) closeEach(a ownership.Actor, all bool, code int, reason string) int {
 	if err := checkClose(code, reason); err != nil {
 		o.log.Warn("close sockets: refused", slog.Any("err", err))
 		return 0
 	}
+	o.mu.Lock()
+	if all {
+		for _, list := range o.pending {
+			for _, p := range list {
+				p.closeWith(code, reason)
+			}
+		}
+	} else {
+		for _, p := range o.pending[a] {
+			p.closeWith(code, reason)
+		}
+	}
+	open := o.socketsLocked(a, all)
+	o.mu.Unlock()
 	n := 0
-	for _, s := range list {
+	for _, s := range open {
 		if s.close(code, reason, reason) == nil {
 			n++
 		}

@@ -571,3 +571,66 @@ func TestBroadcastDuringHandshake(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseDuringHandshake: a socket whose upgrade is under way when its
+// actor's sockets (or every socket) are closed is closed as soon as it is
+// open, with that close's code and reason; a close of another actor's
+// sockets leaves it open.
+func TestCloseDuringHandshake(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		close  func(o *Owner)
+		reason string // "" if it stays open
+	}{
+		{"CloseActor", func(o *Owner) { o.CloseActor(room, ownership.CloseServiceRestart, "lapse") }, "lapse"},
+		{"CloseAll", func(o *Owner) { o.CloseAll(ownership.CloseServiceRestart, "drain") }, "drain"},
+		{"another actor", func(o *Owner) { o.CloseActor(other, ownership.CloseServiceRestart, "move") }, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			inCheck, release := make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			e := newEnv(t, Config{CheckOrigin: func(*http.Request) bool {
+				once.Do(func() {
+					close(inCheck)
+					<-release
+				})
+				return true
+			}})
+			type dialed struct {
+				c   *websocket.Conn
+				err error
+			}
+			done := make(chan dialed, 1)
+			go func() {
+				c, _, err := e.tryDial(room)
+				done <- dialed{c, err}
+			}()
+			<-inCheck // the upgrade is under way
+			c.close(e.o)
+			close(release)
+			d := <-done
+			if d.err != nil {
+				t.Fatalf("dial: %v", d.err)
+			}
+			t.Cleanup(func() { _ = d.c.Close() })
+			if r := e.nextAccept(); r.err != nil {
+				t.Fatalf("accept: %v", r.err)
+			}
+			if c.reason == "" {
+				if n := len(e.o.List(room, "")); n != 1 {
+					t.Fatalf("%d sockets listed, want 1 (left open)", n)
+				}
+				return
+			}
+			if ce := readClose(t, d.c); ce.Code != 1012 || ce.Text != c.reason {
+				t.Errorf("client got %d %q, want 1012 %q", ce.Code, ce.Text, c.reason)
+			}
+			if end := next(t, e.sink.ends); end.actor != room || end.code != 1012 {
+				t.Errorf("terminal event = %+v", end)
+			}
+			if o, g := e.sink.counts(room); o != 1 || g != 1 {
+				t.Errorf("Opened %d, Gone %d; want 1, 1", o, g)
+			}
+		})
+	}
+}
