@@ -109,21 +109,21 @@ func Instrument(wasm []byte, check Import, fuel int32) ([]byte, error) {
 		var err error
 		switch id {
 		case secType:
-			body = appendVecItem(added[secType], m.types, []byte{0x60, 0, 0})
+			body = appendVecItem(added[secType], []byte{0x60, 0, 0})
 		case secImport:
 			var entry []byte
 			entry = appendName(entry, check.Module)
 			entry = appendName(entry, check.Name)
 			entry = append(entry, 0x00)
 			entry = appendU32(entry, m.types)
-			body = appendVecItem(added[secImport], m.importedFuncs, entry)
+			body = appendVecItem(added[secImport], entry)
 		case secGlobal:
 			body, err = rw.globals(added[secGlobal])
 			if err == nil {
 				g := []byte{0x7F, 0x01, 0x41}
 				g = appendS32(g, fuel)
 				g = append(g, 0x0B)
-				body = appendVecItem(body, m.definedGlobals, g)
+				body = appendVecItem(body, g)
 			}
 		}
 		if err != nil {
@@ -152,6 +152,8 @@ func Instrument(wasm []byte, check Import, fuel int32) ([]byte, error) {
 				return nil, fmt.Errorf("meter: %w", err)
 			}
 			continue
+		case secTable:
+			body, err = rw.tables(s.body)
 		case secExport:
 			body, err = rw.exports(s.body)
 		case secStart:
@@ -259,7 +261,11 @@ func parse(wasm []byte) (*module, error) {
 		}
 		switch id {
 		case secType:
-			m.types = (&reader{b: body}).u32()
+			types, err := countTypes(body)
+			if err != nil {
+				return nil, err
+			}
+			m.types = types
 		case secImport:
 			if err := m.readImports(body); err != nil {
 				return nil, err
@@ -275,6 +281,34 @@ func parse(wasm []byte) (*module, error) {
 	return m, nil
 }
 
+// countTypes counts the types of a type section: an entry may be a
+// recursion group (0x4E) of several, which wazero reads too.
+func countTypes(body []byte) (uint32, error) {
+	r := &reader{b: body}
+	n := r.u32()
+	var types uint32
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		group := uint32(1)
+		if r.p < len(r.b) && r.b[r.p] == 0x4E {
+			r.p++
+			group = r.u32()
+		}
+		for j := uint32(0); j < group && r.err == nil; j++ {
+			if form := r.byte(); form != 0x60 && r.err == nil {
+				r.fail(fmt.Errorf("type form %#x", form))
+			}
+			for range 2 { // parameters, results
+				k := r.u32()
+				for l := uint32(0); l < k && r.err == nil; l++ {
+					r.valtype()
+				}
+			}
+			types++
+		}
+	}
+	return types, r.done("type section")
+}
+
 func (m *module) readImports(body []byte) error {
 	r := &reader{b: body}
 	n := r.u32()
@@ -286,6 +320,11 @@ func (m *module) readImports(body []byte) error {
 			r.u32()
 			m.importedFuncs++
 		case 0x01: // table: reference type, limits
+			if r.p < len(r.b) && r.b[r.p] == 0x40 {
+				// An initialiser, which only a table definition has;
+				// wazero reads it here too.
+				return fmt.Errorf("import %d: table with an initialiser", i)
+			}
 			r.valtype()
 			r.limits()
 		case 0x02: // memory: limits
@@ -334,6 +373,28 @@ func (w *rewriter) globals(body []byte) ([]byte, error) {
 		out = w.expr(r, out, false)
 	}
 	return out, r.done("global section")
+}
+
+// tables rewrites the initialisers of the tables that have one (0x40
+// 0x00 before the table type).
+func (w *rewriter) tables(body []byte) ([]byte, error) {
+	r := &reader{b: body}
+	n := r.u32()
+	out := appendU32(nil, n)
+	for i := uint32(0); i < n && r.err == nil; i++ {
+		start := r.p
+		init := r.p < len(r.b) && r.b[r.p] == 0x40
+		if init {
+			r.bytes(2)
+		}
+		r.valtype()
+		r.limits()
+		out = append(out, body[start:r.p]...)
+		if init {
+			out = w.expr(r, out, false)
+		}
+	}
+	return out, r.done("table section")
 }
 
 func (w *rewriter) exports(body []byte) ([]byte, error) {

@@ -110,12 +110,18 @@ var errStopped = errors.New("stopped by the check")
 // meter from hanging the test.
 func instantiate(t *testing.T, ctx context.Context, wasm []byte, fuel int32, h *host) api.Module {
 	t.Helper()
+	return instantiateWith(t, ctx, wasm, fuel, h, api.CoreFeaturesV2|experimental.CoreFeaturesTailCall)
+}
+
+// instantiateWith is instantiate with the runtime's features.
+func instantiateWith(t *testing.T, ctx context.Context, wasm []byte, fuel int32, h *host, features api.CoreFeatures) api.Module {
+	t.Helper()
 	out, err := Instrument(wasm, Import{"env", "check"}, fuel)
 	if err != nil {
 		t.Fatalf("Instrument: %v", err)
 	}
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigCompiler().
-		WithCoreFeatures(api.CoreFeaturesV2|experimental.CoreFeaturesTailCall).
+		WithCoreFeatures(features).
 		WithCloseOnContextDone(true))
 	t.Cleanup(func() { rt.Close(context.Background()) })
 	_, err = rt.NewHostModuleBuilder("env").
@@ -276,7 +282,8 @@ func FuzzInstrument(f *testing.F) {
 }
 
 // FuzzCode: a function body the runtime accepts is accepted once
-// instrumented, and the instrumented module compiles. The body is the last of a module with a memory,
+// instrumented (unless the runtime reads it otherwise than the binary
+// format: errMisread), and the instrumented module compiles. The body is the last of a module with a memory,
 // a table, globals and functions for its instructions to use.
 func FuzzCode(f *testing.F) {
 	for _, b := range [][]byte{
@@ -310,6 +317,9 @@ func FuzzCode(f *testing.F) {
 		if cerr != nil {
 			return // the runtime checks what Instrument returns
 		}
+		if errors.Is(err, errMisread) {
+			return
+		}
 		if err != nil {
 			t.Fatalf("a module the runtime compiles was refused: %v", err)
 		}
@@ -336,5 +346,189 @@ func TestFuelOutOfReach(t *testing.T) {
 		if _, err := Instrument(wasm, Import{"env", "check"}, 10); err == nil || !strings.Contains(err.Error(), "out of range") {
 			t.Errorf("%s: err = %v, want out of range", name, err)
 		}
+	}
+}
+
+// compiles reports an error if wazero, with features, does not compile
+// wasm.
+func compiles(wasm []byte, features api.CoreFeatures) error {
+	ctx := context.Background()
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigCompiler().WithCoreFeatures(features))
+	defer rt.Close(ctx)
+	_, err := rt.CompileModule(ctx, wasm)
+	return err
+}
+
+// spinModule defines one function, spin () -> (), of the given body and
+// ntypes () -> () types, and exports it. The function's type is type 0.
+func spinModule(ntypes int, code ...byte) []byte {
+	types := make([][]byte, ntypes)
+	for i := range types {
+		types[i] = []byte{0x60, 0, 0}
+	}
+	return assemble(
+		sec(secType, vec(types...)),
+		sec(secFunction, vec(u(0))),
+		sec(secExport, vec(cat(str("spin"), []byte{0, 0}))),
+		sec(secElement, vec([]byte{0x03, 0x00, 1, 0})), // declares spin for ref.func
+		sec(secCode, vec(body([]byte{0}, code...))),
+	)
+}
+
+// stopsOrRefuses checks that Instrument either refuses wasm, which the
+// runtime accepts, or that its spin runs until the check stops it.
+func stopsOrRefuses(t *testing.T, wasm []byte, features api.CoreFeatures) {
+	t.Helper()
+	if err := compiles(wasm, features); err != nil {
+		t.Fatalf("the runtime refuses the test module: %v", err)
+	}
+	if _, err := Instrument(wasm, Import{"env", "check"}, 10); err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	h := &host{stopAfter: 3}
+	mod := instantiateWith(t, ctx, wasm, 10, h, features)
+	_, err := mod.ExportedFunction("spin").Call(ctx)
+	if err == nil || !strings.Contains(err.Error(), errStopped.Error()) {
+		t.Fatalf("spin: err = %v after %d checks, want the check's", err, h.checks)
+	}
+}
+
+// wazero reads a vector opcode as one byte, where the binary format has a
+// LEB128 number: an encoding the two read differently must be refused,
+// or it hides instructions from the rewrite.
+func TestVectorOpcodeEncoding(t *testing.T) {
+	stopsOrRefuses(t, spinModule(1,
+		0x02, 0x40, 0x0C, 0x00, // block br 0
+		// wazero: i16x8.shr_s, unreachable; LEB128: v128.const (0x0C,
+		// overlong) and 16 bytes
+		0xFD, 0x8C, 0x00,
+		0x0B, 0x03, 0x40, 0x0C, 0x00, 0x0B, 0x02, 0x40, 1, 1, 1, 1, 1, 1, 1, 1, // end loop br 0 end block nop...
+		0x0B, 0x0B,
+	), api.CoreFeaturesV2)
+	// Relaxed SIMD (0xFD 0x100 and up), which wazero reads as a vector
+	// opcode followed by a block.
+	if _, err := Instrument(spinModule(1, 0x0C, 0x00, 0xFD, 0x80, 0x02, 0x40, 0x0B, 0x0B), Import{"env", "check"}, 10); !errors.Is(err, errMisread) {
+		t.Errorf("relaxed SIMD opcode: err = %v, want errMisread", err)
+	}
+}
+
+// A block type is an s33: a reference type's 0x63 or 0x64 may come in a
+// longer encoding, and is followed by its heap type all the same.
+func TestBlockTypeOverlongRef(t *testing.T) {
+	stopsOrRefuses(t, spinModule(41,
+		0x02, 0xE3, 0x7F, 0x02, 0x01, // block (result (ref null 2)) nop; misread: block block
+		0x02, 0xE3, 0x7F, 0x28, // block (result (ref null 40)); misread: block i32.load
+		0x03, 0x40, 0x0C, 0x00, 0x0B, // loop br 0 end; misread: the memarg, br 0 end
+		0x00, 0x0B, 0x00, 0x0B, 0x1A, 0x0B,
+	), api.CoreFeaturesV2)
+}
+
+// ref.as_non_null (0xD4) has no immediate, br_on_null (0xD5) a label.
+func TestTypedReferenceOpcodes(t *testing.T) {
+	stopsOrRefuses(t, spinModule(1,
+		0x02, 0x40, 0x02, 0x40, 0x02, 0x40, // block block block
+		0xD2, 0x00, 0xD5, 0x02, 0x1A, // ref.func 0 br_on_null 2 drop
+		0xD2, 0x00, 0xD4, // ref.func 0 ref.as_non_null
+		0x03, 0x40, 0x0C, 0x00, 0x0B, // loop br 0 end
+		0x1A, 0x0B, 0x0B, 0x0B, 0x0B,
+	), api.CoreFeaturesV2|experimental.CoreFeaturesTypedFunctionReferences)
+}
+
+// The import count is that of all imports, not of the functions.
+func TestNonFunctionImports(t *testing.T) {
+	wasm := assemble(
+		sec(secImport, vec(
+			cat(str("env"), str("g"), []byte{0x03, 0x7F, 0x00}),
+			cat(str("env"), str("mem"), []byte{0x02, 0x00, 0x01}),
+		)),
+	)
+	out, err := Instrument(wasm, Import{"env", "check"}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := compiles(out, api.CoreFeaturesV2); err != nil {
+		t.Fatalf("instrumented module: %v", err)
+	}
+}
+
+// A type section entry may be a recursion group of several types: the
+// check's type index counts types, not entries.
+func TestRecGroupTypes(t *testing.T) {
+	wasm := assemble(
+		sec(secType, vec(cat([]byte{0x4E}, vec([]byte{0x60, 0, 0}, []byte{0x60, 1, 0x7F, 0})))),
+		sec(secFunction, vec(u(0))),
+		sec(secExport, vec(cat(str("spin"), []byte{0, 0}))),
+		sec(secCode, vec(body([]byte{0}, 0x03, 0x40, 0x0C, 0x00, 0x0B, 0x0B))),
+	)
+	stopsOrRefuses(t, wasm, api.CoreFeaturesV2)
+	if _, err := Instrument(wasm, Import{"env", "check"}, 10); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A table may have an initialiser (0x40 0x00 prefix), which wazero reads
+// with the core 2.0 features: its ref.func is shifted like any other.
+func TestTableInitializer(t *testing.T) {
+	wasm := assemble(
+		sec(secType, vec([]byte{0x60, 0, 1, 0x7F})),
+		sec(secImport, vec(cat(str("env"), str("tick"), []byte{0x00, 0}))), // wrong type on purpose: never called
+		sec(secFunction, vec(u(0), u(0))),
+		sec(secTable, vec([]byte{0x40, 0x00, 0x70, 0x00, 1, 0xD2, 0x01, 0x0B})), // every slot: ref.func 1
+		sec(secExport, vec(cat(str("viaTable"), []byte{0, 2}))),
+		sec(secCode, vec(
+			body([]byte{0}, 0x41, 42, 0x0B),
+			body([]byte{0}, 0x41, 0x00, 0x11, 0x00, 0x00, 0x0B),
+		)),
+	)
+	if err := compiles(wasm, api.CoreFeaturesV2); err != nil {
+		t.Fatalf("the runtime refuses the test module: %v", err)
+	}
+	out, err := Instrument(wasm, Import{"env", "check"}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rt := wazero.NewRuntime(ctx)
+	defer rt.Close(ctx)
+	if _, err := rt.NewHostModuleBuilder("env").
+		NewFunctionBuilder().WithFunc(func() uint32 { return 0 }).Export("tick").
+		NewFunctionBuilder().WithFunc(func() {}).Export("check").
+		Instantiate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mod, err := rt.Instantiate(ctx, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := call(t, mod, "viaTable")[0]; got != 42 {
+		t.Fatalf("viaTable() = %d, want 42", got)
+	}
+	// Nor may its initialiser name the fuel.
+	fuel := assemble(sec(secTable, vec([]byte{0x40, 0x00, 0x6F, 0x00, 1, 0x23, 0x00, 0x0B})))
+	if _, err := Instrument(fuel, Import{"env", "check"}, 10); err == nil || !strings.Contains(err.Error(), "out of range") {
+		t.Errorf("global.get of the fuel in a table initialiser: err = %v, want out of range", err)
+	}
+}
+
+// wazero reads a table import with an initialiser too: one the rewrite
+// read as plain would count other imports than the runtime. Here the
+// runtime sees a table, a global and a function, and the rewrite a table
+// and two functions.
+func TestTableImportInitializer(t *testing.T) {
+	wasm := assemble(
+		sec(secType, vec([]byte{0x60, 0, 0})),
+		sec(secImport, vec(
+			cat(str("a"), str("b"), []byte{0x01, 0x40, 0x00, 0x70, 0x01, 0x00, 13, 0xD0, 0x70, 0x0B}),
+			cat(str("c"), str("d"), []byte{0x03, 0x7F, 0x01}),
+			cat(str("e"), str("\x00\x00\x01f\x01x"), []byte{0x00, 0}),
+		)),
+	)
+	if err := compiles(wasm, api.CoreFeaturesV2); err != nil {
+		t.Fatalf("the runtime refuses the test module: %v", err)
+	}
+	if _, err := Instrument(wasm, Import{"env", "check"}, 10); err == nil {
+		t.Fatal("table import with an initialiser accepted")
 	}
 }

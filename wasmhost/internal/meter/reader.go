@@ -15,6 +15,10 @@ type reader struct {
 
 var errShort = errors.New("unexpected end")
 
+// errMisread is an encoding the binary format allows and wazero reads
+// otherwise.
+var errMisread = errors.New("wazero reads it otherwise")
+
 func (r *reader) fail(err error) {
 	if r.err == nil {
 		r.err = fmt.Errorf("at byte %d: %w", r.p, err)
@@ -101,17 +105,20 @@ func (r *reader) limits() {
 	}
 }
 
-// blocktype reads an empty block type, a value type or a type index.
+// blocktype reads an empty block type, a value type or a type index: an
+// s33, whatever its length, as wazero reads it. A typed reference (-29,
+// -28: 0x63, 0x64 in one byte) is followed by its heap type.
 func (r *reader) blocktype() {
-	if r.p >= len(r.b) {
-		r.fail(errShort)
+	start := r.p
+	v := r.leb(5)
+	if r.err != nil {
 		return
 	}
-	switch c := r.b[r.p]; c {
-	case 0x40, 0x7F, 0x7E, 0x7D, 0x7C, 0x7B, 0x70, 0x6F, 0x63, 0x64:
-		r.valtype()
-	default:
-		r.leb(5) // s33 type index
+	if n := 7 * (r.p - start); v&(1<<(n-1)) != 0 {
+		v |= ^uint64(0) << n // negative
+	}
+	if int64(v) == -29 || int64(v) == -28 {
+		r.leb(5)
 	}
 }
 
@@ -130,12 +137,12 @@ func (r *reader) memarg() {
 func (r *reader) immediates(op byte) {
 	switch {
 	case op == 0x00 || op == 0x01 || op == 0x05 || op == 0x0A || op == 0x0B || op == 0x0F ||
-		op == 0x19 || op == 0x1A || op == 0x1B || op == 0xD1 || op == 0xD3 || op == 0xD5:
+		op == 0x19 || op == 0x1A || op == 0x1B || op == 0xD1 || op == 0xD3 || op == 0xD4:
 		// unreachable, nop, else, throw_ref, end, return, catch_all, drop,
-		// select, ref.is_null, ref.as_non_null, ref.eq
+		// select, ref.is_null, ref.eq, ref.as_non_null
 	case op >= 0x45 && op <= 0xC4: // numeric instructions
 	case op == 0x07 || op == 0x08 || op == 0x09 || op == 0x0C || op == 0x0D || op == 0x18 ||
-		op == 0x10 || op == 0x12 || op == 0x14 || op == 0x15 || op == 0xD2 || op == 0xD4 || op == 0xD6:
+		op == 0x10 || op == 0x12 || op == 0x14 || op == 0x15 || op == 0xD2 || op == 0xD5 || op == 0xD6:
 		// catch, throw, rethrow, br, br_if, delegate, call, return_call,
 		// call_ref, return_call_ref, ref.func, br_on_null, br_on_non_null
 		r.u32()
@@ -203,9 +210,19 @@ func (r *reader) prefixFC() {
 	}
 }
 
-// prefixFD: vector instructions (fixed-width and relaxed SIMD).
+// prefixFD: vector instructions. wazero reads their opcode as one byte,
+// not as LEB128: the two agree on an opcode below 0x80 in one byte, and
+// on one up to 0xFF in two, whose second byte, 0x01, is a nop to wazero.
+// Any other encoding (overlong, or relaxed SIMD's 0x100 and up) wazero
+// reads as other instructions, so is refused.
 func (r *reader) prefixFD() {
-	switch sub := r.u32(); {
+	start := r.p
+	sub := r.u32()
+	if n := r.p - start; r.err == nil && n != 1 && (n != 2 || sub < 0x80 || sub > 0xFF) {
+		r.fail(fmt.Errorf("vector opcode %d in %d bytes: %w", sub, n, errMisread))
+		return
+	}
+	switch {
 	case sub <= 11 || sub == 92 || sub == 93: // loads and stores
 		r.memarg()
 	case sub == 12 || sub == 13: // v128.const, i8x16.shuffle
@@ -215,7 +232,7 @@ func (r *reader) prefixFD() {
 	case sub >= 84 && sub <= 91: // load_lane, store_lane
 		r.memarg()
 		r.byte()
-	case sub <= 0x113: // the rest have no immediates
+	case sub <= 0xFF: // the rest have no immediates
 	default:
 		r.fail(fmt.Errorf("unknown opcode 0xfd %d", sub))
 	}
@@ -265,11 +282,10 @@ func appendSection(b []byte, id byte, body []byte) []byte {
 	return append(b, body...)
 }
 
-// appendVecItem returns the vector vec, of count items, with item added
-// at its end.
-func appendVecItem(vec []byte, count uint32, item []byte) []byte {
+// appendVecItem returns the vector vec with item added at its end.
+func appendVecItem(vec []byte, item []byte) []byte {
 	r := &reader{b: vec}
-	r.u32()
+	count := r.u32()
 	out := appendU32(nil, count+1)
 	out = append(out, vec[r.p:]...)
 	return append(out, item...)
