@@ -196,8 +196,12 @@ type Owner struct {
 	upgrader websocket.Upgrader
 	nextID   atomic.Uint64
 	wg       sync.WaitGroup // readers, writers and aborts of every socket
-	stop     chan struct{}  // ends the ping loop
-	pingDone chan struct{}
+	stop     chan struct{}  // ends the ping loop and the waiting writers
+	// handoff passes a socket to write to a waiting writer (writers.go);
+	// idleWriters counts the writers waiting.
+	handoff     chan *socket
+	idleWriters atomic.Int32
+	pingDone    chan struct{}
 
 	mu      sync.RWMutex
 	closed  bool
@@ -244,6 +248,7 @@ func New(cfg Config) (*Owner, error) {
 			CheckOrigin:     cfg.CheckOrigin,
 		},
 		stop:     make(chan struct{}),
+		handoff:  make(chan *socket),
 		pingDone: make(chan struct{}),
 		byID:     map[ID]*socket{},
 		byActor:  map[ownership.Actor]map[ID]*socket{},

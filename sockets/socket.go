@@ -298,10 +298,10 @@ func (s *socket) startWriterLocked() {
 	}
 	s.writing = true
 	s.o.wg.Add(1)
-	go s.write()
+	s.o.startWriter(s)
 }
 
-// write is the writer goroutine: it empties the queue, then ends.
+// write empties the queue, on a writer goroutine (writers.go).
 func (s *socket) write() {
 	defer s.o.wg.Done()
 	for {

@@ -4,7 +4,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/gorilla/websocket"
 
@@ -48,5 +50,49 @@ func BenchmarkEchoRoundTrip(b *testing.B) {
 		if _, _, err := c.ReadMessage(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkBroadcast: 100 clients of one actor, a 16-byte message
+// broadcast to all of them, then read by each; ns/op is per delivery.
+func BenchmarkBroadcast(b *testing.B) {
+	const clients = 100
+	o, err := New(Config{Sink: nopSink{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = o.Shutdown(b.Context()) }()
+	a := ownership.Actor{Class: "bench", Name: "room"}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = o.Accept(w, r, a, nil)
+	}))
+	defer srv.Close()
+	conns := make([]*websocket.Conn, clients)
+	for i := range conns {
+		c, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		conns[i] = c
+	}
+	for len(o.List(a, "")) < clients {
+		time.Sleep(time.Millisecond)
+	}
+	msg := []byte(strings.Repeat("m", 16))
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for i := 0; i < b.N; i += clients {
+		if n, err := o.Broadcast(a, "", true, msg); err != nil || n != clients {
+			b.Fatalf("broadcast: %d, %v", n, err)
+		}
+		for _, c := range conns {
+			wg.Go(func() {
+				if _, _, err := c.ReadMessage(); err != nil {
+					b.Error(err)
+				}
+			})
+		}
+		wg.Wait()
 	}
 }
