@@ -196,12 +196,9 @@ type Owner struct {
 	upgrader websocket.Upgrader
 	nextID   atomic.Uint64
 	wg       sync.WaitGroup // readers, writers and aborts of every socket
-	stop     chan struct{}  // ends the ping loop and the waiting writers
-	// handoff passes a socket to write to a waiting writer (writers.go);
-	// idleWriters counts the writers waiting.
-	handoff     chan *socket
-	idleWriters atomic.Int32
-	pingDone    chan struct{}
+	stop     chan struct{}  // ends the ping loop
+	writers  writers        // the writer goroutines waiting (writers.go)
+	pingDone chan struct{}
 
 	mu      sync.RWMutex
 	closed  bool
@@ -248,7 +245,6 @@ func New(cfg Config) (*Owner, error) {
 			CheckOrigin:     cfg.CheckOrigin,
 		},
 		stop:     make(chan struct{}),
-		handoff:  make(chan *socket),
 		pingDone: make(chan struct{}),
 		byID:     map[ID]*socket{},
 		byActor:  map[ownership.Actor]map[ID]*socket{},
@@ -297,7 +293,8 @@ func (o *Owner) Accept(w http.ResponseWriter, r *http.Request, a ownership.Actor
 	o.pending[a] = append(o.pending[a], p)
 	o.mu.Unlock()
 
-	conn, err := o.upgrader.Upgrade(w, r, nil)
+	hw := &hijackWriter{ResponseWriter: w}
+	conn, err := o.upgrader.Upgrade(hw, r, nil)
 	if err != nil {
 		o.mu.Lock()
 		o.held--
@@ -308,6 +305,7 @@ func (o *Owner) Accept(w http.ResponseWriter, r *http.Request, a ownership.Actor
 		return 0, fmt.Errorf("accept socket for %s: %w: %w", a, ErrHandshake, err)
 	}
 	s := o.newSocket(ID(o.nextID.Add(1)), a, tags, conn)
+	s.wc = hw.wc
 	o.cfg.Sink.Opened(a)
 	o.m.accepted.Inc()
 	o.m.open.Inc()
@@ -532,6 +530,7 @@ func (o *Owner) Shutdown(ctx context.Context) error {
 	}
 	if !already {
 		close(o.stop)
+		o.writers.stop()
 	}
 	<-o.pingDone
 	return err

@@ -65,6 +65,9 @@ const (
 	binaryFrame
 	pingFrame
 	closeFrame
+	// restFrame: the tail of a frame written directly in part, kept by
+	// wc (data is nil; its length is in frame.code, for queued).
+	restFrame
 )
 
 // frame is one queued write. data is never modified once queued (a
@@ -84,6 +87,7 @@ type socket struct {
 	actor ownership.Actor
 	tags  []string
 	conn  *websocket.Conn
+	wc    *wireConn // conn's connection, for direct writes (direct.go)
 
 	answered atomic.Bool  // something arrived since the last ping
 	pingTick atomic.Int64 // the wheel tick of the last ping
@@ -226,12 +230,46 @@ func (s *socket) peerClosed(code int, _ string) error {
 	return nil
 }
 
-// send queues a data message. A full queue closes the socket with 1013.
+// send writes a data message directly (direct.go) if nothing is queued
+// or being written, else queues it. A full queue closes the socket with
+// 1013.
 func (s *socket) send(kind frameKind, data []byte) error {
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
 		return fmt.Errorf("send on socket %v of %s: %w", s.id, s.actor, ErrClosing)
+	}
+	if !s.writing && len(s.queue) == 0 && !s.freed && !s.aborted && s.wc != nil && len(data) <= maxDirect {
+		s.writing = true // what is sent meanwhile is queued behind
+		s.mu.Unlock()
+		left, err := s.wc.tryWrite(kind, data)
+		if err == nil {
+			s.o.m.messagesOut.Inc()
+			s.o.m.bytesOut.Add(float64(len(data)))
+		}
+		s.mu.Lock()
+		s.writing = false
+		switch {
+		case err != nil: // not tried: queued below
+		case left > 0:
+			// The writer completes the frame before anything queued
+			// meanwhile.
+			s.queue = slices.Insert(s.queue, 0, frame{kind: restFrame, code: left})
+			s.queued += left
+			s.startWriterLocked()
+			s.mu.Unlock()
+			return nil
+		default:
+			if len(s.queue) > 0 {
+				s.startWriterLocked()
+			}
+			s.mu.Unlock()
+			return nil
+		}
+		if s.closing {
+			s.mu.Unlock()
+			return fmt.Errorf("send on socket %v of %s: %w", s.id, s.actor, ErrClosing)
+		}
 	}
 	// Invariant: a message of at most MaxMessage fits an empty queue.
 	if queued := s.queued; queued > 0 && queued+len(data) > s.o.cfg.SendQueue {
@@ -316,6 +354,9 @@ func (s *socket) write() {
 		s.queue[0] = frame{}
 		s.queue = s.queue[1:]
 		s.queued -= len(f.data)
+		if f.kind == restFrame {
+			s.queued -= f.code
+		}
 		skip := f.kind == closeFrame && s.closeSent
 		if f.kind == closeFrame {
 			s.closeSent = true
@@ -343,6 +384,8 @@ func (s *socket) write() {
 func (s *socket) writeFrame(f frame) error {
 	deadline := time.Now().Add(s.o.cfg.WriteTimeout)
 	switch f.kind {
+	case restFrame:
+		return s.wc.flush(deadline)
 	case pingFrame:
 		return s.conn.WriteControl(websocket.PingMessage, nil, deadline)
 	case closeFrame:

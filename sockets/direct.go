@@ -1,0 +1,187 @@
+package sockets
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Direct writes. A message sent to a socket with nothing queued and no
+// writer running is written on the sender's goroutine, without waiting:
+// one write(2) of the whole frame if the kernel takes it, as a server
+// that writes from its handler does. What the kernel does not take (a
+// full send buffer: a slow reader) is kept and written first by a writer
+// goroutine, with the write timeout; a frame that cannot be tried goes
+// the usual way, through the queue. This saves the hand-over to a writer
+// goroutine per message, which was a third of the node's CPU per
+// delivery of a broadcast beside the write itself.
+//
+// gorilla writes through the same connection (control frames, and every
+// queued frame): wireConn puts its writes and the direct ones under one
+// lock, and a frame partly written directly is completed before any of
+// gorilla's bytes, so frames never interleave.
+
+// maxDirect is the largest message written directly; a larger one goes
+// through the queue (whose writer does not copy it).
+const maxDirect = 16 << 10
+
+// errNoDirect: the frame was not tried; nothing was written.
+var errNoDirect = errors.New("no direct write")
+
+// wireConn is a socket's connection as gorilla sees it: its writes take
+// mu and first complete what a direct write left.
+type wireConn struct {
+	net.Conn
+	raw syscall.RawConn // nil: no direct writes (not a plain socket)
+
+	mu   sync.Mutex
+	rest []byte // the tail of a frame written directly in part
+}
+
+func newWireConn(c net.Conn) *wireConn {
+	wc := &wireConn{Conn: c}
+	if sc, ok := c.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			wc.raw = raw
+		}
+	}
+	return wc
+}
+
+// Write is gorilla's: blocking, bounded by the deadline gorilla set.
+func (c *wireConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.flushLocked(); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *wireConn) flushLocked() error {
+	for len(c.rest) > 0 {
+		n, err := c.Conn.Write(c.rest)
+		c.rest = c.rest[n:]
+		if err != nil {
+			return err
+		}
+	}
+	c.rest = nil
+	return nil
+}
+
+// flush writes what a direct write left, by deadline.
+func (c *wireConn) flush(deadline time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.rest) == 0 {
+		return nil
+	}
+	if err := c.Conn.SetWriteDeadline(deadline); err != nil {
+		return err
+	}
+	return c.flushLocked()
+}
+
+// tryWrite writes a data frame of data without waiting. It reports how
+// many bytes are left for flush (0: all written), or errNoDirect if it
+// wrote nothing: another write is under way, or the socket refused
+// (whatever the reason, the queue's writer will meet it too).
+func (c *wireConn) tryWrite(kind frameKind, data []byte) (left int, err error) {
+	if c.raw == nil || !c.mu.TryLock() {
+		return 0, errNoDirect
+	}
+	defer c.mu.Unlock()
+	if len(c.rest) > 0 {
+		return 0, errNoDirect
+	}
+	buf := directBuffers.Get().(*[]byte)
+	defer directBuffers.Put(buf)
+	b := appendFrameHeader((*buf)[:0], kind, len(data))
+	b = append(b, data...)
+	*buf = b[:0]
+	n, err := c.writeNow(b)
+	if errors.Is(err, errDeadline) {
+		// A deadline gorilla set for an earlier write has passed: a
+		// direct write has none.
+		if c.Conn.SetWriteDeadline(time.Time{}) != nil {
+			return 0, errNoDirect
+		}
+		n, err = c.writeNow(b)
+	}
+	if err != nil || n <= 0 {
+		return 0, errNoDirect
+	}
+	if n < len(b) {
+		c.rest = append([]byte(nil), b[n:]...)
+	}
+	return len(b) - n, nil
+}
+
+var errDeadline = errors.New("write deadline passed")
+
+// writeNow makes one write(2) of b, not waiting for the socket to take
+// it: n < len(b) if its send buffer is full.
+func (c *wireConn) writeNow(b []byte) (n int, err error) {
+	called := false
+	rerr := c.raw.Write(func(fd uintptr) bool {
+		called = true
+		n, err = syscall.Write(int(fd), b)
+		if err == syscall.EAGAIN {
+			n, err = 0, nil
+		}
+		return true
+	})
+	if !called {
+		if errors.Is(rerr, os.ErrDeadlineExceeded) {
+			return 0, errDeadline
+		}
+		return 0, errNoDirect
+	}
+	return n, err
+}
+
+var directBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// appendFrameHeader appends the header of an unmasked, final frame of n
+// bytes (RFC 6455 section 5.2): a server's frames are not masked.
+func appendFrameHeader(b []byte, kind frameKind, n int) []byte {
+	op := byte(0x2) // binary
+	if kind == textFrame {
+		op = 0x1
+	}
+	b = append(b, 0x80|op)
+	switch {
+	case n < 126:
+		return append(b, byte(n))
+	case n <= 0xFFFF:
+		return binary.BigEndian.AppendUint16(append(b, 126), uint16(n))
+	}
+	return binary.BigEndian.AppendUint64(append(b, 127), uint64(n))
+}
+
+// hijackWriter hands gorilla the hijacked connection wrapped in a
+// wireConn.
+type hijackWriter struct {
+	http.ResponseWriter
+	wc *wireConn
+}
+
+func (h *hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	hj, ok := h.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("response does not implement http.Hijacker")
+	}
+	c, brw, err := hj.Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	h.wc = newWireConn(c)
+	return h.wc, brw, nil
+}
