@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -91,8 +90,9 @@ func (c *wireConn) flush(deadline time.Time) error {
 
 // tryWrite writes a data frame of data without waiting. It reports how
 // many bytes are left for flush (0: all written), or errNoDirect if it
-// wrote nothing: another write is under way, or the socket refused
-// (whatever the reason, the queue's writer will meet it too).
+// wrote nothing: another write is under way, the deadline of gorilla's
+// last write has passed (the queue's writer sets a new one), or the
+// socket refused (the queue's writer meets that too).
 func (c *wireConn) tryWrite(kind frameKind, data []byte) (left int, err error) {
 	if c.raw == nil || !c.mu.TryLock() {
 		return 0, errNoDirect
@@ -107,14 +107,6 @@ func (c *wireConn) tryWrite(kind frameKind, data []byte) (left int, err error) {
 	b = append(b, data...)
 	*buf = b[:0]
 	n, err := c.writeNow(b)
-	if errors.Is(err, errDeadline) {
-		// A deadline gorilla set for an earlier write has passed: a
-		// direct write has none.
-		if c.Conn.SetWriteDeadline(time.Time{}) != nil {
-			return 0, errNoDirect
-		}
-		n, err = c.writeNow(b)
-	}
 	if err != nil || n <= 0 {
 		return 0, errNoDirect
 	}
@@ -123,8 +115,6 @@ func (c *wireConn) tryWrite(kind frameKind, data []byte) (left int, err error) {
 	}
 	return len(b) - n, nil
 }
-
-var errDeadline = errors.New("write deadline passed")
 
 // writeNow makes one write(2) of b, not waiting for the socket to take
 // it: n < len(b) if its send buffer is full.
@@ -139,10 +129,11 @@ func (c *wireConn) writeNow(b []byte) (n int, err error) {
 		return true
 	})
 	if !called {
-		if errors.Is(rerr, os.ErrDeadlineExceeded) {
-			return 0, errDeadline
-		}
-		return 0, errNoDirect
+		// The write deadline gorilla set for an earlier write has
+		// passed (a direct write neither needs one nor may change
+		// it: gorilla may be about to write with its own), or the
+		// connection is closed.
+		return 0, rerr
 	}
 	return n, err
 }

@@ -32,10 +32,18 @@
 //     may keep sending until it sees our close frame).
 //   - At most MaxSockets slots are held; a request past it is answered 503
 //     with Retry-After before the protocol switches.
-//   - An idle socket costs one goroutine (its reader). A writer goroutine
-//     exists only while the socket's send queue is non-empty. Pings are sent
-//     by one goroutine for all sockets (a wheel of slots, see ping.go); no
-//     socket has a timer of its own while idle.
+//   - An idle socket costs one goroutine (its reader). A message sent
+//     while nothing is queued is written on the sender's goroutine if the
+//     kernel takes it at once (direct.go); a writer goroutine works for a
+//     socket only while its send queue is non-empty, and writers that are
+//     done wait for the next socket, at most 128 of them (writers.go).
+//     Pings are sent by one goroutine for all sockets (a wheel of slots,
+//     see ping.go); no socket has a timer of its own while idle.
+//   - Frames never interleave on the wire: gorilla's writes and direct
+//     ones take one lock per connection, and the tail of a frame written
+//     directly in part is completed before anything else.
+//   - CloseActor and CloseAll also close the sockets whose upgrade is
+//     under way, as soon as they are open.
 //
 // # Memory
 //
@@ -56,7 +64,8 @@
 //
 // Every method of Owner is safe for concurrent use. Sink methods are called
 // from socket goroutines and from callers of Owner methods (Close,
-// CloseActor, CloseAll and Send call Gone on the caller's goroutine), never
+// CloseActor, CloseAll and Send call Gone on the caller's goroutine; Send
+// and Broadcast may make a write(2) there, never one that waits), never
 // with a lock of this package held, so a Sink may call back into the Owner.
 // Opened and Gone must not block; Message may block, which holds back only
 // that socket's reading (TCP then pushes back on the client).
