@@ -30,7 +30,7 @@ func TestDirectWriteCompletedFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = s.wc.Conn.(*net.TCPConn).SetWriteBuffer(4096)
+	_ = s.wc.SetWriteBuffer(4096)
 
 	state := func() (partial, writing bool) {
 		s.mu.Lock()
