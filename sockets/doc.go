@@ -36,7 +36,7 @@
 //     while nothing is queued is written on the sender's goroutine if the
 //     kernel takes it at once (direct.go); a writer goroutine works for a
 //     socket only while its send queue is non-empty, and writers that are
-//     done wait for the next socket, at most 128 of them (writers.go).
+//     done wait for the next socket, at most 128 of them (internal/gopool).
 //     Pings are sent by one goroutine for all sockets (a wheel of slots,
 //     see ping.go); no socket has a timer of its own while idle.
 //   - Frames never interleave on the wire: gorilla's writes and direct

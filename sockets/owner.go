@@ -16,6 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/wasmkeep/wasmkeep/internal/gopool"
 	"github.com/wasmkeep/wasmkeep/ownership"
 )
 
@@ -197,7 +198,7 @@ type Owner struct {
 	nextID   atomic.Uint64
 	wg       sync.WaitGroup // readers, writers and aborts of every socket
 	stop     chan struct{}  // ends the ping loop
-	writers  writers        // the writer goroutines waiting (writers.go)
+	writers  *gopool.Pool   // runs socket.write: writers are reused
 	pingDone chan struct{}
 
 	mu      sync.RWMutex
@@ -245,6 +246,7 @@ func New(cfg Config) (*Owner, error) {
 			CheckOrigin:     cfg.CheckOrigin,
 		},
 		stop:     make(chan struct{}),
+		writers:  gopool.New(maxIdleWriters, writerIdle),
 		pingDone: make(chan struct{}),
 		byID:     map[ID]*socket{},
 		byActor:  map[ownership.Actor]map[ID]*socket{},
@@ -530,7 +532,7 @@ func (o *Owner) Shutdown(ctx context.Context) error {
 	}
 	if !already {
 		close(o.stop)
-		o.writers.stop()
+		o.writers.Stop()
 	}
 	<-o.pingDone
 	return err

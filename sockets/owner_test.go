@@ -520,52 +520,65 @@ func TestRacingClosesKeepOneGonePerSocket(t *testing.T) {
 	}
 }
 
-// TestBroadcastDuringHandshake: a socket's handshake answer reaches its
-// client before the socket is listed as the actor's, so a broadcast the
-// actor makes meanwhile is kept for it: the client gets it first, before
-// what is broadcast later; one for a tag it lacks is not kept.
-func TestBroadcastDuringHandshake(t *testing.T) {
+// dialPaused starts a dial of a with tags on a fresh env whose upgrade
+// stops in the middle (in its origin check), and returns once it is
+// there; finish lets it go on and returns the client's connection.
+func dialPaused(t *testing.T, a ownership.Actor, tags ...string) (e *env, finish func() *websocket.Conn) {
+	t.Helper()
 	inCheck, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	e := newEnv(t, Config{CheckOrigin: func(*http.Request) bool {
+	e = newEnv(t, Config{CheckOrigin: func(*http.Request) bool {
 		once.Do(func() {
 			close(inCheck)
 			<-release
 		})
 		return true
 	}})
-	a := ownership.Actor{Class: "room", Name: "a"}
 	type dialed struct {
 		c   *websocket.Conn
 		err error
 	}
 	done := make(chan dialed, 1)
 	go func() {
-		c, _, err := e.tryDial(a, "member")
+		c, _, err := e.tryDial(a, tags...)
 		done <- dialed{c, err}
 	}()
-	<-inCheck // the upgrade is under way
+	<-inCheck
+	return e, func() *websocket.Conn {
+		t.Helper()
+		close(release)
+		d := <-done
+		if d.err != nil {
+			t.Fatalf("dial: %v", d.err)
+		}
+		t.Cleanup(func() { _ = d.c.Close() })
+		if r := e.nextAccept(); r.err != nil {
+			t.Fatalf("accept: %v", r.err)
+		}
+		return d.c
+	}
+}
+
+// TestBroadcastDuringHandshake: a socket's handshake answer reaches its
+// client before the socket is listed as the actor's, so a broadcast the
+// actor makes meanwhile is kept for it: the client gets it first, before
+// what is broadcast later; one for a tag it lacks is not kept.
+func TestBroadcastDuringHandshake(t *testing.T) {
+	a := ownership.Actor{Class: "room", Name: "a"}
+	e, finish := dialPaused(t, a, "member")
 	if n, err := e.o.Broadcast(a, "member", true, []byte("during")); err != nil || n != 0 {
 		t.Fatalf("broadcast during the handshake: %d, %v; want 0 sockets listed", n, err)
 	}
 	if _, err := e.o.Broadcast(a, "other", true, []byte("not for it")); err != nil {
 		t.Fatal(err)
 	}
-	close(release)
-	d := <-done
-	if d.err != nil {
-		t.Fatalf("dial: %v", d.err)
-	}
-	t.Cleanup(func() { _ = d.c.Close() })
-	if r := e.nextAccept(); r.err != nil {
-		t.Fatalf("accept: %v", r.err)
-	}
+	c := finish()
 	if n, err := e.o.Broadcast(a, "", true, []byte("after")); err != nil || n != 1 {
 		t.Fatalf("broadcast after: %d, %v", n, err)
 	}
 	for _, want := range []string{"during", "after"} {
-		_ = d.c.SetReadDeadline(time.Now().Add(wait))
-		_, got, err := d.c.ReadMessage()
+		_ = c.SetReadDeadline(time.Now().Add(wait))
+		_, got, err := c.ReadMessage()
 		if err != nil || string(got) != want {
 			t.Fatalf("client read %q, %v; want %q", got, err, want)
 		}
@@ -587,42 +600,16 @@ func TestCloseDuringHandshake(t *testing.T) {
 		{"another actor", func(o *Owner) { o.CloseActor(other, ownership.CloseServiceRestart, "move") }, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			inCheck, release := make(chan struct{}), make(chan struct{})
-			var once sync.Once
-			e := newEnv(t, Config{CheckOrigin: func(*http.Request) bool {
-				once.Do(func() {
-					close(inCheck)
-					<-release
-				})
-				return true
-			}})
-			type dialed struct {
-				c   *websocket.Conn
-				err error
-			}
-			done := make(chan dialed, 1)
-			go func() {
-				c, _, err := e.tryDial(room)
-				done <- dialed{c, err}
-			}()
-			<-inCheck // the upgrade is under way
+			e, finish := dialPaused(t, room)
 			c.close(e.o)
-			close(release)
-			d := <-done
-			if d.err != nil {
-				t.Fatalf("dial: %v", d.err)
-			}
-			t.Cleanup(func() { _ = d.c.Close() })
-			if r := e.nextAccept(); r.err != nil {
-				t.Fatalf("accept: %v", r.err)
-			}
+			conn := finish()
 			if c.reason == "" {
 				if n := len(e.o.List(room, "")); n != 1 {
 					t.Fatalf("%d sockets listed, want 1 (left open)", n)
 				}
 				return
 			}
-			if ce := readClose(t, d.c); ce.Code != 1012 || ce.Text != c.reason {
+			if ce := readClose(t, conn); ce.Code != 1012 || ce.Text != c.reason {
 				t.Errorf("client got %d %q, want 1012 %q", ce.Code, ce.Text, c.reason)
 			}
 			if end := next(t, e.sink.ends); end.actor != room || end.code != 1012 {

@@ -336,10 +336,18 @@ func (s *socket) startWriterLocked() {
 	}
 	s.writing = true
 	s.o.wg.Add(1)
-	s.o.startWriter(s)
+	s.o.writers.Go(s.write)
 }
 
-// write empties the queue, on a writer goroutine (writers.go).
+// maxIdleWriters bounds the writer goroutines kept waiting for a socket
+// to write, with the stacks they grew (about 8 KiB each), and writerIdle
+// how long each waits.
+const (
+	maxIdleWriters = 128
+	writerIdle     = 10 * time.Second
+)
+
+// write empties the queue, on a writer goroutine (Owner.writers).
 func (s *socket) write() {
 	defer s.o.wg.Done()
 	for {

@@ -40,13 +40,13 @@ func TestWritersReusedAndBounded(t *testing.T) {
 				t.Fatalf("client %d read %q, %v; want %q", i, got, err, want)
 			}
 		}
-		waitFor(t, "the writers to be idle", func() bool { return e.o.writers.waiting() > 0 })
-		if idle := e.o.writers.waiting(); idle > maxIdleWriters {
+		waitFor(t, "the writers to be idle", func() bool { return e.o.writers.Idle() > 0 })
+		if idle := e.o.writers.Idle(); idle > maxIdleWriters {
 			t.Fatalf("%d idle writers, at most %d", idle, maxIdleWriters)
 		}
 	}
 	// One socket, many messages one at a time: one writer does them all.
-	before := e.o.writers.waiting()
+	before := e.o.writers.Idle()
 	for i := range 50 {
 		want := fmt.Sprint(i)
 		if err := e.o.Send(room, e.o.List(room, "")[0].ID, true, []byte(want)); err != nil {
@@ -57,12 +57,12 @@ func TestWritersReusedAndBounded(t *testing.T) {
 			t.Fatalf("read %q, %v; want %q", got, err, want)
 		}
 	}
-	waitFor(t, "the writer to be idle again", func() bool { return e.o.writers.waiting() == before })
+	waitFor(t, "the writer to be idle again", func() bool { return e.o.writers.Idle() == before })
 	for _, c := range conns {
 		_ = c.Close()
 	}
 	if err := e.o.Shutdown(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the idle writers to end", func() bool { return e.o.writers.waiting() == 0 })
+	waitFor(t, "the idle writers to end", func() bool { return e.o.writers.Idle() == 0 })
 }
