@@ -26,7 +26,7 @@
 #   WS_SOCKETS  ws-echo and ws-bcast: sockets in the one room 20     [100]
 #   WS_MSGS     ws-echo: messages per socket, sequential    50     [1000]
 #   WS_SIZE     ws-echo: message size in bytes              16     [16]
-#   WS_BCAST    ws-bcast: broadcasts, lock-step             20     [200]
+#   WS_BCAST    ws-bcast: broadcasts, lock-step             20     [2000] (200 made a 0.3 s run: too noisy)
 #   WS_IDLE_SOCKETS  ws-idle: idle sockets                  500    [10000]
 #   WS_IDLE_ROOMS    ws-idle: rooms they spread over        10     [100]
 #   WS_IDLE_HOLD     ws-idle: idle hold before the wake     4s     [30s]
@@ -74,7 +74,7 @@ WORK=${WORK:-$HERE/.work}
 if [ "${FULL:-0}" = 1 ]; then
   REPS=${REPS:-3}; DURATION=${DURATION:-10s}; WARMUP=${WARMUP:-2s}; CONNS=${CONNS:-32}
   COLD_NAMES=${COLD_NAMES:-200}; QUIET_MAX=${QUIET_MAX:-90s}
-  WS_SOCKETS=${WS_SOCKETS:-100}; WS_MSGS=${WS_MSGS:-1000}; WS_BCAST=${WS_BCAST:-200}
+  WS_SOCKETS=${WS_SOCKETS:-100}; WS_MSGS=${WS_MSGS:-1000}; WS_BCAST=${WS_BCAST:-2000}
   WS_IDLE_SOCKETS=${WS_IDLE_SOCKETS:-10000}; WS_IDLE_ROOMS=${WS_IDLE_ROOMS:-100}; WS_IDLE_HOLD=${WS_IDLE_HOLD:-30s}
   WS_IDLE_HOLD_WK=${WS_IDLE_HOLD_WK:-8s}
 else
