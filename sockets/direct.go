@@ -72,12 +72,13 @@ func (c *wireConn) Write(p []byte) (int, error) {
 }
 
 func (c *wireConn) flushLocked() error {
-	for len(c.rest) > 0 {
-		n, err := c.TCPConn.Write(c.rest)
-		c.rest = c.rest[n:]
-		if err != nil {
-			return err
-		}
+	if len(c.rest) == 0 {
+		return nil
+	}
+	n, err := c.TCPConn.Write(c.rest) // all of it, or an error
+	c.rest = c.rest[n:]
+	if err != nil {
+		return err
 	}
 	c.rest = nil
 	return nil
@@ -88,7 +89,7 @@ func (c *wireConn) flush(deadline time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.rest) == 0 {
-		return nil
+		return nil // a write of gorilla's completed it
 	}
 	if err := c.TCPConn.SetWriteDeadline(deadline); err != nil {
 		return err
@@ -96,18 +97,18 @@ func (c *wireConn) flush(deadline time.Time) error {
 	return c.flushLocked()
 }
 
-// tryWrite writes a data frame of data without waiting. It reports how
-// many bytes are left for flush (0: all written), or errNoDirect if it
+// tryWrite writes a data frame of data without waiting. It reports
+// whether a tail of it is left for flush, or errNoDirect if it
 // wrote nothing: another write is under way, the deadline of gorilla's
 // last write has passed (the queue's writer sets a new one), or the
 // socket refused (the queue's writer meets that too).
-func (c *wireConn) tryWrite(kind frameKind, data []byte) (left int, err error) {
+func (c *wireConn) tryWrite(kind frameKind, data []byte) (pending bool, err error) {
 	if !c.mu.TryLock() {
-		return 0, errNoDirect
+		return false, errNoDirect
 	}
 	defer c.mu.Unlock()
 	if len(c.rest) > 0 {
-		return 0, errNoDirect
+		return false, errNoDirect
 	}
 	buf := directBuffers.Get().(*[]byte)
 	defer directBuffers.Put(buf)
@@ -116,12 +117,12 @@ func (c *wireConn) tryWrite(kind frameKind, data []byte) (left int, err error) {
 	*buf = b[:0]
 	n, err := c.writeNow(b)
 	if err != nil || n <= 0 {
-		return 0, errNoDirect
+		return false, errNoDirect
 	}
 	if n < len(b) {
 		c.rest = append([]byte(nil), b[n:]...)
 	}
-	return len(b) - n, nil
+	return n < len(b), nil
 }
 
 // writeNow makes one write(2) of b, not waiting for the socket to take

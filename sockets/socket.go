@@ -65,8 +65,9 @@ const (
 	binaryFrame
 	pingFrame
 	closeFrame
-	// restFrame: the tail of a frame written directly in part, kept by
-	// wc (data is nil; its length is in frame.code, for queued).
+	// restFrame: write the tail of a frame written directly in part,
+	// which wc keeps. It is not counted in queued: at most maxDirect
+	// bytes and a header.
 	restFrame
 )
 
@@ -242,7 +243,7 @@ func (s *socket) send(kind frameKind, data []byte) error {
 	if !s.writing && len(s.queue) == 0 && !s.freed && !s.aborted && s.wc != nil && len(data) <= maxDirect {
 		s.writing = true // what is sent meanwhile is queued behind
 		s.mu.Unlock()
-		left, err := s.wc.tryWrite(kind, data)
+		pending, err := s.wc.tryWrite(kind, data)
 		if err == nil {
 			s.o.m.messagesOut.Inc()
 			s.o.m.bytesOut.Add(float64(len(data)))
@@ -251,11 +252,10 @@ func (s *socket) send(kind frameKind, data []byte) error {
 		s.writing = false
 		switch {
 		case err != nil: // not tried: queued below
-		case left > 0:
+		case pending:
 			// The writer completes the frame before anything queued
 			// meanwhile.
-			s.queue = slices.Insert(s.queue, 0, frame{kind: restFrame, code: left})
-			s.queued += left
+			s.queue = slices.Insert(s.queue, 0, frame{kind: restFrame})
 			s.startWriterLocked()
 			s.mu.Unlock()
 			return nil
@@ -362,9 +362,6 @@ func (s *socket) write() {
 		s.queue[0] = frame{}
 		s.queue = s.queue[1:]
 		s.queued -= len(f.data)
-		if f.kind == restFrame {
-			s.queued -= f.code
-		}
 		skip := f.kind == closeFrame && s.closeSent
 		if f.kind == closeFrame {
 			s.closeSent = true
