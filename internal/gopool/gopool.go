@@ -27,6 +27,7 @@ type Pool struct {
 	mu      sync.Mutex
 	idle    []chan func() // the last one waited least
 	stopped bool
+	started int // goroutines started, for tests
 }
 
 // New returns a Pool that keeps at most maxIdle goroutines waiting, each
@@ -45,6 +46,7 @@ func (p *Pool) Go(fn func()) {
 		ch <- fn
 		return
 	}
+	p.started++
 	p.mu.Unlock()
 	go p.work(fn)
 }

@@ -7,57 +7,59 @@ import (
 	"time"
 )
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for end := time.Now().Add(10 * time.Second); !cond(); {
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // TestReuseBoundAndStop: every task runs once; the goroutines that are
-// done wait for more, at most maxIdle of them; one at a time, tasks run
-// on one goroutine; Stop ends those waiting.
+// done wait for more, at most maxIdle of them; a task given while one
+// waits runs on it (no goroutine more); Stop ends those waiting, and a
+// task given after it runs on a goroutine that then ends.
 func TestReuseBoundAndStop(t *testing.T) {
-	p := New(4, time.Hour)
-	var mu sync.Mutex
-	ran := map[int]int{}
-	var wg sync.WaitGroup
-	release := make(chan struct{})
-	for i := range 10 {
-		wg.Add(1)
-		p.Go(func() {
-			defer wg.Done()
-			<-release // all 10 run at once: 10 goroutines
-			mu.Lock()
-			ran[i]++
-			mu.Unlock()
-		})
-	}
-	close(release)
-	wg.Wait()
-	if len(ran) != 10 {
-		t.Fatalf("%d tasks ran, want 10", len(ran))
-	}
-	waitFor(t, "4 idle goroutines", func() bool { return p.Idle() == 4 })
+	synctest.Test(t, func(t *testing.T) {
+		p := New(4, time.Hour)
+		var mu sync.Mutex
+		ran := map[int]int{}
+		release := make(chan struct{})
+		for i := range 10 {
+			p.Go(func() {
+				<-release // all 10 run at once: 10 goroutines
+				mu.Lock()
+				ran[i]++
+				mu.Unlock()
+			})
+		}
+		close(release)
+		synctest.Wait() // every goroutine is done, or waits
+		if len(ran) != 10 {
+			t.Fatalf("%d tasks ran, want 10", len(ran))
+		}
+		if n := p.Idle(); n != 4 {
+			t.Fatalf("%d idle, want 4", n)
+		}
 
-	for range 100 {
+		for range 100 {
+			p.Go(func() {})
+			synctest.Wait()
+			p.mu.Lock()
+			started := p.started
+			p.mu.Unlock()
+			if started != 10 {
+				t.Fatalf("%d goroutines started, want the first 10 only", started)
+			}
+			if n := p.Idle(); n != 4 {
+				t.Fatalf("%d idle after a task, want 4", n)
+			}
+		}
+
+		p.Stop()
+		if n := p.Idle(); n != 0 {
+			t.Fatalf("%d idle after Stop", n)
+		}
 		done := make(chan struct{})
 		p.Go(func() { close(done) })
 		<-done
-		waitFor(t, "the goroutine back", func() bool { return p.Idle() == 4 })
-	}
-
-	p.Stop()
-	if n := p.Idle(); n != 0 {
-		t.Fatalf("%d idle after Stop", n)
-	}
-	done := make(chan struct{})
-	p.Go(func() { close(done) })
-	<-done
-	waitFor(t, "the task's goroutine to end", func() bool { return p.Idle() == 0 })
+		synctest.Wait()
+		if n := p.Idle(); n != 0 {
+			t.Fatalf("%d idle after a task given after Stop, want 0", n)
+		}
+	})
 }
 
 // BenchmarkGo: a task handed to a waiting goroutine, against one
@@ -105,11 +107,9 @@ func TestIdleEnd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := New(4, time.Second)
 		for range 3 {
-			done := make(chan struct{})
-			p.Go(func() { close(done) })
-			<-done
+			p.Go(func() {})
+			synctest.Wait() // its goroutine waits for the next
 		}
-		synctest.Wait()
 		if n := p.Idle(); n != 1 {
 			t.Fatalf("%d idle, want 1", n)
 		}
