@@ -85,11 +85,12 @@ func Instrument(wasm []byte, check Import, fuel int32) ([]byte, error) {
 		return nil, fmt.Errorf("meter: %w", err)
 	}
 	rw := &rewriter{
-		imported:  m.importedFuncs,
-		checkFunc: m.importedFuncs,
-		global:    m.importedGlobals + m.definedGlobals,
+		imported: m.importedFuncs,
+		global:   m.importedGlobals + m.definedGlobals,
 	}
-	rw.seq = checkSequence(rw.global, rw.checkFunc, fuel)
+	// The check is imported last: its index is the count of the
+	// module's own imported functions.
+	rw.seq = checkSequence(rw.global, m.importedFuncs, fuel)
 
 	out := make([]byte, 0, len(wasm)+len(wasm)/8)
 	out = append(out, wasm[:8]...)
@@ -347,10 +348,9 @@ func (m *module) readImports(body []byte) error {
 
 // rewriter shifts function indices and inserts the check sequence.
 type rewriter struct {
-	imported  uint32 // imported functions before the rewrite
-	checkFunc uint32 // the check's function index
-	global    uint32 // the fuel's global index
-	seq       []byte // checkSequence
+	imported uint32 // imported functions before the rewrite
+	global   uint32 // the fuel's global index
+	seq      []byte // checkSequence
 }
 
 // fn is the new index of the function that had index f.
