@@ -63,6 +63,7 @@ type serveConfig struct {
 	MaxMessage     byteSize
 	WSPing         time.Duration
 	WSPong         time.Duration
+	WSIOUring      bool
 	Lease          ownership.Config // only the lease durations are read from flags
 	StopTimeout    time.Duration
 	// Classes is the directory of the wasm classes; CacheDir keeps their
@@ -219,6 +220,7 @@ func setupServe(fs *flag.FlagSet) action {
 		MaxSockets:  sockets.DefaultMaxSockets,
 		MaxMessage:  sockets.DefaultMaxMessage,
 		WSPing:      sockets.DefaultPingInterval,
+		WSIOUring:   true,
 		WSPong:      sockets.DefaultPongTimeout,
 		Lease:       ownership.DefaultConfig("", ""),
 		StopTimeout: 30 * time.Second,
@@ -242,6 +244,7 @@ func setupServe(fs *flag.FlagSet) action {
 	fs.IntVar(&cfg.MaxSockets, "max-sockets", cfg.MaxSockets, "most WebSockets open on the node; past it an upgrade gets 503 before switching protocols")
 	fs.DurationVar(&cfg.WSPing, "ws-ping", cfg.WSPing, "how often the node pings each WebSocket")
 	fs.DurationVar(&cfg.WSPong, "ws-pong-timeout", cfg.WSPong, "a WebSocket silent this long after a ping is closed (1011) as dead; at most --ws-ping")
+	fs.BoolVar(&cfg.WSIOUring, "ws-io-uring", cfg.WSIOUring, "send a broadcast's messages to its WebSockets with one io_uring submission (Linux); false: one write(2) per socket. Where io_uring is refused the node writes each socket and logs why once")
 	fs.Var(&cfg.MaxMessage, "max-message", "largest WebSocket message, in and out (bytes, or with KiB or MiB); a larger incoming one closes its socket with 1009")
 	fs.DurationVar(&cfg.CallTimeout, "call-timeout", cfg.CallTimeout, "longest an actor waits for its call to another actor; past it the call fails (two actors calling each other from separate events wait this long)")
 	fs.DurationVar(&cfg.Lease.LeasePeriod, "lease-period", cfg.Lease.LeasePeriod, "how often the node renews its lease")
@@ -395,7 +398,7 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 	node, err := ingress.StartNode(ctx, ingress.NodeConfig{
 		Core: cfg.core(instance), Bucket: b, Listener: lis, Registry: registry, Logger: log,
 		IdleTimeout: cfg.IdleTimeout, MaxResident: cfg.MaxResident, MaxBody: int64(cfg.MaxBody),
-		MaxSockets: cfg.MaxSockets, MaxMessage: int(cfg.MaxMessage), PingInterval: cfg.WSPing, PongTimeout: cfg.WSPong,
+		MaxSockets: cfg.MaxSockets, MaxMessage: int(cfg.MaxMessage), PingInterval: cfg.WSPing, PongTimeout: cfg.WSPong, NoIOUring: !cfg.WSIOUring,
 		CallTimeout: cfg.CallTimeout, ClusterKey: clusterKey,
 	})
 	if err != nil {

@@ -52,6 +52,9 @@ type NodeConfig struct {
 	// Zero: its defaults.
 	PingInterval time.Duration
 	PongTimeout  time.Duration
+	// NoIOUring: a broadcast writes each socket with its own write(2)
+	// (see sockets.Config).
+	NoIOUring bool
 	// ClusterKey signs and checks the requests between nodes (see
 	// Config). Nil: they are neither signed nor checked.
 	ClusterKey []byte
@@ -113,7 +116,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	if err == nil {
 		owner, err = sockets.New(sockets.Config{
 			Sink: sink, MaxSockets: cfg.MaxSockets, MaxMessage: cfg.MaxMessage,
-			PingInterval: cfg.PingInterval, PongTimeout: cfg.PongTimeout, Logger: log, Registerer: reg,
+			PingInterval: cfg.PingInterval, PongTimeout: cfg.PongTimeout, NoIOUring: cfg.NoIOUring, Logger: log, Registerer: reg,
 		})
 	}
 	if err != nil {

@@ -44,10 +44,29 @@ func (o *Owner) Broadcast(a ownership.Actor, tag string, text bool, data []byte)
 	if len(data) > o.cfg.MaxMessage {
 		return 0, fmt.Errorf("broadcast to %s: %w: %d bytes, limit %d", a, ErrInvalid, len(data), o.cfg.MaxMessage)
 	}
-	shared := slices.Clone(data) // one copy, read by every writer
-	n := 0
-	for _, s := range o.broadcastTargets(a, tag, kindOf(text), shared) {
-		if (tag == "" || slices.Contains(s.tags, tag)) && s.send(kindOf(text), shared) == nil {
+	kind, shared := kindOf(text), slices.Clone(data) // one copy, read by every writer
+	b := batches.Get().(*batch)
+	defer batches.Put(b)
+	defer b.reset()
+	for _, s := range o.broadcastTargets(a, tag, kind, shared) {
+		switch {
+		case tag != "" && !slices.Contains(s.tags, tag):
+		case !s.claimDirect(len(shared)):
+			b.queue = append(b.queue, s)
+		case !s.wc.claim():
+			b.unclaimed = append(b.unclaimed, s)
+		default:
+			b.direct = append(b.direct, s)
+		}
+	}
+	n := o.writeDirect(b, kind, shared)
+	for _, s := range b.unclaimed {
+		if s.directDone(kind, shared, false, errNoDirect) == nil { // queued
+			n++
+		}
+	}
+	for _, s := range b.queue {
+		if s.send(kind, shared) == nil {
 			n++
 		}
 	}

@@ -24,7 +24,9 @@ import (
 // gorilla writes through the same connection (control frames, and every
 // queued frame): wireConn puts its writes and the direct ones under one
 // lock, and a frame partly written directly is completed before any of
-// gorilla's bytes, so frames never interleave.
+// gorilla's bytes, so frames never interleave. Once a write of gorilla's
+// has failed (it may have stopped inside a frame), nothing more is written
+// directly. A broadcast makes its direct writes together (batch.go).
 
 // maxDirect is the largest message written directly; a larger one goes
 // through the queue (whose writer does not copy it).
@@ -39,12 +41,21 @@ var errNoDirect = errors.New("no direct write")
 // of their own (the compiler makes their wrappers tail calls), which
 // keeps an idle reader, parked in Read, within its first 2 KiB of stack
 // (BenchmarkIdleSocketMemory).
+//
+// A direct write uses the descriptor fd itself, not through the TCPConn,
+// so that a broadcast can hand many of them to the kernel at once
+// (batch.go). closeMu keeps the descriptor from being closed (and its
+// number reused by another connection) while a direct write uses it.
 type wireConn struct {
 	*net.TCPConn
-	raw syscall.RawConn
+	fd int32
 
-	mu   sync.Mutex
-	rest []byte // the tail of a frame written directly in part
+	mu     sync.Mutex
+	rest   []byte // the tail of a frame written directly in part
+	broken bool   // a write of gorilla's failed: the stream may end inside a frame
+
+	closeMu sync.RWMutex
+	closed  bool
 }
 
 // newWireConn wraps c if it is a TCP connection; other connections
@@ -58,7 +69,11 @@ func newWireConn(c net.Conn) *wireConn {
 	if err != nil {
 		return nil
 	}
-	return &wireConn{TCPConn: tc, raw: raw}
+	wc := &wireConn{TCPConn: tc, fd: -1}
+	if err := raw.Control(func(fd uintptr) { wc.fd = int32(fd) }); err != nil || wc.fd < 0 {
+		return nil
+	}
+	return wc
 }
 
 // Write is gorilla's: blocking, bounded by the deadline gorilla set.
@@ -68,7 +83,19 @@ func (c *wireConn) Write(p []byte) (int, error) {
 	if err := c.flushLocked(); err != nil {
 		return 0, err
 	}
-	return c.TCPConn.Write(p)
+	n, err := c.TCPConn.Write(p)
+	if err != nil {
+		c.broken = true
+	}
+	return n, err
+}
+
+// Close closes the connection once no direct write uses its descriptor.
+func (c *wireConn) Close() error {
+	c.closeMu.Lock()
+	c.closed = true
+	c.closeMu.Unlock()
+	return c.TCPConn.Close()
 }
 
 func (c *wireConn) flushLocked() error {
@@ -78,6 +105,7 @@ func (c *wireConn) flushLocked() error {
 	n, err := c.TCPConn.Write(c.rest) // all of it, or an error
 	c.rest = c.rest[n:]
 	if err != nil {
+		c.broken = true
 		return err
 	}
 	c.rest = nil
@@ -97,57 +125,64 @@ func (c *wireConn) flush(deadline time.Time) error {
 	return c.flushLocked()
 }
 
-// tryWrite writes a data frame of data without waiting. It reports
-// whether a tail of it is left for flush, or errNoDirect if it
-// wrote nothing: another write is under way, the deadline of gorilla's
-// last write has passed (the queue's writer sets a new one), or the
-// socket refused (the queue's writer meets that too).
-func (c *wireConn) tryWrite(kind frameKind, data []byte) (pending bool, err error) {
+// claim takes the connection for one direct write, or reports false
+// (nothing may be written directly now): another write is under way, a
+// frame written in part is pending, a write failed, or the connection is
+// closing. A claim is ended by wrote.
+func (c *wireConn) claim() bool {
 	if !c.mu.TryLock() {
-		return false, errNoDirect
+		return false
 	}
+	if len(c.rest) > 0 || c.broken || !c.closeMu.TryRLock() {
+		c.mu.Unlock()
+		return false
+	}
+	if c.closed {
+		c.closeMu.RUnlock()
+		c.mu.Unlock()
+		return false
+	}
+	return true
+}
+
+// wrote ends a claim in which the kernel took n bytes of frame b (n <= 0:
+// none). It reports whether a tail of b is left for flush, or errNoDirect
+// if nothing was written (the queue's writer then writes the frame, and
+// meets the socket's error if there was one).
+func (c *wireConn) wrote(b []byte, n int) (pending bool, err error) {
+	c.closeMu.RUnlock()
 	defer c.mu.Unlock()
-	if len(c.rest) > 0 {
+	switch {
+	case n <= 0:
+		return false, errNoDirect
+	case n < len(b):
+		c.rest = append([]byte(nil), b[n:]...)
+		return true, nil
+	}
+	return false, nil
+}
+
+// tryWrite writes a data frame of data without waiting. It reports
+// whether a tail of it is left for flush, or errNoDirect if it wrote
+// nothing (see claim and wrote).
+func (c *wireConn) tryWrite(kind frameKind, data []byte) (pending bool, err error) {
+	if !c.claim() {
 		return false, errNoDirect
 	}
 	buf := directBuffers.Get().(*[]byte)
 	defer directBuffers.Put(buf)
-	b := appendFrameHeader((*buf)[:0], kind, len(data))
-	b = append(b, data...)
+	b := appendFrame((*buf)[:0], kind, data)
 	*buf = b[:0]
-	n, err := c.writeNow(b)
-	if err != nil || n <= 0 {
-		return false, errNoDirect
-	}
-	if n < len(b) {
-		c.rest = append([]byte(nil), b[n:]...)
-	}
-	return n < len(b), nil
-}
-
-// writeNow makes one write(2) of b, not waiting for the socket to take
-// it: n < len(b) if its send buffer is full.
-func (c *wireConn) writeNow(b []byte) (n int, err error) {
-	called := false
-	rerr := c.raw.Write(func(fd uintptr) bool {
-		called = true
-		n, err = syscall.Write(int(fd), b)
-		if err == syscall.EAGAIN {
-			n, err = 0, nil
-		}
-		return true
-	})
-	if !called {
-		// The write deadline gorilla set for an earlier write has
-		// passed (a direct write neither needs one nor may change
-		// it: gorilla may be about to write with its own), or the
-		// connection is closed.
-		return 0, rerr
-	}
-	return n, err
+	n, _ := syscall.Write(int(c.fd), b) // -1 for EAGAIN (a full send buffer) and errors alike
+	return c.wrote(b, n)
 }
 
 var directBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// appendFrame appends an unmasked, final frame of data.
+func appendFrame(b []byte, kind frameKind, data []byte) []byte {
+	return append(appendFrameHeader(b, kind, len(data)), data...)
+}
 
 // appendFrameHeader appends the header of an unmasked, final frame of n
 // bytes (RFC 6455 section 5.2): a server's frames are not masked.

@@ -97,8 +97,8 @@ func TestDirectWriteCompletedFirst(t *testing.T) {
 }
 
 // TestDirectWriteAfterIdle: a message sent after the deadline of an
-// earlier queued write has passed arrives (through the queue, whose
-// writer sets a new deadline), and so does the next one.
+// earlier queued write has passed arrives (a direct write has no
+// deadline), and so does the next one.
 func TestDirectWriteAfterIdle(t *testing.T) {
 	e := newEnv(t, Config{WriteTimeout: 50 * time.Millisecond})
 	c, id := e.dial(room)

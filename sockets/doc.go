@@ -34,7 +34,9 @@
 //     with Retry-After before the protocol switches.
 //   - An idle socket costs one goroutine (its reader). A message sent
 //     while nothing is queued is written on the sender's goroutine if the
-//     kernel takes it at once (direct.go); a writer goroutine works for a
+//     kernel takes it at once (direct.go); a broadcast hands its direct
+//     writes to the kernel in one io_uring submission (batch.go,
+//     Config.NoIOUring); a writer goroutine works for a
 //     socket only while its send queue is non-empty, and writers that are
 //     done wait for the next socket, at most 128 of them (internal/gopool).
 //     Pings are sent by one goroutine for all sockets (a wheel of slots,

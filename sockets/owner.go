@@ -111,6 +111,11 @@ type Config struct {
 	// Registerer is where the metrics are registered (shared when already
 	// there). Nil: kept but not exported.
 	Registerer prometheus.Registerer
+	// NoIOUring makes a broadcast write each socket with its own write(2)
+	// instead of submitting them together through an io_uring (batch.go).
+	// Without io_uring (not Linux, refused by the kernel or a seccomp
+	// filter) the Owner does so anyway, and logs why once.
+	NoIOUring bool
 }
 
 // Validate reports a configuration New cannot run with.
@@ -199,6 +204,7 @@ type Owner struct {
 	wg       sync.WaitGroup // readers, writers and aborts of every socket
 	stop     chan struct{}  // ends the ping loop
 	writers  *gopool.Pool   // runs socket.write: writers are reused
+	rings    *rings         // a broadcast's sends in one system call (batch.go)
 	pingDone chan struct{}
 
 	mu      sync.RWMutex
@@ -253,6 +259,7 @@ func New(cfg Config) (*Owner, error) {
 		pending:  map[ownership.Actor][]*pendingAccept{},
 		auto:     map[ownership.Actor]AutoResponse{},
 	}
+	o.rings = newRings(cfg.NoIOUring, o.log)
 	for i := range o.wheel {
 		o.wheel[i] = map[ID]*socket{}
 	}
@@ -533,6 +540,7 @@ func (o *Owner) Shutdown(ctx context.Context) error {
 	if !already {
 		close(o.stop)
 		o.writers.Stop()
+		o.rings.close()
 	}
 	<-o.pingDone
 	return err

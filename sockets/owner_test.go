@@ -353,7 +353,13 @@ func TestAutoResponseDoesNotReachTheSink(t *testing.T) {
 }
 
 func TestBroadcastByTag(t *testing.T) {
-	e := newEnv(t, Config{})
+	for _, p := range writePaths {
+		t.Run(p.name, func(t *testing.T) { testBroadcastByTag(t, p.cfg) })
+	}
+}
+
+func testBroadcastByTag(t *testing.T, cfg Config) {
+	e := newEnv(t, cfg)
 	red1, _ := e.dial(room, "red")
 	red2, _ := e.dial(room, "red", "blue")
 	blue, _ := e.dial(room, "blue")

@@ -235,42 +235,67 @@ func (s *socket) peerClosed(code int, _ string) error {
 // or being written, else queues it. A full queue closes the socket with
 // 1013.
 func (s *socket) send(kind frameKind, data []byte) error {
+	if s.claimDirect(len(data)) {
+		pending, err := s.wc.tryWrite(kind, data)
+		return s.directDone(kind, data, pending, err)
+	}
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
 		return fmt.Errorf("send on socket %v of %s: %w", s.id, s.actor, ErrClosing)
 	}
-	if !s.writing && len(s.queue) == 0 && !s.freed && !s.aborted && s.wc != nil && len(data) <= maxDirect {
-		s.writing = true // what is sent meanwhile is queued behind
-		s.mu.Unlock()
-		pending, err := s.wc.tryWrite(kind, data)
-		if err == nil {
-			s.o.m.messagesOut.Inc()
-			s.o.m.bytesOut.Add(float64(len(data)))
-		}
-		s.mu.Lock()
-		s.writing = false
-		switch {
-		case err != nil: // not tried: queued below
-		case pending:
-			// The writer completes the frame before anything queued
-			// meanwhile.
-			s.queue = slices.Insert(s.queue, 0, frame{kind: restFrame})
-			s.startWriterLocked()
-			s.mu.Unlock()
-			return nil
-		default:
-			if len(s.queue) > 0 {
-				s.startWriterLocked()
-			}
-			s.mu.Unlock()
-			return nil
-		}
-		if s.closing {
-			s.mu.Unlock()
-			return fmt.Errorf("send on socket %v of %s: %w", s.id, s.actor, ErrClosing)
-		}
+	return s.enqueueLocked(kind, data)
+}
+
+// claimDirect reports whether a message of size bytes may be written
+// directly: nothing is queued or being written. If so, what is sent
+// meanwhile is queued behind it, and the caller ends the write with
+// directDone.
+func (s *socket) claimDirect(size int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing || s.writing || len(s.queue) > 0 || s.freed || s.aborted || s.wc == nil || size > maxDirect {
+		return false
 	}
+	s.writing = true
+	return true
+}
+
+// directDone ends a direct write of a data message (claimDirect): the
+// tail left (pending) is written first by a writer goroutine, and a
+// message not written at all (err) is queued.
+func (s *socket) directDone(kind frameKind, data []byte, pending bool, err error) error {
+	if err == nil {
+		s.o.m.messagesOut.Inc()
+		s.o.m.bytesOut.Add(float64(len(data)))
+	}
+	s.mu.Lock()
+	s.writing = false
+	switch {
+	case err != nil: // not written: queued below
+	case pending:
+		// The writer completes the frame before anything queued
+		// meanwhile.
+		s.queue = slices.Insert(s.queue, 0, frame{kind: restFrame})
+		s.startWriterLocked()
+		s.mu.Unlock()
+		return nil
+	default:
+		if len(s.queue) > 0 {
+			s.startWriterLocked()
+		}
+		s.mu.Unlock()
+		return nil
+	}
+	if s.closing {
+		s.mu.Unlock()
+		return fmt.Errorf("send on socket %v of %s: %w", s.id, s.actor, ErrClosing)
+	}
+	return s.enqueueLocked(kind, data)
+}
+
+// enqueueLocked queues a data message for the writer and releases s.mu.
+func (s *socket) enqueueLocked(kind frameKind, data []byte) error {
 	// Invariant: a message of at most MaxMessage fits an empty queue.
 	if queued := s.queued; queued > 0 && queued+len(data) > s.o.cfg.SendQueue {
 		s.mu.Unlock()

@@ -1,0 +1,169 @@
+package sockets
+
+import (
+	"errors"
+	"log/slog"
+	"runtime"
+	"sync"
+	"syscall"
+
+	"github.com/wasmkeep/wasmkeep/internal/uring"
+)
+
+// Broadcasts in one system call. A broadcast's frame is the same bytes
+// for every socket (a server's frames are not masked), so Broadcast
+// builds it once and writes it directly (direct.go) to every socket that
+// has nothing queued: through an io_uring, one submission for up to
+// ringEntries sockets, where one write(2) per socket made the kernel's
+// entries and exits most of the node's CPU in a broadcast. Each socket
+// takes what its send buffer has room for, as with write(2); the rest
+// goes the usual way. Where io_uring is not available (package uring says
+// why, and the Owner logs it once), or Config.NoIOUring, each socket is
+// written with its own write(2).
+
+// ringEntries is how many sends one submission holds.
+const ringEntries = 256
+
+// rings keeps the io_uring rings of an Owner: one per broadcast under
+// way, made when first needed, at most max. A broadcast that finds none
+// free writes each socket itself.
+type rings struct {
+	log *slog.Logger
+	max int
+
+	mu   sync.Mutex
+	free []*uring.Ring
+	made int
+	off  error // why no ring is used any more; set once
+}
+
+func newRings(disabled bool, log *slog.Logger) *rings {
+	r := &rings{log: log, max: max(2, runtime.GOMAXPROCS(0))}
+	if disabled {
+		r.off = errors.New("io_uring turned off")
+	}
+	return r
+}
+
+// get returns a ring for one broadcast, or nil.
+func (r *rings) get() *uring.Ring {
+	r.mu.Lock()
+	if r.off != nil {
+		r.mu.Unlock()
+		return nil
+	}
+	if n := len(r.free); n > 0 {
+		ring := r.free[n-1]
+		r.free = r.free[:n-1]
+		r.mu.Unlock()
+		return ring
+	}
+	if r.made == r.max {
+		r.mu.Unlock()
+		return nil
+	}
+	r.made++
+	r.mu.Unlock()
+	ring, err := uring.New(ringEntries)
+	if err != nil {
+		r.put(nil, err)
+		return nil
+	}
+	return ring
+}
+
+// put returns a ring after its broadcast. err, a ring's failure or
+// uring.New's, ends the use of rings: every ring is closed.
+func (r *rings) put(ring *uring.Ring, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err == nil && r.off == nil {
+		r.free = append(r.free, ring)
+		return
+	}
+	if ring != nil {
+		ring.Close()
+	}
+	r.made-- // closed, or never made (uring.New failed)
+	if r.off == nil {
+		r.off = err
+		r.log.Info("broadcasts write each socket with its own write(2)", slog.String("reason", err.Error()))
+		r.closeFreeLocked()
+	}
+}
+
+// close ends the use of rings (Shutdown).
+func (r *rings) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.off == nil {
+		r.off = errors.New("socket owner shut down")
+	}
+	r.closeFreeLocked()
+}
+
+func (r *rings) closeFreeLocked() {
+	for _, ring := range r.free {
+		ring.Close()
+		r.made--
+	}
+	r.free = nil
+}
+
+// batch is a broadcast's scratch space, reused.
+type batch struct {
+	direct    []*socket // claimed for a direct write, connections too
+	unclaimed []*socket // claimed, but not their connections: queued
+	queue     []*socket // sent the usual way after the direct writes
+	fds       []int32
+	res       []int32
+}
+
+var batches = sync.Pool{New: func() any { return new(batch) }}
+
+func (b *batch) reset() {
+	clear(b.direct)
+	clear(b.unclaimed)
+	clear(b.queue)
+	b.direct, b.unclaimed, b.queue, b.fds, b.res = b.direct[:0], b.unclaimed[:0], b.queue[:0], b.fds[:0], b.res[:0]
+}
+
+// writeDirect writes one data frame of data to every socket of ss, each
+// claimed for a direct write (socket.claimDirect, then wireConn.claim),
+// and ends each claim: what a socket's send buffer did not take is
+// written later, or queued. It returns how many sockets were sent the
+// message or have it queued.
+func (o *Owner) writeDirect(b *batch, kind frameKind, data []byte) int {
+	if len(b.direct) == 0 {
+		return 0
+	}
+	buf := directBuffers.Get().(*[]byte)
+	defer directBuffers.Put(buf)
+	f := appendFrame((*buf)[:0], kind, data)
+	*buf = f[:0]
+	for _, s := range b.direct {
+		b.fds = append(b.fds, s.wc.fd)
+		b.res = append(b.res, 0)
+	}
+	var ring *uring.Ring
+	if len(b.direct) > 1 {
+		ring = o.rings.get()
+	}
+	if ring != nil {
+		err := ring.SendEach(b.fds, f, b.res)
+		o.rings.put(ring, err)
+	} else {
+		for i, fd := range b.fds {
+			n, _ := syscall.Write(int(fd), f) // -1 for EAGAIN and errors alike
+			b.res[i] = int32(n)
+		}
+	}
+	sent := 0
+	for i, s := range b.direct {
+		pending, err := s.wc.wrote(f, int(b.res[i]))
+		if s.directDone(kind, data, pending, err) == nil {
+			sent++
+		}
+	}
+	return sent
+}
