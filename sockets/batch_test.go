@@ -3,7 +3,6 @@ package sockets
 import (
 	"bytes"
 	"encoding/binary"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -38,13 +37,7 @@ func TestBroadcastPartialWrite(t *testing.T) {
 
 func testBroadcastPartialWrite(t *testing.T, cfg Config) {
 	e := newEnv(t, cfg)
-	slow, id := e.dial(room)
-	_ = slow.NetConn().(*net.TCPConn).SetReadBuffer(4096)
-	s, err := e.o.lookup(room, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = s.wc.SetWriteBuffer(4096)
+	slow := e.dialSlow(room)
 
 	// The fast clients read every message as it comes, and check it.
 	var wg sync.WaitGroup
@@ -59,7 +52,7 @@ func testBroadcastPartialWrite(t *testing.T, cfg Config) {
 				_ = c.SetReadDeadline(time.Now().Add(wait))
 				typ, got, err := c.ReadMessage()
 				if err != nil {
-					return // the test is over (or the check below fails)
+					return // closed at the end (or the count below fails)
 				}
 				if typ != websocket.BinaryMessage || !bytes.Equal(got, directMessage(n)) {
 					t.Errorf("fast client %d, message %d: type %d, %d bytes, index %d", i, n, typ, len(got), binary.BigEndian.Uint32(got))
@@ -69,62 +62,23 @@ func testBroadcastPartialWrite(t *testing.T, cfg Config) {
 			}
 		})
 	}
-
-	state := func() (partial, writing bool) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return len(s.queue) > 0 && s.queue[0].kind == restFrame, s.writing
-	}
-	sent, read := 0, 0
-	readNext := func() {
-		t.Helper()
-		_ = slow.SetReadDeadline(time.Now().Add(wait))
-		typ, got, err := slow.ReadMessage()
-		if err != nil {
-			t.Fatalf("message %d of %d: %v", read, sent, err)
-		}
-		if typ != websocket.BinaryMessage || !bytes.Equal(got, directMessage(read)) {
-			t.Fatalf("message %d: type %d, %d bytes, index %d", read, typ, len(got), binary.BigEndian.Uint32(got))
-		}
-		read++
-	}
-	broadcast := func() {
-		t.Helper()
-		if n, err := e.o.Broadcast(room, "", false, directMessage(sent)); n != 4 || err != nil {
-			t.Fatalf("broadcast %d: %d, %v; want 4", sent, n, err)
-		}
-		sent++
-	}
-	for {
-		if sent == 5000 {
-			t.Fatal("no direct write was partial after 5000 broadcasts")
-		}
-		broadcast()
-		partial, writing := state()
-		if partial {
-			break
-		}
-		// The slow socket took nothing (a full buffer): the message
-		// was queued. Read until its writer is done, and try again.
-		for ; writing; _, writing = state() {
-			readNext()
+	broadcast := func(i int) {
+		if n, err := e.o.Broadcast(room, "", false, directMessage(i)); n != 4 || err != nil {
+			t.Fatalf("broadcast %d: %d, %v; want 4", i, n, err)
 		}
 	}
+	slow.fill(broadcast)
 	for range 3 {
-		broadcast()
+		broadcast(slow.sent)
+		slow.sent++
 	}
-	for read < sent {
-		readNext()
-	}
-	if s.wc.rest != nil {
-		t.Fatal("a tail is still kept")
-	}
+	slow.readAll()
 	// The fast clients read every message before the close frame.
 	e.o.CloseActor(room, 1000, "done")
 	wg.Wait()
 	for i, c := range counts {
-		if n := <-c; n != sent {
-			t.Errorf("fast client %d read %d of %d messages", i, n, sent)
+		if n := <-c; n != slow.sent {
+			t.Errorf("fast client %d read %d of %d messages", i, n, slow.sent)
 		}
 	}
 }
