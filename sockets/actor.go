@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/wasmkeep/wasmkeep/internal/uring"
 	"github.com/wasmkeep/wasmkeep/ownership"
 )
 
@@ -48,7 +49,12 @@ func (o *Owner) Broadcast(a ownership.Actor, tag string, text bool, data []byte)
 	b := batches.Get().(*batch)
 	defer batches.Put(b)
 	defer b.reset()
-	for _, s := range o.broadcastTargets(a, tag, kind, shared) {
+	targets := o.broadcastTargets(a, tag, kind, shared)
+	var ring *uring.Ring // got before any socket is claimed: making one takes a while
+	if len(targets) > 1 {
+		ring = o.rings.get()
+	}
+	for _, s := range targets {
 		switch {
 		case tag != "" && !slices.Contains(s.tags, tag):
 		case !s.claimDirect(len(shared)):
@@ -59,7 +65,7 @@ func (o *Owner) Broadcast(a ownership.Actor, tag string, text bool, data []byte)
 			b.direct = append(b.direct, s)
 		}
 	}
-	n := o.writeDirect(b, kind, shared)
+	n := o.writeDirect(b, ring, kind, shared)
 	for _, s := range b.unclaimed {
 		if s.directDone(kind, shared, false, errNoDirect) == nil { // queued
 			n++

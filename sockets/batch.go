@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
-	"syscall"
+	"time"
 
 	"github.com/wasmkeep/wasmkeep/internal/uring"
 )
@@ -24,6 +24,10 @@ import (
 // ringEntries is how many sends one submission holds.
 const ringEntries = 256
 
+// ringRetry is how long after a ring failed, or could not be made, for a
+// reason that may pass (a descriptor or memory limit), no new one is made.
+const ringRetry = time.Minute
+
 // rings keeps the io_uring rings of an Owner: one per broadcast under
 // way, made when first needed, at most max. A broadcast that finds none
 // free writes each socket itself.
@@ -31,10 +35,11 @@ type rings struct {
 	log *slog.Logger
 	max int
 
-	mu   sync.Mutex
-	free []*uring.Ring
-	made int
-	off  error // why no ring is used any more; set once
+	mu      sync.Mutex
+	free    []*uring.Ring
+	made    int
+	off     error     // why no ring is used any more: io_uring refused here, or shut down
+	retryAt time.Time // no new ring before then
 }
 
 func newRings(disabled bool, log *slog.Logger) *rings {
@@ -58,7 +63,7 @@ func (r *rings) get() *uring.Ring {
 		r.mu.Unlock()
 		return ring
 	}
-	if r.made == r.max {
+	if r.made == r.max || time.Now().Before(r.retryAt) {
 		r.mu.Unlock()
 		return nil
 	}
@@ -72,8 +77,9 @@ func (r *rings) get() *uring.Ring {
 	return ring
 }
 
-// put returns a ring after its broadcast. err, a ring's failure or
-// uring.New's, ends the use of rings: every ring is closed.
+// put returns a ring after its broadcast; err is its failure (or
+// uring.New's, with no ring). A refusal of io_uring ends the use of rings;
+// another failure waits ringRetry before a new ring is made.
 func (r *rings) put(ring *uring.Ring, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -84,11 +90,19 @@ func (r *rings) put(ring *uring.Ring, err error) {
 	if ring != nil {
 		ring.Close()
 	}
-	r.made-- // closed, or never made (uring.New failed)
-	if r.off == nil {
-		r.off = err
-		r.log.Info("broadcasts write each socket with its own write(2)", slog.String("reason", err.Error()))
-		r.closeFreeLocked()
+	r.made-- // closed, or never made
+	switch {
+	case err == nil: // shut down meanwhile
+	case errors.Is(err, errors.ErrUnsupported):
+		if r.off == nil {
+			r.off = err
+			r.log.Info("broadcasts write each socket with its own write(2)", slog.String("reason", err.Error()))
+			r.closeFreeLocked()
+		}
+	default:
+		r.retryAt = time.Now().Add(ringRetry)
+		r.log.Warn("io_uring ring failed; broadcasts beyond the rings left write each socket with its own write(2) for a while",
+			slog.String("error", err.Error()), slog.Int("rings", r.made), slog.Duration("retry_in", ringRetry))
 	}
 }
 
@@ -117,6 +131,8 @@ type batch struct {
 	queue     []*socket // sent the usual way after the direct writes
 	fds       []int32
 	res       []int32
+	pending   []bool
+	errs      []error
 }
 
 var batches = sync.Pool{New: func() any { return new(batch) }}
@@ -125,16 +141,22 @@ func (b *batch) reset() {
 	clear(b.direct)
 	clear(b.unclaimed)
 	clear(b.queue)
-	b.direct, b.unclaimed, b.queue, b.fds, b.res = b.direct[:0], b.unclaimed[:0], b.queue[:0], b.fds[:0], b.res[:0]
+	clear(b.errs)
+	b.direct, b.unclaimed, b.queue = b.direct[:0], b.unclaimed[:0], b.queue[:0]
+	b.fds, b.res, b.pending, b.errs = b.fds[:0], b.res[:0], b.pending[:0], b.errs[:0]
 }
 
-// writeDirect writes one data frame of data to every socket of ss, each
-// claimed for a direct write (socket.claimDirect, then wireConn.claim),
-// and ends each claim: what a socket's send buffer did not take is
-// written later, or queued. It returns how many sockets were sent the
-// message or have it queued.
-func (o *Owner) writeDirect(b *batch, kind frameKind, data []byte) int {
+// writeDirect writes one data frame of data to every socket of b.direct,
+// each claimed for a direct write (socket.claimDirect, then
+// wireConn.claim), through ring if there is one (and gives it back), and
+// ends each claim: what a socket's send buffer did not take is written
+// later, or queued. It returns how many sockets were sent the message or
+// have it queued.
+func (o *Owner) writeDirect(b *batch, ring *uring.Ring, kind frameKind, data []byte) int {
 	if len(b.direct) == 0 {
+		if ring != nil {
+			o.rings.put(ring, nil)
+		}
 		return 0
 	}
 	buf := directBuffers.Get().(*[]byte)
@@ -144,24 +166,25 @@ func (o *Owner) writeDirect(b *batch, kind frameKind, data []byte) int {
 	for _, s := range b.direct {
 		b.fds = append(b.fds, s.wc.fd)
 		b.res = append(b.res, 0)
-	}
-	var ring *uring.Ring
-	if len(b.direct) > 1 {
-		ring = o.rings.get()
+		b.pending = append(b.pending, false)
+		b.errs = append(b.errs, nil)
 	}
 	if ring != nil {
 		err := ring.SendEach(b.fds, f, b.res)
 		o.rings.put(ring, err)
 	} else {
 		for i, fd := range b.fds {
-			n, _ := syscall.Write(int(fd), f) // -1 for EAGAIN and errors alike
-			b.res[i] = int32(n)
+			b.res[i] = int32(writeFD(fd, f))
 		}
+	}
+	// Every claim ends before any socket's queueing, which may call the
+	// Sink (a full queue closes its socket).
+	for i, s := range b.direct {
+		b.pending[i], b.errs[i] = s.wc.wrote(f, int(b.res[i]))
 	}
 	sent := 0
 	for i, s := range b.direct {
-		pending, err := s.wc.wrote(f, int(b.res[i]))
-		if s.directDone(kind, data, pending, err) == nil {
+		if s.directDone(kind, data, b.pending[i], b.errs[i]) == nil {
 			sent++
 		}
 	}

@@ -3,11 +3,15 @@ package sockets
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/wasmkeep/wasmkeep/internal/uring"
 )
 
 // writePaths are the two ways a broadcast writes: its sends submitted
@@ -18,6 +22,31 @@ var writePaths = []struct {
 }{
 	{"io_uring", Config{}},
 	{"write", Config{NoIOUring: true}},
+}
+
+// needRings skips a test of the io_uring path where io_uring is refused,
+// unless WASMKEEP_REQUIRE_IO_URING=1 (CI sets it). Where it is not
+// refused, the test checks at its end that a ring was used.
+func needRings(t *testing.T, e *env, cfg Config) {
+	t.Helper()
+	if cfg.NoIOUring {
+		return
+	}
+	r, err := uring.New(1)
+	if errors.Is(err, errors.ErrUnsupported) && os.Getenv("WASMKEEP_REQUIRE_IO_URING") != "1" {
+		t.Skipf("io_uring refused here: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	t.Cleanup(func() {
+		e.o.rings.mu.Lock()
+		defer e.o.rings.mu.Unlock()
+		if e.o.rings.made == 0 || e.o.rings.off != nil {
+			t.Errorf("no ring was used: %d made, off: %v", e.o.rings.made, e.o.rings.off)
+		}
+	})
 }
 
 // TestBroadcastPartialWrite: a client that stops reading fills its
@@ -37,6 +66,7 @@ func TestBroadcastPartialWrite(t *testing.T) {
 
 func testBroadcastPartialWrite(t *testing.T, cfg Config) {
 	e := newEnv(t, cfg)
+	needRings(t, e, cfg)
 	slow := e.dialSlow(room)
 
 	// The fast clients read every message as it comes, and check it.
@@ -83,6 +113,30 @@ func testBroadcastPartialWrite(t *testing.T, cfg Config) {
 	}
 }
 
+// TestCloseDuringDirectWrite: a close started while a direct write holds
+// the socket is sent once the write is done, though the write took
+// nothing.
+func TestCloseDuringDirectWrite(t *testing.T) {
+	e := newEnv(t, Config{})
+	c, id := e.dial(room)
+	s, err := e.o.lookup(room, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.claimDirect(5) {
+		t.Fatal("an idle socket cannot be claimed")
+	}
+	if err := e.o.Close(room, id, 4000, "bye"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.directDone(textFrame, []byte("never"), false, errNoDirect); !errors.Is(err, ErrClosing) {
+		t.Fatalf("directDone = %v, want ErrClosing", err)
+	}
+	if ce := readClose(t, c); ce.Code != 4000 || ce.Text != "bye" {
+		t.Fatalf("close %d %q, want 4000 bye", ce.Code, ce.Text)
+	}
+}
+
 // TestDirectWritesStopAfterAFailedWrite: once a write of gorilla's has
 // failed, the stream may end inside a frame, so nothing more is written
 // directly: the client never gets a frame after the failed one.
@@ -104,5 +158,33 @@ func TestDirectWritesStopAfterAFailedWrite(t *testing.T) {
 	_ = c.SetReadDeadline(time.Now().Add(wait))
 	if _, got, err := c.ReadMessage(); err == nil {
 		t.Fatalf("the client read %q after the failed write", got)
+	}
+}
+
+// TestLargeWriteFailureStopsDirectWrites: gorilla writes a frame larger
+// than its buffer past wireConn.Write; when such a write fails, the
+// connection is marked broken all the same.
+func TestLargeWriteFailureStopsDirectWrites(t *testing.T) {
+	e := newEnv(t, Config{WriteTimeout: 100 * time.Millisecond, SendQueue: 64 << 20})
+	slow := e.dialSlow(room)
+	big := make([]byte, 2*maxDirect) // queued: too large for a direct write
+	for range 8 {
+		if err := e.o.Send(room, slow.s.id, false, big); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Closing: the writer's failure drops the connection at once, with no
+	// close frame of gorilla's that would fail (and mark it) too.
+	if err := e.o.Close(room, slow.s.id, 1000, ""); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(t, e.sink.ends); ev.id != slow.s.id {
+		t.Fatalf("terminal event of socket %v, want %v", ev.id, slow.s.id)
+	}
+	slow.s.wc.mu.Lock()
+	broken := slow.s.wc.broken
+	slow.s.wc.mu.Unlock()
+	if !broken {
+		t.Fatal("a failed write of a large frame left the connection open to direct writes")
 	}
 }

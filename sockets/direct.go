@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -21,12 +20,16 @@ import (
 // goroutine per message, which was a third of the node's CPU per
 // delivery of a broadcast beside the write itself.
 //
-// gorilla writes through the same connection (control frames, and every
-// queued frame): wireConn puts its writes and the direct ones under one
-// lock, and a frame partly written directly is completed before any of
-// gorilla's bytes, so frames never interleave. Once a write of gorilla's
-// has failed (it may have stopped inside a frame), nothing more is written
-// directly. A broadcast makes its direct writes together (batch.go).
+// gorilla writes through the same connection: control frames, through
+// Write, which puts them and the direct writes under one lock and first
+// completes a frame written directly in part; and every queued frame, on
+// the socket's writer goroutine, which runs only while no direct write
+// does (socket.writing), after that tail (restFrame, queued first). A
+// frame larger than gorilla's buffer is written past Write (net.Buffers
+// finds the TCPConn's own vectored write), which this order makes safe.
+// So frames never interleave. Once a write of gorilla's has failed (it
+// may have stopped inside a frame), nothing more is written directly.
+// A broadcast makes its direct writes together (batch.go).
 
 // maxDirect is the largest message written directly; a larger one goes
 // through the queue (whose writer does not copy it).
@@ -66,7 +69,7 @@ func newWireConn(c net.Conn) *wireConn {
 		return nil
 	}
 	raw, err := tc.SyscallConn()
-	if err != nil {
+	if err != nil || !directWrites {
 		return nil
 	}
 	wc := &wireConn{TCPConn: tc, fd: -1}
@@ -88,6 +91,14 @@ func (c *wireConn) Write(p []byte) (int, error) {
 		c.broken = true
 	}
 	return n, err
+}
+
+// markBroken stops direct writes: a write failed, and the stream may end
+// inside a frame.
+func (c *wireConn) markBroken() {
+	c.mu.Lock()
+	c.broken = true
+	c.mu.Unlock()
 }
 
 // Close closes the connection once no direct write uses its descriptor.
@@ -173,8 +184,7 @@ func (c *wireConn) tryWrite(kind frameKind, data []byte) (pending bool, err erro
 	defer directBuffers.Put(buf)
 	b := appendFrame((*buf)[:0], kind, data)
 	*buf = b[:0]
-	n, _ := syscall.Write(int(c.fd), b) // -1 for EAGAIN (a full send buffer) and errors alike
-	return c.wrote(b, n)
+	return c.wrote(b, writeFD(c.fd, b))
 }
 
 var directBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}

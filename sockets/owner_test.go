@@ -360,6 +360,7 @@ func TestBroadcastByTag(t *testing.T) {
 
 func testBroadcastByTag(t *testing.T, cfg Config) {
 	e := newEnv(t, cfg)
+	needRings(t, e, cfg)
 	red1, _ := e.dial(room, "red")
 	red2, _ := e.dial(room, "red", "blue")
 	blue, _ := e.dial(room, "blue")

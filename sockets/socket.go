@@ -271,27 +271,24 @@ func (s *socket) directDone(kind frameKind, data []byte, pending bool, err error
 	}
 	s.mu.Lock()
 	s.writing = false
-	switch {
-	case err != nil: // not written: queued below
-	case pending:
-		// The writer completes the frame before anything queued
-		// meanwhile.
-		s.queue = slices.Insert(s.queue, 0, frame{kind: restFrame})
-		s.startWriterLocked()
-		s.mu.Unlock()
-		return nil
-	default:
+	if err == nil || s.closing {
+		if pending {
+			// The writer completes the frame before anything queued
+			// meanwhile.
+			s.queue = slices.Insert(s.queue, 0, frame{kind: restFrame})
+		}
+		// What was queued meanwhile (a close frame too) could not
+		// start a writer while this write ran.
 		if len(s.queue) > 0 {
 			s.startWriterLocked()
 		}
 		s.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("send on socket %v of %s: %w", s.id, s.actor, ErrClosing)
+		}
 		return nil
 	}
-	if s.closing {
-		s.mu.Unlock()
-		return fmt.Errorf("send on socket %v of %s: %w", s.id, s.actor, ErrClosing)
-	}
-	return s.enqueueLocked(kind, data)
+	return s.enqueueLocked(kind, data) // not written: queued
 }
 
 // enqueueLocked queues a data message for the writer and releases s.mu.
@@ -396,6 +393,11 @@ func (s *socket) write() {
 			continue
 		}
 		if err := s.writeFrame(f); err != nil {
+			// gorilla writes a large frame past wireConn.Write (with
+			// writev): the stream may end inside it either way.
+			if s.wc != nil {
+				s.wc.markBroken()
+			}
 			s.mu.Lock()
 			s.writing = false
 			closing := s.closing

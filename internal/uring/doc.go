@@ -18,5 +18,7 @@
 // open for the duration of a call and handles what a socket did not take.
 // Where io_uring is missing or refused (another system, an old kernel, a
 // seccomp filter, kernel.io_uring_disabled), New fails with an error that
-// says why, and the caller writes each socket in turn instead.
+// says why and matches errors.ErrUnsupported, and the caller writes each
+// socket in turn instead; its other errors (descriptors or memory short)
+// may pass.
 package uring

@@ -83,7 +83,8 @@ type Ring struct {
 	cqMask         uint32
 	cqes           []cqe
 
-	err error // set once the ring failed: it sends no more
+	err error  // set once the ring failed: it sends no more
+	buf []byte // the buffer of the sends under way
 }
 
 // MaxEntries bounds the sends one submission holds; SendEach submits a
@@ -100,7 +101,11 @@ func New(entries int) (*Ring, error) {
 	}
 	var p params
 	fd, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, uintptr(entries), uintptr(unsafe.Pointer(&p)), 0)
-	if errno != 0 {
+	switch errno {
+	case 0:
+	case unix.ENOSYS, unix.EPERM, unix.EACCES, unix.EINVAL:
+		return nil, refused(fmt.Errorf("io_uring_setup: %w", errno))
+	default: // a limit of descriptors or memory, which may pass
 		return nil, fmt.Errorf("io_uring_setup: %w", errno)
 	}
 	r := &Ring{fd: int(fd)}
@@ -117,7 +122,7 @@ func New(entries int) (*Ring, error) {
 
 func (r *Ring) mapRings(p *params) error {
 	if p.features&featSingleMmap == 0 {
-		return errors.New("io_uring: the kernel maps its rings apart (before Linux 5.4)")
+		return refused(errors.New("io_uring: the kernel maps its rings apart (before Linux 5.4)"))
 	}
 	size := max(p.sqOff.array+p.sqEntries*4, p.cqOff.cqes+p.cqEntries*uint32(unsafe.Sizeof(cqe{})))
 	rings, err := unix.Mmap(r.fd, offSQRing, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
@@ -189,6 +194,11 @@ func (r *Ring) SendEach(fds []int32, b []byte, res []int32) error {
 		clear(res) // nothing to take
 		return nil
 	}
+	// Kept in r, b lives on the heap (escape analysis), where it does not
+	// move: a buffer on the goroutine's stack could move under the sends
+	// when the stack grows.
+	r.buf = b
+	defer func() { r.buf = nil }()
 	addr := uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b))))
 	for start := 0; start < len(fds); start += len(r.sqes) {
 		part := fds[start:min(len(fds), start+len(r.sqes))]
@@ -205,7 +215,6 @@ func (r *Ring) SendEach(fds []int32, b []byte, res []int32) error {
 			break
 		}
 	}
-	runtime.KeepAlive(b) // its address is in the entries until the sends complete
 	return r.err
 }
 
@@ -288,7 +297,7 @@ func (r *Ring) probe() error {
 		return fmt.Errorf("io_uring probe: %w", err)
 	}
 	if res[0] != int32(len(msg)) {
-		return fmt.Errorf("io_uring probe: a send took %d of %d bytes (%v)", res[0], len(msg), errnoOf(res[0]))
+		return refused(fmt.Errorf("io_uring probe: a send took %d of %d bytes (%v)", res[0], len(msg), errnoOf(res[0])))
 	}
 	// Fill the send buffer.
 	_ = unix.SetsockoptInt(fds[0], unix.SOL_SOCKET, unix.SO_SNDBUF, 4096)
@@ -309,18 +318,19 @@ func (r *Ring) probe() error {
 	r.array[idx] = idx
 	atomic.AddUint32(r.sqTail, 1)
 	for {
-		_, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), 1, 0, 0, 0, 0)
-		if errno == 0 {
+		got, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), 1, 0, 0, 0, 0)
+		if errno == 0 && got == 1 {
 			break
 		}
 		if errno != unix.EINTR {
-			return fmt.Errorf("io_uring probe: submit: %w", errno)
+			r.err = fmt.Errorf("io_uring probe: submit: %d submitted, %v", got, errnoOf(-int32(errno)))
+			return r.err
 		}
 	}
 	res[0] = 1
 	if r.reap(res) == 1 {
 		if res[0] != -int32(unix.EAGAIN) {
-			return fmt.Errorf("io_uring probe: a send on a full socket returned %d (%v), not EAGAIN", res[0], errnoOf(res[0]))
+			return refused(fmt.Errorf("io_uring probe: a send on a full socket returned %d (%v), not EAGAIN", res[0], errnoOf(res[0])))
 		}
 		runtime.KeepAlive(msg)
 		return nil
@@ -335,7 +345,13 @@ func (r *Ring) probe() error {
 		}
 	}
 	runtime.KeepAlive(msg)
-	return errors.New("io_uring: a send with MSG_DONTWAIT waits for a full socket on this kernel")
+	return refused(errors.New("io_uring: a send with MSG_DONTWAIT waits for a full socket on this kernel"))
+}
+
+// refused marks err as lasting (errors.ErrUnsupported): io_uring does not
+// work here. Other errors of New may pass (descriptors, memory).
+func refused(err error) error {
+	return fmt.Errorf("%w (%w)", err, errors.ErrUnsupported)
 }
 
 // errnoOf names a negated errno result.

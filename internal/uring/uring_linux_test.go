@@ -2,6 +2,8 @@ package uring
 
 import (
 	"bytes"
+	"errors"
+	"os"
 	"testing"
 	"time"
 	"unsafe"
@@ -44,11 +46,16 @@ func fds32(fds []int) []int32 {
 	return out
 }
 
-func newRing(t *testing.T, entries int) *Ring {
+// newRing makes a ring, or skips the test where io_uring is refused,
+// unless WASMKEEP_REQUIRE_IO_URING=1 (CI sets it).
+func newRing(t testing.TB, entries int) *Ring {
 	t.Helper()
 	r, err := New(entries)
+	if errors.Is(err, errors.ErrUnsupported) && os.Getenv("WASMKEEP_REQUIRE_IO_URING") != "1" {
+		t.Skipf("io_uring refused here: %v", err)
+	}
 	if err != nil {
-		t.Fatalf("New: %v (io_uring is required on Linux)", err)
+		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(func() { r.Close() })
 	return r
@@ -71,8 +78,7 @@ func readAll(t *testing.T, fd int) []byte {
 	}
 }
 
-// fill writes to fd until its send buffer is full, leaving room for at
-// most room bytes if room > 0 (approximately: the kernel rounds).
+// fill writes to fd until its send buffer is full.
 func fill(t *testing.T, fd int) {
 	t.Helper()
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 4096); err != nil {
@@ -237,11 +243,7 @@ func TestSendEachEdges(t *testing.T) {
 
 func BenchmarkSendEach(b *testing.B) {
 	const sockets = 100
-	r, err := New(128)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer r.Close()
+	r := newRing(b, 128)
 	var send, recv []int
 	for range sockets {
 		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
