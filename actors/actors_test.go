@@ -261,3 +261,24 @@ func TestStopActingDrops(t *testing.T) {
 		t.Fatalf("Idle called for %v, want once at generation 1 (the end of the stopped instance)", o.idle)
 	}
 }
+
+// TestEndedGrantDoesNotRun: an event granted under a hold that ended
+// before it reached a new instance (the actor went idle in between) is
+// refused before it runs, NotRun: nothing of it lands.
+func TestEndedGrantDoesNotRun(t *testing.T) {
+	b := memstore.New(memstore.Faults{})
+	o := &owner{}
+	h := newHost(t, b, o, nil)
+	mustCount(t, h, 1, "1")
+	if err := h.HibernateAll(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	h2 := newHost(t, b, o, nil)
+	o.revoke(2)
+	_, err := count(t, h2, 2, "")
+	var ua *actors.UnavailableError
+	if !errors.As(err, &ua) || !ua.NotRun {
+		t.Fatalf("event of an ended grant: %v, want an UnavailableError with NotRun", err)
+	}
+	mustCount(t, h2, 3, "2") // the refused event did not count
+}

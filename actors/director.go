@@ -148,7 +148,7 @@ func (d *director) Receive(ctx actor.Context) {
 			e := d.entries[a]
 			for id, reply := range e.replies {
 				select {
-				case reply <- result{err: d.h.unavailable(a, "actor stopped by its supervisor")}:
+				case reply <- result{err: d.h.notRun(a, "actor stopped by its supervisor")}:
 				default: // answered already
 				}
 				delete(e.replies, id)
@@ -161,7 +161,7 @@ func (d *director) Receive(ctx actor.Context) {
 
 func (d *director) event(ctx actor.Context, m *eventMsg) {
 	if d.closed {
-		m.reply <- result{err: d.h.unavailable(m.actor, "node stopping")}
+		m.reply <- result{err: d.h.notRun(m.actor, "node stopping")}
 		return
 	}
 	e := d.entries[m.actor]

@@ -139,6 +139,11 @@ type UnavailableError struct {
 	Actor      ownership.Actor
 	Reason     string
 	RetryAfter time.Duration
+	// NotRun: the event did not start, so none of its writes or calls
+	// happened, and it may be delivered again at once under a new grant
+	// (the hold it was granted ended before it ran). Otherwise the event
+	// may have run, and its writes landed, with its output withheld.
+	NotRun bool
 }
 
 func (e *UnavailableError) Error() string {
@@ -244,4 +249,9 @@ func (h *Host) Resident() int {
 
 func (h *Host) unavailable(a ownership.Actor, reason string) *UnavailableError {
 	return &UnavailableError{Actor: a, Reason: reason, RetryAfter: h.cfg.RetryAfter}
+}
+
+// notRun refuses an event before it started (UnavailableError.NotRun).
+func (h *Host) notRun(a ownership.Actor, reason string) *UnavailableError {
+	return &UnavailableError{Actor: a, Reason: reason, RetryAfter: h.cfg.RetryAfter, NotRun: true}
 }

@@ -151,11 +151,11 @@ type eventValuesKey struct{}
 
 func (in *instance) event(ctx actor.Context, m *eventMsg) {
 	if in.ended.Load() {
-		in.answer(ctx, m, result{err: in.h.unavailable(in.actor, "hold ended")})
+		in.answer(ctx, m, result{err: in.h.notRun(in.actor, "hold ended")})
 		return
 	}
 	if in.loaded && m.gen < in.gen {
-		in.answer(ctx, m, result{err: in.h.unavailable(in.actor, fmt.Sprintf("stale grant at generation %d, resident at %d", m.gen, in.gen))})
+		in.answer(ctx, m, result{err: in.h.notRun(in.actor, fmt.Sprintf("stale grant at generation %d, resident at %d", m.gen, in.gen))})
 		return
 	}
 	// Bucket calls outlive a client that went away: a commit cut short
@@ -164,6 +164,15 @@ func (in *instance) event(ctx actor.Context, m *eventMsg) {
 	if !in.loaded || m.gen != in.gen {
 		in.settle(ctx, true) // a later grant: finish the old hold's events first
 		in.drop()
+		// The grant may have ended before its event got here: the actor
+		// went idle between the grant and the event (the director's idle
+		// timer came first), and its hold was parked or released. Such
+		// an event must not run: its writes would land and its output be
+		// withheld. Refused before it runs, it is delivered again.
+		if !in.h.cfg.Owner.MayAct(in.actor, m.gen) {
+			in.answer(ctx, m, result{err: in.h.notRun(in.actor, "hold no longer live")})
+			return
+		}
 		if err := in.load(ioCtx, m.gen); err != nil {
 			in.drop()
 			in.answer(ctx, m, result{err: err})
@@ -372,14 +381,14 @@ func (in *instance) load(ctx context.Context, gen ownership.Generation) error {
 	case ownership.Landed:
 		if st, err = decodeState(obj.Body); err != nil {
 			in.log().Error("unreadable actor state", slog.String("key", key), slog.Any("err", err))
-			return in.h.unavailable(in.actor, "unreadable state")
+			return in.h.notRun(in.actor, "unreadable state")
 		}
 		switch {
 		case st.Gen > gen:
 			in.log().Warn("actor hold superseded: its state is sealed by a later hold",
 				slog.Uint64("gen", uint64(gen)), slog.Uint64("state_gen", uint64(st.Gen)))
 			in.h.cfg.Owner.HoldEnded(in.actor, gen, "superseded")
-			return in.h.unavailable(in.actor, fmt.Sprintf("state sealed at generation %d, hold at %d: superseded", st.Gen, gen))
+			return in.h.notRun(in.actor, fmt.Sprintf("state sealed at generation %d, hold at %d: superseded", st.Gen, gen))
 		case st.Gen == gen:
 			in.loaded, in.gen, in.etag, in.state = true, gen, obj.ETag, st
 			return nil
@@ -392,7 +401,7 @@ func (in *instance) load(ctx context.Context, gen ownership.Generation) error {
 		return nil
 	default:
 		in.log().Warn("actor state read failed", slog.String("key", key), slog.Any("err", err))
-		return in.h.unavailable(in.actor, "state read failed")
+		return in.h.notRun(in.actor, "state read failed")
 	}
 	st.Gen, st.Seq = gen, st.Seq+1
 	wctx, cancel := context.WithTimeout(ctx, in.h.cfg.IOTimeout)
@@ -401,7 +410,7 @@ func (in *instance) load(ctx context.Context, gen ownership.Generation) error {
 	if err != nil {
 		in.log().Warn("actor fence write did not land", slog.String("key", key),
 			slog.Uint64("gen", uint64(gen)), slog.String("outcome", ownership.OutcomeOf(err).String()), slog.Any("err", err))
-		return in.h.unavailable(in.actor, "fence write "+ownership.OutcomeOf(err).String())
+		return in.h.notRun(in.actor, "fence write "+ownership.OutcomeOf(err).String())
 	}
 	in.loaded, in.gen, in.etag, in.state = true, gen, etag, st
 	return nil

@@ -244,27 +244,49 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 		}
 		r = r.WithContext(actors.WithCallChain(r.Context(), chain))
 	}
-	d, err := h.cfg.Keeper.Acquire(r.Context(), a)
-	if err != nil {
-		if r.Context().Err() != nil {
-			return // the client went away
+	for try := 1; ; try++ {
+		d, err := h.cfg.Keeper.Acquire(r.Context(), a)
+		if err != nil {
+			if r.Context().Err() != nil {
+				return // the client went away
+			}
+			text(w, http.StatusBadRequest, err.Error())
+			return
 		}
-		text(w, http.StatusBadRequest, err.Error())
+		switch d.Verdict {
+		case keeper.Granted:
+			if h.deliver(w, r, a, d.Gen, rest, body, try) {
+				continue
+			}
+		case keeper.Routed:
+			h.forward(w, r, a, d, body)
+		default:
+			unavailable(w, d.RetryAfter, "actor unavailable here now: "+d.Reason)
+		}
 		return
-	}
-	switch d.Verdict {
-	case keeper.Granted:
-		h.deliver(w, r, a, d.Gen, rest, body)
-	case keeper.Routed:
-		h.forward(w, r, a, d, body)
-	default:
-		unavailable(w, d.RetryAfter, "actor unavailable here now: "+d.Reason)
 	}
 }
 
-func (h *Handler) deliver(w http.ResponseWriter, r *http.Request, a ownership.Actor, gen ownership.Generation, rest string, body []byte) {
+// notRunTries bounds how often one request is granted and delivered when
+// its event was refused before it ran (actors.UnavailableError.NotRun: the
+// hold it was granted ended first, the actor having gone idle meanwhile).
+const notRunTries = 3
+
+// deliverAgain reports whether an event refused with err may be delivered
+// again after its try-th delivery.
+func deliverAgain(ctx context.Context, err error, try int) bool {
+	var ua *actors.UnavailableError
+	return try < notRunTries && errors.As(err, &ua) && ua.NotRun && ctx.Err() == nil
+}
+
+// deliver runs the request as an event of the hold at gen and answers it,
+// or reports that it was refused before it ran and may be tried again.
+func (h *Handler) deliver(w http.ResponseWriter, r *http.Request, a ownership.Actor, gen ownership.Generation, rest string, body []byte, try int) (retry bool) {
 	req := &actors.Request{Method: r.Method, Path: rest, Query: r.URL.Query(), Header: r.Header.Clone(), Body: body}
 	resp, err := h.cfg.Host.Deliver(r.Context(), a, gen, req)
+	if deliverAgain(r.Context(), err, try) {
+		return true
+	}
 	var ua *actors.UnavailableError
 	switch {
 	case errors.As(err, &ua):
@@ -289,6 +311,7 @@ func (h *Handler) deliver(w http.ResponseWriter, r *http.Request, a ownership.Ac
 	}
 	w.WriteHeader(resp.Status)
 	w.Write(resp.Body)
+	return false
 }
 
 // accept upgrades the request to a WebSocket the node owns, as the actor

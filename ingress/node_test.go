@@ -4,8 +4,10 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wasmkeep/wasmkeep/ingress"
 	"github.com/wasmkeep/wasmkeep/internal/nodetest"
@@ -143,4 +145,18 @@ func TestForwardToHolder(t *testing.T) {
 		t.Fatalf("forwarded twice: %d %q", status, body)
 	}
 	n1.mustGet(t, "/actor/counter/a?read", "4")
+}
+
+// TestRequestsRacingTheIdleTimeout: with an idle timeout of a millisecond,
+// an actor keeps going idle between a request's grant and its event (the
+// hold ends first). Such an event is refused before it runs and granted
+// again: every request is answered 200 and counted exactly once.
+func TestRequestsRacingTheIdleTimeout(t *testing.T) {
+	n := startTestNodeWith(t, nodetest.Options{IdleTimeout: time.Millisecond})
+	for i := 1; i <= 1000; i++ {
+		n.mustGet(t, "/actor/counter/racing", strconv.Itoa(i))
+		if i%3 == 0 {
+			time.Sleep(time.Millisecond) // now and then, past the timeout
+		}
+	}
 }

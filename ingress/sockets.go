@@ -85,7 +85,8 @@ func (s *socketSink) Error(a ownership.Actor, id sockets.ID, err error) {
 }
 
 // deliver runs ev on its actor here, retrying while the actor is
-// unavailable, for at most socketEventWait after the first try. An event
+// unavailable and the event has not run, for at most socketEventWait
+// after the first try. An event
 // that cannot run is counted and logged; a message whose actor is held by
 // another node closes its socket (1012), since only this node can reach
 // it. The first try is bounded only by the event's own limits (a wasm
@@ -140,7 +141,11 @@ func (s *socketSink) try(ctx context.Context, host *actors.Host, a ownership.Act
 			}
 			return 0, true
 		case errors.As(err, &ua):
-			return ua.RetryAfter, false
+			if retryable(ua) {
+				return ua.RetryAfter, false
+			}
+			s.failed(a, ev, "output withheld", ua.Reason)
+			return 0, true
 		case ctx.Err() != nil:
 			s.failed(a, ev, "timeout", "actor unavailable for "+socketEventWait.String())
 			return 0, true
@@ -158,6 +163,11 @@ func (s *socketSink) try(ctx context.Context, host *actors.Host, a ownership.Act
 	}
 	return d.RetryAfter, false
 }
+
+// retryable says whether a socket event refused with ua may be delivered
+// again: only if it did not run. One that may have run (its writes landed,
+// its output withheld: the hold ended under it) would act twice.
+func retryable(ua *actors.UnavailableError) bool { return ua.NotRun }
 
 func (s *socketSink) failed(a ownership.Actor, ev *actors.SocketEvent, reason, detail string) {
 	s.failures.WithLabelValues(reason).Inc()
