@@ -40,6 +40,7 @@ type rings struct {
 	made    int
 	off     error     // why no ring is used any more: io_uring refused here, or shut down
 	retryAt time.Time // no new ring before then
+	failed  string    // the last passing failure logged
 }
 
 func newRings(disabled bool, log *slog.Logger) *rings {
@@ -99,8 +100,11 @@ func (r *rings) put(ring *uring.Ring, err error) {
 			r.log.Info("broadcasts write each socket with its own write(2)", slog.String("reason", err.Error()))
 			r.closeFreeLocked()
 		}
+	case err.Error() == r.failed:
+		r.retryAt = time.Now().Add(ringRetry) // logged already
 	default:
 		r.retryAt = time.Now().Add(ringRetry)
+		r.failed = err.Error()
 		r.log.Warn("io_uring ring failed; broadcasts beyond the rings left write each socket with its own write(2) for a while",
 			slog.String("error", err.Error()), slog.Int("rings", r.made), slog.Duration("retry_in", ringRetry))
 	}
@@ -172,10 +176,12 @@ func (o *Owner) writeDirect(b *batch, ring *uring.Ring, kind frameKind, data []b
 	if ring != nil {
 		err := ring.SendEach(b.fds, f, b.res)
 		o.rings.put(ring, err)
+		o.m.uringWrites.Add(float64(len(b.fds)))
 	} else {
 		for i, fd := range b.fds {
 			b.res[i] = int32(writeFD(fd, f))
 		}
+		o.m.eachWrites.Add(float64(len(b.fds)))
 	}
 	// Every claim ends before any socket's queueing, which may call the
 	// Sink (a full queue closes its socket).

@@ -93,9 +93,14 @@ func (s *syncBuffer) String() string {
 // refusal of io_uring ends their use, logged once; turned off, none is
 // made.
 func TestRings(t *testing.T) {
-	if _, err := uring.New(1); err != nil && os.Getenv("WASMKEEP_REQUIRE_IO_URING") != "1" {
+	probe, err := uring.New(1)
+	if errors.Is(err, errors.ErrUnsupported) && os.Getenv("WASMKEEP_REQUIRE_IO_URING") != "1" {
 		t.Skipf("io_uring refused here: %v", err)
 	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe.Close()
 	var logs syncBuffer
 	r := newRings(false, slog.New(slog.NewTextHandler(&logs, nil)))
 	r.max = 2
@@ -112,7 +117,7 @@ func TestRings(t *testing.T) {
 	}
 	r.put(a, nil)
 
-	r.put(b, errors.New("ring failed"))
+	r.put(b, errors.New("ring broke"))
 	if got := r.get(); got != a {
 		t.Fatal("the ring left was not used after another failed")
 	}
@@ -120,8 +125,18 @@ func TestRings(t *testing.T) {
 		t.Fatal("a new ring right after one failed")
 	}
 	r.put(a, nil)
-	if r.made != 1 || !strings.Contains(logs.String(), "ring failed") {
+	if r.made != 1 || !strings.Contains(logs.String(), "ring broke") {
 		t.Fatalf("after a failure: %d made, logs:\n%s", r.made, logs.String())
+	}
+	r.retryAt = time.Time{} // as if the wait had passed
+	a, b = r.get(), r.get()
+	if a == nil || b == nil || b == a {
+		t.Fatal("no new ring once the wait passed")
+	}
+	r.put(a, nil)
+	r.put(b, errors.New("ring broke")) // the same failure again: not logged again
+	if got := strings.Count(logs.String(), "ring broke"); got != 1 {
+		t.Fatalf("the same failure was logged %d times, want once:\n%s", got, logs.String())
 	}
 
 	r.put(r.get(), fmt.Errorf("refused: %w", errors.ErrUnsupported))

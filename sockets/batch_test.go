@@ -1,53 +1,17 @@
+//go:build unix
+
 package sockets
 
 import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
-
-	"github.com/wasmkeep/wasmkeep/internal/uring"
 )
-
-// writePaths are the two ways a broadcast writes: its sends submitted
-// together (io_uring, the default where it works) or one write(2) each.
-var writePaths = []struct {
-	name string
-	cfg  Config
-}{
-	{"io_uring", Config{}},
-	{"write", Config{NoIOUring: true}},
-}
-
-// needRings skips a test of the io_uring path where io_uring is refused,
-// unless WASMKEEP_REQUIRE_IO_URING=1 (CI sets it). Where it is not
-// refused, the test checks at its end that a ring was used.
-func needRings(t *testing.T, e *env, cfg Config) {
-	t.Helper()
-	if cfg.NoIOUring {
-		return
-	}
-	r, err := uring.New(1)
-	if errors.Is(err, errors.ErrUnsupported) && os.Getenv("WASMKEEP_REQUIRE_IO_URING") != "1" {
-		t.Skipf("io_uring refused here: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Close()
-	t.Cleanup(func() {
-		e.o.rings.mu.Lock()
-		defer e.o.rings.mu.Unlock()
-		if e.o.rings.made == 0 || e.o.rings.off != nil {
-			t.Errorf("no ring was used: %d made, off: %v", e.o.rings.made, e.o.rings.off)
-		}
-	})
-}
 
 // TestBroadcastPartialWrite: a client that stops reading fills its
 // socket's send buffer until a broadcast's direct write is taken only in

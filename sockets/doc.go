@@ -66,9 +66,10 @@
 //
 // Every method of Owner is safe for concurrent use. Sink methods are called
 // from socket goroutines and from callers of Owner methods (Close,
-// CloseActor, CloseAll and Send call Gone on the caller's goroutine; Send
-// and Broadcast may make a write(2) there, never one that waits), never
-// with a lock of this package held, so a Sink may call back into the Owner.
+// CloseActor, CloseAll, Send and Broadcast call Gone on the caller's
+// goroutine; Send and Broadcast may write to the kernel there, never
+// waiting), never with a lock of this package held, so a Sink may call
+// back into the Owner.
 // Opened and Gone must not block; Message may block, which holds back only
 // that socket's reading (TCP then pushes back on the client).
 package sockets

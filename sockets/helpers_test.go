@@ -2,9 +2,11 @@ package sockets
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/wasmkeep/wasmkeep/internal/uring"
 	"github.com/wasmkeep/wasmkeep/ownership"
 )
 
@@ -248,4 +251,37 @@ func value(t *testing.T, m prometheus.Metric) float64 {
 		t.Fatal(err)
 	}
 	return out.GetCounter().GetValue() + out.GetGauge().GetValue()
+}
+
+// writePaths are the two ways a broadcast writes: its sends submitted
+// together (io_uring, the default where it works) or one write(2) each.
+var writePaths = []struct {
+	name string
+	cfg  Config
+}{
+	{"io_uring", Config{}},
+	{"write", Config{NoIOUring: true}},
+}
+
+// needRings skips a test of the io_uring path where io_uring is refused,
+// unless WASMKEEP_REQUIRE_IO_URING=1 (CI sets it). Where it is not
+// refused, the test checks at its end that a ring was used.
+func needRings(t *testing.T, e *env, cfg Config) {
+	t.Helper()
+	if cfg.NoIOUring {
+		return
+	}
+	r, err := uring.New(1)
+	if errors.Is(err, errors.ErrUnsupported) && os.Getenv("WASMKEEP_REQUIRE_IO_URING") != "1" {
+		t.Skipf("io_uring refused here: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	t.Cleanup(func() {
+		if n := value(t, e.o.m.uringWrites); n == 0 {
+			t.Errorf("no socket was written through a ring (rings off: %v)", e.o.rings.off)
+		}
+	})
 }

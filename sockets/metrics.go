@@ -21,6 +21,8 @@ type metrics struct {
 	bytesOut      prometheus.Counter
 	autoResponses prometheus.Counter
 	nodeCloses    *prometheus.CounterVec // reason
+	// broadcastWrites: sockets a broadcast wrote directly, by way.
+	uringWrites, eachWrites prometheus.Counter
 }
 
 // newMetrics registers the metrics on r (nil: kept, not exported). A
@@ -44,9 +46,13 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 		Help: "WebSocket slots held on this node (open and closing sockets).",
 	}))
 	errs = append(errs, err)
+	broadcastWrites := vec("wasmkeep_websocket_broadcast_writes_total",
+		"Sockets a broadcast wrote to directly, by way: io_uring (submitted together) or write (one write(2) each: io_uring off, refused, or every ring busy).", "way")
 	m := &metrics{
-		open:     open,
-		accepted: counter("wasmkeep_websocket_accepted_total", "WebSocket upgrades accepted."),
+		uringWrites: broadcastWrites.WithLabelValues("io_uring"),
+		eachWrites:  broadcastWrites.WithLabelValues("write"),
+		open:        open,
+		accepted:    counter("wasmkeep_websocket_accepted_total", "WebSocket upgrades accepted."),
 		refused: vec("wasmkeep_websocket_refused_total",
 			"WebSocket upgrades refused before switching protocols, by reason (max_sockets, shut_down, handshake, invalid).", "reason"),
 		closed: vec("wasmkeep_websocket_closed_total",

@@ -263,7 +263,8 @@ func (s *socket) claimDirect(size int) bool {
 
 // directDone ends a direct write of a data message (claimDirect): the
 // tail left (pending) is written first by a writer goroutine, and a
-// message not written at all (err) is queued.
+// message not written at all (err) is queued, unless the socket started
+// closing meanwhile (ErrClosing). What was queued meanwhile gets a writer.
 func (s *socket) directDone(kind frameKind, data []byte, pending bool, err error) error {
 	if err == nil {
 		s.o.m.messagesOut.Inc()
