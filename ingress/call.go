@@ -34,26 +34,24 @@ func (h *Handler) Call(ctx context.Context, to ownership.Actor, req *actors.Requ
 	if _, ok := h.cfg.Registry.Lookup(to.Class); !ok {
 		return nil, fmt.Errorf("call %s/%s: %w", to.Class, to.Name, actors.ErrUnknownClass)
 	}
-	for try := 1; ; try++ {
-		d, err := h.cfg.Keeper.Acquire(ctx, to)
-		if err != nil {
-			return nil, fmt.Errorf("call %s/%s: %w: %w", to.Class, to.Name, actors.ErrCallFailed, err)
-		}
-		switch d.Verdict {
-		case keeper.Granted:
-			resp, err := h.cfg.Host.Deliver(ctx, to, d.Gen, req)
-			if deliverAgain(ctx, err, try) {
-				continue
-			}
+	d, err := h.cfg.Keeper.Acquire(ctx, to)
+	if err != nil {
+		return nil, fmt.Errorf("call %s/%s: %w: %w", to.Class, to.Name, actors.ErrCallFailed, err)
+	}
+	if d.Verdict == keeper.Granted {
+		var resp *actors.Response
+		if d, resp, err = h.deliverGranted(ctx, to, d, req); d.Verdict == keeper.Granted {
 			if err == nil && resp.Accept != nil {
 				return nil, fmt.Errorf("call %s/%s: the callee accepted a WebSocket, which a call cannot carry", to.Class, to.Name)
 			}
 			return resp, err
-		case keeper.Routed:
-			return h.forwardCall(ctx, to, d, req)
-		default:
-			return nil, &actors.UnavailableError{Actor: to, Reason: d.Reason, RetryAfter: d.RetryAfter, NotRun: true}
 		}
+	}
+	switch d.Verdict {
+	case keeper.Routed:
+		return h.forwardCall(ctx, to, d, req)
+	default:
+		return nil, &actors.UnavailableError{Actor: to, Reason: d.Reason, RetryAfter: d.RetryAfter, NotRun: true}
 	}
 }
 

@@ -244,49 +244,59 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 		}
 		r = r.WithContext(actors.WithCallChain(r.Context(), chain))
 	}
-	for try := 1; ; try++ {
-		d, err := h.cfg.Keeper.Acquire(r.Context(), a)
-		if err != nil {
-			if r.Context().Err() != nil {
-				return // the client went away
-			}
-			text(w, http.StatusBadRequest, err.Error())
-			return
+	d, err := h.cfg.Keeper.Acquire(r.Context(), a)
+	if err != nil {
+		if r.Context().Err() != nil {
+			return // the client went away
 		}
-		switch d.Verdict {
-		case keeper.Granted:
-			if h.deliver(w, r, a, d.Gen, rest, body, try) {
-				continue
-			}
-		case keeper.Routed:
-			h.forward(w, r, a, d, body)
-		default:
-			unavailable(w, d.RetryAfter, "actor unavailable here now: "+d.Reason)
-		}
+		text(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	if d.Verdict == keeper.Granted {
+		req := &actors.Request{Method: r.Method, Path: rest, Query: r.URL.Query(), Header: r.Header.Clone(), Body: body}
+		var resp *actors.Response
+		if d, resp, err = h.deliverGranted(r.Context(), a, d, req); d.Verdict == keeper.Granted {
+			h.answer(w, r, a, resp, err)
+			return
+		}
+	}
+	switch d.Verdict {
+	case keeper.Routed:
+		h.forward(w, r, a, d, body)
+	default:
+		unavailable(w, d.RetryAfter, "actor unavailable here now: "+d.Reason)
+	}
 }
 
-// notRunTries bounds how often one request is granted and delivered when
-// its event was refused before it ran (actors.UnavailableError.NotRun: the
-// hold it was granted ended first, the actor having gone idle meanwhile).
+// notRunTries bounds how often one event is granted and delivered when it
+// was refused before it ran (actors.UnavailableError.NotRun: the hold it
+// was granted ended first, the actor having gone idle meanwhile).
 const notRunTries = 3
 
-// deliverAgain reports whether an event refused with err may be delivered
-// again after its try-th delivery.
-func deliverAgain(ctx context.Context, err error, try int) bool {
-	var ua *actors.UnavailableError
-	return try < notRunTries && errors.As(err, &ua) && ua.NotRun && ctx.Err() == nil
+// deliverGranted delivers req to a under the grant d. While its event is
+// refused before it ran, it acquires again and delivers again, at most
+// notRunTries times in all. It returns the last decision: one that is not
+// Granted delivered nothing, and the caller routes or refuses as it says.
+func (h *Handler) deliverGranted(ctx context.Context, a ownership.Actor, d keeper.Decision, req *actors.Request) (keeper.Decision, *actors.Response, error) {
+	for try := 1; ; try++ {
+		resp, err := h.cfg.Host.Deliver(ctx, a, d.Gen, req)
+		var ua *actors.UnavailableError
+		if try == notRunTries || !errors.As(err, &ua) || !ua.NotRun || ctx.Err() != nil {
+			return d, resp, err
+		}
+		next, aerr := h.cfg.Keeper.Acquire(ctx, a)
+		if aerr != nil {
+			return d, resp, err // answered with the refusal
+		}
+		if next.Verdict != keeper.Granted {
+			return next, nil, nil
+		}
+		d = next
+	}
 }
 
-// deliver runs the request as an event of the hold at gen and answers it,
-// or reports that it was refused before it ran and may be tried again.
-func (h *Handler) deliver(w http.ResponseWriter, r *http.Request, a ownership.Actor, gen ownership.Generation, rest string, body []byte, try int) (retry bool) {
-	req := &actors.Request{Method: r.Method, Path: rest, Query: r.URL.Query(), Header: r.Header.Clone(), Body: body}
-	resp, err := h.cfg.Host.Deliver(r.Context(), a, gen, req)
-	if deliverAgain(r.Context(), err, try) {
-		return true
-	}
+// answer writes the outcome of a request's event.
+func (h *Handler) answer(w http.ResponseWriter, r *http.Request, a ownership.Actor, resp *actors.Response, err error) {
 	var ua *actors.UnavailableError
 	switch {
 	case errors.As(err, &ua):
@@ -311,7 +321,6 @@ func (h *Handler) deliver(w http.ResponseWriter, r *http.Request, a ownership.Ac
 	}
 	w.WriteHeader(resp.Status)
 	w.Write(resp.Body)
-	return false
 }
 
 // accept upgrades the request to a WebSocket the node owns, as the actor

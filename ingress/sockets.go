@@ -86,10 +86,9 @@ func (s *socketSink) Error(a ownership.Actor, id sockets.ID, err error) {
 
 // deliver runs ev on its actor here, retrying while the actor is
 // unavailable and the event has not run, for at most socketEventWait
-// after the first try. An event
-// that cannot run is counted and logged; a message whose actor is held by
-// another node closes its socket (1012), since only this node can reach
-// it. The first try is bounded only by the event's own limits (a wasm
+// after the first try. An event that cannot run is counted and logged; a
+// message whose actor is held by another node closes its socket (1012),
+// since only this node can reach it. The first try is bounded only by the event's own limits (a wasm
 // guest's event timeout, say), so that the usual event costs no timer.
 func (s *socketSink) deliver(a ownership.Actor, ev *actors.SocketEvent) {
 	host := s.host.Load()
@@ -140,10 +139,11 @@ func (s *socketSink) try(ctx context.Context, host *actors.Host, a ownership.Act
 				s.wakes.Inc()
 			}
 			return 0, true
+		case errors.As(err, &ua) && ua.NotRun:
+			return ua.RetryAfter, false
 		case errors.As(err, &ua):
-			if retryable(ua) {
-				return ua.RetryAfter, false
-			}
+			// It may have run: its writes landed, its output withheld (the
+			// hold ended under it). Run again, it could act twice.
 			s.failed(a, ev, "output withheld", ua.Reason)
 			return 0, true
 		case ctx.Err() != nil:
@@ -163,11 +163,6 @@ func (s *socketSink) try(ctx context.Context, host *actors.Host, a ownership.Act
 	}
 	return d.RetryAfter, false
 }
-
-// retryable says whether a socket event refused with ua may be delivered
-// again: only if it did not run. One that may have run (its writes landed,
-// its output withheld: the hold ended under it) would act twice.
-func retryable(ua *actors.UnavailableError) bool { return ua.NotRun }
 
 func (s *socketSink) failed(a ownership.Actor, ev *actors.SocketEvent, reason, detail string) {
 	s.failures.WithLabelValues(reason).Inc()
