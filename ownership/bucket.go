@@ -85,9 +85,10 @@ func (c Condition) String() string {
 // for concurrent use; every call honours its context.
 //
 // Errors are the outcome. A call returns nil (landed), or an error for which
-// OutcomeOf says one of NotFound, Refused, Unknown or Failed. Callers branch
-// on OutcomeOf or errors.Is with the sentinels below; they never fold Unknown
-// into success or failure.
+// OutcomeOf says one of NotFound, Refused, Unknown, Failed, Damaged or
+// BucketDamaged. Callers branch on OutcomeOf or errors.Is with the sentinels
+// below; they never fold Unknown into success or failure, nor Damaged into
+// a failure that a retry could cure.
 //
 // wasmkeep lays out its keys so that any S3-compatible store can hold them,
 // including servers that keep each object as a file named by its key: no key
@@ -126,6 +127,18 @@ var (
 	// ErrInvalidKey: the key cannot be stored (empty, over MaxKeyLen bytes,
 	// not UTF-8). Nothing was sent.
 	ErrInvalidKey = errors.New("invalid key")
+	// ErrDamaged: the store holds an object under the key, but the object
+	// is damaged: its bytes fail the store's checksum, or what they hold
+	// cannot be decoded (ErrUnreadable is one kind of it). No crash leaves
+	// that, and no retry cures it: the object stays damaged until a person
+	// restores it. Other keys are not affected. A Get reports it; readers
+	// that decode what they got report it as well.
+	ErrDamaged = errors.New("damaged object")
+	// ErrBucketDamaged: the store as a whole was found damaged while it
+	// ran (the directory store found its segment cut short or gone), so
+	// none of its answers can be trusted any more, for any key. A node
+	// that meets it stops acting and exits, as after a lost lease.
+	ErrBucketDamaged = errors.New("bucket damaged")
 )
 
 // MaxKeyLen is the longest key, in bytes (S3's limit).
@@ -162,6 +175,11 @@ const (
 	// Failed: any other error (bad request, denied, invalid key). Nothing was
 	// written by this request.
 	Failed
+	// Damaged: a read found the object damaged (ErrDamaged); asking again
+	// gives the same answer until it is restored.
+	Damaged
+	// BucketDamaged: the store cannot be trusted any more (ErrBucketDamaged).
+	BucketDamaged
 )
 
 func (o Outcome) String() string {
@@ -176,6 +194,10 @@ func (o Outcome) String() string {
 		return "unknown"
 	case Failed:
 		return "failed"
+	case Damaged:
+		return "damaged"
+	case BucketDamaged:
+		return "bucket_damaged"
 	}
 	return fmt.Sprintf("outcome(%d)", uint8(o))
 }
@@ -185,6 +207,12 @@ func OutcomeOf(err error) Outcome {
 	switch {
 	case err == nil:
 		return Landed
+	case errors.Is(err, ErrBucketDamaged):
+		// First: the damage of the whole store says more than whatever the
+		// call would have been.
+		return BucketDamaged
+	case errors.Is(err, ErrDamaged):
+		return Damaged
 	case errors.Is(err, ErrNotFound):
 		return NotFound
 	case errors.Is(err, ErrPrecondition):

@@ -1,7 +1,6 @@
 package ownership
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -87,9 +86,21 @@ type MoveRequest struct {
 	Nonce        string
 }
 
-// ErrUnreadable marks a record that cannot be decoded. A reader counts and
-// reports it, and goes on with the records after it.
-var ErrUnreadable = errors.New("unreadable record")
+// ErrUnreadable marks a record (or state object header) that cannot be
+// decoded. A reader counts and reports it, and goes on with the records
+// after it. It is one kind of damage: errors.Is(err, ErrDamaged) holds for
+// every error that wraps it.
+var ErrUnreadable error = unreadableError{}
+
+// unreadableError is ErrUnreadable's type: a comparable value, so that
+// errors.Is(err, ErrUnreadable) compares equal, which also matches
+// ErrDamaged.
+type unreadableError struct{}
+
+func (unreadableError) Error() string { return "unreadable record" }
+
+// Is makes errors.Is(err, ErrDamaged) true for an unreadable record.
+func (unreadableError) Is(target error) bool { return target == ErrDamaged }
 
 // The encoding is one line of space-separated fields, each escaped with
 // EscapeSegment so that no field holds a space: "wk1 <kind> <fields...>".

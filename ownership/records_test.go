@@ -109,3 +109,29 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDecode feeds arbitrary bytes to the decoders of everything the core
+// reads from the bucket. None panics, and what each refuses is unreadable,
+// which is a damaged object (ErrUnreadable, ErrDamaged).
+func FuzzDecode(f *testing.F) {
+	f.Add(EncodeLease(Lease{Node: "n", Instance: "i", Addr: "a:1", TTLMilli: 10000, State: LeaseLive, Seq: 1, Nonce: "x"}))
+	f.Add(EncodeRecord(Record{Class: "c", Name: "n", Node: "n", Instance: "i", Generation: 2, Held: true, Nonce: "x"}))
+	f.Add(EncodeState(StateHeader{Gen: 1, Seq: 2}, []byte("payload")))
+	f.Add([]byte("wk1 state 1\n"))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		check := func(what string, err error) {
+			if err != nil && (!errors.Is(err, ErrUnreadable) || !errors.Is(err, ErrDamaged)) {
+				t.Fatalf("%s of %q: %v, want ErrUnreadable and ErrDamaged", what, data, err)
+			}
+		}
+		_, err := DecodeLease(data)
+		check("DecodeLease", err)
+		_, err = DecodeRecord(data)
+		check("DecodeRecord", err)
+		_, err = DecodeMove(data)
+		check("DecodeMove", err)
+		_, _, err = DecodeState(data)
+		check("DecodeState", err)
+	})
+}
