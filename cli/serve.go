@@ -20,6 +20,7 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/ingress"
+	"github.com/wasmkeep/wasmkeep/internal/budget"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/bucketurl"
 	"github.com/wasmkeep/wasmkeep/sockets"
@@ -39,7 +40,19 @@ func serveCommand() *command {
 			"that is a built-in class, or a file that cannot be read or compiled, stops the start.\n" +
 			"Requests for an actor another node holds are forwarded to it. SIGINT or SIGTERM stops\n" +
 			"cleanly: in-flight requests finish, resident actors hibernate, every hold is released and\n" +
-			"the lease written released; exit 0. A lost lease (fenced, or a twin took it) exits 1.",
+			"the lease written released; exit 0. A lost lease (fenced, or a twin took it) exits 1.\n\n" +
+			"Budgets. What a client can make the node hold is bounded, so that no client can take it\n" +
+			"down. The file limit (ulimit -n) is divided at start and the division logged: a sixteenth\n" +
+			"(at least 64) is kept for the bucket, the lease and peers, which clients never get; a\n" +
+			"sixty-fourth (at least 16) admits connections past --max-conns only for /healthz, /readyz\n" +
+			"and peer requests (anything else there gets 503); of the rest, three quarters bound\n" +
+			"--max-sockets and a quarter --max-conns unless they are set (set beyond what the limit holds,\n" +
+			"the start is refused with the numbers). At --max-conns the oldest idle keep-alive connection\n" +
+			"is closed to make room; past every band a new connection is closed at once. Idle keep-alive\n" +
+			"connections close after --http-idle-timeout; a request's header must arrive within 10 s and\n" +
+			"fit 64 KiB. A body over --max-body gets 413 before it is read (no 100 Continue); bodies held\n" +
+			"at once are bounded by --max-body-inflight (503 with Retry-After past it); a body must arrive\n" +
+			"within --body-timeout plus its size at --body-min-rate, else 408.",
 		setup: setupServe,
 	}
 }
@@ -59,13 +72,20 @@ type serveConfig struct {
 	IdleTimeout    time.Duration
 	MaxResident    int
 	MaxBody        byteSize
-	MaxSockets     int
-	MaxMessage     byteSize
-	WSPing         time.Duration
-	WSPong         time.Duration
-	WSIOUring      bool
-	Lease          ownership.Config // only the lease durations are read from flags
-	StopTimeout    time.Duration
+	MaxSockets     int // 0: derived from the file limit
+	MaxConns       int // 0: derived from the file limit
+	HTTPIdle       time.Duration
+	// MaxBodyInflight bounds the request bodies held at once (0: derived
+	// from memory); BodyTimeout and BodyMinRate how fast one must arrive.
+	MaxBodyInflight byteSize
+	BodyTimeout     time.Duration
+	BodyMinRate     byteSize
+	MaxMessage      byteSize
+	WSPing          time.Duration
+	WSPong          time.Duration
+	WSIOUring       bool
+	Lease           ownership.Config // only the lease durations are read from flags
+	StopTimeout     time.Duration
 	// Classes is the directory of the wasm classes; CacheDir keeps their
 	// compiled code across starts ("" keeps none on disk).
 	Classes          string
@@ -110,8 +130,23 @@ func (c serveConfig) Validate() error {
 	if c.MaxBody <= 0 {
 		errs = append(errs, fmt.Errorf("--max-body %v: must be positive", c.MaxBody))
 	}
-	if c.MaxSockets <= 0 {
-		errs = append(errs, fmt.Errorf("--max-sockets %d: must be positive", c.MaxSockets))
+	if c.MaxSockets < 0 {
+		errs = append(errs, fmt.Errorf("--max-sockets %d: must be positive, or 0 to derive it from the file limit", c.MaxSockets))
+	}
+	if c.MaxConns < 0 {
+		errs = append(errs, fmt.Errorf("--max-conns %d: must be positive, or 0 to derive it from the file limit", c.MaxConns))
+	}
+	if c.HTTPIdle <= 0 {
+		errs = append(errs, fmt.Errorf("--http-idle-timeout %v: must be positive", c.HTTPIdle))
+	}
+	if c.MaxBodyInflight < 0 || (c.MaxBodyInflight > 0 && c.MaxBodyInflight < c.MaxBody) {
+		errs = append(errs, fmt.Errorf("--max-body-inflight %v: must be at least --max-body (%v), or 0 to derive it from memory", &c.MaxBodyInflight, &c.MaxBody))
+	}
+	if c.BodyTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--body-timeout %v: must be positive", c.BodyTimeout))
+	}
+	if c.BodyMinRate <= 0 {
+		errs = append(errs, fmt.Errorf("--body-min-rate %v: must be positive", &c.BodyMinRate))
 	}
 	if c.WSPing <= 0 || c.WSPong <= 0 || c.WSPong > c.WSPing {
 		errs = append(errs, fmt.Errorf("--ws-ping %v, --ws-pong-timeout %v: must be positive, the timeout at most the interval", c.WSPing, c.WSPong))
@@ -217,7 +252,9 @@ func setupServe(fs *flag.FlagSet) action {
 		IdleTimeout: 10 * time.Second,
 		MaxResident: 10000,
 		MaxBody:     ingress.DefaultMaxBody,
-		MaxSockets:  sockets.DefaultMaxSockets,
+		HTTPIdle:    ingress.DefaultHTTPIdleTimeout,
+		BodyTimeout: ingress.DefaultBodyTimeout,
+		BodyMinRate: ingress.DefaultBodyMinRate,
 		MaxMessage:  sockets.DefaultMaxMessage,
 		WSPing:      sockets.DefaultPingInterval,
 		WSIOUring:   true,
@@ -241,7 +278,12 @@ func setupServe(fs *flag.FlagSet) action {
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "an actor without events this long hibernates (drops out of memory; its state is in the bucket)")
 	fs.IntVar(&cfg.MaxResident, "max-resident", cfg.MaxResident, "most actors in memory; past it the least recently used idle one hibernates")
 	fs.Var(&cfg.MaxBody, "max-body", "largest request body (bytes, or with KiB or MiB); larger gets 413")
-	fs.IntVar(&cfg.MaxSockets, "max-sockets", cfg.MaxSockets, "most WebSockets open on the node; past it an upgrade gets 503 before switching protocols")
+	fs.IntVar(&cfg.MaxSockets, "max-sockets", 0, "most WebSockets open on the node; past it an upgrade gets 503 before switching protocols. Unset: three quarters of what the file limit leaves after the reserve (see Budgets above); a value the limit cannot hold stops the start")
+	fs.IntVar(&cfg.MaxConns, "max-conns", 0, "most plain HTTP connections served at once (keep-alive included); past it the oldest idle one is closed, or the new one may only ask /healthz, /readyz or be a peer's. Unset: a quarter of what the file limit leaves after the reserve; a value the limit cannot hold stops the start")
+	fs.DurationVar(&cfg.HTTPIdle, "http-idle-timeout", cfg.HTTPIdle, "a keep-alive HTTP connection idle this long is closed")
+	fs.Var(&cfg.MaxBodyInflight, "max-body-inflight", "most bytes of request bodies held at once, all requests together (bytes, or with KiB or MiB); a body that would pass it gets 503 with Retry-After before it is read. Unset: a sixteenth of the memory the process may use, between 16 MiB and 1 GiB")
+	fs.DurationVar(&cfg.BodyTimeout, "body-timeout", cfg.BodyTimeout, "a request body must arrive within this plus its size at --body-min-rate; a slower one gets 408 and its connection is closed")
+	fs.Var(&cfg.BodyMinRate, "body-min-rate", "slowest a request body may arrive, in bytes per second (or with KiB or MiB), past --body-timeout")
 	fs.DurationVar(&cfg.WSPing, "ws-ping", cfg.WSPing, "how often the node pings each WebSocket")
 	fs.DurationVar(&cfg.WSPong, "ws-pong-timeout", cfg.WSPong, "a WebSocket silent this long after a ping is closed (1011) as dead; at most --ws-ping")
 	fs.BoolVar(&cfg.WSIOUring, "ws-io-uring", cfg.WSIOUring, "send a broadcast's messages to its WebSockets with one io_uring submission (Linux); false: one write(2) per socket. Where io_uring is refused the node writes each socket and logs why once")
@@ -383,6 +425,14 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 		}
 		return fmt.Errorf("%s is not sound: %s", target, reason)
 	}
+	fds, err := descriptorBudget(cfg, log)
+	if err != nil {
+		return err
+	}
+	bodies := int64(cfg.MaxBodyInflight)
+	if bodies == 0 {
+		bodies = max(budget.Bodies(budget.Memory()), int64(cfg.MaxBody))
+	}
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err
@@ -398,8 +448,10 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 	node, err := ingress.StartNode(ctx, ingress.NodeConfig{
 		Core: cfg.core(instance), Bucket: b, Listener: lis, Registry: registry, Logger: log,
 		IdleTimeout: cfg.IdleTimeout, MaxResident: cfg.MaxResident, MaxBody: int64(cfg.MaxBody),
-		MaxSockets: cfg.MaxSockets, MaxMessage: int(cfg.MaxMessage), PingInterval: cfg.WSPing, PongTimeout: cfg.WSPong, NoIOUring: !cfg.WSIOUring,
+		MaxSockets: fds.Sockets, MaxMessage: int(cfg.MaxMessage), PingInterval: cfg.WSPing, PongTimeout: cfg.WSPong, NoIOUring: !cfg.WSIOUring,
 		CallTimeout: cfg.CallTimeout, ClusterKey: clusterKey,
+		MaxConns: fds.Conns, OverflowConns: fds.Overflow, HTTPIdleTimeout: cfg.HTTPIdle,
+		MaxBodyInflight: bodies, BodyTimeout: cfg.BodyTimeout, BodyMinRate: int64(cfg.BodyMinRate),
 	})
 	if err != nil {
 		return err
@@ -436,6 +488,27 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 		closeRuntime = serr == nil
 		return errors.Join(fmt.Errorf("http server: %w", err), serr)
 	}
+}
+
+// descriptorBudget divides the process's file limit between the node's
+// reserve, its WebSockets and its HTTP connections (internal/budget). A
+// bound the operator set that the limit cannot hold is a usage error
+// with the numbers; the division is logged.
+func descriptorBudget(cfg serveConfig, log *slog.Logger) (budget.Descriptors, error) {
+	limit, err := budget.FileLimit()
+	if err != nil {
+		return budget.Descriptors{}, err
+	}
+	d, err := budget.Divide(limit)
+	if err == nil {
+		d, err = d.Fit(cfg.MaxSockets, cfg.MaxConns)
+	}
+	if err != nil {
+		return d, usageError{err}
+	}
+	log.Info("descriptor budget", slog.Int("file_limit", d.Limit), slog.Int("reserve", d.Reserve),
+		slog.Int("max_sockets", d.Sockets), slog.Int("max_conns", d.Conns), slog.Int("overflow", d.Overflow))
+	return d, nil
 }
 
 // clusterKeyEnv names the variable a cluster key may come from.

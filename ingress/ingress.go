@@ -2,6 +2,7 @@ package ingress
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -73,13 +74,25 @@ type Config struct {
 	// requests this node forwards and is required of the peer requests it
 	// takes (peer.go). Nil: peer requests are neither signed nor checked.
 	ClusterKey []byte
+	// MaxBodyInflight bounds the bytes of all request bodies held at once;
+	// BodyTimeout and BodyMinRate how long a body may take to arrive (see
+	// body.go). Zero: DefaultMaxBodyInflight, DefaultBodyTimeout and
+	// DefaultBodyMinRate.
+	MaxBodyInflight int64
+	BodyTimeout     time.Duration
+	BodyMinRate     int64
+	// Registerer takes the handler's metrics. Nil: not registered.
+	Registerer prometheus.Registerer
 }
 
 // Handler serves a node's HTTP entry.
 type Handler struct {
-	cfg Config
-	log *slog.Logger
-	mux *http.ServeMux
+	cfg    Config
+	log    *slog.Logger
+	mux    *http.ServeMux
+	bodies *bodies
+	conns  *connLimiter // nil: connections are not limited (see conns.go)
+	peers  *nonces
 }
 
 // New validates cfg and returns the node's handler.
@@ -90,11 +103,16 @@ func New(cfg Config) (*Handler, error) {
 	if len(cfg.ClusterKey) > 0 && len(cfg.ClusterKey) < MinClusterKey {
 		return nil, fmt.Errorf("ingress config: cluster key of %d bytes, under %d", len(cfg.ClusterKey), MinClusterKey)
 	}
-	if cfg.MaxBody < 0 {
-		return nil, fmt.Errorf("ingress config: max body %d is negative", cfg.MaxBody)
+	if cfg.MaxBody < 0 || cfg.MaxBodyInflight < 0 || cfg.BodyTimeout < 0 || cfg.BodyMinRate < 0 {
+		return nil, fmt.Errorf("ingress config: a body bound is negative (max body %d, in flight %d, timeout %v, min rate %d)",
+			cfg.MaxBody, cfg.MaxBodyInflight, cfg.BodyTimeout, cfg.BodyMinRate)
 	}
-	if cfg.MaxBody == 0 {
-		cfg.MaxBody = DefaultMaxBody
+	cfg.MaxBody = cmp.Or(cfg.MaxBody, DefaultMaxBody)
+	cfg.MaxBodyInflight = cmp.Or(cfg.MaxBodyInflight, DefaultMaxBodyInflight)
+	cfg.BodyTimeout = cmp.Or(cfg.BodyTimeout, DefaultBodyTimeout)
+	cfg.BodyMinRate = cmp.Or(cfg.BodyMinRate, DefaultBodyMinRate)
+	if cfg.MaxBodyInflight < cfg.MaxBody {
+		return nil, fmt.Errorf("ingress config: bodies in flight bounded to %d bytes, under the largest body (%d): that body could never be read", cfg.MaxBodyInflight, cfg.MaxBody)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -102,7 +120,12 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Transport == nil {
 		cfg.Transport = http.DefaultTransport
 	}
-	h := &Handler{cfg: cfg, log: cfg.Logger.With(slog.String("component", "ingress")), mux: http.NewServeMux()}
+	bodies, err := newBodies(cfg.MaxBodyInflight, cfg.BodyTimeout, cfg.BodyMinRate, cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	h := &Handler{cfg: cfg, log: cfg.Logger.With(slog.String("component", "ingress")), mux: http.NewServeMux(),
+		bodies: bodies, peers: newNonces(time.Now)}
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { text(w, http.StatusOK, "ok") })
 	h.mux.HandleFunc("GET /readyz", h.serveReady)
 	if cfg.Gatherer != nil {
@@ -123,6 +146,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			text(w, http.StatusInternalServerError, "internal error")
 		}
 	}()
+	if overflowConn(r) && h.serveOverflow(w, r) {
+		return
+	}
 	// /actor/ paths are taken before the mux, which would clean them
 	// ("//" or "..") and redirect: names are validated, not rewritten.
 	if strings.HasPrefix(r.URL.Path, "/actor/") {
@@ -219,18 +245,24 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 		text(w, http.StatusNotFound, fmt.Sprintf("unknown class %q", a.Class))
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBody))
+	body, reserved, err := h.bodies.read(w, r, h.cfg.MaxBody)
+	defer h.bodies.release(reserved)
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			text(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", h.cfg.MaxBody))
+		var be *bodyError
+		if !errors.As(err, &be) {
+			be = &bodyError{http.StatusBadRequest, err.Error()}
+		}
+		// What is left of the body is not read: the connection ends.
+		w.Header().Set("Connection", "close")
+		if be.status == http.StatusServiceUnavailable {
+			unavailable(w, time.Second, be.msg)
 			return
 		}
-		text(w, http.StatusBadRequest, "read body: "+err.Error())
+		text(w, be.status, be.msg)
 		return
 	}
 	if isPeerRequest(r) && len(h.cfg.ClusterKey) > 0 {
-		if err := verifyRequest(r, body, h.cfg.ClusterKey, time.Now()); err != nil {
+		if err := h.verifyPeer(r, body); err != nil {
 			h.log.Warn("peer request refused", slog.String("from", r.RemoteAddr), slog.Any("err", err))
 			text(w, http.StatusUnauthorized, err.Error())
 			return

@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -61,7 +62,29 @@ type NodeConfig struct {
 	// CallTimeout bounds an actor's call to another actor (see
 	// actors.Config). Zero: actors.DefaultCallTimeout.
 	CallTimeout time.Duration
+	// MaxConns bounds the HTTP connections served as usual, and
+	// OverflowConns those admitted past it for health checks and peers
+	// (conns.go; internal/budget divides the file limit into them). Zero
+	// MaxConns: connections are not limited.
+	MaxConns      int
+	OverflowConns int
+	// HTTPIdleTimeout closes a keep-alive connection idle this long. Zero:
+	// DefaultHTTPIdleTimeout.
+	HTTPIdleTimeout time.Duration
+	// MaxBodyInflight, BodyTimeout and BodyMinRate bound the request
+	// bodies (see Config). Zero: their defaults.
+	MaxBodyInflight int64
+	BodyTimeout     time.Duration
+	BodyMinRate     int64
 }
+
+// DefaultHTTPIdleTimeout is how long an idle keep-alive connection is kept
+// unless NodeConfig says otherwise.
+const DefaultHTTPIdleTimeout = 60 * time.Second
+
+// MaxHeaderBytes bounds a request's header. Go's own default (1 MiB) on
+// every admitted connection would let headers alone take gigabytes.
+const MaxHeaderBytes = 64 << 10
 
 // Node is one running node: ownership keeper, resident actors and HTTP
 // server, sharing one actor system and one metrics registry.
@@ -140,8 +163,12 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	sink.host.Store(host)
 	h, err := New(Config{
 		Node: cfg.Core.Node, Keeper: k, Host: host, Registry: cfg.Registry, Gatherer: reg, Logger: log, MaxBody: cfg.MaxBody,
-		Sockets: owner, ClusterKey: cfg.ClusterKey,
+		Sockets: owner, ClusterKey: cfg.ClusterKey, Registerer: reg,
+		MaxBodyInflight: cfg.MaxBodyInflight, BodyTimeout: cfg.BodyTimeout, BodyMinRate: cfg.BodyMinRate,
 	})
+	if err == nil && cfg.MaxConns > 0 {
+		h.conns, err = newConnLimiter(cfg.MaxConns, cfg.OverflowConns, reg)
+	}
 	if err != nil {
 		cfg.Listener.Close()
 		return nil, errors.Join(err, host.HibernateAll(ctx), k.Stop(ctx))
@@ -156,8 +183,13 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		server: &http.Server{
 			Handler:           h,
 			ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout:       cmp.Or(cfg.HTTPIdleTimeout, DefaultHTTPIdleTimeout),
+			MaxHeaderBytes:    MaxHeaderBytes,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		},
+	}
+	if h.conns != nil {
+		n.server.ConnContext, n.server.ConnState = h.conns.ConnContext, h.conns.ConnState
 	}
 	go func() { n.served <- n.server.Serve(cfg.Listener) }()
 	log.Info("node serving", slog.String("addr", n.addr), slog.String("instance", string(cfg.Core.Instance)))

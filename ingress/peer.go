@@ -2,14 +2,17 @@ package ingress
 
 import (
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -22,9 +25,16 @@ import (
 // key, nodes trust them from anyone who reaches their port: run such nodes
 // on loopback or a private network.
 
-// SignatureHeader carries a peer request's signature: "v1", the signing
-// time in Unix milliseconds, and the HMAC-SHA256 of the request under the
-// cluster key (base64url), separated by commas.
+// SignatureHeader carries a peer request's signature: "v2", the signing
+// time in Unix milliseconds, a nonce (16 random bytes, base64url), the
+// names of the headers signed (canonical, sorted, ';'-separated), and the
+// HMAC-SHA256 of the request under the cluster key (base64url), separated
+// by commas. The MAC covers the method, the escaped path and query, every
+// header the forwarding node sent (values in order) but the few the HTTP
+// layer itself rewrites (unsignedHeaders), and the body's hash. The node
+// that takes it removes every header that was not signed before the actor
+// sees the request, and remembers each nonce while its signature could be
+// taken, so a request replayed within the window is refused.
 const SignatureHeader = "Wasmkeep-Signature"
 
 // MinClusterKey is the shortest cluster key accepted, in bytes.
@@ -37,8 +47,15 @@ const SignatureWindow = time.Minute
 // errUnsigned: a request carries peer headers but no valid signature.
 var errUnsigned = errors.New("peer request without a valid cluster signature")
 
+// errReplayed: a validly signed request whose nonce was seen before.
+var errReplayed = errors.New("peer request replayed: its nonce was seen before")
+
 // peerHeaders are the headers only a peer may send.
 var peerHeaders = []string{ForwardedHeader, CallChainHeader, SignatureHeader}
+
+// unsignedHeaders are left out of the MAC, and kept when unsigned: the
+// HTTP layer sets them from the body and the connection, not the sender.
+var unsignedHeaders = map[string]bool{"Content-Length": true, "Transfer-Encoding": true, SignatureHeader: true}
 
 // isPeerRequest says whether r carries any header only a peer may send.
 func isPeerRequest(r *http.Request) bool {
@@ -50,48 +67,130 @@ func isPeerRequest(r *http.Request) bool {
 	return false
 }
 
-// signRequest signs r, whose body is body, with key at now.
+// signRequest signs r, whose body is body, with key at now: every header
+// r has now is signed, so it is called once r's headers are final.
 func signRequest(r *http.Request, body []byte, key []byte, now time.Time) {
+	var nonce [16]byte
+	rand.Read(nonce[:])
 	ts := strconv.FormatInt(now.UnixMilli(), 10)
-	mac := peerMAC(key, ts, r, body)
-	r.Header.Set(SignatureHeader, "v1,"+ts+","+base64.RawURLEncoding.EncodeToString(mac))
+	n := base64.RawURLEncoding.EncodeToString(nonce[:])
+	var names []string
+	for name := range r.Header {
+		if !unsignedHeaders[name] {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	mac := peerMAC(key, ts, n, names, r, body)
+	r.Header.Set(SignatureHeader, "v2,"+ts+","+n+","+strings.Join(names, ";")+","+base64.RawURLEncoding.EncodeToString(mac))
 }
 
-// verifyRequest checks r's signature under key at now.
-func verifyRequest(r *http.Request, body []byte, key []byte, now time.Time) error {
-	v, ts, sig, ok := splitSignature(r.Header.Get(SignatureHeader))
-	if !ok || v != "v1" {
-		return errUnsigned
+// verifyRequest checks r's signature under key at now, and returns its
+// nonce and the signed header names.
+func verifyRequest(r *http.Request, body []byte, key []byte, now time.Time) (nonce string, signed []string, err error) {
+	parts := strings.Split(r.Header.Get(SignatureHeader), ",")
+	if len(parts) != 5 || parts[0] != "v2" {
+		return "", nil, errUnsigned
 	}
+	ts, nonce, sig := parts[1], parts[2], parts[4]
 	ms, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil {
-		return errUnsigned
+	if err != nil || len(nonce) != 22 {
+		return "", nil, errUnsigned
 	}
 	if d := now.Sub(time.UnixMilli(ms)); d > SignatureWindow || d < -SignatureWindow {
-		return fmt.Errorf("%w: signed %v away from this node's clock, over %v", errUnsigned, d.Round(time.Second), SignatureWindow)
+		return "", nil, fmt.Errorf("%w: signed %v away from this node's clock, over %v", errUnsigned, d.Round(time.Second), SignatureWindow)
+	}
+	if parts[3] != "" {
+		signed = strings.Split(parts[3], ";")
+	}
+	if !slices.IsSorted(signed) || len(slices.Compact(slices.Clone(signed))) != len(signed) {
+		return "", nil, errUnsigned
 	}
 	got, err := base64.RawURLEncoding.DecodeString(sig)
-	if err != nil || !hmac.Equal(got, peerMAC(key, ts, r, body)) {
-		return errUnsigned
+	if err != nil || !hmac.Equal(got, peerMAC(key, ts, nonce, signed, r, body)) {
+		return "", nil, errUnsigned
+	}
+	return nonce, signed, nil
+}
+
+// verifyPeer checks a peer request's signature and nonce, and removes
+// the headers it did not sign.
+func (h *Handler) verifyPeer(r *http.Request, body []byte) error {
+	now := time.Now()
+	nonce, signed, err := verifyRequest(r, body, h.cfg.ClusterKey, now)
+	if err != nil {
+		return err
+	}
+	if !h.peers.first(nonce, now) {
+		return errReplayed
+	}
+	for name := range r.Header {
+		if !unsignedHeaders[name] {
+			if _, ok := slices.BinarySearch(signed, name); !ok {
+				delete(r.Header, name)
+			}
+		}
 	}
 	return nil
 }
 
-func splitSignature(s string) (v, ts, sig string, ok bool) {
-	v, rest, ok1 := strings.Cut(s, ",")
-	ts, sig, ok2 := strings.Cut(rest, ",")
-	return v, ts, sig, ok1 && ok2
-}
-
-// peerMAC is the MAC of what a peer request says: method, host-free
-// escaped path and query, the peer headers, and the body's hash.
-func peerMAC(key []byte, ts string, r *http.Request, body []byte) []byte {
+// peerMAC is the MAC of what a peer request says (see SignatureHeader).
+// A header named but absent counts as empty, so a removed header fails.
+func peerMAC(key []byte, ts, nonce string, names []string, r *http.Request, body []byte) []byte {
 	sum := sha256.Sum256(body)
 	m := hmac.New(sha256.New, key)
-	for _, part := range []string{"v1", ts, r.Method, r.URL.EscapedPath(), r.URL.RawQuery,
-		r.Header.Get(ForwardedHeader), r.Header.Get(CallChainHeader), hex.EncodeToString(sum[:])} {
+	for _, part := range []string{"v2", ts, nonce, r.Method, r.URL.EscapedPath(), r.URL.RawQuery} {
 		m.Write([]byte(part))
 		m.Write([]byte{'\n'})
 	}
+	for _, name := range names {
+		m.Write([]byte(name))
+		for _, v := range r.Header[name] {
+			m.Write([]byte{0})
+			m.Write([]byte(v))
+		}
+		m.Write([]byte{'\n'})
+	}
+	m.Write([]byte(hex.EncodeToString(sum[:])))
 	return m.Sum(nil)
+}
+
+// nonces remembers the nonces of the peer requests taken, by the second
+// of their arrival, as long as a signature made then could still be
+// taken. Only requests whose MAC checked are remembered, so only a peer
+// can fill it, at the rate it forwards.
+type nonces struct {
+	now  func() time.Time
+	mu   sync.Mutex
+	secs map[int64]map[string]struct{}
+}
+
+func newNonces(now func() time.Time) *nonces {
+	return &nonces{now: now, secs: make(map[int64]map[string]struct{})}
+}
+
+// first records nonce, seen at now, and says whether it is new.
+func (n *nonces) first(nonce string, now time.Time) bool {
+	sec := now.Unix()
+	// A signature taken at now was made at most a window earlier and is
+	// taken at most a window later: its nonce must be remembered for two.
+	oldest := sec - int64(2*SignatureWindow/time.Second) - 1
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for s, set := range n.secs {
+		if s < oldest {
+			delete(n.secs, s)
+			continue
+		}
+		if _, ok := set[nonce]; ok {
+			return false
+		}
+	}
+	set := n.secs[sec]
+	if set == nil {
+		set = make(map[string]struct{})
+		n.secs[sec] = set
+	}
+	set[nonce] = struct{}{}
+	return true
 }

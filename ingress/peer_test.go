@@ -2,10 +2,16 @@ package ingress
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 )
 
 func TestSignatureChecksWhatThePeerSays(t *testing.T) {
@@ -18,10 +24,13 @@ func TestSignatureChecksWhatThePeerSays(t *testing.T) {
 		}
 		r.Header.Set(ForwardedHeader, "n2")
 		r.Header.Set(CallChainHeader, "hop/p")
+		r.Header.Set("Cookie", "session=a")
+		r.Header.Add("X-Many", "1")
+		r.Header.Add("X-Many", "2")
 		signRequest(r, []byte("body"), key, now)
 		return r
 	}
-	if err := verifyRequest(signed(), []byte("body"), key, now.Add(30*time.Second)); err != nil {
+	if _, _, err := verifyRequest(signed(), []byte("body"), key, now.Add(30*time.Second)); err != nil {
 		t.Fatalf("a signed request within the window: %v", err)
 	}
 	for name, tc := range map[string]struct {
@@ -41,6 +50,20 @@ func TestSignatureChecksWhatThePeerSays(t *testing.T) {
 		"from the future":   {at: -2 * time.Minute},
 		"no signature":      {change: func(r *http.Request) { r.Header.Del(SignatureHeader) }},
 		"garbled signature": {change: func(r *http.Request) { r.Header.Set(SignatureHeader, "v1,x,y") }},
+		"other cookie":      {change: func(r *http.Request) { r.Header.Set("Cookie", "session=b") }},
+		"cookie removed":    {change: func(r *http.Request) { r.Header.Del("Cookie") }},
+		"values reordered":  {change: func(r *http.Request) { r.Header["X-Many"] = []string{"2", "1"} }},
+		"value added":       {change: func(r *http.Request) { r.Header.Add("X-Many", "3") }},
+		"names changed": {change: func(r *http.Request) {
+			p := strings.Split(r.Header.Get(SignatureHeader), ",")
+			p[3] = strings.Replace(p[3], "Cookie;", "", 1)
+			r.Header.Set(SignatureHeader, strings.Join(p, ","))
+		}},
+		"other nonce": {change: func(r *http.Request) {
+			p := strings.Split(r.Header.Get(SignatureHeader), ",")
+			p[2] = "AAAAAAAAAAAAAAAAAAAAAA"
+			r.Header.Set(SignatureHeader, strings.Join(p, ","))
+		}},
 	} {
 		r := signed()
 		if tc.change != nil {
@@ -53,8 +76,67 @@ func TestSignatureChecksWhatThePeerSays(t *testing.T) {
 		if tc.key != "" {
 			k = []byte(tc.key)
 		}
-		if err := verifyRequest(r, []byte(body), k, now.Add(tc.at)); !errors.Is(err, errUnsigned) {
+		if _, _, err := verifyRequest(r, []byte(body), k, now.Add(tc.at)); !errors.Is(err, errUnsigned) {
 			t.Errorf("%s: %v; want refused", name, err)
 		}
 	}
+}
+
+func TestPeerRequestReplayRefusedAndUnsignedHeadersDropped(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	h, err := New(Config{Keeper: stubKeeper{}, Host: stubHost{}, Registry: actors.BuiltIn(), ClusterKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := http.NewRequest(http.MethodGet, "http://n1/actor/counter/a", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Header.Set(ForwardedHeader, "n2")
+	r.Header.Set("Cookie", "session=a")
+	signRequest(r, nil, key, time.Now())
+	replay := r.Clone(r.Context())
+	// Added on the way (as a transport adds its own): not signed, so not
+	// seen by the actor.
+	r.Header.Set("Accept-Encoding", "gzip")
+	r.Header.Set("Content-Length", "0")
+	if err := h.verifyPeer(r, nil); err != nil {
+		t.Fatalf("first: %v", err)
+	}
+	if _, ok := r.Header["Accept-Encoding"]; ok {
+		t.Error("an unsigned header stayed")
+	}
+	if r.Header.Get("Cookie") != "session=a" || r.Header.Get(ForwardedHeader) != "n2" || r.Header.Get("Content-Length") != "0" {
+		t.Errorf("signed headers lost: %v", r.Header)
+	}
+	if err := h.verifyPeer(replay, nil); !errors.Is(err, errReplayed) {
+		t.Fatalf("replay: %v; want %v", err, errReplayed)
+	}
+}
+
+func TestNoncesForgottenAfterTwoWindows(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	n := newNonces(func() time.Time { return now })
+	if !n.first("a", now) || n.first("a", now.Add(2*SignatureWindow)) {
+		t.Fatal("a nonce within two windows was taken again")
+	}
+	if !n.first("a", now.Add(2*SignatureWindow+2*time.Second)) {
+		t.Fatal("a nonce past two windows is still remembered")
+	}
+	if len(n.secs) != 1 {
+		t.Errorf("%d seconds remembered, want 1 (the old ones swept)", len(n.secs))
+	}
+}
+
+type stubKeeper struct{}
+
+func (stubKeeper) Acquire(context.Context, ownership.Actor) (keeper.Decision, error) {
+	return keeper.Decision{}, errors.New("stub")
+}
+func (stubKeeper) Status() ownership.Status { return ownership.Status{} }
+
+type stubHost struct{}
+
+func (stubHost) Deliver(context.Context, ownership.Actor, ownership.Generation, *actors.Request) (*actors.Response, error) {
+	return nil, errors.New("stub")
 }

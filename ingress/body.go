@@ -1,0 +1,178 @@
+package ingress
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Request bodies are what a client makes the node hold in memory, so they
+// are bounded three ways:
+//
+//   - each by MaxBody: a Content-Length over it gets 413 before anything
+//     is read (and so before any 100 Continue), a longer chunked body 413
+//     once it passes it;
+//   - all of them together by MaxBodyInflight: a body is read into a
+//     buffer of its own size, reserved first; a body whose reservation
+//     would pass the bound gets 503 with Retry-After before it is read;
+//   - in time: a body must arrive within BodyTimeout plus its size at
+//     BodyMinRate (a chunked body: what has arrived so far, plus a
+//     chunk), else the request gets 408 and its connection is closed.
+//
+// A reservation is given back when the request has been answered.
+
+// Defaults of the body bounds.
+const (
+	DefaultMaxBodyInflight = 256 << 20
+	DefaultBodyTimeout     = 10 * time.Second
+	DefaultBodyMinRate     = 32 << 10 // bytes per second
+)
+
+// bodyStep is how much a body of unknown length reserves at a time.
+const bodyStep = 32 << 10
+
+// bodyError is a body not read; status is the answer.
+type bodyError struct {
+	status int
+	msg    string
+}
+
+func (e *bodyError) Error() string { return e.msg }
+
+// bodies holds the books of the bodies in flight.
+type bodies struct {
+	max      int64
+	timeout  time.Duration
+	minRate  int64
+	inflight atomic.Int64
+	gauge    prometheus.Gauge
+	refused  *prometheus.CounterVec
+}
+
+func newBodies(maxInflight int64, timeout time.Duration, minRate int64, reg prometheus.Registerer) (*bodies, error) {
+	b := &bodies{max: maxInflight, timeout: timeout, minRate: minRate,
+		gauge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "wasmkeep_http_body_inflight_bytes",
+			Help: "Bytes reserved for request bodies being read or waiting for their answer (bounded by --max-body-inflight).",
+		}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wasmkeep_http_bodies_refused_total",
+			Help: "Request bodies refused, by reason: too_large (413), inflight (503: --max-body-inflight reached), slow (408: under --body-min-rate).",
+		}, []string{"reason"}),
+	}
+	for _, r := range []string{"too_large", "inflight", "slow"} {
+		b.refused.WithLabelValues(r)
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{b.gauge, b.refused} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return b, nil
+}
+
+// reserve takes n bytes of the bound, or reports that they do not fit.
+func (b *bodies) reserve(n int64) bool {
+	if b.inflight.Add(n) > b.max {
+		b.inflight.Add(-n)
+		return false
+	}
+	b.gauge.Add(float64(n))
+	return true
+}
+
+func (b *bodies) release(n int64) {
+	if n > 0 {
+		b.inflight.Add(-n)
+		b.gauge.Sub(float64(n))
+	}
+}
+
+// read reads r's body, at most maxBody bytes, within the bounds. It
+// returns the body and the bytes reserved for it, to be released once the
+// request is answered (also on error).
+func (b *bodies) read(w http.ResponseWriter, r *http.Request, maxBody int64) (body []byte, reserved int64, err error) {
+	if r.ContentLength > maxBody {
+		b.refused.WithLabelValues("too_large").Inc()
+		return nil, 0, &bodyError{http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes (Content-Length %d)", maxBody, r.ContentLength)}
+	}
+	if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
+		return nil, 0, nil
+	}
+	start := time.Now()
+	rc := http.NewResponseController(w)
+	deadline := func(size int64) {
+		// ErrNotSupported where w is no connection's (a test's recorder).
+		_ = rc.SetReadDeadline(start.Add(b.timeout + time.Duration(size)*time.Second/time.Duration(b.minRate)))
+	}
+	defer func() {
+		// Read in full: no deadline. Not: none of the rest is read (the
+		// server would drain a short rest without one); the connection
+		// ends after the answer.
+		end := time.Time{}
+		if err != nil {
+			end = time.Unix(1, 0)
+		}
+		_ = rc.SetReadDeadline(end)
+	}()
+	if r.ContentLength > 0 {
+		if !b.reserve(r.ContentLength) {
+			b.refused.WithLabelValues("inflight").Inc()
+			return nil, 0, &bodyError{http.StatusServiceUnavailable, "node at its bound of request bodies in flight"}
+		}
+		deadline(r.ContentLength)
+		body = make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(r.Body, body); err != nil {
+			return nil, r.ContentLength, b.readError(err)
+		}
+		return body, r.ContentLength, nil
+	}
+	// Unknown length: grow the buffer, reserving each growth first.
+	for {
+		if len(body) == cap(body) {
+			grow := min(max(int64(cap(body)), bodyStep), maxBody+1-int64(cap(body)))
+			if grow <= 0 {
+				b.refused.WithLabelValues("too_large").Inc()
+				return nil, reserved, &bodyError{http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", maxBody)}
+			}
+			if !b.reserve(grow) {
+				b.refused.WithLabelValues("inflight").Inc()
+				return nil, reserved, &bodyError{http.StatusServiceUnavailable, "node at its bound of request bodies in flight"}
+			}
+			reserved += grow
+			deadline(int64(len(body)) + bodyStep)
+			next := make([]byte, len(body), int64(cap(body))+grow)
+			copy(next, body)
+			body = next
+		}
+		n, err := r.Body.Read(body[len(body):cap(body)])
+		body = body[:len(body)+n]
+		if errors.Is(err, io.EOF) {
+			if int64(len(body)) > maxBody {
+				b.refused.WithLabelValues("too_large").Inc()
+				return nil, reserved, &bodyError{http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", maxBody)}
+			}
+			return body, reserved, nil
+		}
+		if err != nil {
+			return nil, reserved, b.readError(err)
+		}
+	}
+}
+
+// readError is the answer to a body whose reading failed.
+func (b *bodies) readError(err error) error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		b.refused.WithLabelValues("slow").Inc()
+		return &bodyError{http.StatusRequestTimeout, fmt.Sprintf("body not received in time: it must arrive within %v plus its size at %d bytes/s", b.timeout, b.minRate)}
+	}
+	return &bodyError{http.StatusBadRequest, "read body: " + err.Error()}
+}

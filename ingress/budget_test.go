@@ -1,0 +1,263 @@
+package ingress_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/ingress"
+	"github.com/wasmkeep/wasmkeep/internal/nodetest"
+)
+
+// raw is a client speaking HTTP/1.1 by hand over one connection.
+type raw struct {
+	t    *testing.T
+	conn net.Conn
+	r    *bufio.Reader
+}
+
+func dialRaw(t *testing.T, n *nodetest.Node) *raw {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(n.URL, "http://"))
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	return &raw{t: t, conn: conn, r: bufio.NewReader(conn)}
+}
+
+func (c *raw) send(s string) {
+	c.t.Helper()
+	_, err := io.WriteString(c.conn, s)
+	require.NoError(c.t, err)
+}
+
+// response reads one response (its status line and headers, and a body
+// of Content-Length bytes), within d.
+func (c *raw) response(d time.Duration) (*http.Response, string, error) {
+	c.conn.SetReadDeadline(time.Now().Add(d))
+	res, err := http.ReadResponse(c.r, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	if res.StatusCode == http.StatusContinue {
+		return res, "", nil
+	}
+	b, err := io.ReadAll(res.Body)
+	return res, string(b), err
+}
+
+// closed says whether the server closed the connection within d.
+func (c *raw) closed(d time.Duration) bool {
+	c.conn.SetReadDeadline(time.Now().Add(d))
+	_, err := c.r.ReadByte()
+	return err != nil && !isTimeout(err)
+}
+
+func isTimeout(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
+}
+
+// sizeOf answers every request with the size of its body.
+type sizeOf struct{}
+
+func (sizeOf) Handle(_ context.Context, req *actors.Request, _ actors.Storage) (*actors.Response, error) {
+	return actors.Text(http.StatusOK, strconv.Itoa(len(req.Body))), nil
+}
+
+func bodyNode(t *testing.T, configure func(*ingress.NodeConfig)) *nodetest.Node {
+	return nodetest.Start(t, nodetest.Options{Configure: configure, Classes: map[string]actors.Class{"size": sizeOf{}}})
+}
+
+func TestBodyOverMaxRefusedBeforeContinue(t *testing.T) {
+	n := bodyNode(t, func(c *ingress.NodeConfig) { c.MaxBody = 1000 })
+	c := dialRaw(t, n)
+	c.send("POST /actor/size/a HTTP/1.1\r\nHost: x\r\nContent-Length: 1001\r\nExpect: 100-continue\r\n\r\n")
+	res, body, err := c.response(5 * time.Second)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusRequestEntityTooLarge, res.StatusCode, "answered %d (no 100 Continue may come first)", res.StatusCode)
+	require.Contains(t, body, "over 1000 bytes")
+
+	// Within the bound: 100 Continue, then the answer.
+	c = dialRaw(t, n)
+	c.send("POST /actor/size/a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+	res, _, err = c.response(5 * time.Second)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusContinue, res.StatusCode)
+	c.send("hello")
+	res, _, err = c.response(5 * time.Second)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, res.StatusCode)
+
+	// Chunked past the bound: 413 once it passes.
+	c = dialRaw(t, n)
+	c.send("POST /actor/size/a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+	for range 3 {
+		c.send(fmt.Sprintf("%x\r\n%s\r\n", 400, strings.Repeat("a", 400)))
+	}
+	res, body, err = c.response(5 * time.Second)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusRequestEntityTooLarge, res.StatusCode, body)
+}
+
+func TestBodiesInFlightBounded(t *testing.T) {
+	n := bodyNode(t, func(c *ingress.NodeConfig) {
+		c.MaxBody, c.MaxBodyInflight, c.BodyTimeout = 1000, 1500, 10*time.Second
+	})
+	// One body of 1000 bytes stalls with 999 sent: its 1000 bytes stay
+	// reserved.
+	stalled := dialRaw(t, n)
+	stalled.send("POST /actor/size/a HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" + strings.Repeat("a", 999))
+	var res *http.Response
+	var err error
+	// A second one of 1000 does not fit beside it: 503 before it is read.
+	// (The first reaches the handler asynchronously: try until it has.)
+	for try := 0; ; try++ {
+		c := dialRaw(t, n)
+		c.send("POST /actor/size/b HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" + strings.Repeat("a", 1000))
+		res, _, err = c.response(5 * time.Second)
+		require.NoError(t, err)
+		if res.StatusCode == http.StatusServiceUnavailable || try == 100 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
+	require.NotEmpty(t, res.Header.Get("Retry-After"))
+	// One of 400 fits.
+	c := dialRaw(t, n)
+	c.send("POST /actor/size/c HTTP/1.1\r\nHost: x\r\nContent-Length: 400\r\n\r\n" + strings.Repeat("a", 400))
+	res, _, err = c.response(5 * time.Second)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	// Once the stalled one completes and is answered, its bytes are free.
+	stalled.send("a")
+	res, _, err = stalled.response(5 * time.Second)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	c = dialRaw(t, n)
+	c.send("POST /actor/size/b HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" + strings.Repeat("a", 1000))
+	res, _, err = c.response(5 * time.Second)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, res.StatusCode)
+}
+
+func TestSlowBodyCut(t *testing.T) {
+	n := bodyNode(t, func(c *ingress.NodeConfig) {
+		c.BodyTimeout, c.BodyMinRate = 300*time.Millisecond, 100_000
+	})
+	// 100 bytes: due within 0.3 s and a millisecond. A byte every 200 ms
+	// would take 20 s.
+	c := dialRaw(t, n)
+	c.send("POST /actor/size/a HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
+	start := time.Now()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 50 {
+			if _, err := c.conn.Write([]byte("a")); err != nil {
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+	res, body, err := c.response(10 * time.Second)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusRequestTimeout, res.StatusCode, body)
+	require.Less(t, time.Since(start), 5*time.Second)
+	require.True(t, c.closed(5*time.Second), "the connection of a cut body stays open")
+	<-done
+
+	// A chunked trickle is cut too (due within 0.3 s plus 32 KiB at the
+	// rate).
+	c = dialRaw(t, n)
+	c.send("POST /actor/size/a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+	go func() {
+		for range 50 {
+			if _, err := c.conn.Write([]byte("1\r\na\r\n")); err != nil {
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+	res, body, err = c.response(10 * time.Second)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusRequestTimeout, res.StatusCode, body)
+}
+
+func TestConnectionBudget(t *testing.T) {
+	n := bodyNode(t, func(c *ingress.NodeConfig) { c.MaxConns, c.OverflowConns = 4, 2 })
+	get := func(c *raw, path string) (*http.Response, string) {
+		t.Helper()
+		c.send("GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n")
+		res, body, err := c.response(5 * time.Second)
+		require.NoError(t, err)
+		return res, body
+	}
+	// Four idle keep-alive connections fill the band; each new one closes
+	// the oldest idle one.
+	var idle []*raw
+	for range 4 {
+		c := dialRaw(t, n)
+		res, _ := get(c, "/healthz")
+		require.Equal(t, http.StatusOK, res.StatusCode)
+		idle = append(idle, c)
+	}
+	c := dialRaw(t, n)
+	res, _ := get(c, "/actor/size/a")
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.True(t, idle[0].closed(5*time.Second), "the oldest idle connection was not closed")
+	require.False(t, idle[3].closed(100*time.Millisecond), "a younger idle connection was closed")
+
+	// Four busy ones (a request under way) cannot be closed: the next
+	// are admitted for health checks and peers only, each closed after
+	// its answer, and past those closed at once.
+	for _, c := range idle[1:] {
+		c.conn.Close()
+	}
+	c.conn.Close()
+	var busy []*raw
+	for range 4 {
+		b := dialRaw(t, n)
+		b.send("POST /actor/size/a HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n")
+		busy = append(busy, b)
+	}
+	require.Eventually(t, func() bool {
+		o := dialRaw(t, n)
+		o.send("GET /actor/size/a HTTP/1.1\r\nHost: x\r\n\r\n")
+		res, _, err := o.response(5 * time.Second)
+		return err == nil && res.StatusCode == http.StatusServiceUnavailable
+	}, 5*time.Second, 20*time.Millisecond, "an actor request past the band was not refused")
+	o := dialRaw(t, n)
+	res, _ = get(o, "/readyz")
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.True(t, res.Close, "an overflow connection is kept after its answer")
+	require.True(t, o.closed(5*time.Second))
+
+	held := []*raw{dialRaw(t, n), dialRaw(t, n)}
+	for _, h := range held {
+		h.send("GET /healthz HTTP/1.1\r\nHost: x\r\n") // not ended: the overflow band stays full
+	}
+	var refused bool
+	require.Eventually(t, func() bool {
+		x := dialRaw(t, n)
+		refused = x.closed(2 * time.Second)
+		return refused
+	}, 5*time.Second, 50*time.Millisecond, "a connection past every band was not closed at once")
+
+	for _, b := range busy {
+		b.send("0123456789")
+		res, _, err := b.response(5 * time.Second)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, res.StatusCode)
+	}
+}

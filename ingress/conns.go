@@ -1,0 +1,218 @@
+package ingress
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Connections are admitted within a budget (see internal/budget): up to
+// max are served as usual; past it the oldest quiet connection (idle
+// between keep-alive requests, or open without a request for over
+// staleNew) is closed to make room; with none to close, up to overflow
+// more are admitted only to answer /healthz, /readyz and peer requests,
+// each closed after its one answer, every other request there refused
+// with a 503; past those a new connection is closed as soon as it is
+// accepted. A flood of silent or idle clients can thus never take the
+// descriptors the bucket and the lease need, nor keep health checks and
+// peers out.
+
+// staleNew is how long a connection may sit without sending a request
+// before it may be closed to make room for another.
+const staleNew = 2 * time.Second
+
+// evictScan bounds how many quiet connections one admission looks at.
+const evictScan = 64
+
+type connKey struct{}
+
+// connEntry is one admitted connection. Quiet entries (StateNew or
+// StateIdle) sit on the limiter's quiet list, oldest first.
+type connEntry struct {
+	conn       net.Conn
+	overflow   bool // admitted past max: health checks and peers only
+	gone       bool // no longer counted (evicted, hijacked or closed)
+	state      http.ConnState
+	since      time.Time // when it entered state
+	prev, next *connEntry
+}
+
+// connLimiter admits connections; its ConnContext and ConnState are the
+// http.Server's hooks of the same names.
+type connLimiter struct {
+	max, overflow int
+	now           func() time.Time
+
+	mu             sync.Mutex
+	conns          map[net.Conn]*connEntry
+	served, over   int
+	quiet          connEntry // sentinel of the quiet list
+	servedG, overG prometheus.Gauge
+	closed         *prometheus.CounterVec
+}
+
+func newConnLimiter(maxConns, overflow int, reg prometheus.Registerer) (*connLimiter, error) {
+	l := &connLimiter{max: maxConns, overflow: overflow, now: time.Now, conns: make(map[net.Conn]*connEntry)}
+	l.quiet.prev, l.quiet.next = &l.quiet, &l.quiet
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "wasmkeep_http_connections",
+		Help: "HTTP connections open, by band: served (within --max-conns) or overflow (past it: health checks and peers only).",
+	}, []string{"band"})
+	l.closed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "wasmkeep_http_connections_shed_total",
+		Help: "HTTP connections the node closed to stay within its connection budget, by reason: evicted (a quiet connection closed to make room), refused (closed as accepted, past every band), overflow_refused (a request on an overflow connection answered 503).",
+	}, []string{"reason"})
+	if reg != nil {
+		for _, c := range []prometheus.Collector{g, l.closed} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	l.servedG, l.overG = g.WithLabelValues("served"), g.WithLabelValues("overflow")
+	for _, r := range []string{"evicted", "refused", "overflow_refused"} {
+		l.closed.WithLabelValues(r)
+	}
+	return l, nil
+}
+
+// ConnContext admits c, evicting a quiet connection or placing c in the
+// overflow band if it must, or closes it.
+func (l *connLimiter) ConnContext(ctx context.Context, c net.Conn) context.Context {
+	l.mu.Lock()
+	e := &connEntry{conn: c, state: http.StateNew, since: l.now()}
+	var evict net.Conn
+	switch {
+	case l.served < l.max:
+		l.served++
+	case l.evictLocked(&evict):
+		// the evicted connection's place is c's
+	case l.over < l.overflow:
+		e.overflow = true
+		l.over++
+	default:
+		l.mu.Unlock()
+		l.closed.WithLabelValues("refused").Inc()
+		c.Close()
+		return ctx
+	}
+	l.conns[c] = e
+	l.pushQuietLocked(e)
+	l.gaugesLocked()
+	l.mu.Unlock()
+	if evict != nil {
+		l.closed.WithLabelValues("evicted").Inc()
+		evict.Close()
+	}
+	return context.WithValue(ctx, connKey{}, e)
+}
+
+// evictLocked takes the oldest quiet connection that may be closed off
+// the books, leaving its place to the caller, and returns it in *c to be
+// closed.
+func (l *connLimiter) evictLocked(c *net.Conn) bool {
+	now := l.now()
+	n := 0
+	for e := l.quiet.next; e != &l.quiet && n < evictScan; e, n = e.next, n+1 {
+		if e.overflow || (e.state == http.StateNew && now.Sub(e.since) < staleNew) {
+			continue
+		}
+		l.dropLocked(e)
+		*c = e.conn
+		l.served++ // the caller's place; dropLocked gave it back
+		return true
+	}
+	return false
+}
+
+// ConnState keeps the books as connections go quiet, active, hijacked
+// (a WebSocket: the socket budget counts it from then on) or closed.
+func (l *connLimiter) ConnState(c net.Conn, s http.ConnState) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.conns[c]
+	if e == nil {
+		return
+	}
+	switch s {
+	case http.StateHijacked, http.StateClosed:
+		l.dropLocked(e)
+		delete(l.conns, c)
+		l.gaugesLocked()
+		return
+	}
+	if e.gone {
+		return
+	}
+	l.unlinkLocked(e)
+	e.state, e.since = s, l.now()
+	if s == http.StateIdle || s == http.StateNew {
+		l.pushQuietLocked(e)
+	}
+}
+
+// dropLocked takes e off the books (once).
+func (l *connLimiter) dropLocked(e *connEntry) {
+	if e.gone {
+		return
+	}
+	e.gone = true
+	l.unlinkLocked(e)
+	if e.overflow {
+		l.over--
+	} else {
+		l.served--
+	}
+}
+
+func (l *connLimiter) pushQuietLocked(e *connEntry) {
+	e.prev, e.next = l.quiet.prev, &l.quiet
+	l.quiet.prev.next = e
+	l.quiet.prev = e
+}
+
+func (l *connLimiter) unlinkLocked(e *connEntry) {
+	if e.prev == nil {
+		return
+	}
+	e.prev.next, e.next.prev = e.next, e.prev
+	e.prev, e.next = nil, nil
+}
+
+func (l *connLimiter) gaugesLocked() {
+	l.servedG.Set(float64(l.served))
+	l.overG.Set(float64(l.over))
+}
+
+// counts says how many connections are admitted in each band.
+func (l *connLimiter) counts() (served, over int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.served, l.over
+}
+
+// overflowConn says whether r arrived on a connection of the overflow band.
+func overflowConn(r *http.Request) bool {
+	e, _ := r.Context().Value(connKey{}).(*connEntry)
+	return e != nil && e.overflow
+}
+
+// serveOverflow answers a request on an overflow connection: health
+// checks and peer requests are served, anything else is refused with a
+// 503; the connection closes after the answer either way. It reports
+// whether it answered.
+func (h *Handler) serveOverflow(w http.ResponseWriter, r *http.Request) bool {
+	w.Header().Set("Connection", "close")
+	if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || isPeerRequest(r) {
+		return false
+	}
+	if h.conns != nil {
+		h.conns.closed.WithLabelValues("overflow_refused").Inc()
+	}
+	unavailable(w, time.Second, "node at its connection limit")
+	return true
+}
