@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -42,7 +43,7 @@ type Core struct {
 	drainedSet bool
 	stopUntil  time.Time
 
-	unreadable map[string]bool // keys reported unreadable, each reported once
+	damaged map[string]bool // keys reported damaged, each reported once
 	// stopAfterStart: a stop came while our lease write was in flight; it
 	// runs once the write's fate is known, so no live lease is left behind.
 	stopAfterStart bool
@@ -160,13 +161,13 @@ func NewCore(cfg Config) (*Core, error) {
 		return nil, fmt.Errorf("ownership config: %w", err)
 	}
 	return &Core{
-		cfg:        cfg,
-		flights:    map[RequestID]*flight{},
-		peers:      map[NodeID]*peer{},
-		entries:    map[Actor]*entry{},
-		unreadable: map[string]bool{},
-		absent:     map[NodeID]time.Time{},
-		waiting:    map[Actor]struct{}{},
+		cfg:     cfg,
+		flights: map[RequestID]*flight{},
+		peers:   map[NodeID]*peer{},
+		entries: map[Actor]*entry{},
+		damaged: map[string]bool{},
+		absent:  map[NodeID]time.Time{},
+		waiting: map[Actor]struct{}{},
 	}, nil
 }
 
@@ -214,6 +215,8 @@ func (c *Core) Step(now time.Time, in Input) []Effect {
 		}
 	case Move:
 		c.move(in)
+	case DamageFound:
+		c.reportDamaged(in.Key, in.Err)
 	default:
 		panic(fmt.Sprintf("ownership: unknown input %T", in))
 	}
@@ -364,6 +367,14 @@ func (c *Core) onLeaseRead(f *flight, r Reply) {
 		c.loseLease("the node lease record is gone")
 		return
 	case Landed:
+	case Damaged:
+		c.reportDamaged(f.key, r.Err)
+		if c.phase == phaseStarting {
+			c.exit(false, fmt.Sprintf("the lease record of node %s is damaged in the bucket (%s); restore it, or delete it to start afresh", c.cfg.Node, errText(r.Err)))
+			return
+		}
+		c.loseLease("the node lease record is damaged")
+		return
 	default:
 		c.lease.retryRead = c.now.Add(c.cfg.LeasePeriod / 5)
 		return
@@ -623,6 +634,9 @@ func (c *Core) onPeerRead(f *flight, r Reply) {
 		return
 	}
 	p.busy = 0
+	if r.Outcome == Damaged {
+		c.reportDamaged(f.key, r.Err)
+	}
 	if r.Outcome != Landed {
 		return
 	}
@@ -675,6 +689,10 @@ func (c *Core) reply(r Reply) {
 		return // a reply for a request of an earlier life, or a duplicate
 	}
 	delete(c.flights, r.ID)
+	if r.Outcome == BucketDamaged {
+		c.bucketDamaged(f.key, r.Err)
+		return
+	}
 	switch f.kind {
 	case fLeaseRead:
 		c.onLeaseRead(f, r)
@@ -817,11 +835,67 @@ func (c *Core) sortedPeers() []NodeID {
 	return out
 }
 
+// reportUnreadable counts an object this core read but could not decode,
+// and reports it as damaged.
 func (c *Core) reportUnreadable(key string, err error) {
 	c.count(MetricUnreadable, "")
-	if c.unreadable[key] {
+	c.reportDamaged(key, err)
+}
+
+// reportDamaged counts a damaged object met at key (a Damaged reply, an
+// object that cannot be decoded, or a reader's DamageFound), and reports
+// it once per key: every read of it counts, but a request that meets it
+// again does not log again.
+func (c *Core) reportDamaged(key string, err error) {
+	c.count(MetricDamaged, damageWhat(key))
+	if c.damaged[key] {
 		return
 	}
-	c.unreadable[key] = true
-	c.emit(Report{Level: "warn", Key: key, Msg: "unreadable record, passed over", Err: err})
+	c.damaged[key] = true
+	c.emit(Report{Level: "error", Key: key, Msg: "damaged " + describeObject(key) + " in the bucket: it fails its checksum or cannot be decoded; " +
+		"it stays so until restored", Err: err})
+}
+
+// damageWhat is the label under which MetricDamaged counts the object at
+// key: what it is, by its prefix.
+func damageWhat(key string) string {
+	switch {
+	case strings.HasPrefix(key, NodesPrefix):
+		return "lease"
+	case strings.HasPrefix(key, OwnersPrefix):
+		return "record"
+	case strings.HasPrefix(key, MovesPrefix):
+		return "move"
+	case strings.HasPrefix(key, ActorsPrefix):
+		return "state"
+	}
+	return "other"
+}
+
+// describeObject names the object at key for people.
+func describeObject(key string) string {
+	switch damageWhat(key) {
+	case "lease":
+		return "node lease"
+	case "record":
+		return "ownership record"
+	case "move":
+		return "move request"
+	case "state":
+		return "actor state"
+	}
+	return "object"
+}
+
+// bucketDamaged ends the node on a store that cannot be trusted any more
+// (a BucketDamaged reply): no answer it gives can be acted on, and writes
+// to it cannot be trusted either, so as after a lost lease every hold and
+// parked record is dropped without writing, sockets close, and the core
+// exits. Peers fence the node once its lease stands still, which frees
+// its records.
+func (c *Core) bucketDamaged(key string, err error) {
+	c.count(MetricDamaged, "bucket")
+	c.emit(Report{Level: "error", Key: key, Msg: "the bucket is damaged: this node stops acting and exits", Err: err})
+	c.dropAll("bucket damaged", "bucket damaged")
+	c.exit(false, "the bucket is damaged: "+errText(err))
 }

@@ -104,6 +104,15 @@ type Move struct {
 // SecretsLost says the app's secrets cannot be opened here: the node drains.
 type SecretsLost struct{}
 
+// DamageFound says a reader outside the core (an actor instance loading its
+// state) found the object at Key damaged (ErrDamaged; Err says how). The
+// core counts it and reports it, once per key, as it does the damage its
+// own reads find; nothing else changes.
+type DamageFound struct {
+	Key string
+	Err error
+}
+
 func (Start) isInput()        {}
 func (Tick) isInput()         {}
 func (Reply) isInput()        {}
@@ -117,6 +126,7 @@ func (Stop) isInput()         {}
 func (StopNow) isInput()      {}
 func (Move) isInput()         {}
 func (SecretsLost) isInput()  {}
+func (DamageFound) isInput()  {}
 
 // Effect is what a Core asks its shell to do. Effects are data; the order in
 // which a step returns them is the order to carry them out.
@@ -151,12 +161,17 @@ type Route struct {
 
 // Refuse: the event cannot be served here now (HTTP 503 with Retry-After).
 // Draining says the node no longer takes actors: a peer should be asked.
+// Damaged, when set, is the key of the actor's object (its ownership record
+// or its state) that is damaged in the bucket: no node can serve the actor
+// until a person restores it, so it is an error (HTTP 500), not a refusal
+// to retry, and RetryAfter is zero.
 type Refuse struct {
 	Actor      Actor
 	Ref        uint64
 	Reason     string
 	RetryAfter time.Duration
 	Draining   bool
+	Damaged    string
 }
 
 // StopActing: the hold at Gen is no longer live; drop the actor's instance
@@ -202,8 +217,9 @@ type LeaseChanged struct {
 	State string
 }
 
-// Report carries something the shell should log: an unreadable record (once
-// per key), a refused fence, a lapse. Level is "info" or "warn".
+// Report carries something the shell should log: a damaged object (once
+// per key), a refused fence, a lapse. Level is "info", "warn", or "error"
+// for damage in the bucket, which a person must repair.
 type Report struct {
 	Level string
 	Msg   string
@@ -262,6 +278,7 @@ const (
 	MetricLeaseLapses       = "wasmkeep_lease_lapses_total"
 	MetricFences            = "wasmkeep_fences_total"
 	MetricUnreadable        = "wasmkeep_unreadable_records_total"
+	MetricDamaged           = "wasmkeep_bucket_damaged_total"
 	MetricSweepUnreadable   = "wasmkeep_websocket_sweep_unreadable_total"
 	MetricOwnerCloses       = "wasmkeep_websocket_owner_closes_total"
 	MetricRoutes            = "wasmkeep_routes_total"

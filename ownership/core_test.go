@@ -22,6 +22,9 @@ type harness struct {
 	held    []ownership.Request // requests the script has not answered
 	hold    bool
 	refs    uint64
+	// faults answers every request on a key with an outcome instead of
+	// the bucket (Damaged, BucketDamaged), as a store that found damage.
+	faults map[string]ownership.Outcome
 }
 
 func newHarness(t *testing.T) *harness { return newHarnessWith(t, nil) }
@@ -61,6 +64,9 @@ func (h *harness) step(in ownership.Input) {
 }
 
 func (h *harness) answer(r ownership.Request) ownership.Reply {
+	if o, ok := h.faults[r.Key]; ok {
+		return ownership.Reply{ID: r.ID, Outcome: o, Err: fmt.Errorf("test store: %s %q: %s", r.Op, r.Key, o)}
+	}
 	return ownership.Execute(context.Background(), h.bucket.Bucket(), r)
 }
 

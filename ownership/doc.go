@@ -46,6 +46,13 @@
 //     parked record, on every pass, until nothing is left.
 //   - move: one actor is released here so that a named node takes it.
 //   - sweep: the once-a-minute pass over the rooms with sockets here.
+//   - damaged: an object the store holds whose bytes fail the store's
+//     checksum or cannot be decoded (ErrDamaged). It stays so until a
+//     person restores it: the actor it belongs to is refused as damaged
+//     (an error naming the key, not a refusal to retry), it is logged once
+//     per key, and nothing is written over it. The bucket is damaged
+//     (ErrBucketDamaged) when the store itself can no longer be trusted:
+//     the node then stops acting and exits, as after a lost lease.
 //
 // # Guarantees
 //

@@ -265,6 +265,19 @@ func (c *Core) refuseWaiters(e *entry, reason string, draining bool) {
 	e.acq = nil
 }
 
+// refuseDamaged refuses every waiter of e because the actor's object at key
+// (its record or its state) is damaged: no retry serves the actor until a
+// person restores it. Nothing is written; the object is left as it is.
+func (c *Core) refuseDamaged(e *entry, key string) {
+	if e.acq == nil {
+		return
+	}
+	for _, w := range e.acq.waiters {
+		c.emit(Refuse{Actor: e.actor, Ref: w.ref, Reason: describeObject(key) + " damaged in the bucket: " + key, Damaged: key})
+	}
+	e.acq = nil
+}
+
 // ---- the per-actor request scheduler ----
 
 // advance sends the actor's next request when none is in flight: due
@@ -418,20 +431,24 @@ func (c *Core) onEntryReply(f *flight, r Reply) {
 }
 
 // readRecord decodes an owner record reply: ok is false when the reply says
-// nothing usable (no answer, or an unreadable record, which is reported).
-func (c *Core) readRecord(e *entry, r Reply) (rec *Record, ok bool) {
+// nothing usable (no answer, or a damaged record, which is reported and
+// makes damaged true).
+func (c *Core) readRecord(e *entry, r Reply) (rec *Record, ok, damaged bool) {
 	switch r.Outcome {
 	case NotFound:
-		return nil, true
+		return nil, true, false
 	case Landed:
 		got, err := DecodeRecord(r.Body)
 		if err != nil {
 			c.reportUnreadable(e.key, err)
-			return nil, false
+			return nil, false, true
 		}
-		return &got, true
+		return &got, true, false
+	case Damaged:
+		c.reportDamaged(e.key, r.Err)
+		return nil, false, true
 	}
-	return nil, false
+	return nil, false, false
 }
 
 // ---- acquisition ----
@@ -505,9 +522,13 @@ func (c *Core) onAcquireRead(e *entry, r Reply) {
 	if e.acq == nil {
 		return
 	}
-	rec, ok := c.readRecord(e, r)
-	if !ok {
-		// The wake wrote nothing: the parked entry stays.
+	rec, ok, damaged := c.readRecord(e, r)
+	// In either case below the wake wrote nothing: the parked entry stays.
+	switch {
+	case damaged:
+		c.refuseDamaged(e, e.key)
+		return
+	case !ok:
 		c.refuseWaiters(e, "bucket did not answer the record read", false)
 		return
 	}
@@ -590,7 +611,7 @@ func (c *Core) onReleaseRead(e *entry, f *flight, r Reply) {
 	if idx < 0 {
 		return // ended meanwhile (a lapse, a lost lease)
 	}
-	rec, ok := c.readRecord(e, r)
+	rec, ok, _ := c.readRecord(e, r)
 	switch {
 	case !ok:
 		p.attempts++

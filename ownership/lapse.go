@@ -25,14 +25,21 @@ func (c *Core) checkLapse() {
 // instance, frees the records.
 func (c *Core) loseLease(reason string) {
 	c.emit(Report{Level: "warn", Msg: "node lease lost: " + reason})
-	c.emit(CloseSockets{All: true, Code: CloseServiceRestart, Reason: "lost lease"})
+	c.dropAll("lost lease", "node lease lost")
+	c.exit(false, "lost lease: "+reason)
+}
+
+// dropAll ends every hold and parked record without writing, before an
+// exit that is not clean: sockets close, waiters are refused with refusal,
+// live holds stop acting for reason, and the entries are forgotten.
+func (c *Core) dropAll(reason, refusal string) {
+	c.emit(CloseSockets{All: true, Code: CloseServiceRestart, Reason: reason})
 	for _, e := range c.sortedEntries() {
-		c.refuseWaiters(e, "node lease lost", false)
+		c.refuseWaiters(e, refusal, false)
 		if e.live != nil {
-			c.emit(StopActing{Actor: e.actor, Gen: e.live.gen, Reason: "lost lease"})
+			c.emit(StopActing{Actor: e.actor, Gen: e.live.gen, Reason: reason})
 		}
 	}
 	c.entries = map[Actor]*entry{}
 	c.setParked(0)
-	c.exit(false, "lost lease: "+reason)
 }

@@ -5,14 +5,14 @@ package ownership
 // generation, and an unchanged record stays under watch for a bounded time.
 
 func (c *Core) onResolveRead(e *entry, r Reply) {
-	rec, ok := c.readRecord(e, r)
+	rec, ok, damaged := c.readRecord(e, r)
 	if !ok {
-		// No answer, or unreadable: proves nothing. Read again later; an
-		// unreadable record ends the entries whose watch ran out.
+		// No answer, or damaged: proves nothing. Read again later; a
+		// damaged record ends the entries whose watch ran out.
 		for _, u := range e.unresolved {
 			u.due = c.now.Add(c.cfg.AttemptTimeout)
 		}
-		if r.Outcome == Landed {
+		if damaged {
 			c.expireUnresolved(e)
 		}
 		return

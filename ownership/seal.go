@@ -41,8 +41,10 @@ func (c *Core) onSealRead(e *entry, f *flight, r Reply) {
 	case Landed:
 		h, payload, err := DecodeState(r.Body)
 		if err != nil {
+			// Never overwritten: restamping would need its payload as it
+			// was, and only a person can tell what that was.
 			c.reportUnreadable(StateKey(e.actor), err)
-			c.refuseWaiters(e, "unreadable actor state", false)
+			c.refuseDamaged(e, StateKey(e.actor))
 			return
 		}
 		if h.Gen > f.gen {
@@ -56,6 +58,13 @@ func (c *Core) onSealRead(e *entry, f *flight, r Reply) {
 		body, cond = EncodeState(StateHeader{Gen: f.gen, Seq: h.Seq + 1}, payload), IfMatch(r.ETag)
 	case NotFound:
 		body, cond = EncodeState(StateHeader{Gen: f.gen, Seq: 1}, nil), IfAbsent()
+	case Damaged:
+		// The store has the object but will not hand it out: it cannot be
+		// restamped without losing what it holds, and no hold may be granted
+		// unsealed (an older hold's commit could still land on it).
+		c.reportDamaged(StateKey(e.actor), r.Err)
+		c.refuseDamaged(e, StateKey(e.actor))
+		return
 	default:
 		c.refuseWaiters(e, "bucket did not answer the actor state read", false)
 		return

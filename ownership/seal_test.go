@@ -94,7 +94,8 @@ func TestSealTakesAStrandedStamp(t *testing.T) {
 }
 
 // TestSealRefusesUnreadableState: a state object the node cannot read is
-// never overwritten; the event is refused and the record left alone.
+// never overwritten; the event is refused as damaged and the record left
+// alone.
 func TestSealRefusesUnreadableState(t *testing.T) {
 	h := newHarness(t)
 	a := ownership.Actor{Class: "room", Name: "garbled"}
@@ -102,8 +103,8 @@ func TestSealRefusesUnreadableState(t *testing.T) {
 	if _, err := h.bucket.Put(ownership.StateKey(a), []byte("not a state object"), ownership.IfAbsent()); err != nil {
 		t.Fatal(err)
 	}
-	if r, ok := h.acquire(a).(ownership.Refuse); !ok {
-		t.Fatalf("acquire over unreadable state: %v, want a refusal", r)
+	if r, ok := h.acquire(a).(ownership.Refuse); !ok || r.Damaged != ownership.StateKey(a) {
+		t.Fatalf("acquire over unreadable state: %#v, want a refusal for damage naming the state key", r)
 	}
 	if rec := h.record(a); rec.Held || rec.Generation != 1 {
 		t.Fatalf("record after a refused seal: %+v, want free at generation 1", rec)

@@ -73,6 +73,11 @@ func (c *Core) onSweepRead(e *entry, r Reply) {
 	e.sweepRead = sweepNone
 	switch r.Outcome {
 	case Landed, NotFound:
+	case Damaged:
+		// Proves nothing, like an unreadable record: reported once, passed
+		// over.
+		c.reportDamaged(e.key, r.Err)
+		return
 	default:
 		// A bucket that does not answer cuts the pass short; the next re-read
 		// starts at the first record this one did not read.
@@ -271,7 +276,7 @@ func (c *Core) onLookRead(e *entry, r Reply) {
 		e.look = nil
 		return
 	}
-	rec, ok := c.readRecord(e, r)
+	rec, ok, _ := c.readRecord(e, r)
 	if !ok || rec == nil {
 		return // an unread record counts as this node's: keep the sockets
 	}
