@@ -51,6 +51,11 @@ type Decision struct {
 	Reason     string
 	RetryAfter time.Duration
 	Draining   bool
+	// Damaged, when set, is the key of the actor's object (its ownership
+	// record or its state) that is damaged in the bucket: the refusal is an
+	// error (HTTP 500 naming the key), not a 503, since no retry, here or on
+	// a peer, serves the actor until a person restores the object.
+	Damaged string
 }
 
 func (d Decision) String() string {
@@ -59,6 +64,9 @@ func (d Decision) String() string {
 		return fmt.Sprintf("granted at generation %d", d.Gen)
 	case Routed:
 		return fmt.Sprintf("routed to node %s at %q", d.Node, d.Addr)
+	}
+	if d.Damaged != "" {
+		return fmt.Sprintf("refused: %s (damaged: %s)", d.Reason, d.Damaged)
 	}
 	s := fmt.Sprintf("refused: %s (retry after %v)", d.Reason, d.RetryAfter)
 	if d.Draining {
@@ -74,7 +82,7 @@ func routeDecision(r ownership.Route) Decision {
 }
 
 func refuseDecision(r ownership.Refuse) Decision {
-	return Decision{Verdict: Refused, Reason: r.Reason, RetryAfter: r.RetryAfter, Draining: r.Draining}
+	return Decision{Verdict: Refused, Reason: r.Reason, RetryAfter: r.RetryAfter, Draining: r.Draining, Damaged: r.Damaged}
 }
 
 // AcquireAnswer is the message RequestAcquire's requester receives.

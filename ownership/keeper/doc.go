@@ -43,8 +43,9 @@
 // record, then writes the lease released, and the keeper ends with a nil
 // Err. A second Stop, or the end of Stop's context, sends StopNow: the lease
 // is written released without waiting further for releases (which frees
-// what did not land). A lost lease, a twin, or a panic ends the keeper with
-// an *ExitError. Either way Done is closed once the actor has stopped and
+// what did not land). A lost lease, a twin, a bucket the store reports
+// damaged as a whole (ownership.ErrBucketDamaged), or a panic ends the
+// keeper with an *ExitError. Either way Done is closed once the actor has stopped and
 // every bucket call it started has returned.
 //
 // After the end the keeper still answers: Acquire is refused, MayAct is

@@ -16,9 +16,10 @@ import (
 // until its until time. The shell adds an entry after a step that granted
 // a's live hold and changed nothing else (Core.Serving says so, and until
 // when), and clears every entry before it carries out the effects of any
-// other step: any input may end a hold, move an actor or change the node's
-// mode, and the Core's next deadline bounds until, so time alone changes
-// nothing before it. Clearing under the write lock before the effects run
+// other step but one that only reported damage (pureReport): any other
+// input may end a hold, move an actor or change the node's mode, and the
+// Core's next deadline bounds until, so time alone changes nothing before
+// it. Clearing under the write lock before the effects run
 // makes the fast answer the one the actor would have given had the request
 // been handled just before that step. Inputs from outside (Idle, Drain, …)
 // drop what they could change when they are posted, not when the actor
@@ -84,6 +85,8 @@ func (f *fastHolds) forget(in ownership.Input) {
 		a = in.Actor
 	case ownership.Move:
 		a = in.Actor
+	case ownership.DamageFound:
+		return // changes no hold; see pureReport
 	default:
 		f.clear(false)
 		return
@@ -115,4 +118,23 @@ func pureGrant(in ownership.Input, effects []ownership.Effect) (ownership.Actor,
 		}
 	}
 	return acq.Actor, granted
+}
+
+// pureReport says whether a step for input in, which gave effects, only
+// counted and reported the damage a reader outside the keeper found
+// (DamageFound): then, too, it changed nothing the fast entries depend on,
+// and an actor whose state is damaged, met on every one of its events,
+// does not send every other actor's acquisitions through the mailbox.
+func pureReport(in ownership.Input, effects []ownership.Effect) bool {
+	if _, ok := in.(ownership.DamageFound); !ok {
+		return false
+	}
+	for _, e := range effects {
+		switch e.(type) {
+		case ownership.Count, ownership.Report, ownership.SetGauge, ownership.Observe, ownership.SetTimer:
+		default:
+			return false
+		}
+	}
+	return true
 }

@@ -327,6 +327,14 @@ func (k *Keeper) Drain() { k.input(ownership.Drain{}) }
 // drains.
 func (k *Keeper) SecretsLost() { k.input(ownership.SecretsLost{}) }
 
+// DamageFound says a read outside the keeper (an actor loading its state)
+// found the object at key damaged (ownership.ErrDamaged; err says how). It
+// is counted in wasmkeep_bucket_damaged_total and logged at Error once per
+// key, with the damage the keeper's own reads find. It never blocks.
+func (k *Keeper) DamageFound(key string, err error) {
+	k.input(ownership.DamageFound{Key: key, Err: err})
+}
+
 // Stop stops the keeper cleanly and waits for the end; it returns Err. The
 // first call sends Stop: every hold and parked record is released, then the
 // lease is written released. A second call, or the end of ctx, sends

@@ -16,8 +16,9 @@ import (
 // file says what those strings mean. A counter's label is one of:
 //
 //   - nothing (schemaNone);
-//   - a reason (why a hold ended, why sockets closed) or an outcome (how a
-//     write or a resolution ended), as one Prometheus label;
+//   - a reason (why a hold ended, why sockets closed), an outcome (how a
+//     write or a resolution ended) or what an object is (a damaged one), as
+//     one Prometheus label;
 //   - "reason:outcome" for releases, split into two labels so that either
 //     can be summed over.
 //
@@ -32,6 +33,7 @@ const (
 	schemaReason
 	schemaOutcome
 	schemaReasonOutcome
+	schemaWhat
 )
 
 func (s labelSchema) names() []string {
@@ -42,6 +44,8 @@ func (s labelSchema) names() []string {
 		return []string{"outcome"}
 	case schemaReasonOutcome:
 		return []string{"reason", "outcome"}
+	case schemaWhat:
+		return []string{"what"}
 	}
 	return nil
 }
@@ -74,6 +78,9 @@ var counterTable = []struct {
 		"Fences of dead peers this node attempted, by outcome (landed, refused, unknown)."},
 	{ownership.MetricUnreadable, schemaNone,
 		"Bucket records this node could not decode and passed over."},
+	{ownership.MetricDamaged, schemaWhat,
+		"Reads that found an object in the bucket damaged (it failed the store's checksum or could not be decoded), by what it is: " +
+			"lease, record, state, move or other; what=bucket counts a store found damaged as a whole, which ends the node."},
 	{ownership.MetricSweepUnreadable, schemaNone,
 		"Ownership records the owner sweep could not decode."},
 	{ownership.MetricOwnerCloses, schemaReason,
@@ -189,7 +196,7 @@ func (m *metrics) count(e ownership.Count) {
 			m.warnOnce("counter label", e.Name, e.Label)
 		}
 		c.vec.WithLabelValues().Add(e.Add)
-	case schemaReason, schemaOutcome:
+	case schemaReason, schemaOutcome, schemaWhat:
 		c.vec.WithLabelValues(e.Label).Add(e.Add)
 	case schemaReasonOutcome:
 		reason, outcome, _ := strings.Cut(e.Label, ":")

@@ -215,7 +215,7 @@ func (s *shell) step(ctx actor.Context, in ownership.Input) {
 	now := s.now()
 	effects := s.core.Step(now, in)
 	a, pure := pureGrant(in, effects)
-	if !pure {
+	if !pure && !pureReport(in, effects) {
 		s.k.fast.clear(false) // before any effect: see fastHolds
 	}
 	for _, e := range effects {
@@ -339,6 +339,8 @@ func (s *shell) report(r ownership.Report) {
 	case "info":
 		level = slog.LevelInfo
 	case "warn":
+	case "error":
+		level = slog.LevelError
 	default:
 		attrs = append(attrs, slog.String("core_level", r.Level))
 	}
