@@ -3,6 +3,7 @@ package dirstore
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 )
 
 // Catching up: a Store's index reflects its segment up to seg.end. Other
@@ -27,6 +28,9 @@ func (s *Store) catchUp(writer bool) error {
 	switched := !st.linked
 	if writer && !switched {
 		ino, err := inode(s.path(currentName))
+		if isNotExist(err) {
+			return fmt.Errorf("%w: %s is missing", ErrCorrupt, s.path(currentName))
+		}
 		if err != nil {
 			return err
 		}
@@ -70,17 +74,23 @@ const maxLoadAttempts = 8
 // every other segment, so that a reader still on an old one finds it
 // unlinked.
 func (s *Store) load(writer bool) error {
+	missing := "" // the segment `current` named last time, found missing
 	for range maxLoadAttempts {
 		name, ino, err := s.readCurrent()
 		if err != nil {
 			return err
 		}
 		sg, size, err := s.openSegment(name, ino)
-		if isNotExist(err) && !writer {
-			continue // replaced by a compaction since `current` was read
+		if isNotExist(err) && !writer && name != missing {
+			// Replaced by a compaction since `current` was read: `current`
+			// names another one now. (A compaction switches `current`
+			// before it unlinks the old segment, so a `current` that still
+			// names a missing segment when read again names a lost one.)
+			missing = name
+			continue
 		}
 		if isNotExist(err) {
-			return fmt.Errorf("%w: %s names %s, which is missing", ErrCorrupt, currentName, name)
+			return fmt.Errorf("%w: %s names %s, which is missing", ErrCorrupt, s.path(currentName), s.path(name))
 		}
 		if err != nil {
 			return err
@@ -179,6 +189,11 @@ func (s *Store) cutTail(st *stop, size int64) error {
 	if err := ftruncate(sg.fd, sg.path, st.at); err != nil {
 		return err
 	}
+	// Nothing cut here was ever acknowledged; but a segment cut short by
+	// other means while no Store had it open also ends in a torn frame, so
+	// the bytes dropped are worth a person's look.
+	s.log.Warn("dirstore: cut off a torn tail: bytes after the last whole frame, left by a write cut short",
+		slog.String("segment", sg.path), slog.Int64("offset", st.at), slog.Int64("bytes", size-st.at))
 	if err := s.sys.datasync(sg.fd, sg.path); err != nil {
 		return s.syncFailed(sg, err)
 	}

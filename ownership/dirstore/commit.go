@@ -168,6 +168,9 @@ func answer(batch []*write) {
 // reports whether the index caught up with the segment.
 func (s *Store) runBatch(batch []*write) bool {
 	if err := s.prepareWrite(); err != nil {
+		s.mu.RLock()
+		err = s.fatal(err, s.segPath())
+		s.mu.RUnlock()
 		for _, w := range batch {
 			if w.state.CompareAndSwap(pending, claimed) {
 				w.err = w.fail(err)

@@ -135,9 +135,23 @@
 // store refuses it: Open returns ErrCorrupt naming the segment and the
 // offset, and changes nothing, rather than drop acknowledged writes that
 // follow the damage. Damage to the last frame alone looks exactly like a
-// torn write and is cut off with it. Damage to a record after Open read
-// it is found by Get, which checks every record it returns (ErrCorrupt, a
-// Failed outcome).
+// torn write and is cut off with it; every cut is logged (Options.Logger)
+// with the segment, the offset and the bytes dropped, since a segment cut
+// short while no Store had it open ends in a torn frame too.
+//
+// Damage while a Store runs. Damage to a record after Open read it is
+// found by Get, which checks every record it returns: it is damage to that
+// object alone (ownership.ErrDamaged, a Damaged outcome, wrapping
+// ErrCorrupt), every Get of the key says so until the key is written
+// again, and the other keys are read and written as before. Damage that
+// concerns every key is another matter: the segment shorter than the
+// index knows, the segment or `current` gone, a frame that is not whole
+// where whole frames follow it (found by a writer), a record read that
+// runs past the end of the file. No answer of the Store can be trusted
+// after that, so it logs the damage once, with the segment's path, and
+// from then on every call returns the same error, which wraps
+// ownership.ErrBucketDamaged (a BucketDamaged outcome): the node stops
+// acting and exits rather than retry forever (see ownership.Core).
 //
 // Compaction (compact.go) keeps the log to what the keys hold now: when a
 // batch leaves the segment with more dead bytes (overwritten and deleted
@@ -201,6 +215,9 @@
 // without flock (Windows, Plan 9, …) cannot open a store. The Store trusts
 // its directory: it does not defend against another user who can write
 // there, since such a user can rewrite the segment anyway.
+//
+// Options.Logger (OpenWith) receives the cuts and the damage above, and
+// nothing else; a Store opened with Open logs nothing.
 //
 // Goroutines: a Store is safe for concurrent use by any number of
 // goroutines, and several Stores (in one process or several) may use one

@@ -70,6 +70,10 @@ var le = binary.LittleEndian
 // ErrCorrupt reports a segment that holds damage a crash cannot explain:
 // a frame that fails its checksum with whole frames after it, or a record
 // that fails its own. The store refuses to guess what was lost; see doc.go.
+// Open returns it as it is. While a Store runs, a Get of one damaged
+// record wraps it in ownership.ErrDamaged (that object alone), and damage
+// that concerns every key (the segment cut short or gone) wraps it in
+// ownership.ErrBucketDamaged, which every later call returns.
 var ErrCorrupt = errors.New("dirstore: segment damaged")
 
 // errShortFile reports a read that ran past the end of a file.

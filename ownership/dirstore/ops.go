@@ -3,6 +3,7 @@ package dirstore
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -23,6 +24,9 @@ func (s *Store) Get(ctx context.Context, key string) (ownership.Object, error) {
 	if s.closed.Load() {
 		return ownership.Object{}, ErrClosed
 	}
+	if err := s.brokenErr(); err != nil {
+		return ownership.Object{}, fmt.Errorf("dirstore: get %q: %w", key, err)
+	}
 	s.mu.RLock()
 	fresh, err := s.fresh()
 	if err == nil && fresh {
@@ -37,13 +41,17 @@ func (s *Store) Get(ctx context.Context, key string) (ownership.Object, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.catchUp(false); err != nil {
-		return ownership.Object{}, fmt.Errorf("dirstore: get %q: %w", key, err)
+		return ownership.Object{}, fmt.Errorf("dirstore: get %q: %w", key, s.fatal(err, s.segPath()))
 	}
 	return s.read(key)
 }
 
 // read reads the current version of key from the segment, checking its
-// record. The caller holds mu.
+// record. A record that fails its check is damage to that object alone
+// (ownership.ErrDamaged, which also wraps ErrCorrupt): the other keys are
+// read as before, and nothing is written over it. A segment that ends
+// before the record is damage to the whole store (see fatal). The caller
+// holds mu.
 func (s *Store) read(key string) (ownership.Object, error) {
 	e, ok := s.idx.get(key)
 	if !ok {
@@ -52,6 +60,9 @@ func (s *Store) read(key string) (ownership.Object, error) {
 	sg := s.seg
 	buf := make([]byte, e.size)
 	if err := preadFull(sg.fd, sg.path, buf, e.off); err != nil {
+		if errors.Is(err, errShortFile) {
+			err = s.fatal(fmt.Errorf("%w: %s ends before the record at offset %d that the index names: %w", ErrCorrupt, sg.path, e.off, err), sg.path)
+		}
 		return ownership.Object{}, fmt.Errorf("dirstore: get %q: %w", key, err)
 	}
 	r, err := parseRecord(buf)
@@ -59,7 +70,7 @@ func (s *Store) read(key string) (ownership.Object, error) {
 		err = fmt.Errorf("%w: not the record the index names", ErrCorrupt)
 	}
 	if err != nil {
-		return ownership.Object{}, fmt.Errorf("dirstore: get %q: %s at offset %d: %w", key, sg.path, e.off, err)
+		return ownership.Object{}, fmt.Errorf("dirstore: get %q: %w: %s at offset %d: %w", key, ownership.ErrDamaged, sg.path, e.off, err)
 	}
 	// r.body aliases buf, which no one else holds.
 	return ownership.Object{Body: r.body, ETag: r.etag.ETag()}, nil
@@ -105,6 +116,9 @@ func (s *Store) submit(ctx context.Context, w *write) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
+	if err := s.brokenErr(); err != nil {
+		return w.fail(err)
+	}
 	return s.commit(ctx, w)
 }
 
@@ -117,6 +131,9 @@ func (s *Store) List(ctx context.Context, prefix, startAfter string, limit int) 
 	}
 	if s.closed.Load() {
 		return ownership.ListPage{}, ErrClosed
+	}
+	if err := s.brokenErr(); err != nil {
+		return ownership.ListPage{}, fmt.Errorf("dirstore: list %q: %w", prefix, err)
 	}
 	if limit <= 0 || limit > ownership.DefaultListLimit {
 		limit = ownership.DefaultListLimit
@@ -135,7 +152,7 @@ func (s *Store) List(ctx context.Context, prefix, startAfter string, limit int) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.catchUp(false); err != nil {
-		return ownership.ListPage{}, fmt.Errorf("dirstore: list %q: %w", prefix, err)
+		return ownership.ListPage{}, fmt.Errorf("dirstore: list %q: %w", prefix, s.fatal(err, s.segPath()))
 	}
 	s.idx.sorted()
 	return s.page(prefix, startAfter, limit), nil

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,6 +44,11 @@ var errBadCondition = errors.New("invalid condition")
 // Store is an ownership.Bucket in one local directory. See the package doc.
 type Store struct {
 	dir string
+	log *slog.Logger
+
+	// broken is the damage that ended this Store while it ran (see fatal):
+	// nil until then, and every call returns it after.
+	broken atomic.Pointer[error]
 
 	// sem is the in-process half of the write lock: a one-slot semaphore
 	// rather than a sync.Mutex so that waiting for it honours a context.
@@ -107,12 +113,24 @@ type sysCalls struct {
 
 var sysHooks = sysCalls{datasync: fdatasync, syncDir: syncDir, remove: os.Remove}
 
-// Open opens the store in dir, creating the directory and an empty store
-// if needed. It cuts off a torn tail a crash left, and refuses a directory
-// in another layout or a segment with damage a crash cannot explain
-// (ErrCorrupt). Several Stores, in one process or several, may have one
-// directory open at once.
-func Open(dir string) (*Store, error) {
+// Options are what a Store opens with. The zero value is the defaults.
+type Options struct {
+	// Logger receives what a person should know of the directory: a torn
+	// tail cut off (at Open, or by a writer after another process died in
+	// its write), with the bytes dropped; damage found while the Store
+	// runs, with the segment's path. Nil: nothing is logged.
+	Logger *slog.Logger
+}
+
+// Open opens the store in dir with the default Options; see OpenWith.
+func Open(dir string) (*Store, error) { return OpenWith(dir, Options{}) }
+
+// OpenWith opens the store in dir, creating the directory and an empty
+// store if needed. It cuts off a torn tail a crash left, and refuses a
+// directory in another layout or a segment with damage a crash cannot
+// explain (ErrCorrupt). Several Stores, in one process or several, may have
+// one directory open at once.
+func OpenWith(dir string, opts Options) (*Store, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("dirstore: open %s: %w", dir, err)
@@ -120,7 +138,11 @@ func Open(dir string) (*Store, error) {
 	if err := os.MkdirAll(abs, 0o777); err != nil {
 		return nil, fmt.Errorf("dirstore: create %s: %w", dir, err)
 	}
-	s := &Store{dir: abs, sem: make(chan struct{}, 1), compactMin: defaultCompactMin, sys: sysHooks}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Store{dir: abs, log: log, sem: make(chan struct{}, 1), compactMin: defaultCompactMin, sys: sysHooks}
 	if err := s.open(); err != nil {
 		s.release()
 		return nil, fmt.Errorf("dirstore: open %s: %w", dir, err)
@@ -269,6 +291,11 @@ func (s *Store) replaceFile(name string, data []byte) error {
 func (s *Store) readCurrent() (name string, ino uint64, err error) {
 	p := s.path(currentName)
 	fd, err := openFD(p, 0, 0)
+	if isNotExist(err) {
+		// Open creates it before any read, and a switch replaces it by
+		// rename: it is never missing in a store that was opened.
+		return "", 0, fmt.Errorf("%w: %s is missing", ErrCorrupt, p)
+	}
 	if err != nil {
 		return "", 0, err
 	}
@@ -476,6 +503,45 @@ func (s *Store) lock(ctx context.Context) (unlockFn func(), err error) {
 		}()
 		return nil, ctx.Err()
 	}
+}
+
+// fatal ends a running Store that found its directory damaged in a way
+// that concerns every key, not one record: the segment cut shorter than the
+// index knows, a segment or `current` gone, a frame that is not whole where
+// whole frames follow it (any err that wraps ErrCorrupt). No answer the
+// Store gives after that can be trusted, and no retry mends it, so every
+// later call returns the same error, which wraps
+// ownership.ErrBucketDamaged: a node stops acting on it, as after a lost
+// lease, rather than answer 503s until someone looks. It is logged once,
+// with segment, the path of the segment the Store was on. Other errors
+// (I/O errors, say) are returned as they are.
+func (s *Store) fatal(err error, segment string) error {
+	if !errors.Is(err, ErrCorrupt) {
+		return err
+	}
+	damaged := fmt.Errorf("%w: %w", ownership.ErrBucketDamaged, err)
+	if s.broken.CompareAndSwap(nil, &damaged) {
+		s.log.Error("dirstore: the bucket directory is damaged; every call on it fails from now on",
+			slog.String("dir", s.dir), slog.String("segment", segment), slog.String("err", err.Error()))
+	}
+	return *s.broken.Load()
+}
+
+// brokenErr is the damage that ended the Store, or nil.
+func (s *Store) brokenErr() error {
+	if p := s.broken.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// segPath is the path of the segment the Store is on ("" once closed). The
+// caller holds mu.
+func (s *Store) segPath() string {
+	if s.seg == nil {
+		return ""
+	}
+	return s.seg.path
 }
 
 func unknown(op, key string, err error) error {

@@ -331,8 +331,9 @@ func TestDamage(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = s.Get(t.Context(), "k0")
-	if !errors.Is(err, ErrCorrupt) || ownership.OutcomeOf(err) != ownership.Failed || !strings.Contains(err.Error(), `"k0"`) {
-		t.Fatalf("get of a damaged record: %v, want a corrupt-record failure naming the key", err)
+	if !errors.Is(err, ErrCorrupt) || !errors.Is(err, ownership.ErrDamaged) || ownership.OutcomeOf(err) != ownership.Damaged ||
+		!strings.Contains(err.Error(), `"k0"`) {
+		t.Fatalf("get of a damaged record: %v, want a damaged object naming the key", err)
 	}
 }
 
