@@ -21,6 +21,7 @@ type owner struct {
 	revoked map[ownership.Generation]bool
 	idle    []ownership.Generation
 	ended   []ownership.Generation
+	damaged []string // keys, one per DamageFound
 }
 
 func (o *owner) MayAct(_ ownership.Actor, gen ownership.Generation) bool {
@@ -39,6 +40,12 @@ func (o *owner) HoldEnded(_ ownership.Actor, gen ownership.Generation, _ string)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.ended = append(o.ended, gen)
+}
+
+func (o *owner) DamageFound(key string, _ error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.damaged = append(o.damaged, key)
 }
 
 func (o *owner) revoke(gen ownership.Generation) {

@@ -44,6 +44,16 @@
 // every event that ran since the last durable version and discards the
 // working state; the next event reloads from the bucket.
 //
+// # Damage
+//
+// A state object that fails the store's checksum, or whose bytes do not
+// decode, fails the event with a *DamagedError naming its key (it matches
+// ownership.ErrDamaged; the ingress answers 500): no retry serves the
+// actor until a person restores the object, so it is not an
+// UnavailableError. The owner is told (Owner.DamageFound) and logs it once
+// per key; nothing is written over the object, the hold stays, and every
+// later event reads it again. Other actors are served as before.
+//
 // # Calls
 //
 // During an event an actor may call another with Call (call.go), wherever

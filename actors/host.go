@@ -23,6 +23,10 @@ type Owner interface {
 	// HoldEnded says the hold at gen cannot serve any more (its state was
 	// sealed by a later hold). It must not block.
 	HoldEnded(a ownership.Actor, gen ownership.Generation, reason string)
+	// DamageFound says a read of the state object at key found it damaged
+	// (ownership.ErrDamaged; err says how): the owner counts it and logs
+	// it, once per key however many events meet it. It must not block.
+	DamageFound(key string, err error)
 }
 
 // Config is what a Host runs with. Owner, Bucket, Registry and System are
@@ -152,6 +156,26 @@ func (e *UnavailableError) Error() string {
 
 // Is makes errors.Is(err, ErrUnavailable) true.
 func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
+
+// DamagedError says an event did not run because the actor's state object
+// in the bucket is damaged: the store's checksum fails, or it cannot be
+// decoded. No retry, here or on another node, serves the actor until a
+// person restores the object, so it is an error (HTTP 500 naming the key),
+// not a refusal to retry. Other actors are served as before; nothing is
+// written over the object. It matches ownership.ErrDamaged (errors.Is).
+type DamagedError struct {
+	Actor ownership.Actor
+	Key   string // the state object's bucket key
+	Err   error  // what the store or the decoder said
+}
+
+func (e *DamagedError) Error() string {
+	return fmt.Sprintf("actor %s/%s: state damaged in the bucket at %s: %v", e.Actor.Class, e.Actor.Name, e.Key, e.Err)
+}
+
+// Unwrap gives the store's or the decoder's error, which wraps
+// ownership.ErrDamaged.
+func (e *DamagedError) Unwrap() error { return e.Err }
 
 // Host keeps this node's resident actors. Its director, a proto.actor actor,
 // owns the resident set: every method sends it a message.

@@ -380,8 +380,7 @@ func (in *instance) load(ctx context.Context, gen ownership.Generation) error {
 	switch ownership.OutcomeOf(err) {
 	case ownership.Landed:
 		if st, err = decodeState(obj.Body); err != nil {
-			in.log().Error("unreadable actor state", slog.String("key", key), slog.Any("err", err))
-			return in.h.notRun(in.actor, "unreadable state")
+			return in.damaged(key, err)
 		}
 		switch {
 		case st.Gen > gen:
@@ -394,6 +393,8 @@ func (in *instance) load(ctx context.Context, gen ownership.Generation) error {
 			return nil
 		}
 		cond = ownership.IfMatch(obj.ETag)
+	case ownership.Damaged:
+		return in.damaged(key, err)
 	case ownership.NotFound:
 		// A new actor: its first commit creates the object, If-None-Match.
 		// (The core seals only actors that had a record, and so a hold.)
@@ -414,4 +415,14 @@ func (in *instance) load(ctx context.Context, gen ownership.Generation) error {
 	}
 	in.loaded, in.gen, in.etag, in.state = true, gen, etag, st
 	return nil
+}
+
+// damaged fails an event whose actor's state object, at key, is damaged.
+// The hold stays live and nothing is written: the object is left as it is
+// for a person to restore, and the next event reads it again (one read,
+// the same answer, until then). The owner counts it and logs it once per
+// key.
+func (in *instance) damaged(key string, err error) error {
+	in.h.cfg.Owner.DamageFound(key, err)
+	return &DamagedError{Actor: in.actor, Key: key, Err: err}
 }

@@ -37,6 +37,8 @@ func encodeState(s stateObject) []byte {
 	return ownership.EncodeState(s.StateHeader, b)
 }
 
+// decodeState reads a state object. Every error matches
+// ownership.ErrDamaged: bytes it cannot read are a damaged object.
 func decodeState(data []byte) (stateObject, error) {
 	h, p, err := ownership.DecodeState(data)
 	if err != nil {
@@ -46,11 +48,11 @@ func decodeState(data []byte) (stateObject, error) {
 	for len(p) > 0 {
 		k, rest, ok := field(p)
 		if !ok {
-			return stateObject{}, fmt.Errorf("decode actor state: truncated key at byte %d", len(data)-len(p))
+			return stateObject{}, fmt.Errorf("decode actor state: %w: truncated key at byte %d", ownership.ErrDamaged, len(data)-len(p))
 		}
 		v, rest, ok := field(rest)
 		if !ok {
-			return stateObject{}, fmt.Errorf("decode actor state: truncated value of key %.64q", k)
+			return stateObject{}, fmt.Errorf("decode actor state: %w: truncated value of key %.64q", ownership.ErrDamaged, k)
 		}
 		s.KV[string(k)] = v
 		p = rest

@@ -18,6 +18,7 @@ type anyOwner struct{}
 func (anyOwner) MayAct(ownership.Actor, ownership.Generation) bool       { return true }
 func (anyOwner) Idle(ownership.Actor, ownership.Generation)              {}
 func (anyOwner) HoldEnded(ownership.Actor, ownership.Generation, string) {}
+func (anyOwner) DamageFound(string, error)                               {}
 
 // TestClassInHost runs the wasm counter as a registered class of an
 // actors.Host: durable counts per actor, one wasm instance per resident
