@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/url"
 	"slices"
 	"strconv"
@@ -157,6 +158,18 @@ func parseS3(u *url.URL) (Target, error) {
 	return Target{Kind: S3, S3: cfg}, nil
 }
 
+// loggerKey is the context key of WithLogger's logger.
+type loggerKey struct{}
+
+// WithLogger returns a context under which Open gives the store it opens
+// log, for what it finds that a person should know (the directory store:
+// a torn tail cut off at open, damage found while it runs). The context
+// carries it because Open's callers pass it through a function of Open's
+// shape; nothing else reads it. Without it, the store logs nothing.
+func WithLogger(ctx context.Context, log *slog.Logger) context.Context {
+	return context.WithValue(ctx, loggerKey{}, log)
+}
+
 // Open parses raw and opens the store it names. The function it returns
 // releases what the store holds (the directory store's lock and session);
 // call it once, when done with the bucket.
@@ -168,11 +181,12 @@ func Open(ctx context.Context, raw string) (ownership.Bucket, func() error, erro
 	return t.Open(ctx)
 }
 
-// Open opens the store t names.
+// Open opens the store t names, with the logger ctx carries (WithLogger).
 func (t Target) Open(ctx context.Context) (ownership.Bucket, func() error, error) {
 	switch t.Kind {
 	case Dir:
-		s, err := dirstore.Open(t.Dir)
+		log, _ := ctx.Value(loggerKey{}).(*slog.Logger)
+		s, err := dirstore.OpenWith(t.Dir, dirstore.Options{Logger: log})
 		if err != nil {
 			return nil, nil, fmt.Errorf("bucketurl: %w", err)
 		}

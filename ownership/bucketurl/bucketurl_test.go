@@ -2,6 +2,8 @@ package bucketurl_test
 
 import (
 	"context"
+	"log/slog"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -136,5 +138,42 @@ func roundTrip(ctx context.Context, t *testing.T, b ownership.Bucket) {
 	}
 	if _, err := b.Put(ctx, "k", []byte("w"), ownership.IfAbsent()); ownership.OutcomeOf(err) != ownership.Refused {
 		t.Fatalf("second create: %v, want refused", err)
+	}
+}
+
+// TestOpenLogs: the logger WithLogger puts in the context reaches the
+// directory store, which logs the torn tail it cuts off at open.
+func TestOpenLogs(t *testing.T) {
+	dir := t.TempDir()
+	b, closeBucket, err := bucketurl.Open(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roundTrip(t.Context(), t, b)
+	if err := closeBucket(); err != nil {
+		t.Fatal(err)
+	}
+	segs, err := filepath.Glob(filepath.Join(dir, "seg-*"))
+	if err != nil || len(segs) != 1 {
+		t.Fatalf("segments: %q, %v", segs, err)
+	}
+	f, err := os.OpenFile(segs[0], os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.Write(make([]byte, 10)) // a write cut short by a crash
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	_, closeBucket, err = bucketurl.Open(bucketurl.WithLogger(t.Context(), log), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeBucket()
+	if got := logs.String(); !strings.Contains(got, "torn tail") || !strings.Contains(got, "bytes=10") {
+		t.Fatalf("log of the open: %q, want the torn tail of 10 bytes", got)
 	}
 }
