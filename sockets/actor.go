@@ -22,8 +22,9 @@ type SocketInfo struct {
 
 // Send queues a message for socket id of a and returns at once; a writer
 // goroutine sends it. data is copied. Errors: ErrUnknownSocket, ErrClosing,
-// ErrInvalid (over MaxMessage), ErrSlowReader (the send queue was full: the
-// socket is now closing with 1013).
+// ErrInvalid (over MaxMessage), ErrSlowReader (the send queue was full, or
+// the node's queues were and this socket held the most: the socket is now
+// closing with 1013).
 func (o *Owner) Send(a ownership.Actor, id ID, text bool, data []byte) error {
 	if len(data) > o.cfg.MaxMessage {
 		return fmt.Errorf("send on socket %v of %s: %w: %d bytes, limit %d", id, a, ErrInvalid, len(data), o.cfg.MaxMessage)
@@ -67,7 +68,7 @@ func (o *Owner) Broadcast(a ownership.Actor, tag string, text bool, data []byte)
 	}
 	n := o.writeDirect(b, ring, kind, shared)
 	for _, s := range b.unclaimed {
-		if s.directDone(kind, shared, false, errNoDirect) == nil { // queued
+		if s.directDone(kind, shared, 0, errNoDirect) == nil { // queued
 			n++
 		}
 	}
@@ -228,7 +229,9 @@ func (o *Owner) broadcastTargets(a ownership.Actor, tag string, kind frameKind, 
 	defer o.mu.Unlock()
 	for _, p := range o.pending[a] {
 		if tag == "" || slices.Contains(p.tags, tag) {
+			kept := p.bytes
 			p.keep(kind, data, o.cfg.SendQueue)
+			o.hold(p.bytes - kept)
 		}
 	}
 	src := o.byActor[a]

@@ -135,7 +135,7 @@ type batch struct {
 	queue     []*socket // sent the usual way after the direct writes
 	fds       []int32
 	res       []int32
-	pending   []bool
+	rest      []int
 	errs      []error
 }
 
@@ -147,7 +147,7 @@ func (b *batch) reset() {
 	clear(b.queue)
 	clear(b.errs)
 	b.direct, b.unclaimed, b.queue = b.direct[:0], b.unclaimed[:0], b.queue[:0]
-	b.fds, b.res, b.pending, b.errs = b.fds[:0], b.res[:0], b.pending[:0], b.errs[:0]
+	b.fds, b.res, b.rest, b.errs = b.fds[:0], b.res[:0], b.rest[:0], b.errs[:0]
 }
 
 // writeDirect writes one data frame of data to every socket of b.direct,
@@ -170,7 +170,7 @@ func (o *Owner) writeDirect(b *batch, ring *uring.Ring, kind frameKind, data []b
 	for _, s := range b.direct {
 		b.fds = append(b.fds, s.wc.fd)
 		b.res = append(b.res, 0)
-		b.pending = append(b.pending, false)
+		b.rest = append(b.rest, 0)
 		b.errs = append(b.errs, nil)
 	}
 	if ring != nil {
@@ -186,11 +186,11 @@ func (o *Owner) writeDirect(b *batch, ring *uring.Ring, kind frameKind, data []b
 	// Every claim ends before any socket's queueing, which may call the
 	// Sink (a full queue closes its socket).
 	for i, s := range b.direct {
-		b.pending[i], b.errs[i] = s.wc.wrote(f, int(b.res[i]))
+		b.rest[i], b.errs[i] = s.wc.wrote(f, int(b.res[i]))
 	}
 	sent := 0
 	for i, s := range b.direct {
-		if s.directDone(kind, data, b.pending[i], b.errs[i]) == nil {
+		if s.directDone(kind, data, b.rest[i], b.errs[i]) == nil {
 			sent++
 		}
 	}

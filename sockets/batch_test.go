@@ -93,7 +93,7 @@ func TestCloseDuringDirectWrite(t *testing.T) {
 	if err := e.o.Close(room, id, 4000, "bye"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.directDone(textFrame, []byte("never"), false, errNoDirect); !errors.Is(err, ErrClosing) {
+	if err := s.directDone(textFrame, []byte("never"), 0, errNoDirect); !errors.Is(err, ErrClosing) {
 		t.Fatalf("directDone = %v, want ErrClosing", err)
 	}
 	if ce := readClose(t, c); ce.Code != 4000 || ce.Text != "bye" {

@@ -157,28 +157,28 @@ func (c *wireConn) claim() bool {
 }
 
 // wrote ends a claim in which the kernel took n bytes of frame b (n <= 0:
-// none). It reports whether a tail of b is left for flush, or errNoDirect
-// if nothing was written (the queue's writer then writes the frame, and
-// meets the socket's error if there was one).
-func (c *wireConn) wrote(b []byte, n int) (pending bool, err error) {
+// none). It returns the length of the tail of b left for flush (0: none),
+// or errNoDirect if nothing was written (the queue's writer then writes
+// the frame, and meets the socket's error if there was one).
+func (c *wireConn) wrote(b []byte, n int) (rest int, err error) {
 	c.closeMu.RUnlock()
 	defer c.mu.Unlock()
 	switch {
 	case n <= 0:
-		return false, errNoDirect
+		return 0, errNoDirect
 	case n < len(b):
 		c.rest = append([]byte(nil), b[n:]...)
-		return true, nil
+		return len(c.rest), nil
 	}
-	return false, nil
+	return 0, nil
 }
 
-// tryWrite writes a data frame of data without waiting. It reports
-// whether a tail of it is left for flush, or errNoDirect if it wrote
-// nothing (see claim and wrote).
-func (c *wireConn) tryWrite(kind frameKind, data []byte) (pending bool, err error) {
+// tryWrite writes a data frame of data without waiting. It returns the
+// length of the tail left for flush, or errNoDirect if it wrote nothing
+// (see claim and wrote).
+func (c *wireConn) tryWrite(kind frameKind, data []byte) (rest int, err error) {
 	if !c.claim() {
-		return false, errNoDirect
+		return 0, errNoDirect
 	}
 	buf := directBuffers.Get().(*[]byte)
 	defer directBuffers.Put(buf)

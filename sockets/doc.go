@@ -17,6 +17,25 @@
 // auto-response. Nothing else is kept for an actor, except its
 // auto-response pair.
 //
+// # Bounds on what is held
+//
+// Outgoing: each socket's send queue holds at most SendQueue bytes, and
+// all of them together at most SendQueueTotal (default 256 MiB, less
+// under a low GOMEMLIMIT): past it the sockets that hold the most are
+// closed with 1013, largest first, until the total is back to seven
+// eighths of it; the socket sending is closed only if it is one of them
+// (queued.go). A broadcast counts once per socket that has not written it
+// yet. The gauge wasmkeep_websocket_queued_bytes shows the total.
+//
+// Incoming: one message is at most MaxMessage bytes, fragmented or not.
+// gorilla counts the payload of each frame of a message against
+// SetReadLimit(MaxMessage) as the frame's header arrives, before reading
+// the payload, so a message in many fragments is bounded as a whole, as
+// one frame is: past it the socket is closed with 1009 (ErrMessageTooBig).
+// A message being read is held in a buffer that grows to its size (up to
+// about twice that while it grows); control frames are at most 125 bytes
+// and handled as they come.
+//
 // # Invariants
 //
 //   - Sink.Opened(a) is called once per accepted socket, before any other
@@ -67,9 +86,10 @@
 // Every method of Owner is safe for concurrent use. Sink methods are called
 // from socket goroutines and from callers of Owner methods (Close,
 // CloseActor, CloseAll, Send and Broadcast call Gone on the caller's
-// goroutine; Send and Broadcast may write to the kernel there, never
-// waiting), never with a lock of this package held, so a Sink may call
-// back into the Owner.
+// goroutine, Send and Broadcast for the socket sent to or, past
+// SendQueueTotal, the sockets they close for it; Send and Broadcast may
+// write to the kernel there, never waiting), never with a lock of this
+// package held, so a Sink may call back into the Owner.
 // Opened and Gone must not block; Message may block, which holds back only
 // that socket's reading (TCP then pushes back on the client).
 package sockets

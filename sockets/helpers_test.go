@@ -175,6 +175,9 @@ func newEnv(t *testing.T, cfg Config) *env {
 		if h := o.Held(); h != 0 {
 			t.Errorf("%d slots held after shutdown", h)
 		}
+		if q, g := o.queued.Load(), value(t, o.m.queued); q != 0 || g != 0 {
+			t.Errorf("%d bytes (gauge %v) counted as queued after shutdown, want 0", q, g)
+		}
 	})
 	return e
 }

@@ -12,6 +12,7 @@ import (
 // metrics are the Owner's Prometheus series.
 type metrics struct {
 	open          prometheus.Gauge
+	queued        prometheus.Gauge // bytes held until written (queued.go)
 	accepted      prometheus.Counter
 	refused       *prometheus.CounterVec // reason: max_sockets, shut_down, handshake, invalid
 	closed        *prometheus.CounterVec // code
@@ -46,12 +47,18 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 		Help: "WebSocket slots held on this node (open and closing sockets).",
 	}))
 	errs = append(errs, err)
+	queued, err := metricreg.Register(r, prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "wasmkeep_websocket_queued_bytes",
+		Help: "Bytes the node's WebSockets hold until written: their send queues (a broadcast counted once per socket that has not written it), the frames being written, and what is kept for sockets being accepted; bounded by the send queue total.",
+	}))
+	errs = append(errs, err)
 	broadcastWrites := vec("wasmkeep_websocket_broadcast_writes_total",
 		"Sockets a broadcast wrote to directly, by way: io_uring (submitted together) or write (one write(2) each: io_uring off, refused, or every ring busy).", "way")
 	m := &metrics{
 		uringWrites: broadcastWrites.WithLabelValues("io_uring"),
 		eachWrites:  broadcastWrites.WithLabelValues("write"),
 		open:        open,
+		queued:      queued,
 		accepted:    counter("wasmkeep_websocket_accepted_total", "WebSocket upgrades accepted."),
 		refused: vec("wasmkeep_websocket_refused_total",
 			"WebSocket upgrades refused before switching protocols, by reason (max_sockets, shut_down, handshake, invalid).", "reason"),

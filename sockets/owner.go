@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
@@ -47,6 +48,10 @@ const (
 	// configured.
 	DefaultPingInterval = 25 * time.Second
 	DefaultPongTimeout  = 10 * time.Second
+	// DefaultSendQueueTotal is the bound on the bytes queued for all the
+	// node's sockets unless configured (or lowered by the Go memory
+	// limit, see Config.SendQueueTotal).
+	DefaultSendQueueTotal = 256 << 20
 )
 
 // ID names one socket of this node. IDs are never reused by an Owner.
@@ -89,6 +94,14 @@ type Config struct {
 	// a Send past it closes the socket with 1013 (a slow reader). It must be
 	// at least MaxMessage. Zero: 4 MiB.
 	SendQueue int
+	// SendQueueTotal bounds the bytes queued for all the node's sockets
+	// together and not yet written (each socket counts a broadcast it has
+	// not written yet); past it the sockets that hold the most are closed
+	// with 1013, the socket sending only if it is one of them (queued.go).
+	// It must be at least SendQueue. Zero: DefaultSendQueueTotal (256 MiB),
+	// or a quarter of the Go memory limit (GOMEMLIMIT) if that is less,
+	// and never less than SendQueue.
+	SendQueueTotal int
 	// PingInterval is how often every socket is pinged. Zero: 25 s.
 	PingInterval time.Duration
 	// PongTimeout is how long after a ping a socket that has sent nothing
@@ -124,8 +137,8 @@ func (c Config) Validate() error {
 	if c.Sink == nil {
 		errs = append(errs, errors.New("no sink"))
 	}
-	if c.MaxSockets < 0 || c.MaxMessage < 0 || c.SendQueue < 0 {
-		errs = append(errs, errors.New("max sockets, max message and send queue must not be negative"))
+	if c.MaxSockets < 0 || c.MaxMessage < 0 || c.SendQueue < 0 || c.SendQueueTotal < 0 {
+		errs = append(errs, errors.New("max sockets, max message, send queue and send queue total must not be negative"))
 	}
 	if c.PingInterval < 0 || c.PongTimeout < 0 || c.WriteTimeout < 0 || c.RetryAfter < 0 {
 		errs = append(errs, errors.New("ping interval, pong timeout, write timeout and retry after must not be negative"))
@@ -133,6 +146,9 @@ func (c Config) Validate() error {
 	d := c.withDefaults()
 	if d.SendQueue < d.MaxMessage {
 		errs = append(errs, fmt.Errorf("send queue (%d bytes) is smaller than max message (%d bytes): a largest message could never be sent", d.SendQueue, d.MaxMessage))
+	}
+	if d.SendQueueTotal < d.SendQueue {
+		errs = append(errs, fmt.Errorf("send queue total (%d bytes) is smaller than the send queue of one socket (%d bytes)", d.SendQueueTotal, d.SendQueue))
 	}
 	if d.PongTimeout > d.PingInterval {
 		errs = append(errs, fmt.Errorf("pong timeout %v is longer than the ping interval %v", d.PongTimeout, d.PingInterval))
@@ -152,6 +168,10 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SendQueue == 0 {
 		c.SendQueue = max(4<<20, c.MaxMessage)
+	}
+	if c.SendQueueTotal == 0 {
+		// debug.SetMemoryLimit(-1) reads the limit (math.MaxInt64 if none).
+		c.SendQueueTotal = max(int(min(DefaultSendQueueTotal, debug.SetMemoryLimit(-1)/4)), c.SendQueue)
 	}
 	if c.PingInterval == 0 {
 		c.PingInterval = DefaultPingInterval
@@ -206,6 +226,11 @@ type Owner struct {
 	writers  *gopool.Pool   // runs socket.write: writers are reused
 	rings    *rings         // a broadcast's sends in one system call (batch.go)
 	pingDone chan struct{}
+	// queued: the bytes every socket holds until written, and those kept
+	// for sockets being accepted (queued.go); shedding: held while a shed
+	// picks the sockets it closes.
+	queued   atomic.Int64
+	shedding sync.Mutex
 
 	mu      sync.RWMutex
 	closed  bool
@@ -308,6 +333,7 @@ func (o *Owner) Accept(w http.ResponseWriter, r *http.Request, a ownership.Actor
 		o.mu.Lock()
 		o.held--
 		o.dropPendingLocked(a, p)
+		o.hold(-p.bytes) // what was kept for it
 		o.mu.Unlock()
 		o.wg.Done()
 		o.m.refused.WithLabelValues("handshake").Inc()
@@ -322,7 +348,8 @@ func (o *Owner) Accept(w http.ResponseWriter, r *http.Request, a ownership.Actor
 	o.mu.Lock()
 	o.dropPendingLocked(a, p)
 	// What was broadcast during the handshake goes first, before anything
-	// sent once the socket is visible (s is not shared yet).
+	// sent once the socket is visible (s is not shared yet). Its bytes are
+	// in the node's total since they were kept.
 	s.queue, s.queued = p.frames, p.bytes
 	o.byID[s.id] = s
 	bucket := o.byActor[a]

@@ -66,8 +66,7 @@ const (
 	pingFrame
 	closeFrame
 	// restFrame: write the tail of a frame written directly in part,
-	// which wc keeps. It is not counted in queued: at most maxDirect
-	// bytes and a header.
+	// which wc keeps (rest bytes of it, counted in queued).
 	restFrame
 )
 
@@ -78,7 +77,11 @@ type frame struct {
 	data   []byte
 	code   int
 	reason string
+	rest   int // restFrame: the length of the tail
 }
+
+// held is what f holds until written, in bytes.
+func (f *frame) held() int { return len(f.data) + f.rest }
 
 // socket is one accepted WebSocket. Its reader goroutine lives as long as
 // its slot; a writer goroutine runs only while the queue is non-empty.
@@ -103,13 +106,18 @@ type socket struct {
 	// freed: the reader ended and the slot is gone. Invariant: no writer
 	// or abort is started once it is set, so every wg.Add happens while
 	// the reader's own count is held.
-	freed      bool
-	writing    bool // a writer goroutine runs
-	closeSent  bool // a close frame was written or handed to a goroutine to write
-	aborted    bool // the connection is being dropped
-	fault      error
-	queue      []frame
-	queued     int // bytes in queue
+	freed     bool
+	writing   bool // a writer goroutine runs
+	closeSent bool // a close frame was written or handed to a goroutine to write
+	aborted   bool // the connection is being dropped
+	fault     error
+	queue     []frame
+	// queued: the bytes the socket holds until written, those of queue
+	// and of the frame being written (inflight of them), counted in the
+	// node's total too (queued.go). Invariant: changed only by hold,
+	// release and dropQueue.
+	queued     int
+	inflight   int
 	attachment []byte
 }
 
@@ -155,7 +163,7 @@ func (s *socket) end(err error) {
 		s.fault = readFault(err)
 	}
 	s.freed = true
-	s.queue, s.queued = nil, 0
+	s.dropQueueLocked()
 	fault, announced := s.fault, s.goneDone
 	s.mu.Unlock()
 
@@ -220,7 +228,7 @@ func (s *socket) peerClosed(code int, _ string) error {
 	first := s.closingLocked()
 	echo := !s.closeSent
 	s.closeSent = true
-	s.queue, s.queued = nil, 0
+	s.dropQueueLocked()
 	s.mu.Unlock()
 	if first {
 		s.announce()
@@ -236,8 +244,8 @@ func (s *socket) peerClosed(code int, _ string) error {
 // 1013.
 func (s *socket) send(kind frameKind, data []byte) error {
 	if s.claimDirect(len(data)) {
-		pending, err := s.wc.tryWrite(kind, data)
-		return s.directDone(kind, data, pending, err)
+		rest, err := s.wc.tryWrite(kind, data)
+		return s.directDone(kind, data, rest, err)
 	}
 	s.mu.Lock()
 	if s.closing {
@@ -262,10 +270,10 @@ func (s *socket) claimDirect(size int) bool {
 }
 
 // directDone ends a direct write of a data message (claimDirect): the
-// tail left (pending) is written first by a writer goroutine, and a
+// tail left (rest bytes) is written first by a writer goroutine, and a
 // message not written at all (err) is queued, unless the socket started
 // closing meanwhile (ErrClosing). What was queued meanwhile gets a writer.
-func (s *socket) directDone(kind frameKind, data []byte, pending bool, err error) error {
+func (s *socket) directDone(kind frameKind, data []byte, rest int, err error) error {
 	if err == nil {
 		s.o.m.messagesOut.Inc()
 		s.o.m.bytesOut.Add(float64(len(data)))
@@ -273,17 +281,22 @@ func (s *socket) directDone(kind frameKind, data []byte, pending bool, err error
 	s.mu.Lock()
 	s.writing = false
 	if err == nil || s.closing {
-		if pending {
+		if rest > 0 && !s.freed && !s.aborted {
 			// The writer completes the frame before anything queued
 			// meanwhile.
-			s.queue = slices.Insert(s.queue, 0, frame{kind: restFrame})
+			s.queue = slices.Insert(s.queue, 0, frame{kind: restFrame, rest: rest})
+			s.holdLocked(rest)
 		}
 		// What was queued meanwhile (a close frame too) could not
 		// start a writer while this write ran.
 		if len(s.queue) > 0 {
 			s.startWriterLocked()
 		}
+		over := s.o.overTotal()
 		s.mu.Unlock()
+		if over {
+			s.o.shed(nil)
+		}
 		if err != nil {
 			return fmt.Errorf("send on socket %v of %s: %w", s.id, s.actor, ErrClosing)
 		}
@@ -293,6 +306,8 @@ func (s *socket) directDone(kind frameKind, data []byte, pending bool, err error
 }
 
 // enqueueLocked queues a data message for the writer and releases s.mu.
+// Past the node's total (Config.SendQueueTotal) the sockets that hold the
+// most are closed (queued.go), this one too if it is among them.
 func (s *socket) enqueueLocked(kind frameKind, data []byte) error {
 	// Invariant: a message of at most MaxMessage fits an empty queue.
 	if queued := s.queued; queued > 0 && queued+len(data) > s.o.cfg.SendQueue {
@@ -301,9 +316,13 @@ func (s *socket) enqueueLocked(kind frameKind, data []byte) error {
 		return fmt.Errorf("send on socket %v of %s: %d bytes queued, limit %d: %w", s.id, s.actor, queued, s.o.cfg.SendQueue, ErrSlowReader)
 	}
 	s.queue = append(s.queue, frame{kind: kind, data: data})
-	s.queued += len(data)
+	s.holdLocked(len(data))
 	s.startWriterLocked()
+	over := s.o.overTotal()
 	s.mu.Unlock()
+	if over && s.o.shed(s) {
+		return fmt.Errorf("send on socket %v of %s: it held the most of the node's send queues, over their total %d: %w", s.id, s.actor, s.o.cfg.SendQueueTotal, ErrSlowReader)
+	}
 	return nil
 }
 
@@ -375,16 +394,20 @@ func (s *socket) write() {
 	defer s.o.wg.Done()
 	for {
 		s.mu.Lock()
+		if s.inflight > 0 { // the frame written last
+			s.releaseLocked(s.inflight)
+			s.inflight = 0
+		}
 		if len(s.queue) == 0 || s.aborted || s.freed {
 			s.writing = false
-			s.queue = nil
+			s.dropQueueLocked()
 			s.mu.Unlock()
 			return
 		}
 		f := s.queue[0]
 		s.queue[0] = frame{}
 		s.queue = s.queue[1:]
-		s.queued -= len(f.data)
+		s.inflight = f.held() // held until written
 		skip := f.kind == closeFrame && s.closeSent
 		if f.kind == closeFrame {
 			s.closeSent = true
@@ -459,7 +482,7 @@ func (s *socket) fail(fault error) {
 	if s.fault == nil {
 		s.fault = fault
 	}
-	s.queue, s.queued = nil, 0
+	s.dropQueueLocked()
 	sendClose := !s.closeSent
 	s.closeSent = true
 	s.o.wg.Add(1)
@@ -486,7 +509,7 @@ func (s *socket) fail(fault error) {
 func (s *socket) drop() {
 	s.mu.Lock()
 	s.aborted = true
-	s.queue, s.queued = nil, 0
+	s.dropQueueLocked()
 	s.mu.Unlock()
 	_ = s.conn.NetConn().Close()
 }
