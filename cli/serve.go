@@ -408,7 +408,8 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 	}
 	log.Info("classes", slog.Any("go", goNames), slog.Any("wasm", wasmClasses), slog.String("dir", cfg.Classes))
 	target := describeBucket(cfg.BucketURL)
-	b, closeBucket, err := e.openBucket(ctx, cfg.BucketURL)
+	// The store logs through the node's logger: a torn tail it cuts off, damage it finds.
+	b, closeBucket, err := e.openBucket(bucketurl.WithLogger(ctx, log), cfg.BucketURL)
 	if err != nil {
 		return err
 	}
