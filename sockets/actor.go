@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/wasmkeep/wasmkeep/internal/uring"
 	"github.com/wasmkeep/wasmkeep/ownership"
@@ -22,12 +23,13 @@ type SocketInfo struct {
 
 // Send queues a message for socket id of a and returns at once; a writer
 // goroutine sends it. data is copied. Errors: ErrUnknownSocket, ErrClosing,
-// ErrInvalid (over MaxMessage), ErrSlowReader (the send queue was full, or
-// the node's queues were and this socket held the most: the socket is now
-// closing with 1013).
+// ErrInvalid (over MaxMessage; or a text message that is not UTF-8, which
+// matches ErrInvalidUTF8 too: nothing is sent, and the socket stays open),
+// ErrSlowReader (the send queue was full, or the node's queues were and
+// this socket held the most: the socket is now closing with 1013).
 func (o *Owner) Send(a ownership.Actor, id ID, text bool, data []byte) error {
-	if len(data) > o.cfg.MaxMessage {
-		return fmt.Errorf("send on socket %v of %s: %w: %d bytes, limit %d", id, a, ErrInvalid, len(data), o.cfg.MaxMessage)
+	if err := o.checkMessage(text, data); err != nil {
+		return fmt.Errorf("send on socket %v of %s: %w", id, a, err)
 	}
 	s, err := o.lookup(a, id)
 	if err != nil {
@@ -38,13 +40,14 @@ func (o *Owner) Send(a ownership.Actor, id ID, text bool, data []byte) error {
 
 // Broadcast queues data for every open socket of a carrying tag (every open
 // socket when tag is ""), as Send does, and returns how many it was queued
-// for. A socket whose queue is full is closed with 1013 and not counted. A
+// for. A message Send refuses is refused for all (ErrInvalid). A socket
+// whose queue is full is closed with 1013 and not counted. A
 // socket whose upgrade is under way (its client may already hold the
 // handshake's answer) is not counted either, but gets the message first
 // once it is open.
 func (o *Owner) Broadcast(a ownership.Actor, tag string, text bool, data []byte) (int, error) {
-	if len(data) > o.cfg.MaxMessage {
-		return 0, fmt.Errorf("broadcast to %s: %w: %d bytes, limit %d", a, ErrInvalid, len(data), o.cfg.MaxMessage)
+	if err := o.checkMessage(text, data); err != nil {
+		return 0, fmt.Errorf("broadcast to %s: %w", a, err)
 	}
 	kind, shared := kindOf(text), slices.Clone(data) // one copy, read by every writer
 	b := batches.Get().(*batch)
@@ -82,10 +85,10 @@ func (o *Owner) Broadcast(a ownership.Actor, tag string, text bool, data []byte)
 
 // Close starts the close handshake of socket id of a with code (one a close
 // frame may carry: 1000 to 1003, 1007 to 1014, or an application's own, 3000
-// to 4999) and reason (at most MaxCloseReason bytes), after the messages
-// already queued. Sink.Gone is
-// called before Close returns; Sink.Close follows when the client answers,
-// or with 1006 after WriteTimeout.
+// to 4999) and reason (UTF-8, at most MaxCloseReason bytes), after the
+// messages already queued. Sink.Gone is called before Close returns;
+// Sink.Close follows when the client answers, or with 1006 after
+// WriteTimeout.
 func (o *Owner) Close(a ownership.Actor, id ID, code int, reason string) error {
 	if err := checkClose(code, reason); err != nil {
 		return fmt.Errorf("close socket %v of %s: %w", id, a, err)
@@ -149,7 +152,7 @@ func (o *Owner) Attachment(a ownership.Actor, id ID) ([]byte, error) {
 
 // AutoResponse is a pair the Owner answers by itself: a text message equal
 // to Request gets Response back, without the Sink (and so without waking
-// the actor).
+// the actor). Both are UTF-8 (text messages).
 type AutoResponse struct {
 	Request  string
 	Response string
@@ -169,6 +172,9 @@ func (o *Owner) SetAutoResponse(a ownership.Actor, ar AutoResponse) error {
 	}
 	if ar.Request == "" || ar.Response == "" || len(ar.Request) > MaxAutoResponse || len(ar.Response) > MaxAutoResponse {
 		return fmt.Errorf("auto-response of %s: %w: request (%d bytes) and response (%d bytes) must have 1 to %d bytes", a, ErrInvalid, len(ar.Request), len(ar.Response), MaxAutoResponse)
+	}
+	if !utf8.ValidString(ar.Request) || !utf8.ValidString(ar.Response) {
+		return fmt.Errorf("auto-response of %s: %w: %w", a, ErrInvalid, ErrInvalidUTF8)
 	}
 	ar.response = []byte(ar.Response)
 	o.auto[a] = ar
@@ -198,6 +204,19 @@ func (o *Owner) LastAutoResponse(a ownership.Actor, id ID) (time.Time, error) {
 	return time.Unix(0, ns), nil
 }
 
+// checkMessage refuses a message the node must not send: over
+// MaxMessage, or text that is not UTF-8 (RFC 6455 section 5.6: a client
+// fails the connection on it, as the node does).
+func (o *Owner) checkMessage(text bool, data []byte) error {
+	if len(data) > o.cfg.MaxMessage {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrInvalid, len(data), o.cfg.MaxMessage)
+	}
+	if text && !utf8.Valid(data) {
+		return fmt.Errorf("%w: %w", ErrInvalid, ErrInvalidUTF8)
+	}
+	return nil
+}
+
 func kindOf(text bool) frameKind {
 	if text {
 		return textFrame
@@ -205,16 +224,17 @@ func kindOf(text bool) frameKind {
 	return binaryFrame
 }
 
-// checkClose accepts the codes a close frame may carry (RFC 6455, 7.4):
-// not 1004 to 1006 nor 1015 (reserved or never sent), 1000 to 1014 and
-// 3000 to 4999 otherwise.
+// checkClose accepts the codes a close frame may carry (validCloseCode)
+// and a reason of UTF-8 that fits one.
 func checkClose(code int, reason string) error {
-	valid := (code >= 1000 && code <= 1014 && (code < 1004 || code > 1006)) || (code >= 3000 && code <= 4999)
-	if !valid {
+	if !validCloseCode(code) {
 		return fmt.Errorf("%w: close code %d cannot be sent", ErrInvalid, code)
 	}
 	if len(reason) > MaxCloseReason {
 		return fmt.Errorf("%w: close reason of %d bytes, limit %d", ErrInvalid, len(reason), MaxCloseReason)
+	}
+	if !utf8.ValidString(reason) {
+		return fmt.Errorf("%w: close reason: %w", ErrInvalid, ErrInvalidUTF8)
 	}
 	return nil
 }

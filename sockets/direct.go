@@ -39,10 +39,12 @@ const maxDirect = 16 << 10
 var errNoDirect = errors.New("no direct write")
 
 // wireConn is a socket's TCP connection as gorilla sees it: its writes
-// take mu and first complete what a direct write left. Its other methods
-// are the TCPConn's own: embedded as a pointer, they cost no stack frame
-// of their own (the compiler makes their wrappers tail calls), which
-// keeps an idle reader, parked in Read, within its first 2 KiB of stack
+// take mu and first complete what a direct write left; its reads judge
+// the client's close frames (closeframe.go). Its other methods are the
+// TCPConn's own: embedded as a pointer, they cost no stack frame of their
+// own (the compiler makes their wrappers tail calls), and Read's own
+// frame is small (the scan is out of line), which keeps an idle reader,
+// parked in Read, within its first 2 KiB of stack
 // (BenchmarkIdleSocketMemory).
 //
 // A direct write uses the descriptor fd itself, not through the TCPConn,
@@ -51,7 +53,8 @@ var errNoDirect = errors.New("no direct write")
 // number reused by another connection) while a direct write uses it.
 type wireConn struct {
 	*net.TCPConn
-	fd int32
+	fd     int32
+	frames frameScan // used by Read only: the reader goroutine's
 
 	mu     sync.Mutex
 	rest   []byte // the tail of a frame written directly in part
@@ -89,6 +92,22 @@ func (c *wireConn) Write(p []byte) (int, error) {
 	n, err := c.TCPConn.Write(p)
 	if err != nil {
 		c.broken = true
+	}
+	return n, err
+}
+
+// Read is gorilla's: the TCPConn's, each close frame judged first.
+//
+// Invariant: nothing is live across the TCPConn's read, and the scan is
+// called last (a TCP read that returns bytes returns no error), so that
+// Read's frame is only the space of its calls' arguments (see read).
+func (c *wireConn) Read(p []byte) (int, error) {
+	if err := c.frames.verdict(); err != nil {
+		return 0, err
+	}
+	n, err := c.TCPConn.Read(p)
+	if n > 0 {
+		return c.frames.scan(p[:n])
 	}
 	return n, err
 }
@@ -212,7 +231,8 @@ func appendFrameHeader(b []byte, kind frameKind, n int) []byte {
 }
 
 // hijackWriter hands gorilla the hijacked connection, wrapped in a
-// wireConn if it is a TCP connection.
+// wireConn if it is a TCP connection (and sockets are written directly
+// here), else in a checkedConn: either judges the close frames.
 type hijackWriter struct {
 	http.ResponseWriter
 	wc *wireConn
@@ -228,7 +248,7 @@ func (h *hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		return nil, nil, err
 	}
 	if h.wc = newWireConn(c); h.wc == nil {
-		return c, brw, nil
+		return &checkedConn{Conn: c}, brw, nil
 	}
 	return h.wc, brw, nil
 }

@@ -36,6 +36,41 @@
 // about twice that while it grows); control frames are at most 125 bytes
 // and handled as they come.
 //
+// # RFC 6455
+//
+// gorilla/websocket does the framing, masking, fragmentation, pings and
+// the checks of frame headers (RSV bits without an extension, reserved
+// opcodes, fragmented or oversized control frames, continuations without
+// a start, unmasked client frames), failing the connection with 1002. It
+// does not check that text is UTF-8, and checks close frames otherwise
+// than the RFC, so the owner does:
+//
+//   - A text message that is not UTF-8 fails its socket with 1007
+//     (ErrInvalidUTF8) as soon as the bytes read tell it, before the rest of
+//     the message or its last fragment (utf8.go); the Sink never gets it.
+//     Send and Broadcast refuse such text (ErrInvalid and ErrInvalidUTF8),
+//     as do Close and SetAutoResponse, so the node never sends any.
+//   - Each close frame of a client is judged before gorilla reads it
+//     (closeframe.go): a payload of 1 byte, or a code no close frame may
+//     carry (0-999, 1004-1006, 1015-2999, 5000 and over), fails with 1002; a
+//     reason that is not UTF-8 with 1007 (gorilla: 1002); 1014 is echoed
+//     (gorilla refuses it). A valid close is echoed with its code.
+//   - No extension is negotiated: an offer of permessage-deflate is
+//     ignored, and a frame with RSV1 fails with 1002.
+//
+// What remains of gorilla's way: the close frame of a fault gorilla finds
+// (1002 on a header, 1009) is written with gorilla's own one-second
+// deadline, not WriteTimeout, with gorilla's text as its reason; each
+// ping is answered with its own pong, however fast pings come (the RFC
+// lets an endpoint answer only the latest); and a close frame gorilla
+// fails on its header (RSV bits, not final, over 125 bytes, unmasked) is
+// not judged, since gorilla has failed the connection already. When the
+// client closes, what is still queued for it is dropped and the close
+// echoed at once (RFC 6455 section 5.5.1 allows either). The node sends
+// each message as one frame. tests/wsconform runs the sections an
+// Autobahn fuzzing client goes through; sockets/CONFORMANCE.md has its
+// results.
+//
 // # Invariants
 //
 //   - Sink.Opened(a) is called once per accepted socket, before any other

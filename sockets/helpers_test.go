@@ -47,6 +47,9 @@ type recorder struct {
 
 	messages chan event
 	ends     chan event
+	// onMessage, if set (before any socket opens), is called after each
+	// message is recorded: the actor's handling of it.
+	onMessage func(a ownership.Actor, id ID, text bool, data []byte)
 }
 
 func newRecorder() *recorder {
@@ -79,6 +82,9 @@ func (r *recorder) Message(a ownership.Actor, id ID, text bool, data []byte) {
 	}
 	r.mu.Unlock()
 	r.messages <- event{kind: "message", actor: a, id: id, text: text, data: string(data)}
+	if r.onMessage != nil {
+		r.onMessage(a, id, text, data)
+	}
 }
 
 func (r *recorder) terminal(e event) {

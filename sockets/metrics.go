@@ -70,7 +70,7 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 		bytesOut:      bytes.WithLabelValues("out"),
 		autoResponses: counter("wasmkeep_websocket_auto_responses_total", "Messages answered by an actor's auto-response without waking it."),
 		nodeCloses: vec("wasmkeep_websocket_node_closes_total",
-			"Sockets whose close the node started, by reason: actor (the actor closed it), a reason of the ownership core (drain, stop, lapse, move, sweep, ...), message_too_big, slow_reader, ping_timeout, protocol_error.", "reason"),
+			"Sockets whose close the node started, by reason: actor (the actor closed it), a reason of the ownership core (drain, stop, lapse, move, sweep, ...), message_too_big, slow_reader, ping_timeout, protocol_error, invalid_utf8.", "reason"),
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("sockets metrics: %w", err)

@@ -76,8 +76,9 @@ type Sink interface {
 	// ended without one.
 	Close(a ownership.Actor, id ID, code int, reason string, clean bool)
 	// Error ends a socket the node closed because of a fault: err matches
-	// ErrMessageTooBig, ErrSlowReader, ErrPingTimeout or ErrProtocol
-	// (errors.Is), and CloseCode(err) is the code the client was sent.
+	// ErrMessageTooBig, ErrSlowReader, ErrPingTimeout, ErrProtocol or
+	// ErrInvalidUTF8 (errors.Is), and CloseCode(err) is the code the
+	// client was sent.
 	Error(a ownership.Actor, id ID, err error)
 }
 
@@ -254,6 +255,9 @@ var writeBuffers sync.Pool
 
 // readBufferSize is each socket's own read buffer. Small: a large message is
 // read past it straight into its destination, and an idle socket keeps it.
+// Invariant: not 0, so that gorilla reads through the connection Hijack
+// returns (hijackWriter), which judges close frames, and never through
+// net/http's buffered reader of the raw connection.
 const readBufferSize = 256
 
 // New validates cfg, registers the metrics and starts the ping loop.

@@ -3,11 +3,14 @@ package sockets
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
 
@@ -27,6 +30,11 @@ var (
 	ErrPingTimeout = errors.New("no pong within the pong timeout")
 	// ErrProtocol: the client broke the WebSocket protocol (1002).
 	ErrProtocol = errors.New("websocket protocol error")
+	// ErrInvalidUTF8: the client sent a text message, or a close reason,
+	// that is not UTF-8 (1007, invalid frame payload data). Send and
+	// Broadcast refuse such a text message with it too (and ErrInvalid),
+	// without closing the socket.
+	ErrInvalidUTF8 = errors.New("invalid UTF-8 in a text message or close reason")
 )
 
 // CloseCode returns the close code the node sends for a fault, 0 for any
@@ -41,6 +49,8 @@ func CloseCode(err error) int {
 		return websocket.CloseInternalServerErr
 	case errors.Is(err, ErrProtocol):
 		return websocket.CloseProtocolError
+	case errors.Is(err, ErrInvalidUTF8):
+		return websocket.CloseInvalidFramePayloadData
 	}
 	return 0
 }
@@ -54,6 +64,8 @@ func faultLabel(err error) string {
 		return "slow_reader"
 	case errors.Is(err, ErrPingTimeout):
 		return "ping_timeout"
+	case errors.Is(err, ErrInvalidUTF8):
+		return "invalid_utf8"
 	}
 	return "protocol_error"
 }
@@ -137,36 +149,55 @@ func (o *Owner) newSocket(id ID, a ownership.Actor, tags []string, conn *websock
 // connection ends, then frees the slot and sends the terminal event.
 //
 // Invariant: read's own frame stays small, so that an idle reader (parked
-// in the kernel read under ReadMessage) fits the goroutine's first 2 KiB
-// stack: what follows a message runs in received, and the end of a socket
-// in end, both kept out of line. Inlining them doubled the stack to 4 KiB
-// (BenchmarkIdleSocketMemory reports it as stack-B/socket).
+// in the kernel read under NextReader) fits the goroutine's first 2 KiB
+// stack: a message is read and delivered in receive, and the end of a
+// socket handled in end, both kept out of line. Inlining them doubled the
+// stack to 4 KiB (BenchmarkIdleSocketMemory reports it as
+// stack-B/socket), and so did a frame of 16 bytes more in wireConn.Read,
+// under gorilla's read of the next frame header: the idle stack has
+// almost no room left.
 func (s *socket) read() {
 	for {
-		typ, data, err := s.conn.ReadMessage()
+		typ, r, err := s.conn.NextReader()
+		if err == nil {
+			err = s.receive(typ == websocket.TextMessage, r)
+		}
 		if err != nil {
 			s.end(err)
 			return
 		}
-		s.received(typ == websocket.TextMessage, data)
 	}
 }
 
-// end frees the slot and sends the terminal event.
+// end frees the slot and sends the terminal event. err is what ended
+// the reading: the client's close (a closeVerdict, echoed here), a fault
+// (closed here with its code unless gorilla did), or the connection's
+// end.
 //
 //go:noinline
 func (s *socket) end(err error) {
 	defer s.o.wg.Done()
+	var peer *closeVerdict
+	if errors.As(err, &peer) {
+		s.peerClosed(peer.code, peer.reason)
+	}
+	readErr, sent := readFault(err)
 	s.mu.Lock()
 	first := s.closingLocked()
+	tell := false // the client is told why, unless a close frame went already
 	if s.fault == nil {
-		s.fault = readFault(err)
+		s.fault = readErr
+		tell = readErr != nil && !sent && !s.closeSent
+		s.closeSent = s.closeSent || tell
 	}
 	s.freed = true
 	s.dropQueueLocked()
 	fault, announced := s.fault, s.goneDone
 	s.mu.Unlock()
 
+	if tell {
+		_ = s.conn.WriteControl(websocket.CloseMessage, faultClose(fault), time.Now().Add(s.o.cfg.WriteTimeout))
+	}
 	sink := s.o.cfg.Sink
 	if first {
 		s.announce()
@@ -184,6 +215,9 @@ func (s *socket) end(err error) {
 	case fault != nil:
 		s.o.m.closed.WithLabelValues(codeLabel(CloseCode(fault))).Inc()
 		sink.Error(s.actor, s.id, fault)
+	case peer != nil:
+		s.o.m.closed.WithLabelValues(codeLabel(peer.code)).Inc()
+		sink.Close(s.actor, s.id, peer.code, peer.reason, true)
 	case errors.As(err, &ce) && ce.Code != websocket.CloseAbnormalClosure:
 		s.o.m.closed.WithLabelValues(codeLabel(ce.Code)).Inc()
 		sink.Close(s.actor, s.id, ce.Code, ce.Text, true)
@@ -193,36 +227,64 @@ func (s *socket) end(err error) {
 	}
 }
 
-// received hands a message to the Sink, unless the auto-response answers
-// it.
+// receive reads one data message from r and hands it to the Sink, unless
+// the auto-response answers it. A text message is checked as it comes
+// (utf8.go): the first bytes that cannot be UTF-8 fail the socket with
+// 1007, before the rest of the message is read, and the Sink never sees
+// the message.
 //
 //go:noinline
-func (s *socket) received(text bool, data []byte) {
+func (s *socket) receive(text bool, r io.Reader) error {
+	data, err := readMessage(r, text)
+	if err != nil {
+		return err
+	}
 	s.answered.Store(true)
 	s.o.m.messagesIn.Inc()
 	s.o.m.bytesIn.Add(float64(len(data)))
 	if text && s.autoRespond(data) {
-		return
-	}
-	s.o.cfg.Sink.Message(s.actor, s.id, text, data)
-}
-
-// readFault maps a read error to the fault it reveals, nil for a close
-// frame or a connection that ended.
-func readFault(err error) error {
-	var ce *websocket.CloseError
-	var ne net.Error
-	switch {
-	case errors.Is(err, websocket.ErrReadLimit):
-		return ErrMessageTooBig // gorilla sent the 1009 close frame
-	case errors.As(err, &ce), errors.As(err, &ne), errors.Is(err, net.ErrClosed):
 		return nil
 	}
-	return fmt.Errorf("%w: %w", ErrProtocol, err) // gorilla sent the 1002 close frame
+	s.o.cfg.Sink.Message(s.actor, s.id, text, data)
+	return nil
 }
 
-// peerClosed is the connection's close handler, on the reader goroutine:
-// the client started (or answered) the close handshake.
+// readFault maps a read error to the fault it reveals, nil for the
+// client's close or a connection that ended; sent reports that gorilla
+// sent the close frame of the fault already.
+func readFault(err error) (fault error, sent bool) {
+	var ce *websocket.CloseError
+	var cv *closeVerdict
+	var ne net.Error
+	switch {
+	case errors.Is(err, ErrProtocol), errors.Is(err, ErrInvalidUTF8):
+		return err, false // found here: a close frame's verdict, or a text message
+	case errors.Is(err, websocket.ErrReadLimit):
+		return ErrMessageTooBig, true // gorilla sent the 1009 close frame
+	case errors.As(err, &cv), errors.As(err, &ce), errors.As(err, &ne), errors.Is(err, net.ErrClosed):
+		return nil, false
+	}
+	return fmt.Errorf("%w: %w", ErrProtocol, err), true // gorilla sent the 1002 close frame
+}
+
+// faultClose is the payload of the close frame sent for a fault: its code
+// and its text, cut to MaxCloseReason bytes of UTF-8.
+func faultClose(fault error) []byte {
+	reason := strings.ToValidUTF8(fault.Error(), "?")
+	if len(reason) > MaxCloseReason {
+		cut := MaxCloseReason
+		for cut > 0 && !utf8.RuneStart(reason[cut]) {
+			cut--
+		}
+		reason = reason[:cut]
+	}
+	return websocket.FormatCloseMessage(CloseCode(fault), reason)
+}
+
+// peerClosed answers the client's close frame (the start or the answer
+// of the close handshake), on the reader goroutine. It is also gorilla's
+// close handler, which only a close frame that reached gorilla would
+// call; none does (closeframe.go).
 func (s *socket) peerClosed(code int, _ string) error {
 	s.mu.Lock()
 	first := s.closingLocked()
@@ -494,12 +556,7 @@ func (s *socket) fail(fault error) {
 	go func() {
 		defer s.o.wg.Done()
 		if sendClose {
-			reason := fault.Error()
-			if len(reason) > MaxCloseReason {
-				reason = reason[:MaxCloseReason]
-			}
-			msg := websocket.FormatCloseMessage(CloseCode(fault), reason)
-			_ = s.conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(s.o.cfg.WriteTimeout))
+			_ = s.conn.WriteControl(websocket.CloseMessage, faultClose(fault), time.Now().Add(s.o.cfg.WriteTimeout))
 		}
 		_ = s.conn.NetConn().Close()
 	}()
