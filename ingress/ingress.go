@@ -330,9 +330,16 @@ func (h *Handler) deliverGranted(ctx context.Context, a ownership.Actor, d keepe
 // answer writes the outcome of a request's event.
 func (h *Handler) answer(w http.ResponseWriter, r *http.Request, a ownership.Actor, resp *actors.Response, err error) {
 	var ua *actors.UnavailableError
+	var damaged *actors.DamagedError
 	switch {
 	case errors.As(err, &ua):
 		unavailable(w, ua.RetryAfter, ua.Reason)
+		return
+	case errors.As(err, &damaged):
+		// Not a 503: no retry helps until a person restores the object.
+		// The keeper has logged it (once per key) and counted it.
+		text(w, http.StatusInternalServerError, fmt.Sprintf("actor %s/%s: its state is damaged in the bucket (key %s); it is not served until the object is restored",
+			a.Class, a.Name, damaged.Key))
 		return
 	case errors.Is(err, actors.ErrUnknownClass):
 		text(w, http.StatusNotFound, err.Error())
