@@ -3,7 +3,7 @@
 GO ?= go
 BIN ?= bin/wasmkeep
 
-.PHONY: test vet versitygw chromium build examples check sim-long run
+.PHONY: test vet versitygw chromium build examples check sim-long run fuzz
 
 # Every package but the simulation runs under the race detector. The
 # simulation is single-threaded per run (it spreads seeds over the cores
@@ -17,6 +17,12 @@ RACE_PKGS = $(shell $(GO) list ./... | grep -v /tests/sim)
 test: versitygw chromium vet
 	$(GO) test -race -p 1 $(RACE_PKGS)
 	$(GO) test -count=1 ./tests/sim
+	@GO=$(GO) FUZZTIME=3s ./scripts/fuzz.sh
+
+# fuzz runs every fuzz target at length (FUZZTIME each, default 5m).
+FUZZTIME ?= 5m
+fuzz:
+	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
 
 # sim-long runs 20,000 seeds of the simulation and prints their counts.
 sim-long:

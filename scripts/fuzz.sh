@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs every native Go fuzz target of the module for FUZZTIME each (default
+# 3s): `make test` runs them briefly, `make fuzz` at length
+# (FUZZTIME=5m). go test fuzzes one target of one package per run, so each
+# target is a run of its own. A failure leaves the input that caused it in
+# the package's testdata/fuzz/ (commit it: plain `go test` then replays it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+time="${FUZZTIME:-3s}"
+go="${GO:-go}"
+n=0
+while IFS=: read -r file fn; do
+	pkg="./$(dirname "$file")"
+	echo "fuzz $pkg $fn ($time)"
+	"$go" test -run '^$' -fuzz "^${fn}\$" -fuzztime "$time" "$pkg" >/tmp/wasmkeep-fuzz.$$ 2>&1 || {
+		cat /tmp/wasmkeep-fuzz.$$
+		rm -f /tmp/wasmkeep-fuzz.$$
+		echo "fuzz: $pkg $fn failed" >&2
+		exit 1
+	}
+	tail -n 1 /tmp/wasmkeep-fuzz.$$
+	n=$((n + 1))
+done < <(grep -rHo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*' . | sed 's/^\.\///; s/func //' | sort)
+rm -f /tmp/wasmkeep-fuzz.$$
+echo "fuzz: $n targets, $time each: no failure"
