@@ -212,8 +212,15 @@ func TestConnectionBudget(t *testing.T) {
 		require.Equal(t, http.StatusOK, res.StatusCode)
 		idle = append(idle, c)
 	}
+	// Idle for under a second: kept (a busy client's, between requests).
 	c := dialRaw(t, n)
-	res, _ := get(c, "/actor/size/a")
+	c.send("GET /actor/size/a HTTP/1.1\r\nHost: x\r\n\r\n")
+	res, _, err := c.response(5 * time.Second)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusServiceUnavailable, res.StatusCode, "a fifth connection with the band's quiet for under a second")
+	time.Sleep(1100 * time.Millisecond)
+	c = dialRaw(t, n)
+	res, _ = get(c, "/actor/size/a")
 	require.Equal(t, http.StatusOK, res.StatusCode)
 	require.True(t, idle[0].closed(5*time.Second), "the oldest idle connection was not closed")
 	require.False(t, idle[3].closed(100*time.Millisecond), "a younger idle connection was closed")

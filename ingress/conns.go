@@ -12,8 +12,8 @@ import (
 
 // Connections are admitted within a budget (see internal/budget): up to
 // max are served as usual; past it the oldest quiet connection (idle
-// between keep-alive requests, or open without a request for over
-// staleNew) is closed to make room; with none to close, up to overflow
+// between keep-alive requests, or open without a request, for at least
+// quietMin) is closed to make room; with none to close, up to overflow
 // more are admitted only to answer /healthz, /readyz and peer requests,
 // each closed after its one answer, every other request there refused
 // with a 503; past those a new connection is closed as soon as it is
@@ -21,9 +21,12 @@ import (
 // descriptors the bucket and the lease need, nor keep health checks and
 // peers out.
 
-// staleNew is how long a connection may sit without sending a request
-// before it may be closed to make room for another.
-const staleNew = 2 * time.Second
+// quietMin is how long a connection must have been quiet (idle, or open
+// without a request) before it may be closed to make room for another.
+// A busy keep-alive client is idle between its requests for a moment
+// only: under overload its connection is kept, and the excess is refused
+// instead of turned into reconnections that close one another.
+const quietMin = time.Second
 
 // evictScan bounds how many quiet connections one admission looks at.
 const evictScan = 64
@@ -118,7 +121,10 @@ func (l *connLimiter) evictLocked(c *net.Conn) bool {
 	now := l.now()
 	n := 0
 	for e := l.quiet.next; e != &l.quiet && n < evictScan; e, n = e.next, n+1 {
-		if e.overflow || (e.state == http.StateNew && now.Sub(e.since) < staleNew) {
+		if now.Sub(e.since) < quietMin {
+			break // the rest are younger
+		}
+		if e.overflow {
 			continue
 		}
 		l.dropLocked(e)
