@@ -479,7 +479,7 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 		if err == nil {
 			err = errors.New("ownership keeper ended without a stop")
 		}
-		log.Error("node lost its lease", slog.Any("err", err))
+		log.Error("node stopped acting: its lease is lost or its bucket damaged", slog.Any("err", err))
 		return fmt.Errorf("node ended: %w", err)
 	case err := <-node.ServeErr():
 		node.Abort()

@@ -51,6 +51,9 @@ func (h *Handler) Call(ctx context.Context, to ownership.Actor, req *actors.Requ
 	case keeper.Routed:
 		return h.forwardCall(ctx, to, d, req)
 	default:
+		if d.Damaged != "" {
+			return nil, &actors.DamagedError{Actor: to, Key: d.Damaged, Err: fmt.Errorf("%w: %s", ownership.ErrDamaged, d.Reason)}
+		}
 		return nil, &actors.UnavailableError{Actor: to, Reason: d.Reason, RetryAfter: d.RetryAfter, NotRun: true}
 	}
 }

@@ -296,8 +296,21 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 	case keeper.Routed:
 		h.forward(w, r, a, d, body)
 	default:
+		if d.Damaged != "" {
+			damagedState(w, a, d.Damaged)
+			return
+		}
 		unavailable(w, d.RetryAfter, "actor unavailable here now: "+d.Reason)
 	}
+}
+
+// damagedState answers a request for an actor whose object in the bucket
+// is damaged (it fails its checksum or does not decode): a 500 naming the
+// key, not a 503, since no retry helps until a person restores it. The
+// keeper has logged it (once per key) and counted it.
+func damagedState(w http.ResponseWriter, a ownership.Actor, key string) {
+	text(w, http.StatusInternalServerError, fmt.Sprintf("actor %s/%s: its state is damaged in the bucket (key %s); it is not served until the object is restored",
+		a.Class, a.Name, key))
 }
 
 // notRunTries bounds how often one event is granted and delivered when it
@@ -336,10 +349,7 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, a ownership.Act
 		unavailable(w, ua.RetryAfter, ua.Reason)
 		return
 	case errors.As(err, &damaged):
-		// Not a 503: no retry helps until a person restores the object.
-		// The keeper has logged it (once per key) and counted it.
-		text(w, http.StatusInternalServerError, fmt.Sprintf("actor %s/%s: its state is damaged in the bucket (key %s); it is not served until the object is restored",
-			a.Class, a.Name, damaged.Key))
+		damagedState(w, a, damaged.Key)
 		return
 	case errors.Is(err, actors.ErrUnknownClass):
 		text(w, http.StatusNotFound, err.Error())

@@ -161,6 +161,11 @@ func (s *socketSink) try(ctx context.Context, host *actors.Host, a ownership.Act
 		s.failed(a, ev, "draining", d.Reason)
 		return 0, true
 	}
+	if d.Damaged != "" {
+		// No retry helps until the object is restored.
+		s.failed(a, ev, "damaged", d.Reason)
+		return 0, true
+	}
 	return d.RetryAfter, false
 }
 

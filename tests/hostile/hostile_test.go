@@ -266,7 +266,7 @@ func TestIdleFloodUnderLowFileLimit(t *testing.T) {
 		time.Sleep(250 * time.Millisecond)
 	}
 	n.alive(t)
-	require.NotContains(t, n.stderr.String(), "lost its lease")
+	require.NotContains(t, n.stderr.String(), "node stopped acting")
 	require.Positive(t, n.metric(t, `wasmkeep_http_connections_shed_total{reason="evicted"}`))
 }
 
