@@ -81,6 +81,7 @@ type serveConfig struct {
 	BodyTimeout     time.Duration
 	BodyMinRate     byteSize
 	MaxMessage      byteSize
+	WSQueueTotal    byteSize // 0: the sockets package's default
 	WSPing          time.Duration
 	WSPong          time.Duration
 	WSIOUring       bool
@@ -141,6 +142,9 @@ func (c serveConfig) Validate() error {
 	}
 	if c.MaxBodyInflight < 0 || (c.MaxBodyInflight > 0 && c.MaxBodyInflight < c.MaxBody) {
 		errs = append(errs, fmt.Errorf("--max-body-inflight %v: must be at least --max-body (%v), or 0 to derive it from memory", &c.MaxBodyInflight, &c.MaxBody))
+	}
+	if c.WSQueueTotal < 0 || (c.WSQueueTotal > 0 && c.WSQueueTotal < max(4<<20, c.MaxMessage)) {
+		errs = append(errs, fmt.Errorf("--ws-send-queue-total %v: must be at least one socket's send queue (4 MiB, or --max-message if larger), or 0 for the default", &c.WSQueueTotal))
 	}
 	if c.BodyTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--body-timeout %v: must be positive", c.BodyTimeout))
@@ -287,6 +291,7 @@ func setupServe(fs *flag.FlagSet) action {
 	fs.DurationVar(&cfg.WSPing, "ws-ping", cfg.WSPing, "how often the node pings each WebSocket")
 	fs.DurationVar(&cfg.WSPong, "ws-pong-timeout", cfg.WSPong, "a WebSocket silent this long after a ping is closed (1011) as dead; at most --ws-ping")
 	fs.BoolVar(&cfg.WSIOUring, "ws-io-uring", cfg.WSIOUring, "send a broadcast's messages to its WebSockets with one io_uring submission (Linux); false: one write(2) per socket. Where io_uring is refused the node writes each socket and logs why once")
+	fs.Var(&cfg.WSQueueTotal, "ws-send-queue-total", "most bytes queued for all WebSockets together, not yet read by their clients (bytes, or with KiB or MiB); past it the sockets holding the most are closed with 1013. Unset: 256 MiB, or a quarter of GOMEMLIMIT if less")
 	fs.Var(&cfg.MaxMessage, "max-message", "largest WebSocket message, in and out (bytes, or with KiB or MiB); a larger incoming one closes its socket with 1009")
 	fs.DurationVar(&cfg.CallTimeout, "call-timeout", cfg.CallTimeout, "longest an actor waits for its call to another actor; past it the call fails (two actors calling each other from separate events wait this long)")
 	fs.DurationVar(&cfg.Lease.LeasePeriod, "lease-period", cfg.Lease.LeasePeriod, "how often the node renews its lease")
@@ -449,7 +454,8 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 	node, err := ingress.StartNode(ctx, ingress.NodeConfig{
 		Core: cfg.core(instance), Bucket: b, Listener: lis, Registry: registry, Logger: log,
 		IdleTimeout: cfg.IdleTimeout, MaxResident: cfg.MaxResident, MaxBody: int64(cfg.MaxBody),
-		MaxSockets: fds.Sockets, MaxMessage: int(cfg.MaxMessage), PingInterval: cfg.WSPing, PongTimeout: cfg.WSPong, NoIOUring: !cfg.WSIOUring,
+		SendQueueTotal: int(cfg.WSQueueTotal),
+		MaxSockets:     fds.Sockets, MaxMessage: int(cfg.MaxMessage), PingInterval: cfg.WSPing, PongTimeout: cfg.WSPong, NoIOUring: !cfg.WSIOUring,
 		CallTimeout: cfg.CallTimeout, ClusterKey: clusterKey,
 		MaxConns: fds.Conns, OverflowConns: fds.Overflow, HTTPIdleTimeout: cfg.HTTPIdle,
 		MaxBodyInflight: bodies, BodyTimeout: cfg.BodyTimeout, BodyMinRate: int64(cfg.BodyMinRate),

@@ -53,6 +53,9 @@ type NodeConfig struct {
 	// Zero: its defaults.
 	PingInterval time.Duration
 	PongTimeout  time.Duration
+	// SendQueueTotal bounds the bytes queued for all sockets together (see
+	// sockets.Config). Zero: its default.
+	SendQueueTotal int
 	// NoIOUring: a broadcast writes each socket with its own write(2)
 	// (see sockets.Config).
 	NoIOUring bool
@@ -140,6 +143,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		owner, err = sockets.New(sockets.Config{
 			Sink: sink, MaxSockets: cfg.MaxSockets, MaxMessage: cfg.MaxMessage,
 			PingInterval: cfg.PingInterval, PongTimeout: cfg.PongTimeout, NoIOUring: cfg.NoIOUring, Logger: log, Registerer: reg,
+			SendQueueTotal: cfg.SendQueueTotal,
 		})
 	}
 	if err != nil {
