@@ -268,3 +268,18 @@ func TestConnectionBudget(t *testing.T) {
 		require.Equal(t, http.StatusOK, res.StatusCode)
 	}
 }
+
+func TestOverflowRequestTakesAFreedPlace(t *testing.T) {
+	n := bodyNode(t, func(c *ingress.NodeConfig) { c.MaxConns, c.OverflowConns = 1, 1 })
+	busy := dialRaw(t, n)
+	busy.send("POST /actor/size/a HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n")
+	time.Sleep(50 * time.Millisecond) // admitted first
+	waiting := dialRaw(t, n)
+	waiting.send("GET /actor/size/b HTTP/1.1\r\nHost: x\r\n\r\n")
+	time.Sleep(200 * time.Millisecond)
+	busy.conn.Close() // its place frees while the other waits
+	res, body, err := waiting.response(5 * time.Second)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, res.StatusCode, body)
+	require.False(t, res.Close, "a promoted connection is kept alive")
+}

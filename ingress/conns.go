@@ -50,10 +50,13 @@ type connLimiter struct {
 	max, overflow int
 	now           func() time.Time
 
-	mu             sync.Mutex
-	conns          map[net.Conn]*connEntry
-	served, over   int
-	quiet          connEntry // sentinel of the quiet list
+	mu           sync.Mutex
+	conns        map[net.Conn]*connEntry
+	served, over int
+	quiet        connEntry // sentinel of the quiet list
+	// freed, while overflow requests wait for a place in the served band,
+	// is closed when one frees (see promote).
+	freed          chan struct{}
 	servedG, overG prometheus.Gauge
 	closed         *prometheus.CounterVec
 }
@@ -172,6 +175,11 @@ func (l *connLimiter) dropLocked(e *connEntry) {
 		l.over--
 	} else {
 		l.served--
+		if l.freed != nil {
+			// Wake the overflow requests waiting for a place.
+			close(l.freed)
+			l.freed = nil
+		}
 	}
 }
 
@@ -204,21 +212,71 @@ func (l *connLimiter) counts() (served, over int) {
 // overflowConn says whether r arrived on a connection of the overflow band.
 func overflowConn(r *http.Request) bool {
 	e, _ := r.Context().Value(connKey{}).(*connEntry)
+	// Without the lock: only this connection's requests, one at a time,
+	// change it once it is admitted (promote).
 	return e != nil && e.overflow
 }
 
+// overflowWait is how long a request on an overflow connection waits for
+// a place in the served band before it is refused. Refusing at once would
+// let a client that retries at once make the node spend its time on
+// refusals (a connection, a request and an answer each) instead of on the
+// requests it admitted.
+const overflowWait = time.Second
+
 // serveOverflow answers a request on an overflow connection: health
-// checks and peer requests are served, anything else is refused with a
-// 503; the connection closes after the answer either way. It reports
-// whether it answered.
+// checks and peer requests are served; any other request waits up to
+// overflowWait for a place in the served band (then its connection is
+// served as any other) and is refused with a 503 if none frees. It
+// reports whether it answered.
 func (h *Handler) serveOverflow(w http.ResponseWriter, r *http.Request) bool {
-	w.Header().Set("Connection", "close")
 	if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || isPeerRequest(r) {
+		w.Header().Set("Connection", "close")
 		return false
 	}
-	if h.conns != nil {
-		h.conns.closed.WithLabelValues("overflow_refused").Inc()
+	if h.conns == nil {
+		return false
 	}
-	unavailable(w, time.Second, "node at its connection limit")
+	e, _ := r.Context().Value(connKey{}).(*connEntry)
+	if h.conns.promote(r.Context(), e, overflowWait) {
+		return false
+	}
+	w.Header().Set("Connection", "close")
+	h.conns.closed.WithLabelValues("overflow_refused").Inc()
+	unavailable(w, overflowWait, "node at its connection limit")
 	return true
+}
+
+// promote waits up to wait for a place in the served band and moves e
+// there, or reports that none freed (or ctx ended).
+func (l *connLimiter) promote(ctx context.Context, e *connEntry, wait time.Duration) bool {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		l.mu.Lock()
+		if e.gone {
+			l.mu.Unlock()
+			return false
+		}
+		if l.served < l.max {
+			e.overflow = false
+			l.over--
+			l.served++
+			l.gaugesLocked()
+			l.mu.Unlock()
+			return true
+		}
+		if l.freed == nil {
+			l.freed = make(chan struct{})
+		}
+		freed := l.freed
+		l.mu.Unlock()
+		select {
+		case <-freed:
+		case <-timer.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
