@@ -45,7 +45,8 @@ func serveCommand() *command {
 			"down. The file limit (ulimit -n) is divided at start and the division logged: a sixteenth\n" +
 			"(at least 64) is kept for the bucket, the lease and peers, which clients never get; a\n" +
 			"sixty-fourth (at least 16) admits connections past --max-conns only for /healthz, /readyz\n" +
-			"and peer requests (anything else there gets 503); of the rest, three quarters bound\n" +
+			"and peer requests (anything else there waits up to 1 s for a place, then gets 503); of the\n" +
+			"rest, three quarters bound\n" +
 			"--max-sockets and a quarter --max-conns unless they are set (set beyond what the limit holds,\n" +
 			"the start is refused with the numbers). At --max-conns the oldest idle keep-alive connection\n" +
 			"is closed to make room; past every band a new connection is closed at once. Idle keep-alive\n" +
