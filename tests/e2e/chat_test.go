@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/examples/chat"
 	"github.com/wasmkeep/wasmkeep/internal/browser"
@@ -151,4 +153,29 @@ func chatInBrowsers(t *testing.T, class string, c actors.Class) {
 	}
 	ada.presence("ada", "cy")
 	cy.presence("ada", "cy")
+
+	// A client sends a text message that is not UTF-8: its socket fails
+	// with 1007, nothing of it reaches the room, and the pages (which
+	// would drop their connections on an invalid text frame) stay in it.
+	eve := n.Join(t, class, "lobby", "eve")
+	ada.presence("ada", "cy", "eve")
+	if err := eve.Conn.WriteMessage(websocket.TextMessage, []byte("{\"type\":\"say\",\"text\":\"\xff\xfe\"}")); err != nil {
+		t.Fatal(err)
+	}
+	eve.Conn.SetReadDeadline(time.Now().Add(15 * time.Second))
+	for {
+		_, _, err := eve.Conn.ReadMessage()
+		if err == nil {
+			continue // what the room sent before
+		}
+		if !websocket.IsCloseError(err, websocket.CloseInvalidFramePayloadData) {
+			t.Fatalf("the invalid sender's socket ended with %v, want close 1007", err)
+		}
+		break
+	}
+	ada.presence("ada", "cy")
+	cy.say("still here")
+	ada.sees("still here")
+	cy.sees("still here")
+	ada.waitFor("an open socket", "window.chat.joined && window.chat.messages.length === 3")
 }

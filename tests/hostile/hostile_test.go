@@ -345,9 +345,15 @@ func TestStalledBodiesBounded(t *testing.T) {
 	require.Zero(t, other.Load(), "every stalled body is refused or cut")
 	require.Positive(t, cut.Load())
 	require.Positive(t, refused.Load())
-	// 64 MiB of bodies, and the connections' own buffers and goroutines.
-	require.Less(t, peak.Load()-before, int64(256<<20), "RSS grew by %d MB", (peak.Load()-before)>>20)
-	require.Less(t, after-before, int64(256<<20), "RSS after: %d MB over before", (after-before)>>20)
+	// 64 MiB of bodies, and the connections' own buffers and goroutines
+	// (without the bound: over 1 GB). The race detector's shadow memory
+	// takes several times what the heap does.
+	bound := int64(256 << 20)
+	if raceEnabled {
+		bound = 768 << 20
+	}
+	require.Less(t, peak.Load()-before, bound, "RSS grew by %d MB", (peak.Load()-before)>>20)
+	require.Less(t, after-before, bound, "RSS after: %d MB over before", (after-before)>>20)
 	require.Zero(t, n.metric(t, "wasmkeep_http_body_inflight_bytes"))
 	code, _, err := n.get("/actor/counter/after")
 	require.NoError(t, err)
