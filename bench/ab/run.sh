@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# A/B: two builds of wasmkeep side by side in one run, each its own node on a
+# mem:// bucket, under the peer benchmark's load generator: the scenarios
+# alternate between the two nodes, rep by rep, so the machine's swings hit
+# both alike. Reports each scenario's median for A and B and the ratio B/A.
+#
+#   bench/ab/run.sh                          A = WASMKEEP_REF (default HEAD~1), B = the working tree
+#   WASMKEEP_REF=c5437b7 bench/ab/run.sh     A = that commit
+#   B_REF=HEAD bench/ab/run.sh               B = a commit too
+#
+# env:
+#   PEER      the peer benchmark (default ../shared/bench/peer)
+#   WORK      writable build folder (default bench/peer/.work, git-ignored)
+#   REPS      repetitions                                    3
+#   DURATION  measured time of each http run                 6s
+#   CONNS     keep-alive connections of the http runs        32
+#   WS_SOCKETS, WS_MSGS, WS_BCAST   echo and broadcast sizes 100, 300, 1000
+#   IDLE_SOCKETS  idle sockets (over 50 rooms), held 8 s     2000
+# Scenarios: http-1name, http-1000names (class counter), ws-echo and ws-bcast
+# (class chat), ws-idle (a fresh node of each side, --idle-timeout 2s).
+# Output: bench/ab/results/<time>/{log.txt,results.jsonl,summary.txt}
+set -u -o pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+PEER=${PEER:-$REPO/../shared/bench/peer}
+WORK=${WORK:-$REPO/bench/peer/.work}
+A_REF=${WASMKEEP_REF:-HEAD~1}; B_REF=${B_REF:-}
+REPS=${REPS:-3}; DURATION=${DURATION:-6s}; CONNS=${CONNS:-32}
+WS_SOCKETS=${WS_SOCKETS:-100}; WS_MSGS=${WS_MSGS:-300}; WS_BCAST=${WS_BCAST:-1000}; IDLE_SOCKETS=${IDLE_SOCKETS:-2000}
+OUT=$HERE/results/$(date -u +%Y%m%dT%H%M%SZ)
+mkdir -p "$OUT" "$WORK/bin"
+LOG=$OUT/log.txt; RES=$OUT/results.jsonl; : >"$RES"
+say() { echo "$*" | tee -a "$LOG"; }
+die() { say "ab: $*"; exit 1; }
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
+cp -r "$PEER/go" "$WORK/" && chmod -R u+w "$WORK/go" || die "copy $PEER/go"
+(cd "$WORK" && . go/env.sh && cd go && go build -o ../bin/loadgen ./cmd/loadgen) || die "build loadgen"
+LG=$WORK/bin/loadgen
+# build REF into $WORK/ab-<sha>/wasmkeep; "" is the working tree.
+build() {
+  local ref=$1 dir
+  if [ -z "$ref" ]; then
+    dir=$WORK/ab-tree; mkdir -p "$dir"
+    (cd "$REPO" && go build -o "$dir/wasmkeep" ./cmd/wasmkeep) || die "build the working tree"
+    echo "$dir/wasmkeep"; return
+  fi
+  local sha; sha=$(git -C "$REPO" rev-parse --short=12 "$ref^{commit}") || die "bad ref $ref"
+  dir=$WORK/ab-$sha
+  if [ ! -x "$dir/wasmkeep" ]; then
+    rm -rf "$dir.src" && mkdir -p "$dir.src" && git -C "$REPO" archive "$sha" | tar -x -C "$dir.src" || die "archive $sha"
+    (cd "$dir.src" && go build -o "$dir/wasmkeep" ./cmd/wasmkeep) || die "build $sha"
+  fi
+  echo "$dir/wasmkeep"
+}
+BIN_A=$(build "$A_REF"); BIN_B=$(build "$B_REF")
+say "A: $A_REF ($(git -C "$REPO" rev-parse --short "$A_REF")), B: ${B_REF:-working tree at $(git -C "$REPO" rev-parse --short HEAD)$(git -C "$REPO" diff --quiet HEAD || echo ' with changes')}"
+say "$(uname -r); cpus $(nproc); $(go version)"
+
+declare -A PID PORT BIN
+PORT[A]=8796; PORT[B]=8797; BIN[A]=$BIN_A; BIN[B]=$BIN_B
+start() { # side [flags...]
+  local s=$1; shift
+  "${BIN[$s]}" serve --listen 127.0.0.1:${PORT[$s]} --node ab$s --bucket mem:// --classes /nonexistent --cache-dir "" "$@" \
+    >>"$OUT/node-$s.log" 2>&1 &
+  PID[$s]=$!
+  "$LG" wait-ready -url "http://127.0.0.1:${PORT[$s]}/readyz" >/dev/null 2>&1 || die "node $s did not start"
+}
+stop() { kill "${PID[$1]}" 2>/dev/null; wait "${PID[$1]}" 2>/dev/null; PID[$1]=; }
+cleanup() { for s in A B; do [ -n "${PID[$s]:-}" ] && stop "$s"; done; }
+trap cleanup EXIT
+start A; start B
+run() { # side label args...
+  local s=$1 label=$2; shift 2
+  "$LG" "$@" -server-pid "${PID[$s]}" -label "$label-$s" 2>>"$LOG" | tee -a "$LOG" | sed -n 's/^RESULT [^ ]* //p' >>"$RES"
+}
+for rep in $(seq 1 "$REPS"); do
+  order="A B"; [ $((rep % 2)) = 0 ] && order="B A"
+  for s in $order; do
+    u=http://127.0.0.1:${PORT[$s]}; w=ws://127.0.0.1:${PORT[$s]}
+    run "$s" http-1name http -url "$u/actor/counter/" -names 1 -conns "$CONNS" -duration "$DURATION" -warmup 1s -prefix "r$rep"
+    run "$s" http-1000names http -url "$u/actor/counter/" -names 1000 -conns "$CONNS" -duration "$DURATION" -warmup 1s -prefix "m$rep"
+    run "$s" ws-echo ws-echo -url "$w/actor/chat/echo-$rep" -sockets "$WS_SOCKETS" -msgs "$WS_MSGS" -timeout 120s
+    run "$s" ws-bcast ws-bcast -url "$w/actor/chat/bcast-$rep" -sockets "$WS_SOCKETS" -msgs "$WS_BCAST" -timeout 120s
+  done
+  for s in $order; do # idle on a fresh node, then the normal one again
+    stop "$s"; start "$s" --idle-timeout 2s
+    run "$s" ws-idle ws-idle -url "ws://127.0.0.1:${PORT[$s]}/actor/chat/" -sockets "$IDLE_SOCKETS" -rooms 50 -prefix "idle$rep" \
+      -dial-conc 32 -hold 8s
+    stop "$s"; start "$s"
+  done
+done
+python3 - "$RES" <<'PY' | tee "$OUT/summary.txt" | tee -a "$LOG"
+import json, sys, statistics as st
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+metric = {
+    "http-1name": ("req/s", lambda r: r["rps"]), "http-1000names": ("req/s", lambda r: r["rps"]),
+    "ws-echo": ("msg/s", lambda r: r["msgs_per_s"]), "ws-bcast": ("deliveries/s", lambda r: r["deliveries_per_s"]),
+    "ws-idle": ("B/socket held (lower is better)", lambda r: r["server_bytes_per_socket_after_hold"]),
+}
+print("| scenario | unit | A (median) | B (median) | B/A | reps |")
+print("| --- | --- | ---: | ---: | ---: | --- |")
+for name, (unit, f) in metric.items():
+    a = [f(r) for r in rows if r["label"] == name + "-A"]
+    b = [f(r) for r in rows if r["label"] == name + "-B"]
+    if not a or not b:
+        continue
+    ma, mb = st.median(a), st.median(b)
+    print(f"| {name} | {unit} | {ma:,.0f} | {mb:,.0f} | {mb / ma:.3f} | A {', '.join(f'{x:,.0f}' for x in a)}; B {', '.join(f'{x:,.0f}' for x in b)} |")
+PY
+say "results in $OUT"
