@@ -25,7 +25,9 @@ import (
 //     BodyMinRate (a chunked body: what has arrived so far, plus a
 //     chunk), else the request gets 408 and its connection is closed.
 //
-// A reservation is given back when the request has been answered.
+// A reservation is given back when the request has been answered. A body
+// the node does not read (a request for /healthz, say, or one refused
+// before its body) is never drained: see refuseBody.
 
 // Defaults of the body bounds.
 const (
@@ -99,9 +101,15 @@ func (b *bodies) release(n int64) {
 // read reads r's body, at most maxBody bytes, within the bounds. It
 // returns the body and the bytes reserved for it, to be released once the
 // request is answered (also on error).
+//
+// The buffer grows as bytes arrive, each growth reserved first (to the
+// Content-Length exactly, where there is one), so a client that announces
+// a large body and sends nothing holds a step of the bound, not its
+// announced size.
 func (b *bodies) read(w http.ResponseWriter, r *http.Request, maxBody int64) (body []byte, reserved int64, err error) {
 	if r.ContentLength > maxBody {
 		b.refused.WithLabelValues("too_large").Inc()
+		refuseBody(w)
 		return nil, 0, &bodyError{http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes (Content-Length %d)", maxBody, r.ContentLength)}
 	}
 	if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
@@ -117,29 +125,26 @@ func (b *bodies) read(w http.ResponseWriter, r *http.Request, maxBody int64) (bo
 		// Read in full: no deadline. Not: none of the rest is read (the
 		// server would drain a short rest without one); the connection
 		// ends after the answer.
-		end := time.Time{}
 		if err != nil {
-			end = time.Unix(1, 0)
+			refuseBody(w)
+			return
 		}
-		_ = rc.SetReadDeadline(end)
+		_ = rc.SetReadDeadline(time.Time{})
 	}()
-	if r.ContentLength > 0 {
-		if !b.reserve(r.ContentLength) {
-			b.refused.WithLabelValues("inflight").Inc()
-			return nil, 0, &bodyError{http.StatusServiceUnavailable, "node at its bound of request bodies in flight"}
-		}
-		deadline(r.ContentLength)
-		body = make([]byte, r.ContentLength)
-		if _, err := io.ReadFull(r.Body, body); err != nil {
-			return nil, r.ContentLength, b.readError(err)
-		}
-		return body, r.ContentLength, nil
+	// limit is what the buffer may grow to: the announced length, or one
+	// byte past maxBody to see a chunked body pass it.
+	limit, known := maxBody+1, r.ContentLength > 0
+	if known {
+		limit = r.ContentLength
+		deadline(r.ContentLength) // the time the announced size takes
 	}
-	// Unknown length: grow the buffer, reserving each growth first.
 	for {
 		if len(body) == cap(body) {
-			grow := min(max(int64(cap(body)), bodyStep), maxBody+1-int64(cap(body)))
+			grow := min(max(int64(cap(body)), bodyStep), limit-int64(cap(body)))
 			if grow <= 0 {
+				if known {
+					return body, reserved, nil // all of it, and no more is read
+				}
 				b.refused.WithLabelValues("too_large").Inc()
 				return nil, reserved, &bodyError{http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", maxBody)}
 			}
@@ -148,24 +153,41 @@ func (b *bodies) read(w http.ResponseWriter, r *http.Request, maxBody int64) (bo
 				return nil, reserved, &bodyError{http.StatusServiceUnavailable, "node at its bound of request bodies in flight"}
 			}
 			reserved += grow
-			deadline(int64(len(body)) + bodyStep)
 			next := make([]byte, len(body), int64(cap(body))+grow)
 			copy(next, body)
 			body = next
 		}
+		if !known {
+			// What has arrived, and a step more, at the rate.
+			deadline(int64(len(body)) + bodyStep)
+		}
 		n, err := r.Body.Read(body[len(body):cap(body)])
 		body = body[:len(body)+n]
-		if errors.Is(err, io.EOF) {
+		switch {
+		case errors.Is(err, io.EOF) && known && int64(len(body)) < limit:
+			return nil, reserved, &bodyError{http.StatusBadRequest, "read body: " + io.ErrUnexpectedEOF.Error()}
+		case errors.Is(err, io.EOF):
 			if int64(len(body)) > maxBody {
 				b.refused.WithLabelValues("too_large").Inc()
 				return nil, reserved, &bodyError{http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", maxBody)}
 			}
 			return body, reserved, nil
-		}
-		if err != nil {
+		case err != nil:
 			return nil, reserved, b.readError(err)
+		case known && int64(len(body)) == limit:
+			return body, reserved, nil
 		}
 	}
+}
+
+// refuseBody makes sure no more of a request's body is read: after the
+// answer, net/http would drain a short rest of it, with no deadline, and
+// a client that never sends it would hold the connection for good. A read
+// deadline in the past fails that at once, and the connection ends after
+// the answer.
+func refuseBody(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Unix(1, 0))
 }
 
 // readError is the answer to a body whose reading failed.

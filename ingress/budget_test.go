@@ -283,3 +283,62 @@ func TestOverflowRequestTakesAFreedPlace(t *testing.T) {
 	require.Equal(t, http.StatusOK, res.StatusCode, body)
 	require.False(t, res.Close, "a promoted connection is kept alive")
 }
+
+// A body the node does not read (a route that takes none, or a request
+// refused before its body) is never waited for: the answer comes, and the
+// connection ends, though the client never sends the body it announced.
+func TestUnreadBodyDoesNotHoldItsConnection(t *testing.T) {
+	n := bodyNode(t, nil)
+	for _, req := range []string{
+		"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n",
+		"GET /nowhere HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n",
+		"PATCH /actor/size/a HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n",
+		"POST /actor/nosuchclass/a HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n",
+		"POST /actor/size/a HTTP/1.1\r\nHost: x\r\nContent-Length: 2000000\r\n\r\n",
+	} {
+		c := dialRaw(t, n)
+		c.send(req)
+		res, _, err := c.response(5 * time.Second)
+		require.NoError(t, err, req)
+		require.True(t, res.Close, "%q: answered %d without closing", req, res.StatusCode)
+		require.True(t, c.closed(5*time.Second), "%q: the connection stays open waiting for the body", req)
+	}
+}
+
+// Bodies announced but not sent hold a step of the bound each, not their
+// announced size: an honest body still fits beside them.
+func TestAnnouncedBodiesDoNotLockOut(t *testing.T) {
+	n := bodyNode(t, func(c *ingress.NodeConfig) { c.MaxBody, c.MaxBodyInflight = 100 << 10, 150 << 10 })
+	for range 4 {
+		c := dialRaw(t, n)
+		c.send(fmt.Sprintf("POST /actor/size/s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", 100<<10))
+	}
+	// The four reach the handler asynchronously; an honest one must be
+	// served however far they got.
+	time.Sleep(100 * time.Millisecond)
+	c := dialRaw(t, n)
+	c.send("POST /actor/size/h HTTP/1.1\r\nHost: x\r\nContent-Length: 10000\r\n\r\n" + strings.Repeat("a", 10000))
+	res, body, err := c.response(5 * time.Second)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, res.StatusCode, body)
+	require.Equal(t, "10000", body)
+}
+
+// A chunked body that keeps above the least rate is taken, however long
+// it takes.
+func TestChunkedBodyAboveTheRateTaken(t *testing.T) {
+	n := bodyNode(t, func(c *ingress.NodeConfig) { c.BodyTimeout, c.BodyMinRate = 300*time.Millisecond, 100_000 })
+	c := dialRaw(t, n)
+	c.send("POST /actor/size/a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+	// 12,000 bytes every 100 ms: 1.2 times the least rate, for 1.5 s.
+	chunk := strings.Repeat("a", 12000)
+	for range 15 {
+		c.send(fmt.Sprintf("%x\r\n%s\r\n", len(chunk), chunk))
+		time.Sleep(100 * time.Millisecond)
+	}
+	c.send("0\r\n\r\n")
+	res, body, err := c.response(5 * time.Second)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, res.StatusCode, body)
+	require.Equal(t, "180000", body)
+}

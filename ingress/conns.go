@@ -242,6 +242,9 @@ func (h *Handler) serveOverflow(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	w.Header().Set("Connection", "close")
+	if r.ContentLength != 0 {
+		refuseBody(w)
+	}
 	h.conns.closed.WithLabelValues("overflow_refused").Inc()
 	unavailable(w, overflowWait, "node at its connection limit")
 	return true

@@ -36,6 +36,10 @@ const ForwardedHeader = "Wasmkeep-Forwarded-By"
 // MaxNameLen bounds a class or actor name, in bytes.
 const MaxNameLen = 256
 
+// answerTime is what a request's event may take, within the write
+// deadline of its answer (see Handler.writeTimeout).
+const answerTime = 2 * time.Minute
+
 // DefaultMaxBody bounds a request body unless Config says otherwise.
 const DefaultMaxBody = 1 << 20
 
@@ -91,8 +95,12 @@ type Handler struct {
 	log    *slog.Logger
 	mux    *http.ServeMux
 	bodies *bodies
-	conns  *connLimiter // nil: connections are not limited (see conns.go)
-	peers  *nonces
+	// writeTimeout bounds a request's time until its answer is written:
+	// the event's own time (calls wait up to their timeout) and MaxBody at
+	// BodyMinRate, past its body's deadline.
+	writeTimeout time.Duration
+	conns        *connLimiter // nil: connections are not limited (see conns.go)
+	peers        *nonces
 }
 
 // New validates cfg and returns the node's handler.
@@ -125,7 +133,8 @@ func New(cfg Config) (*Handler, error) {
 		return nil, err
 	}
 	h := &Handler{cfg: cfg, log: cfg.Logger.With(slog.String("component", "ingress")), mux: http.NewServeMux(),
-		bodies: bodies, peers: newNonces(time.Now)}
+		bodies: bodies, peers: newNonces(time.Now),
+		writeTimeout: answerTime + cfg.BodyTimeout + 2*time.Duration(cfg.MaxBody)*time.Second/time.Duration(cfg.BodyMinRate)}
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { text(w, http.StatusOK, "ok") })
 	h.mux.HandleFunc("GET /readyz", h.serveReady)
 	if cfg.Gatherer != nil {
@@ -146,6 +155,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			text(w, http.StatusInternalServerError, "internal error")
 		}
 	}()
+	if r.ContentLength != 0 && !strings.HasPrefix(r.URL.Path, "/actor/") {
+		refuseBody(w) // no route but /actor/ reads a body
+	}
+	if !websocket.IsWebSocketUpgrade(r) {
+		// The answer, however large, must be taken at the least rate too:
+		// a client that never reads it would hold its handler.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(h.writeTimeout))
+	}
 	if overflowConn(r) && h.serveOverflow(w, r) {
 		return
 	}
@@ -229,20 +246,27 @@ func checkName(what, s string) error {
 }
 
 func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
+	// Refused before its body is read: the body is refused too.
+	refused := func(status int, msg string) {
+		if r.ContentLength != 0 {
+			refuseBody(w)
+		}
+		text(w, status, msg)
+	}
 	switch r.Method {
 	case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete:
 	default:
 		w.Header().Set("Allow", "GET, POST, PUT, DELETE")
-		text(w, http.StatusMethodNotAllowed, "method not allowed")
+		refused(http.StatusMethodNotAllowed, "method not allowed")
 		return
 	}
 	a, rest, err := parseActorPath(r.URL.EscapedPath())
 	if err != nil {
-		text(w, http.StatusBadRequest, "bad actor address: "+err.Error())
+		refused(http.StatusBadRequest, "bad actor address: "+err.Error())
 		return
 	}
 	if _, ok := h.cfg.Registry.Lookup(a.Class); !ok {
-		text(w, http.StatusNotFound, fmt.Sprintf("unknown class %q", a.Class))
+		refused(http.StatusNotFound, fmt.Sprintf("unknown class %q", a.Class))
 		return
 	}
 	body, reserved, err := h.bodies.read(w, r, h.cfg.MaxBody)
