@@ -308,7 +308,7 @@ func TestUnreadBodyDoesNotHoldItsConnection(t *testing.T) {
 // Bodies announced but not sent hold a step of the bound each, not their
 // announced size: an honest body still fits beside them.
 func TestAnnouncedBodiesDoNotLockOut(t *testing.T) {
-	n := bodyNode(t, func(c *ingress.NodeConfig) { c.MaxBody, c.MaxBodyInflight = 100 << 10, 150 << 10 })
+	n := bodyNode(t, func(c *ingress.NodeConfig) { c.MaxBody, c.MaxBodyInflight = 100<<10, 150<<10 })
 	for range 4 {
 		c := dialRaw(t, n)
 		c.send(fmt.Sprintf("POST /actor/size/s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", 100<<10))

@@ -94,6 +94,7 @@ func (h *Handler) forwardCall(ctx context.Context, to ownership.Actor, d keeper.
 		out.Header[k] = vs
 	}
 	out.Header.Set(ForwardedHeader, string(h.cfg.Node))
+	out.Header.Set(ForwardedToHeader, string(d.Node))
 	out.Header.Set(CallChainHeader, encodeChain(actors.CallChain(ctx)))
 	if len(h.cfg.ClusterKey) > 0 {
 		signRequest(out, req.Body, h.cfg.ClusterKey, time.Now())

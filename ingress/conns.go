@@ -230,7 +230,11 @@ const overflowWait = time.Second
 // served as any other) and is refused with a 503 if none frees. It
 // reports whether it answered.
 func (h *Handler) serveOverflow(w http.ResponseWriter, r *http.Request) bool {
-	if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || isPeerRequest(r) {
+	// A peer's request is served at once if its signature could be taken
+	// (its MAC is checked once its body is read, as anywhere); one that
+	// only carries a peer's header waits like any other.
+	peer := isPeerRequest(r) && (len(h.cfg.ClusterKey) == 0 || plausiblySigned(r, time.Now()))
+	if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || peer {
 		w.Header().Set("Connection", "close")
 		return false
 	}

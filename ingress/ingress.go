@@ -432,6 +432,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, a ownership.Ac
 			pr.Out.URL.Host = d.Addr
 			pr.Out.Host = d.Addr
 			pr.Out.Header.Set(ForwardedHeader, string(h.cfg.Node))
+			pr.Out.Header.Set(ForwardedToHeader, string(d.Node))
 			pr.Out.Body = io.NopCloser(bytes.NewReader(body))
 			pr.Out.ContentLength = int64(len(body))
 			if len(h.cfg.ClusterKey) > 0 {

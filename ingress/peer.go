@@ -50,8 +50,13 @@ var errUnsigned = errors.New("peer request without a valid cluster signature")
 // errReplayed: a validly signed request whose nonce was seen before.
 var errReplayed = errors.New("peer request replayed: its nonce was seen before")
 
+// ForwardedToHeader names the node a peer request is for. It is signed
+// with the rest, so a request taken off the wire cannot be played to
+// another node.
+const ForwardedToHeader = "Wasmkeep-Forwarded-To"
+
 // peerHeaders are the headers only a peer may send.
-var peerHeaders = []string{ForwardedHeader, CallChainHeader, SignatureHeader}
+var peerHeaders = []string{ForwardedHeader, ForwardedToHeader, CallChainHeader, SignatureHeader}
 
 // unsignedHeaders are left out of the MAC, and kept when unsigned: the
 // HTTP layer sets them from the body and the connection, not the sender.
@@ -68,8 +73,12 @@ func isPeerRequest(r *http.Request) bool {
 }
 
 // signRequest signs r, whose body is body, with key at now: every header
-// r has now is signed, so it is called once r's headers are final.
+// r has now is signed, so it is called once r's headers are final. The
+// headers are first put in the form the wire gives them (canonical
+// names, values trimmed; Host, Trailer and an empty User-Agent are not
+// sent as headers), so what the receiver reads is what was signed.
 func signRequest(r *http.Request, body []byte, key []byte, now time.Time) {
+	wireHeaders(r.Header)
 	var nonce [16]byte
 	rand.Read(nonce[:])
 	ts := strconv.FormatInt(now.UnixMilli(), 10)
@@ -113,13 +122,55 @@ func verifyRequest(r *http.Request, body []byte, key []byte, now time.Time) (non
 	return nonce, signed, nil
 }
 
-// verifyPeer checks a peer request's signature and nonce, and removes
-// the headers it did not sign.
+// wireHeaders puts h in the form an HTTP/1.1 client writes it in.
+func wireHeaders(h http.Header) {
+	for name, vs := range h {
+		canon := http.CanonicalHeaderKey(name)
+		if canon == "Host" || canon == "Trailer" {
+			delete(h, name)
+			continue
+		}
+		var kept []string
+		for _, v := range vs {
+			kept = append(kept, strings.Trim(v, " \t"))
+		}
+		if canon == "User-Agent" && len(kept) == 1 && kept[0] == "" {
+			kept = nil // Go's client sends none
+		}
+		if canon != name {
+			delete(h, name)
+			kept = append(h[canon], kept...)
+		}
+		if len(kept) == 0 {
+			delete(h, canon)
+			continue
+		}
+		h[canon] = kept
+	}
+}
+
+// plausiblySigned says whether r's signature has the form and the time of
+// one this node could take; its MAC is checked only once its body is read.
+func plausiblySigned(r *http.Request, now time.Time) bool {
+	parts := strings.Split(r.Header.Get(SignatureHeader), ",")
+	if len(parts) != 5 || parts[0] != "v2" {
+		return false
+	}
+	ms, err := strconv.ParseInt(parts[1], 10, 64)
+	d := now.Sub(time.UnixMilli(ms))
+	return err == nil && d <= SignatureWindow && d >= -SignatureWindow
+}
+
+// verifyPeer checks a peer request's signature, that it is for this node,
+// and its nonce, and removes the headers it did not sign.
 func (h *Handler) verifyPeer(r *http.Request, body []byte) error {
 	now := time.Now()
 	nonce, signed, err := verifyRequest(r, body, h.cfg.ClusterKey, now)
 	if err != nil {
 		return err
+	}
+	if to := r.Header.Get(ForwardedToHeader); to != string(h.cfg.Node) {
+		return fmt.Errorf("%w: signed for node %q, not this node (%s)", errUnsigned, to, h.cfg.Node)
 	}
 	if !h.peers.first(nonce, now) {
 		return errReplayed

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -84,7 +86,7 @@ func TestSignatureChecksWhatThePeerSays(t *testing.T) {
 
 func TestPeerRequestReplayRefusedAndUnsignedHeadersDropped(t *testing.T) {
 	key := []byte("0123456789abcdef0123456789abcdef")
-	h, err := New(Config{Keeper: stubKeeper{}, Host: stubHost{}, Registry: actors.BuiltIn(), ClusterKey: key})
+	h, err := New(Config{Node: "n1", Keeper: stubKeeper{}, Host: stubHost{}, Registry: actors.BuiltIn(), ClusterKey: key})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,9 +95,11 @@ func TestPeerRequestReplayRefusedAndUnsignedHeadersDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Header.Set(ForwardedHeader, "n2")
+	r.Header.Set(ForwardedToHeader, "n1")
 	r.Header.Set("Cookie", "session=a")
 	signRequest(r, nil, key, time.Now())
 	replay := r.Clone(r.Context())
+	elsewhere := r.Clone(r.Context())
 	// Added on the way (as a transport adds its own): not signed, so not
 	// seen by the actor.
 	r.Header.Set("Accept-Encoding", "gzip")
@@ -111,6 +115,57 @@ func TestPeerRequestReplayRefusedAndUnsignedHeadersDropped(t *testing.T) {
 	}
 	if err := h.verifyPeer(replay, nil); !errors.Is(err, errReplayed) {
 		t.Fatalf("replay: %v; want %v", err, errReplayed)
+	}
+	other, err := New(Config{Node: "n3", Keeper: stubKeeper{}, Host: stubHost{}, Registry: actors.BuiltIn(), ClusterKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.verifyPeer(elsewhere, nil); !errors.Is(err, errUnsigned) || !strings.Contains(err.Error(), "signed for node") {
+		t.Fatalf("a request for n1 played to n3: %v; want refused", err)
+	}
+}
+
+// TestSignatureSurvivesTheWire sends signed requests through Go's own
+// client to a server: what the receiver reads must check, whatever form
+// the sender's headers had (names not canonical, values with spaces, an
+// empty User-Agent, a Host entry).
+func TestSignatureSurvivesTheWire(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	got := make(chan error, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		_, _, err := verifyRequest(r, body, key, time.Now())
+		got <- err
+	}))
+	defer srv.Close()
+	for name, h := range map[string]http.Header{
+		"plain":             {"X-A": {"1"}},
+		"lower-case name":   {"content-type": {"text/plain"}, "x-many": {"1", "2"}},
+		"spaced value":      {"X-A": {"  padded  "}},
+		"empty user agent":  {"User-Agent": {""}},
+		"host in the map":   {"Host": {"elsewhere"}},
+		"both forms":        {"X-B": {"1"}, "x-b": {"2"}},
+		"a user agent":      {"User-Agent": {"client/1"}},
+		"empty other value": {"X-Empty": {""}},
+	} {
+		body := []byte("payload")
+		r, err := http.NewRequest(http.MethodPost, srv.URL+"/actor/c/n?x=1", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, vs := range h {
+			r.Header[k] = vs
+		}
+		r.Header.Set(ForwardedHeader, "n2")
+		signRequest(r, body, key, time.Now())
+		res, err := http.DefaultTransport.RoundTrip(r)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		res.Body.Close()
+		if err := <-got; err != nil {
+			t.Errorf("%s: refused at the receiver: %v", name, err)
+		}
 	}
 }
 
