@@ -458,7 +458,7 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 		SendQueueTotal: int(cfg.WSQueueTotal),
 		MaxSockets:     fds.Sockets, MaxMessage: int(cfg.MaxMessage), PingInterval: cfg.WSPing, PongTimeout: cfg.WSPong, NoIOUring: !cfg.WSIOUring,
 		CallTimeout: cfg.CallTimeout, ClusterKey: clusterKey,
-		MaxConns: fds.Conns, OverflowConns: fds.Overflow, HTTPIdleTimeout: cfg.HTTPIdle,
+		MaxConns: fds.Conns, OverflowConns: fds.Overflow, HTTPIdleTimeout: cfg.HTTPIdle, PeerConns: max(8, fds.Reserve/4),
 		MaxBodyInflight: bodies, BodyTimeout: cfg.BodyTimeout, BodyMinRate: int64(cfg.BodyMinRate),
 	})
 	if err != nil {

@@ -12,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/examples/chat"
 	"github.com/wasmkeep/wasmkeep/ingress"
 	"github.com/wasmkeep/wasmkeep/internal/nodetest"
 )
@@ -250,16 +252,30 @@ func TestConnectionBudget(t *testing.T) {
 	require.True(t, res.Close, "an overflow connection is kept after its answer")
 	require.True(t, o.closed(5*time.Second))
 
+	// Two requests waiting in the overflow band for a place (a second)
+	// fill it; a connection past it is closed at once.
 	held := []*raw{dialRaw(t, n), dialRaw(t, n)}
 	for _, h := range held {
-		h.send("GET /healthz HTTP/1.1\r\nHost: x\r\n") // not ended: the overflow band stays full
+		h.send("GET /actor/size/a HTTP/1.1\r\nHost: x\r\n\r\n")
 	}
-	var refused bool
 	require.Eventually(t, func() bool {
 		x := dialRaw(t, n)
-		refused = x.closed(2 * time.Second)
-		return refused
-	}, 5*time.Second, 50*time.Millisecond, "a connection past every band was not closed at once")
+		return x.closed(100 * time.Millisecond)
+	}, 900*time.Millisecond, 20*time.Millisecond, "a connection past every band was not closed at once")
+	for _, h := range held {
+		res, _, err := h.response(5 * time.Second)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
+	}
+
+	// Silent connections in the overflow band give way to a newcomer
+	// once quiet for 200 ms.
+	silent := []*raw{dialRaw(t, n), dialRaw(t, n)}
+	time.Sleep(300 * time.Millisecond)
+	o = dialRaw(t, n)
+	res, _ = get(o, "/healthz")
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.True(t, silent[0].closed(5*time.Second), "the oldest silent overflow connection was kept")
 
 	for _, b := range busy {
 		b.send("0123456789")
@@ -341,4 +357,33 @@ func TestChunkedBodyAboveTheRateTaken(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, res.StatusCode, body)
 	require.Equal(t, "180000", body)
+}
+
+// A WebSocket relayed to the node that holds its room takes two of the
+// relaying node's socket slots while it lives (its client's connection and
+// the one to the peer); past the bound a relay is refused with 503.
+func TestRelayedSocketsCountInTheSocketBudget(t *testing.T) {
+	dir := t.TempDir()
+	room := map[string]actors.Class{"chat": chat.Room{}}
+	a := nodetest.Start(t, nodetest.Options{Dir: dir, Node: "a", Instance: "ai", Classes: room})
+	b := nodetest.Start(t, nodetest.Options{Dir: dir, Node: "b", Instance: "bi", Classes: room,
+		Configure: func(c *ingress.NodeConfig) { c.MaxSockets = 3 }})
+	a.Dial(t, "chat", "relayed") // the room is held by a
+	dial := func() (int, error) {
+		url := "ws" + strings.TrimPrefix(b.URL, "http") + "/actor/chat/relayed"
+		conn, resp, err := websocket.DefaultDialer.Dial(url, nil)
+		if conn != nil {
+			t.Cleanup(func() { conn.Close() })
+		}
+		if resp != nil {
+			return resp.StatusCode, err
+		}
+		return 0, err
+	}
+	status, err := dial()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusSwitchingProtocols, status)
+	require.Equal(t, 2, b.Sockets(), "a relayed socket holds two slots")
+	status, _ = dial()
+	require.Equal(t, http.StatusServiceUnavailable, status, "a relay past the socket bound")
 }

@@ -97,7 +97,7 @@ func (l *connLimiter) ConnContext(ctx context.Context, c net.Conn) context.Conte
 		l.served++
 	case l.evictLocked(&evict):
 		// the evicted connection's place is c's
-	case l.over < l.overflow:
+	case l.over < l.overflow || l.evictOverflowLocked(&evict):
 		e.overflow = true
 		l.over++
 	default:
@@ -133,6 +133,32 @@ func (l *connLimiter) evictLocked(c *net.Conn) bool {
 		l.dropLocked(e)
 		*c = e.conn
 		l.served++ // the caller's place; dropLocked gave it back
+		return true
+	}
+	return false
+}
+
+// overflowQuiet is how long an overflow connection may sit without a
+// request before a newcomer to the full band takes its place: the band is
+// for one quick request each, and silent clients must not keep health
+// checks and peers out.
+const overflowQuiet = 200 * time.Millisecond
+
+// evictOverflowLocked takes the oldest overflow connection quiet for
+// overflowQuiet off the books, leaving its place to the caller, and
+// returns it in *c to be closed.
+func (l *connLimiter) evictOverflowLocked(c *net.Conn) bool {
+	now := l.now()
+	n := 0
+	for e := l.quiet.next; e != &l.quiet && n < evictScan; e, n = e.next, n+1 {
+		if now.Sub(e.since) < overflowQuiet {
+			break
+		}
+		if !e.overflow {
+			continue
+		}
+		l.dropLocked(e)
+		*c = e.conn
 		return true
 	}
 	return false

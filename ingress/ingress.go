@@ -87,7 +87,14 @@ type Config struct {
 	BodyMinRate     int64
 	// Registerer takes the handler's metrics. Nil: not registered.
 	Registerer prometheus.Registerer
+	// PeerConns bounds the connections to each peer that forwarded
+	// requests and calls use at once (a WebSocket relay's are bounded by
+	// the socket budget). Zero: DefaultPeerConns.
+	PeerConns int
 }
+
+// DefaultPeerConns is the default of Config.PeerConns.
+const DefaultPeerConns = 256
 
 // Handler serves a node's HTTP entry.
 type Handler struct {
@@ -95,6 +102,7 @@ type Handler struct {
 	log    *slog.Logger
 	mux    *http.ServeMux
 	bodies *bodies
+	relay  http.RoundTripper // carries relayed WebSocket upgrades
 	// writeTimeout bounds a request's time until its answer is written:
 	// the event's own time (calls wait up to their timeout) and MaxBody at
 	// BodyMinRate, past its body's deadline.
@@ -125,15 +133,24 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	cfg.PeerConns = cmp.Or(cfg.PeerConns, DefaultPeerConns)
+	relay := cfg.Transport
 	if cfg.Transport == nil {
-		cfg.Transport = http.DefaultTransport
+		// Forwards and calls take at most PeerConns connections to each
+		// peer, out of the descriptors reserved for peers; a relayed
+		// WebSocket holds its own for as long as it lives, counted in
+		// the socket budget instead (see forward).
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxConnsPerHost, t.MaxIdleConnsPerHost = cfg.PeerConns, min(cfg.PeerConns, 64)
+		cfg.Transport = t
+		relay = http.DefaultTransport.(*http.Transport).Clone()
 	}
 	bodies, err := newBodies(cfg.MaxBodyInflight, cfg.BodyTimeout, cfg.BodyMinRate, cfg.Registerer)
 	if err != nil {
 		return nil, err
 	}
 	h := &Handler{cfg: cfg, log: cfg.Logger.With(slog.String("component", "ingress")), mux: http.NewServeMux(),
-		bodies: bodies, peers: newNonces(time.Now),
+		bodies: bodies, peers: newNonces(time.Now), relay: relay,
 		writeTimeout: answerTime + cfg.BodyTimeout + 2*time.Duration(cfg.MaxBody)*time.Second/time.Duration(cfg.BodyMinRate)}
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { text(w, http.StatusOK, "ok") })
 	h.mux.HandleFunc("GET /readyz", h.serveReady)
@@ -426,6 +443,20 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, a ownership.Ac
 		unavailable(w, time.Second, fmt.Sprintf("actor held by node %s, whose address is not known here", d.Node))
 		return
 	}
+	transport := h.cfg.Transport
+	if websocket.IsWebSocketUpgrade(r) {
+		// A relayed socket holds two descriptors while it lives, the
+		// client's and the peer's: both come out of the socket budget.
+		if h.cfg.Sockets != nil {
+			release, err := h.cfg.Sockets.Reserve(2)
+			if err != nil {
+				unavailable(w, 5*time.Second, "too many sockets on this node: "+err.Error())
+				return
+			}
+			defer release()
+		}
+		transport = h.relay
+	}
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = "http"
@@ -439,7 +470,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, a ownership.Ac
 				signRequest(pr.Out, body, h.cfg.ClusterKey, time.Now())
 			}
 		},
-		Transport: h.cfg.Transport,
+		Transport: transport,
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			h.log.Warn("forward failed", slog.String("class", a.Class), slog.String("name", a.Name),
 				slog.String("node", string(d.Node)), slog.String("addr", d.Addr), slog.Any("err", err))

@@ -74,6 +74,8 @@ type NodeConfig struct {
 	// HTTPIdleTimeout closes a keep-alive connection idle this long. Zero:
 	// DefaultHTTPIdleTimeout.
 	HTTPIdleTimeout time.Duration
+	// PeerConns bounds the connections to each peer (see Config).
+	PeerConns int
 	// MaxBodyInflight, BodyTimeout and BodyMinRate bound the request
 	// bodies (see Config). Zero: their defaults.
 	MaxBodyInflight int64
@@ -167,7 +169,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	sink.host.Store(host)
 	h, err := New(Config{
 		Node: cfg.Core.Node, Keeper: k, Host: host, Registry: cfg.Registry, Gatherer: reg, Logger: log, MaxBody: cfg.MaxBody,
-		Sockets: owner, ClusterKey: cfg.ClusterKey, Registerer: reg,
+		Sockets: owner, ClusterKey: cfg.ClusterKey, Registerer: reg, PeerConns: cfg.PeerConns,
 		MaxBodyInflight: cfg.MaxBodyInflight, BodyTimeout: cfg.BodyTimeout, BodyMinRate: cfg.BodyMinRate,
 	})
 	if err == nil && cfg.MaxConns > 0 {

@@ -494,6 +494,32 @@ func (o *Owner) socketsLocked(a ownership.Actor, all bool) []*socket {
 	return out
 }
 
+// Reserve takes n slots of MaxSockets for descriptors that carry a
+// WebSocket the node does not own (a relay to the node that owns it holds
+// two: the client's connection and the one to the peer), until release is
+// called. Past MaxSockets, or while shutting down, it takes none and says
+// why (ErrTooManySockets, ErrShutDown).
+func (o *Owner) Reserve(n int) (release func(), err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch {
+	case o.closed:
+		return nil, ErrShutDown
+	case o.held+n > o.cfg.MaxSockets:
+		o.m.refused.WithLabelValues("max_sockets").Inc()
+		return nil, fmt.Errorf("%w (limit %d)", ErrTooManySockets, o.cfg.MaxSockets)
+	}
+	o.held += n
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			o.mu.Lock()
+			o.held -= n
+			o.mu.Unlock()
+		})
+	}, nil
+}
+
 // Held returns the number of socket slots held now (open and closing).
 func (o *Owner) Held() int {
 	o.mu.RLock()
