@@ -51,7 +51,8 @@
 // ownership.ErrDamaged; the ingress answers 500): no retry serves the
 // actor until a person restores the object, so it is not an
 // UnavailableError. The owner is told (Owner.DamageFound) and logs it once
-// per key; nothing is written over the object, the hold stays, and every
+// per key; nothing that needs its content is written over the object
+// (a hold already live may still commit over it), the hold stays, and every
 // later event reads it again. Other actors are served as before.
 //
 // # Calls

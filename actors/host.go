@@ -161,8 +161,9 @@ func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailab
 // in the bucket is damaged: the store's checksum fails, or it cannot be
 // decoded. No retry, here or on another node, serves the actor until a
 // person restores the object, so it is an error (HTTP 500 naming the key),
-// not a refusal to retry. Other actors are served as before; nothing is
-// written over the object. It matches ownership.ErrDamaged (errors.Is).
+// not a refusal to retry. Other actors are served as before; nothing that
+// needs the object's content is written over it. It matches
+// ownership.ErrDamaged (errors.Is).
 type DamagedError struct {
 	Actor ownership.Actor
 	Key   string // the state object's bucket key

@@ -50,7 +50,9 @@
 //     checksum or cannot be decoded (ErrDamaged). It stays so until a
 //     person restores it: the actor it belongs to is refused as damaged
 //     (an error naming the key, not a refusal to retry), it is logged once
-//     per key, and nothing is written over it. The bucket is damaged
+//     per key, and no write that would need its content (a seal, a
+//     restamp) goes over it; a hold granted before the damage may still
+//     commit or release over it, with content it knows. The bucket is damaged
 //     (ErrBucketDamaged) when the store itself can no longer be trusted:
 //     the node then stops acting and exits, as after a lost lease.
 //
