@@ -1,48 +1,18 @@
 package actors_test
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/internal/damagetest"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/dirstore"
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
 )
-
-// flipInSegment flips a byte of the last record the directory store in dir
-// holds under key: the first byte of its body.
-func flipInSegment(t *testing.T, dir, key string) {
-	t.Helper()
-	cur, err := os.ReadFile(filepath.Join(dir, "current"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(dir, strings.TrimSpace(string(cur)))
-	seg, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := bytes.LastIndex(seg, []byte(key))
-	if at < 0 {
-		t.Fatalf("%s holds no record of %s", p, key)
-	}
-	seg[at+len(key)] ^= 0x01
-	f, err := os.OpenFile(p, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteAt(seg[at+len(key):at+len(key)+1], int64(at+len(key))); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // TestDamagedState: an actor whose state object is damaged in the bucket
 // (it fails the directory store's checksum, or its payload does not decode)
@@ -65,7 +35,7 @@ func TestDamagedState(t *testing.T) {
 			}
 			t.Cleanup(func() { b.Close() })
 			mustCount(t, newHost(t, b, &owner{}, nil), 1, "1")
-			flipInSegment(t, dir, key)
+			damagetest.FlipAfterKey(t, dir, key)
 			return b
 		}},
 		{"decode", func(t *testing.T) ownership.Bucket {

@@ -1,70 +1,22 @@
 package dirstore
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/wasmkeep/wasmkeep/internal/damagetest"
 	"github.com/wasmkeep/wasmkeep/ownership"
 )
 
-// logLines is a slog.Handler that keeps every record as one line: level,
-// message, then key=value for each attribute.
-type logLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logLines) Enabled(context.Context, slog.Level) bool { return true }
-func (l *logLines) WithAttrs([]slog.Attr) slog.Handler       { return l }
-func (l *logLines) WithGroup(string) slog.Handler            { return l }
-
-func (l *logLines) Handle(_ context.Context, r slog.Record) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s", r.Level, r.Message)
-	r.Attrs(func(a slog.Attr) bool {
-		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
-		return true
-	})
-	l.mu.Lock()
-	l.lines = append(l.lines, b.String())
-	l.mu.Unlock()
-	return nil
-}
-
-// matching returns the lines that contain every fragment.
-func (l *logLines) matching(fragments ...string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, line := range l.lines {
-		ok := true
-		for _, f := range fragments {
-			ok = ok && strings.Contains(line, f)
-		}
-		if ok {
-			out = append(out, line)
-		}
-	}
-	return out
-}
-
-func (l *logLines) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
-}
-
 // openLogged opens dir with its log lines kept.
-func openLogged(t *testing.T, dir string) (*Store, *logLines) {
+func openLogged(t *testing.T, dir string) (*Store, *damagetest.Log) {
 	t.Helper()
-	logs := &logLines{}
+	logs := &damagetest.Log{}
 	s, err := OpenWith(dir, Options{Logger: slog.New(logs)})
 	if err != nil {
 		t.Fatal(err)
@@ -137,7 +89,7 @@ func TestDamagedRecordWhileRunning(t *testing.T) {
 	// A person restores the object: the damaged version is replaced.
 	etag := mustPut(t, s, damaged, "restored", ownership.IfMatch(etags[damaged]))
 	wantBody(t, s, damaged, "restored", etag)
-	if lines := logs.matching("ERROR"); len(lines) != 0 {
+	if lines := logs.Matching("ERROR"); len(lines) != 0 {
 		t.Fatalf("damage to one record ended the store:\n%s", logs)
 	}
 }
@@ -165,7 +117,7 @@ func TestTruncatedWhileRunning(t *testing.T) {
 	wantOutcome(t, "list after the cut", err, ownership.BucketDamaged, seg)
 	_, err = s.Get(t.Context(), "k2")
 	wantOutcome(t, "get of another key", err, ownership.BucketDamaged, seg)
-	if lines := logs.matching("ERROR", "damaged", "segment="+seg); len(lines) != 1 {
+	if lines := logs.Matching("ERROR", "damaged", "segment="+seg); len(lines) != 1 {
 		t.Fatalf("log lines naming the damaged segment: %q, want one\n%s", lines, logs)
 	}
 	if err := s.Close(); err != nil {
@@ -189,7 +141,7 @@ func TestShortReadWhileRunning(t *testing.T) {
 	_, err := s.read("k1")
 	s.mu.RUnlock()
 	wantOutcome(t, "read past the end", err, ownership.BucketDamaged, seg, `"k1"`)
-	if lines := logs.matching("ERROR", "segment="+seg); len(lines) != 1 {
+	if lines := logs.Matching("ERROR", "segment="+seg); len(lines) != 1 {
 		t.Fatalf("log lines naming the segment: %q, want one\n%s", lines, logs)
 	}
 }
@@ -212,8 +164,8 @@ func TestSegmentGoneWhileRunning(t *testing.T) {
 		wantOutcome(t, "get after the segment went", err, ownership.BucketDamaged, seg, "missing")
 		_, err = b.Put(t.Context(), "k2", []byte("x"), ownership.IfAbsent())
 		wantOutcome(t, "put after the segment went", err, ownership.BucketDamaged, seg, "missing")
-		for name, logs := range map[string]*logLines{"reader": alog, "writer": blog} {
-			if lines := logs.matching("ERROR", "segment="+seg); len(lines) != 1 {
+		for name, logs := range map[string]*damagetest.Log{"reader": alog, "writer": blog} {
+			if lines := logs.Matching("ERROR", "segment="+seg); len(lines) != 1 {
 				t.Errorf("%s: log lines naming the segment: %q, want one", name, lines)
 			}
 		}
@@ -227,7 +179,7 @@ func TestSegmentGoneWhileRunning(t *testing.T) {
 		}
 		_, err := s.Put(t.Context(), "k2", []byte("x"), ownership.IfAbsent())
 		wantOutcome(t, "put after current went", err, ownership.BucketDamaged, currentName, "missing")
-		if lines := logs.matching("ERROR", "damaged"); len(lines) != 1 {
+		if lines := logs.Matching("ERROR", "damaged"); len(lines) != 1 {
 			t.Fatalf("log lines: %q, want one\n%s", lines, logs)
 		}
 	})
@@ -249,7 +201,7 @@ func TestTornTailLogged(t *testing.T) {
 	dir := copyStore(t, src, whole[:cut])
 	_, logs := openLogged(t, dir)
 	want := fmt.Sprintf("bytes=%d", cut-ends[1])
-	if lines := logs.matching("WARN", "torn tail", "segment="+segmentPath(t, dir), fmt.Sprintf("offset=%d", ends[1]), want); len(lines) != 1 {
+	if lines := logs.Matching("WARN", "torn tail", "segment="+segmentPath(t, dir), fmt.Sprintf("offset=%d", ends[1]), want); len(lines) != 1 {
 		t.Fatalf("log of the cut: %q, want one line with %s\n%s", lines, want, logs)
 	}
 	_, quiet := openLogged(t, copyStore(t, src, whole))

@@ -1,57 +1,21 @@
 package keeper_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/wasmkeep/wasmkeep/internal/damagetest"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/dirstore"
 	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
 )
-
-// segmentOf returns the path of the segment the directory store in dir is
-// on.
-func segmentOf(t *testing.T, dir string) string {
-	t.Helper()
-	name, err := os.ReadFile(filepath.Join(dir, "current"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(dir, strings.TrimSpace(string(name)))
-}
-
-// flipAfterKey flips, in place, the byte after the last copy of key in the
-// segment of the directory store in dir: the first byte of the body of the
-// key's last record.
-func flipAfterKey(t *testing.T, dir, key string) {
-	t.Helper()
-	p := segmentOf(t, dir)
-	seg, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := bytes.LastIndex(seg, []byte(key))
-	if at < 0 {
-		t.Fatalf("%s holds no record of %s", p, key)
-	}
-	f, err := os.OpenFile(p, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteAt([]byte{seg[at+len(key)] ^ 0x01}, int64(at+len(key))); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // countLines counts the log lines that contain every fragment.
 func (l *logSink) countLines(fragments ...string) int {
@@ -93,7 +57,7 @@ func TestDamagedStateInDirectoryStore(t *testing.T) {
 		}
 		n1.Idle(roomA, 1)
 		synctest.Wait()
-		flipAfterKey(t, dir, key)
+		damagetest.FlipAfterKey(t, dir, key)
 
 		damaged := map[string]string{"what": "state"}
 		for i := range 3 {
@@ -130,7 +94,7 @@ func TestTruncatedBucketEndsKeeper(t *testing.T) {
 		n1 := startNode(t, newChecked(t, store), "n1", "n1-i1")
 		n1.mustGrant(t, roomA, 1)
 		synctest.Wait()
-		seg := segmentOf(t, dir)
+		seg := damagetest.Segment(t, dir)
 		fi, err := os.Stat(seg)
 		if err != nil {
 			t.Fatal(err)

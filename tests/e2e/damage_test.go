@@ -1,69 +1,19 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/wasmkeep/wasmkeep/ingress"
+	"github.com/wasmkeep/wasmkeep/internal/damagetest"
 	"github.com/wasmkeep/wasmkeep/internal/nodetest"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/dirstore"
 )
-
-// lines is a slog.Handler that keeps every record as one line.
-type lines struct {
-	mu  sync.Mutex
-	all []string
-}
-
-func (l *lines) Enabled(context.Context, slog.Level) bool { return true }
-func (l *lines) WithAttrs([]slog.Attr) slog.Handler       { return l }
-func (l *lines) WithGroup(string) slog.Handler            { return l }
-func (l *lines) Handle(_ context.Context, r slog.Record) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s", r.Level, r.Message)
-	r.Attrs(func(a slog.Attr) bool {
-		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
-		return true
-	})
-	l.mu.Lock()
-	l.all = append(l.all, b.String())
-	l.mu.Unlock()
-	return nil
-}
-
-// count counts the lines that contain every fragment.
-func (l *lines) count(fragments ...string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, line := range l.all {
-		ok := true
-		for _, f := range fragments {
-			ok = ok && strings.Contains(line, f)
-		}
-		if ok {
-			n++
-		}
-	}
-	return n
-}
-
-func (l *lines) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.all, "\n")
-}
 
 // fetch GETs url and returns the status and the body.
 func fetch(t *testing.T, url string) (int, string) {
@@ -96,8 +46,8 @@ func damagedCount(t *testing.T, n *nodetest.Node, what string) string {
 
 // startLogged starts a node on dir whose actors idle after a moment, with
 // its log lines kept.
-func startLogged(t *testing.T, dir string) (*nodetest.Node, *lines) {
-	logs := &lines{}
+func startLogged(t *testing.T, dir string) (*nodetest.Node, *damagetest.Log) {
+	logs := &damagetest.Log{}
 	n := nodetest.Start(t, nodetest.Options{Dir: dir, IdleTimeout: 200 * time.Millisecond,
 		Configure: func(c *ingress.NodeConfig) { c.Logger = slog.New(logs) }})
 	return n, logs
@@ -147,7 +97,7 @@ func TestDamagedStateOverHTTP(t *testing.T) {
 	if status, body := fetch(t, n.URL+"/actor/counter/b"); status != http.StatusOK || body != "1\n" {
 		t.Fatalf("another counter: %d %q, want it served", status, body)
 	}
-	if got := logs.count("ERROR", "damaged actor state", "key="+key); got != 1 {
+	if got := logs.Count("ERROR", "damaged actor state", "key="+key); got != 1 {
 		t.Fatalf("%d error lines about %s, want one:\n%s", got, key, logs)
 	}
 	if got := damagedCount(t, n, "state"); got != "2" {
@@ -168,7 +118,7 @@ func TestFlippedByteOverHTTP(t *testing.T) {
 	}
 	n.AwaitIdle(t, "counter/c")
 	key := ownership.StateKey(ownership.Actor{Class: "counter", Name: "c"})
-	flipAfter(t, dir, key)
+	damagetest.FlipAfterKey(t, dir, key)
 
 	for i := range 2 {
 		status, body := fetch(t, n.URL+"/actor/counter/c")
@@ -179,38 +129,10 @@ func TestFlippedByteOverHTTP(t *testing.T) {
 	if status, body := fetch(t, n.URL+"/actor/counter/d"); status != http.StatusOK || body != "1\n" {
 		t.Fatalf("another counter: %d %q, want it served", status, body)
 	}
-	if got := logs.count("ERROR", "damaged actor state", "key="+key, "checksum"); got != 1 {
+	if got := logs.Count("ERROR", "damaged actor state", "key="+key, "checksum"); got != 1 {
 		t.Fatalf("%d error lines about %s, want one:\n%s", got, key, logs)
 	}
 	if got := damagedCount(t, n, "state"); got != "2" {
 		t.Fatalf(`wasmkeep_bucket_damaged_total{what="state"} = %s, want 2`, got)
-	}
-}
-
-// flipAfter flips, in place, the byte after the last copy of key in the
-// segment of the directory store in dir: the first byte of the body of the
-// key's last record.
-func flipAfter(t *testing.T, dir, key string) {
-	t.Helper()
-	name, err := os.ReadFile(filepath.Join(dir, "current"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(dir, strings.TrimSpace(string(name)))
-	seg, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := bytes.LastIndex(seg, []byte(key))
-	if at < 0 {
-		t.Fatalf("%s holds no record of %s", p, key)
-	}
-	f, err := os.OpenFile(p, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteAt([]byte{seg[at+len(key)] ^ 0x01}, int64(at+len(key))); err != nil {
-		t.Fatal(err)
 	}
 }
