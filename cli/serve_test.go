@@ -77,8 +77,8 @@ func TestServeRefuses(t *testing.T) {
 		stderr string
 	}{
 		{"unsafe lease", []string{"--lease-ttl", "4s"}, exitUsage, "lease lapses between renewals"},
-		{"sockets over the file limit", []string{"--max-sockets", "2000000000"}, exitUsage, "descriptors the file limit"},
-		{"conns over the file limit", []string{"--max-conns", "2000000000"}, exitUsage, "raise the limit (ulimit -n)"},
+		{"sockets over the file limit", []string{"--max-sockets", "2000000000", "--bucket", "mem://", "--listen", "127.0.0.1:0"}, exitUsage, "descriptors the file limit"},
+		{"conns over the file limit", []string{"--max-conns", "2000000000", "--bucket", "mem://", "--listen", "127.0.0.1:0"}, exitUsage, "raise the limit (ulimit -n)"},
 		{"bodies in flight under a body", []string{"--max-body", "2MiB", "--max-body-inflight", "1MiB"}, exitUsage, "must be at least --max-body"},
 		{"bad node", []string{"--node", "a/b"}, exitUsage, "may hold only letters"},
 		{"bad listen", []string{"--listen", "8080"}, exitUsage, "--listen"},

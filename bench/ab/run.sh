@@ -16,6 +16,7 @@
 #   CONNS     keep-alive connections of the http runs        32
 #   WS_SOCKETS, WS_MSGS, WS_BCAST   echo and broadcast sizes 100, 300, 1000
 #   IDLE_SOCKETS  idle sockets (over 50 rooms), held 8 s     2000
+#   SCENARIOS which to run (default all): http-1name http-1000names ws-echo ws-bcast ws-idle
 # Scenarios: http-1name, http-1000names (class counter), ws-echo and ws-bcast
 # (class chat), ws-idle (a fresh node of each side, --idle-timeout 2s).
 # Output: bench/ab/results/<time>/{log.txt,results.jsonl,summary.txt}
@@ -25,6 +26,8 @@ REPO=$(cd "$HERE/../.." && pwd)
 PEER=${PEER:-$REPO/../shared/bench/peer}
 WORK=${WORK:-$REPO/bench/peer/.work}
 A_REF=${WASMKEEP_REF:-HEAD~1}; B_REF=${B_REF:-}
+SCENARIOS=${SCENARIOS:-"http-1name http-1000names ws-echo ws-bcast ws-idle"}
+want() { [[ " $SCENARIOS " == *" $1 "* ]]; }
 REPS=${REPS:-3}; DURATION=${DURATION:-6s}; CONNS=${CONNS:-32}
 WS_SOCKETS=${WS_SOCKETS:-100}; WS_MSGS=${WS_MSGS:-300}; WS_BCAST=${WS_BCAST:-1000}; IDLE_SOCKETS=${IDLE_SOCKETS:-2000}
 OUT=$HERE/results/$(date -u +%Y%m%dT%H%M%SZ)
@@ -78,12 +81,13 @@ for rep in $(seq 1 "$REPS"); do
   order="A B"; [ $((rep % 2)) = 0 ] && order="B A"
   for s in $order; do
     u=http://127.0.0.1:${PORT[$s]}; w=ws://127.0.0.1:${PORT[$s]}
-    run "$s" http-1name http -url "$u/actor/counter/" -names 1 -conns "$CONNS" -duration "$DURATION" -warmup 1s -prefix "r$rep"
-    run "$s" http-1000names http -url "$u/actor/counter/" -names 1000 -conns "$CONNS" -duration "$DURATION" -warmup 1s -prefix "m$rep"
-    run "$s" ws-echo ws-echo -url "$w/actor/chat/echo-$rep" -sockets "$WS_SOCKETS" -msgs "$WS_MSGS" -timeout 120s
-    run "$s" ws-bcast ws-bcast -url "$w/actor/chat/bcast-$rep" -sockets "$WS_SOCKETS" -msgs "$WS_BCAST" -timeout 120s
+    want http-1name && run "$s" http-1name http -url "$u/actor/counter/" -names 1 -conns "$CONNS" -duration "$DURATION" -warmup 1s -prefix "r$rep"
+    want http-1000names && run "$s" http-1000names http -url "$u/actor/counter/" -names 1000 -conns "$CONNS" -duration "$DURATION" -warmup 1s -prefix "m$rep"
+    want ws-echo && run "$s" ws-echo ws-echo -url "$w/actor/chat/echo-$rep" -sockets "$WS_SOCKETS" -msgs "$WS_MSGS" -timeout 120s
+    want ws-bcast && run "$s" ws-bcast ws-bcast -url "$w/actor/chat/bcast-$rep" -sockets "$WS_SOCKETS" -msgs "$WS_BCAST" -timeout 120s
   done
   for s in $order; do # idle on a fresh node, then the normal one again
+    want ws-idle || continue
     stop "$s"; start "$s" --idle-timeout 2s
     run "$s" ws-idle ws-idle -url "ws://127.0.0.1:${PORT[$s]}/actor/chat/" -sockets "$IDLE_SOCKETS" -rooms 50 -prefix "idle$rep" \
       -dial-conc 32 -hold 8s
