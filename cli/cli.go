@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/wasmkeep/wasmkeep/actors"
-	"github.com/wasmkeep/wasmkeep/examples/chat"
 	"github.com/wasmkeep/wasmkeep/ingress"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/bucketurl"
@@ -49,9 +48,6 @@ type env struct {
 // those an embedding program added.
 func (e env) goClasses() (*actors.Registry, error) {
 	reg := actors.BuiltIn()
-	if err := reg.Register("chat", chat.Room{}); err != nil {
-		return nil, fmt.Errorf("class chat: %w", err)
-	}
 	for _, c := range e.classes {
 		if err := ingress.ValidClassName(c.name); err != nil {
 			return nil, fmt.Errorf("class %q: %w", c.name, err)

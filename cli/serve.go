@@ -33,8 +33,9 @@ func serveCommand() *command {
 		summary: "run a node: serve /actor/<class>/<name> over HTTP",
 		detail: "Opens the bucket, refuses it unless it honours conditional writes (as 'bucket check'),\n" +
 			"takes the node's lease and serves /actor/<class>/<name>[/rest], /healthz, /readyz and\n" +
-			"/metrics. Built-in classes: counter (GET increments, GET ?read reads) and chat (a chat room:\n" +
-			"open /actor/chat/ROOM in a browser). Every NAME.wasm file\n" +
+			"/metrics. Built-in class: counter (GET increments, GET ?read reads); the wasmkeep binary adds\n" +
+			"chat (a chat room: open /actor/chat/ROOM in a browser), a program of your own the classes it\n" +
+			"registers (cli.WithClass). Every NAME.wasm file\n" +
 			"in --classes is served as the wasm class NAME: a module built with GOOS=wasip1 GOARCH=wasm\n" +
 			"-buildmode=c-shared on wasmhost/guest ('make examples' builds examples/*-wasm there). A NAME\n" +
 			"that is a built-in class, or a file that cannot be read or compiled, stops the start.\n" +

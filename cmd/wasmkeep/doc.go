@@ -1,4 +1,5 @@
 // Command wasmkeep runs and inspects wasmkeep clusters. `wasmkeep --help`
 // lists every command and flag. The command line itself is package cli;
-// this program only calls cli.Main.
+// this program calls cli.Main with the example chat room (examples/chat)
+// registered as the class chat, and is wiring only.
 package main

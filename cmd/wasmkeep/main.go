@@ -1,5 +1,8 @@
 package main
 
-import "github.com/wasmkeep/wasmkeep/cli"
+import (
+	"github.com/wasmkeep/wasmkeep/cli"
+	"github.com/wasmkeep/wasmkeep/examples/chat"
+)
 
-func main() { cli.Main() }
+func main() { cli.Main(cli.WithClass("chat", chat.Room{})) }
