@@ -348,6 +348,13 @@ func (r *Runtime) Compile(ctx context.Context, class string, wasm []byte) (*Modu
 	r.mods = append(r.mods, m)
 	r.mu.Unlock()
 	exports := cm.ExportedFunctions()
+	if _, command := exports["_start"]; command {
+		if _, reactor := exports["_initialize"]; !reactor {
+			// Its runtime would never be started (the host runs
+			// _initialize), and every event would fail inside it.
+			return nil, fmt.Errorf("compile class %q: a command module (it exports _start, not _initialize): rebuild with -buildmode=c-shared (GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared)", class)
+		}
+	}
 	if fn, ok := exports[exportOnRequest]; ok {
 		if !sameSignature(fn, nil, []api.ValueType{api.ValueTypeI32}) {
 			return nil, fmt.Errorf("compile class %q: %s has the wrong signature", class, exportOnRequest)
