@@ -289,3 +289,29 @@ func TestEndedGrantDoesNotRun(t *testing.T) {
 	}
 	mustCount(t, h2, 3, "2") // the refused event did not count
 }
+
+func TestRequestIsUpgrade(t *testing.T) {
+	for _, tc := range []struct {
+		method     string
+		upgrade    string
+		connection []string
+		want       bool
+	}{
+		{"GET", "websocket", []string{"Upgrade"}, true},
+		{"GET", "WebSocket", []string{"keep-alive, Upgrade"}, true},
+		{"GET", "websocket", []string{"keep-alive", "upgrade"}, true},
+		{"GET", "websocket", nil, false},
+		{"GET", "h2c", []string{"Upgrade"}, false},
+		{"POST", "websocket", []string{"Upgrade"}, false},
+		{"GET", "", []string{"Upgrade"}, false},
+	} {
+		r := &actors.Request{Method: tc.method, Header: http.Header{}}
+		if tc.upgrade != "" {
+			r.Header.Set("Upgrade", tc.upgrade)
+		}
+		r.Header["Connection"] = tc.connection
+		if got := r.IsUpgrade(); got != tc.want {
+			t.Errorf("%s Upgrade %q Connection %q: %v, want %v", tc.method, tc.upgrade, tc.connection, got, tc.want)
+		}
+	}
+}

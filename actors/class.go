@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
+	"strings"
 
 	"github.com/wasmkeep/wasmkeep/ownership"
 )
@@ -56,6 +57,23 @@ type Request struct {
 	Query  url.Values
 	Header http.Header
 	Body   []byte
+}
+
+// IsUpgrade says whether r asks to open a WebSocket: a GET whose
+// Upgrade header is websocket and whose Connection header names upgrade.
+// A class that takes WebSockets answers it with AcceptSocket.
+func (r *Request) IsUpgrade() bool {
+	if r.Method != http.MethodGet || !strings.EqualFold(strings.TrimSpace(r.Header.Get("Upgrade")), "websocket") {
+		return false
+	}
+	for _, v := range r.Header.Values("Connection") {
+		for tok := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(tok), "upgrade") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Response is an actor's answer to a Request. Status 0 means 200.

@@ -55,6 +55,17 @@
 // (a hold already live may still commit over it), the hold stays, and every
 // later event reads it again. Other actors are served as before.
 //
+// # WebSockets
+//
+// A class takes WebSockets by answering a request for which
+// Request.IsUpgrade is true with AcceptSocket(tags...): the node opens the
+// socket and owns it, across the actor's hibernation. What arrives on it
+// (a message, a close, an error) is a SocketEvent for the class's
+// HandleSocket (SocketClass). During any event SocketsOf(ctx) sends,
+// broadcasts by tag, closes and lists the actor's sockets; List gives a
+// sockets.SocketInfo for each: its ID, its tags and its attachment (up to
+// 16 KiB, kept while the actor sleeps). examples/chat is a whole room.
+//
 // # Calls
 //
 // During an event an actor may call another with Call (call.go), wherever

@@ -62,7 +62,7 @@ const historyKey = "history"
 
 // Handle serves the page, or accepts the page's WebSocket.
 func (Room) Handle(_ context.Context, req *actors.Request, _ actors.Storage) (*actors.Response, error) {
-	if strings.EqualFold(req.Header.Get("Upgrade"), "websocket") {
+	if req.IsUpgrade() {
 		return actors.AcceptSocket("member"), nil
 	}
 	if req.Method != http.MethodGet || req.Path != "" {
