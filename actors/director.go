@@ -178,6 +178,10 @@ func (d *director) event(ctx actor.Context, m *eventMsg) {
 		d.entries[m.actor] = e
 		d.children++
 		m.spawned = true
+		if d.h.log.Enabled(context.Background(), slog.LevelDebug) {
+			d.h.log.Debug("actor woke", slog.String("class", m.actor.Class), slog.String("name", m.actor.Name),
+				slog.Uint64("gen", uint64(m.gen)))
+		}
 		d.evict(ctx)
 	} else {
 		d.lru.MoveToFront(e.elem)

@@ -84,6 +84,7 @@ type serveConfig struct {
 	BodyMinRate     byteSize
 	MaxMessage      byteSize
 	WSQueueTotal    byteSize // 0: the sockets package's default
+	LogLevel        slog.Level
 	WSPing          time.Duration
 	WSPong          time.Duration
 	WSIOUring       bool
@@ -274,6 +275,7 @@ func setupServe(fs *flag.FlagSet) action {
 	}
 	cfg.WasmEventTimeout = wasmhost.DefaultEventTimeout
 	cfg.WasmTrim = wasmhost.DefaultTrimInterval
+	fs.TextVar(&cfg.LogLevel, "log-level", slog.LevelInfo, "least level logged: debug (also each actor's wake and hibernation), info, warn or error")
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "host:port to serve HTTP on (loopback unless told otherwise)")
 	fs.StringVar(&cfg.Advertise, "advertise", "", "host:port peers forward requests to (default: the address --listen bound)")
 	fs.StringVar(&cfg.DebugListen, "debug-listen", "", "host:port to serve Go's runtime profiles on (/debug/pprof/), apart from the node's listener; unset: not served")
@@ -376,6 +378,9 @@ func loadClasses(ctx context.Context, log *slog.Logger, reg *actors.Registry, di
 
 func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 	log := e.logger()
+	if e.log == nil {
+		log = slog.New(slog.NewTextHandler(e.err, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	}
 	instance, err := newInstanceID()
 	if err != nil {
 		return err
