@@ -284,7 +284,7 @@ func (in *instance) release(ctx actor.Context) {
 	in.waiting = append([]waiter(nil), in.waiting[n:]...)
 	for _, w := range ready {
 		if len(w.r.out) > 0 {
-			flushSockets(in.h.cfg.Sockets, in.actor, w.r.out)
+			flushSockets(in.h.cfg.Sockets, in.actor, w.r.out, in.log)
 		}
 		in.answer(ctx, w.m, done(w.r))
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/wasmkeep/wasmkeep/ownership"
@@ -84,13 +85,17 @@ func AcceptSocket(tags ...string) *Response {
 // Sockets is what an event can do with its actor's sockets.
 type Sockets interface {
 	// Send queues a message for the socket; it goes out with the event's
-	// output.
+	// output. One the node cannot send (over its message bound, or text
+	// that is not UTF-8) is dropped and logged; so for Broadcast.
 	Send(id SocketID, text bool, data []byte)
 	// Broadcast queues a message for every open socket carrying tag (every
 	// socket when tag is ""); it goes out with the event's output.
 	Broadcast(tag string, text bool, data []byte)
 	// Close queues a close with code and reason; it goes out with the
-	// event's output.
+	// event's output. A code that cannot be sent (those that can: 1000 to
+	// 1003, 1007 to 1014, 3000 to 4999) or a reason over 123 bytes or not
+	// UTF-8 closes the socket with 1011 and no reason instead, and is
+	// logged, as in a wasm guest.
 	Close(id SocketID, code int, reason string)
 	// List returns the actor's open sockets carrying tag ("" for all), in
 	// the order they were accepted.
@@ -177,17 +182,28 @@ func (s *eventSockets) LastAutoResponse(id SocketID) (time.Time, error) {
 	return s.owner.LastAutoResponse(s.actor, id)
 }
 
-// flushSockets carries out the queued operations: the event's output is released.
-// A socket that closed meanwhile is passed over.
-func flushSockets(owner *sockets.Owner, a ownership.Actor, ops []socketOp) {
+// flushSockets carries out the queued operations: the event's output is
+// released. A socket that closed meanwhile is passed over. What the owner
+// refuses as invalid is logged; a close it refuses (a code or reason that
+// cannot be sent) closes the socket with 1011 instead.
+func flushSockets(owner *sockets.Owner, a ownership.Actor, ops []socketOp, log func() *slog.Logger) {
 	for _, op := range ops {
+		var err error
 		switch op.kind {
 		case opSend:
-			_ = owner.Send(a, op.id, op.text, op.data)
+			err = owner.Send(a, op.id, op.text, op.data)
 		case opBroadcast:
-			_, _ = owner.Broadcast(a, op.tag, op.text, op.data)
+			_, err = owner.Broadcast(a, op.tag, op.text, op.data)
 		case opClose:
-			_ = owner.Close(a, op.id, op.code, op.reason)
+			if err = owner.Close(a, op.id, op.code, op.reason); errors.Is(err, sockets.ErrInvalid) {
+				log().Warn("socket closed with 1011: the actor's close code or reason cannot be sent",
+					slog.Any("socket", op.id), slog.Int("code", op.code), slog.Any("err", err))
+				_ = owner.Close(a, op.id, 1011, "")
+				continue
+			}
+		}
+		if errors.Is(err, sockets.ErrInvalid) {
+			log().Warn("socket message not sent: the node cannot send it", slog.Any("socket", op.id), slog.Any("err", err))
 		}
 	}
 }
