@@ -382,29 +382,30 @@ func (in *instance) load(ctx context.Context, gen ownership.Generation) error {
 		if st, err = decodeState(obj.Body); err != nil {
 			return in.damaged(key, err)
 		}
-		switch {
-		case st.Gen > gen:
+		verdict, h := ownership.JudgeState(true, st.StateHeader, gen)
+		switch verdict {
+		case ownership.StateSuperseded:
 			in.log().Warn("actor hold superseded: its state is sealed by a later hold",
 				slog.Uint64("gen", uint64(gen)), slog.Uint64("state_gen", uint64(st.Gen)))
 			in.h.cfg.Owner.HoldEnded(in.actor, gen, "superseded")
 			return in.h.notRun(in.actor, fmt.Sprintf("state sealed at generation %d, hold at %d: superseded", st.Gen, gen))
-		case st.Gen == gen:
+		case ownership.StateUse:
 			in.loaded, in.gen, in.etag, in.state = true, gen, obj.ETag, st
 			return nil
 		}
-		cond = ownership.IfMatch(obj.ETag)
+		st.StateHeader, cond = h, ownership.IfMatch(obj.ETag) // StateFence
 	case ownership.Damaged:
 		return in.damaged(key, err)
 	case ownership.NotFound:
 		// A new actor: its first commit creates the object, If-None-Match.
 		// (The core seals only actors that had a record, and so a hold.)
-		in.loaded, in.gen, in.etag, in.state = true, gen, "", stateObject{StateHeader: ownership.StateHeader{Gen: gen}, KV: map[string][]byte{}}
+		_, h := ownership.JudgeState(false, ownership.StateHeader{}, gen)
+		in.loaded, in.gen, in.etag, in.state = true, gen, "", stateObject{StateHeader: h, KV: map[string][]byte{}}
 		return nil
 	default:
 		in.log().Warn("actor state read failed", slog.String("key", key), slog.Any("err", err))
 		return in.h.notRun(in.actor, "state read failed")
 	}
-	st.Gen, st.Seq = gen, st.Seq+1
 	wctx, cancel := context.WithTimeout(ctx, in.h.cfg.IOTimeout)
 	etag, err := in.h.cfg.Bucket.Put(wctx, key, encodeState(st), cond)
 	cancel()

@@ -141,3 +141,24 @@ func TestStateEncoding(t *testing.T) {
 		}
 	}
 }
+
+func TestJudgeState(t *testing.T) {
+	for _, tc := range []struct {
+		found bool
+		read  ownership.StateHeader
+		gen   ownership.Generation
+		want  ownership.StateVerdict
+		write ownership.StateHeader
+	}{
+		{false, ownership.StateHeader{}, 3, ownership.StateNew, ownership.StateHeader{Gen: 3}},
+		{true, ownership.StateHeader{Gen: 3, Seq: 7}, 3, ownership.StateUse, ownership.StateHeader{Gen: 3, Seq: 7}},
+		{true, ownership.StateHeader{Gen: 4, Seq: 7}, 3, ownership.StateSuperseded, ownership.StateHeader{Gen: 4, Seq: 7}},
+		{true, ownership.StateHeader{Gen: 2, Seq: 7}, 3, ownership.StateFence, ownership.StateHeader{Gen: 3, Seq: 8}},
+		{true, ownership.StateHeader{Gen: 0, Seq: 0}, 1, ownership.StateFence, ownership.StateHeader{Gen: 1, Seq: 1}},
+	} {
+		v, h := ownership.JudgeState(tc.found, tc.read, tc.gen)
+		if v != tc.want || h != tc.write {
+			t.Errorf("JudgeState(%v, %+v, %d) = %v, %+v; want %v, %+v", tc.found, tc.read, tc.gen, v, h, tc.want, tc.write)
+		}
+	}
+}

@@ -46,3 +46,58 @@ func DecodeState(data []byte) (StateHeader, []byte, error) {
 	}
 	return h, payload, nil
 }
+
+// StateVerdict is what a hold does with the state object it reads at the
+// start of a residency (JudgeState).
+type StateVerdict uint8
+
+const (
+	// StateNew: there is no object; the hold's first commit creates it
+	// (If-None-Match). An actor with no object had no record (the seal
+	// creates one for every acquisition after the first), so no older
+	// hold can have a commit in flight.
+	StateNew StateVerdict = iota + 1
+	// StateUse: the object is stamped with the hold's generation (its
+	// acquisition sealed it, or the hold wrote it): used as is.
+	StateUse
+	// StateSuperseded: the object is stamped with a later generation, so a
+	// later hold sealed it: this hold was superseded and ends without
+	// acting.
+	StateSuperseded
+	// StateFence: the object is stamped with an earlier generation (the
+	// hold was granted without the core's seal, as in tests and tools): it
+	// is rewritten with the header JudgeState returns, conditioned on the
+	// version read, before the hold acts, so that no older hold's write
+	// can land after it.
+	StateFence
+)
+
+func (v StateVerdict) String() string {
+	switch v {
+	case StateNew:
+		return "new"
+	case StateUse:
+		return "use"
+	case StateSuperseded:
+		return "superseded"
+	case StateFence:
+		return "fence"
+	}
+	return fmt.Sprintf("StateVerdict(%d)", v)
+}
+
+// JudgeState is the owner fence and supersede rule for a hold at gen that
+// read the actor's state object (found false: there is none; read is its
+// header). With StateFence it also returns the header to write: stamped
+// gen, its write count one more.
+func JudgeState(found bool, read StateHeader, gen Generation) (StateVerdict, StateHeader) {
+	switch {
+	case !found:
+		return StateNew, StateHeader{Gen: gen}
+	case read.Gen > gen:
+		return StateSuperseded, read
+	case read.Gen == gen:
+		return StateUse, read
+	}
+	return StateFence, StateHeader{Gen: gen, Seq: read.Seq + 1}
+}

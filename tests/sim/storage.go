@@ -203,7 +203,8 @@ func (w *World) loaded(n *node, r *resident, ev evOutput, reply ownership.Reply)
 		if h, payload, err = ownership.DecodeState(reply.Body); err != nil {
 			panic("sim: unreadable state: " + err.Error())
 		}
-		if h.Gen > r.gen {
+		verdict, fenced := ownership.JudgeState(true, h, r.gen)
+		if verdict == ownership.StateSuperseded {
 			// Superseded: the instance ends its hold.
 			w.note("superseded", n, "%s g%d by g%d", ev.actor, uint64(r.gen), uint64(h.Gen))
 			if n.resident[ev.actor] == r {
@@ -214,30 +215,32 @@ func (w *World) loaded(n *node, r *resident, ev evOutput, reply ownership.Reply)
 			w.eventFailed(n, r, ev)
 			return
 		}
-		if h.Gen == r.gen {
+		if verdict == ownership.StateUse {
 			r.loaded, r.etag, r.seq, r.value = true, reply.ETag, h.Seq, counterOf(payload)
 			w.commit(n, r, ev)
 			return
 		}
-		cond = ownership.IfMatch(reply.ETag)
+		h, cond = fenced, ownership.IfMatch(reply.ETag) // StateFence
 	case ownership.NotFound:
 		// A new room (no record existed, so nothing was sealed): the first
 		// commit creates the object, If-None-Match.
-		r.loaded, r.etag, r.seq, r.value = true, "", 0, 0
+		_, h = ownership.JudgeState(false, ownership.StateHeader{}, r.gen)
+		r.loaded, r.etag, r.seq, r.value = true, "", h.Seq, 0
 		w.commit(n, r, ev)
 		return
 	default:
 		w.eventFailed(n, r, ev)
 		return
 	}
-	// Not sealed for this hold: fence it now, as the actors layer does.
-	body := ownership.EncodeState(ownership.StateHeader{Gen: r.gen, Seq: h.Seq + 1}, payload)
+	// Not sealed for this hold: fence it now, by the rule the actors layer
+	// uses (ownership.JudgeState).
+	body := ownership.EncodeState(h, payload)
 	w.stateIO(n, r, ev, ownership.Request{Op: ownership.OpPut, Key: key, Body: body, Cond: cond}, func(op *stateOp, reply ownership.Reply) {
 		if reply.Outcome != ownership.Landed {
 			w.eventFailed(n, r, ev)
 			return
 		}
-		r.loaded, r.etag, r.seq, r.value = true, reply.ETag, h.Seq+1, counterOf(payload)
+		r.loaded, r.etag, r.seq, r.value = true, reply.ETag, h.Seq, counterOf(payload)
 		w.commit(n, r, ev)
 	})
 }
