@@ -13,7 +13,7 @@
 // one shape: flags fill a config, the config's Validate rejects what cannot
 // work before anything is touched, then a run function does the work; logic
 // beyond wiring lives in a package (ownership.CheckConditions,
-// ownership/cluster, ingress.StartNode). Adding a command is adding one node
+// ownership/cluster, supervisors.StartNode). Adding a command is adding one node
 // to the tree in commands() and one such file.
 //
 // Exit codes: 0 success; 1 the command ran and failed or found a problem

@@ -24,6 +24,7 @@ import (
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/bucketurl"
 	"github.com/wasmkeep/wasmkeep/sockets"
+	"github.com/wasmkeep/wasmkeep/supervisors"
 	"github.com/wasmkeep/wasmkeep/wasmhost"
 )
 
@@ -458,7 +459,7 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 		}
 		defer stopDebug()
 	}
-	node, err := ingress.StartNode(ctx, ingress.NodeConfig{
+	node, err := supervisors.StartNode(ctx, supervisors.NodeConfig{
 		Core: cfg.core(instance), Bucket: b, Listener: lis, Registry: registry, Logger: log,
 		IdleTimeout: cfg.IdleTimeout, MaxResident: cfg.MaxResident, MaxBody: int64(cfg.MaxBody),
 		SendQueueTotal: int(cfg.WSQueueTotal),

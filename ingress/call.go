@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/wasmkeep/wasmkeep/actors"
@@ -154,16 +153,4 @@ func decodeChain(s string) ([]ownership.Actor, error) {
 		}
 	}
 	return chain, nil
-}
-
-// lateCaller is the actors.Caller of a node, whose handler is made after
-// the resident actors that call through it.
-type lateCaller struct{ h atomic.Pointer[Handler] }
-
-func (c *lateCaller) Call(ctx context.Context, to ownership.Actor, req *actors.Request) (*actors.Response, error) {
-	h := c.h.Load()
-	if h == nil {
-		return nil, fmt.Errorf("call %s/%s: %w: the node is starting", to.Class, to.Name, actors.ErrCallFailed)
-	}
-	return h.Call(ctx, to, req)
 }

@@ -36,6 +36,14 @@ const ForwardedHeader = "Wasmkeep-Forwarded-By"
 // MaxNameLen bounds a class or actor name, in bytes.
 const MaxNameLen = 256
 
+// DefaultHTTPIdleTimeout is how long an idle keep-alive connection is kept
+// unless NodeConfig says otherwise.
+const DefaultHTTPIdleTimeout = 60 * time.Second
+
+// MaxHeaderBytes bounds a request's header. Go's own default (1 MiB) on
+// every admitted connection would let headers alone take gigabytes.
+const MaxHeaderBytes = 64 << 10
+
 // answerTime is what a request's event may take, within the write
 // deadline of its answer (see Handler.writeTimeout).
 const answerTime = 2 * time.Minute
@@ -87,6 +95,15 @@ type Config struct {
 	BodyMinRate     int64
 	// Registerer takes the handler's metrics. Nil: not registered.
 	Registerer prometheus.Registerer
+	// MaxConns bounds the HTTP connections served as usual, and
+	// OverflowConns those admitted past it for health checks and peers
+	// (conns.go; internal/budget divides the file limit into them). Zero
+	// MaxConns: connections are not limited. HTTPIdleTimeout closes a
+	// keep-alive connection idle this long (zero: DefaultHTTPIdleTimeout).
+	// They shape the server Server returns.
+	MaxConns        int
+	OverflowConns   int
+	HTTPIdleTimeout time.Duration
 	// PeerConns bounds the connections to each peer that forwarded
 	// requests and calls use at once (a WebSocket relay's are bounded by
 	// the socket budget). Zero: DefaultPeerConns.
@@ -152,12 +169,33 @@ func New(cfg Config) (*Handler, error) {
 	h := &Handler{cfg: cfg, log: cfg.Logger.With(slog.String("component", "ingress")), mux: http.NewServeMux(),
 		bodies: bodies, peers: newNonces(time.Now), relay: relay,
 		writeTimeout: answerTime + cfg.BodyTimeout + 2*time.Duration(cfg.MaxBody)*time.Second/time.Duration(cfg.BodyMinRate)}
+	if cfg.MaxConns > 0 {
+		if h.conns, err = newConnLimiter(cfg.MaxConns, cfg.OverflowConns, cfg.Registerer); err != nil {
+			return nil, err
+		}
+	}
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { text(w, http.StatusOK, "ok") })
 	h.mux.HandleFunc("GET /readyz", h.serveReady)
 	if cfg.Gatherer != nil {
 		h.mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
 	}
 	return h, nil
+}
+
+// Server is the HTTP server the node serves h with: its header, idle and
+// connection bounds (conns.go) set, its errors logged as warnings.
+func (h *Handler) Server() *http.Server {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       cmp.Or(h.cfg.HTTPIdleTimeout, DefaultHTTPIdleTimeout),
+		MaxHeaderBytes:    MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(h.log.Handler(), slog.LevelWarn),
+	}
+	if h.conns != nil {
+		srv.ConnContext, srv.ConnState = h.conns.ConnContext, h.conns.ConnState
+	}
+	return srv
 }
 
 // ServeHTTP serves one request; a panic answers 500 and is logged.

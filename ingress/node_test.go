@@ -13,11 +13,12 @@ import (
 	"github.com/wasmkeep/wasmkeep/internal/nodetest"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/dirstore"
+	"github.com/wasmkeep/wasmkeep/supervisors"
 )
 
 // testNode is a node serving on 127.0.0.1 over a directory bucket.
 type testNode struct {
-	*ingress.Node
+	*supervisors.Node
 	url string
 }
 

@@ -1,5 +1,17 @@
-// Package supervisors is the supervision tree of resident actors and its
-// metrics.
+// Package supervisors assembles a node (StartNode) and supervises it: the
+// supervision tree of resident actors and its metrics.
+//
+// # The node
+//
+// StartNode assembles a whole node from its parts: the ownership keeper
+// (package ownership/keeper), the socket owner (package sockets) and the
+// sink that turns its sockets' events into actor events (sockets.go), the
+// resident actors (package actors), and the HTTP entry (package ingress)
+// with its server. It wires the keeper's hooks to the resident actors and
+// the sockets, and gives the node a clean Stop: stop accepting and finish
+// in-flight requests, close the sockets with 1012, hibernate every resident
+// actor, then stop the keeper (every hold released, the lease written
+// released). Node is safe for concurrent use.
 //
 // The director of package actors is the parent of every resident instance
 // and so their supervisor: when a panic escapes an instance's Receive (the

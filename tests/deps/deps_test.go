@@ -56,6 +56,8 @@ func violations(pkgs []pkg) []string {
 				out = append(out, fmt.Sprintf("%s imports %s, a package for tests", r, rel(imp)))
 			case strings.HasPrefix(imp, "github.com/asynkron/protoactor-go") && production(p.ImportPath) && !slices.Contains(actorPackages, r):
 				out = append(out, fmt.Sprintf("%s imports proto.actor (%s): actors live in %v only", r, imp, actorPackages))
+			case r == "ingress" && imp == module+"/supervisors":
+				out = append(out, "ingress imports supervisors: the node is assembled around its HTTP entry, not by it")
 			case r == "ownership" && strings.HasPrefix(imp, module+"/"):
 				out = append(out, fmt.Sprintf("ownership imports %s: the protocol core depends on nothing of the module", rel(imp)))
 			}
@@ -125,6 +127,7 @@ func TestRulesCatchWhatTheyForbid(t *testing.T) {
 		"example in production": {pkg{ImportPath: module + "/cli", Imports: []string{module + "/examples/chat"}}, "imports the example"},
 		"test helper":           {pkg{ImportPath: module + "/ingress", Imports: []string{module + "/internal/nodetest"}}, "a package for tests"},
 		"proto.actor elsewhere": {pkg{ImportPath: module + "/ingress", Imports: []string{"github.com/asynkron/protoactor-go/actor"}}, "imports proto.actor"},
+		"entry assembling":      {pkg{ImportPath: module + "/ingress", Imports: []string{module + "/supervisors"}}, "not by it"},
 		"impure core":           {pkg{ImportPath: module + "/ownership", Imports: []string{module + "/ownership/keeper"}}, "depends on nothing"},
 		"command with logic":    {pkg{ImportPath: module + "/cmd/wasmkeep", GoFiles: []string{"main.go", "serve.go"}}, "wiring only"},
 		"command importing":     {pkg{ImportPath: module + "/cmd/wasmkeep", GoFiles: []string{"main.go"}, Imports: []string{module + "/ingress"}}, "nothing else"},

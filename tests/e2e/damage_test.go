@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wasmkeep/wasmkeep/ingress"
 	"github.com/wasmkeep/wasmkeep/internal/damagetest"
 	"github.com/wasmkeep/wasmkeep/internal/nodetest"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/dirstore"
+	"github.com/wasmkeep/wasmkeep/supervisors"
 )
 
 // fetch GETs url and returns the status and the body.
@@ -49,7 +49,7 @@ func damagedCount(t *testing.T, n *nodetest.Node, what string) string {
 func startLogged(t *testing.T, dir string) (*nodetest.Node, *damagetest.Log) {
 	logs := &damagetest.Log{}
 	n := nodetest.Start(t, nodetest.Options{Dir: dir, IdleTimeout: 200 * time.Millisecond,
-		Configure: func(c *ingress.NodeConfig) { c.Logger = slog.New(logs) }})
+		Configure: func(c *supervisors.NodeConfig) { c.Logger = slog.New(logs) }})
 	return n, logs
 }
 

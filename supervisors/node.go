@@ -1,7 +1,6 @@
-package ingress
+package supervisors
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,10 +14,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/ingress"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 	"github.com/wasmkeep/wasmkeep/sockets"
-	"github.com/wasmkeep/wasmkeep/supervisors"
 )
 
 // NodeConfig is what StartNode assembles a node from. Core (with Node,
@@ -42,8 +41,8 @@ type NodeConfig struct {
 	// OnHibernate is passed to actors.Config.
 	OnHibernate func(a ownership.Actor, gen ownership.Generation, reason string)
 	// Supervision bounds the restarts of a resident instance (see
-	// supervisors.Policy). Zero: its defaults.
-	Supervision supervisors.Policy
+	// Policy). Zero: its defaults.
+	Supervision Policy
 	// MaxSockets and MaxMessage bound the node's WebSockets (see
 	// sockets.Config). Zero: its defaults.
 	MaxSockets int
@@ -82,14 +81,6 @@ type NodeConfig struct {
 	BodyTimeout     time.Duration
 	BodyMinRate     int64
 }
-
-// DefaultHTTPIdleTimeout is how long an idle keep-alive connection is kept
-// unless NodeConfig says otherwise.
-const DefaultHTTPIdleTimeout = 60 * time.Second
-
-// MaxHeaderBytes bounds a request's header. Go's own default (1 MiB) on
-// every admitted connection would let headers alone take gigabytes.
-const MaxHeaderBytes = 64 << 10
 
 // Node is one running node: ownership keeper, resident actors and HTTP
 // server, sharing one actor system and one metrics registry.
@@ -130,10 +121,10 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		cfg.Listener.Close()
 		return nil, err
 	}
-	var sup *supervisors.Supervisor
-	sm, err := supervisors.NewMetrics(reg)
+	var sup *Supervisor
+	sm, err := NewMetrics(reg)
 	if err == nil {
-		sup, err = supervisors.New(sm, cfg.Supervision, log)
+		sup, err = New(sm, cfg.Supervision, log)
 	}
 	if err != nil {
 		cfg.Listener.Close()
@@ -167,14 +158,12 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	}
 	hooks.host.Store(host)
 	sink.host.Store(host)
-	h, err := New(Config{
+	h, err := ingress.New(ingress.Config{
 		Node: cfg.Core.Node, Keeper: k, Host: host, Registry: cfg.Registry, Gatherer: reg, Logger: log, MaxBody: cfg.MaxBody,
 		Sockets: owner, ClusterKey: cfg.ClusterKey, Registerer: reg, PeerConns: cfg.PeerConns,
 		MaxBodyInflight: cfg.MaxBodyInflight, BodyTimeout: cfg.BodyTimeout, BodyMinRate: cfg.BodyMinRate,
+		MaxConns: cfg.MaxConns, OverflowConns: cfg.OverflowConns, HTTPIdleTimeout: cfg.HTTPIdleTimeout,
 	})
-	if err == nil && cfg.MaxConns > 0 {
-		h.conns, err = newConnLimiter(cfg.MaxConns, cfg.OverflowConns, reg)
-	}
 	if err != nil {
 		cfg.Listener.Close()
 		return nil, errors.Join(err, host.HibernateAll(ctx), k.Stop(ctx))
@@ -186,16 +175,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		sockets: owner,
 		addr:    cfg.Core.Addr,
 		served:  make(chan error, 1),
-		server: &http.Server{
-			Handler:           h,
-			ReadHeaderTimeout: 10 * time.Second,
-			IdleTimeout:       cmp.Or(cfg.HTTPIdleTimeout, DefaultHTTPIdleTimeout),
-			MaxHeaderBytes:    MaxHeaderBytes,
-			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		},
-	}
-	if h.conns != nil {
-		n.server.ConnContext, n.server.ConnState = h.conns.ConnContext, h.conns.ConnState
+		server:  h.Server(),
 	}
 	go func() { n.served <- n.server.Serve(cfg.Listener) }()
 	log.Info("node serving", slog.String("addr", n.addr), slog.String("instance", string(cfg.Core.Instance)))
@@ -296,4 +276,18 @@ func (h *nodeHooks) Exit(e ownership.Exit) {
 	if o := h.sockets.Load(); o != nil && !e.Clean {
 		go o.CloseAll(1012, "lapse")
 	}
+}
+
+// lateCaller is the actors.Caller of a node, whose handler is made after
+// the resident actors that call through it.
+type lateCaller struct {
+	h atomic.Pointer[ingress.Handler]
+}
+
+func (c *lateCaller) Call(ctx context.Context, to ownership.Actor, req *actors.Request) (*actors.Response, error) {
+	h := c.h.Load()
+	if h == nil {
+		return nil, fmt.Errorf("call %s/%s: %w: the node is starting", to.Class, to.Name, actors.ErrCallFailed)
+	}
+	return h.Call(ctx, to, req)
 }
