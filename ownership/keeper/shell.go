@@ -32,8 +32,6 @@ type (
 	statusMsg struct{ ch chan ownership.Status }
 )
 
-// pastDueDelay paces ticks for deadlines that are already due (see arm).
-
 // waiter is one acquisition waiting for its Decision.
 type waiter struct {
 	actor ownership.Actor

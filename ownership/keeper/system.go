@@ -6,8 +6,11 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 )
 
-// This file and shell.go are the only places that touch proto.actor, so
-// that an upgrade of the library changes little.
+// Within this package, this file and shell.go are the only places that
+// touch proto.actor, so that an upgrade of the library changes little here
+// (the resident actors, package actors, and their supervision, package
+// supervisors, are proto.actor actors too; tests/deps keeps the library
+// out of every other package).
 
 // NewSystem makes an actor system that logs through logger (its records
 // carry lib=protoactor and the system's id), and exports no metrics of its
