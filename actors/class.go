@@ -14,7 +14,9 @@ import (
 // Class is a Go-native actor class. Handle runs one event of one actor;
 // events of one actor never run concurrently. Writes to st become durable
 // together when Handle returns without error, and are discarded otherwise.
-// Handle must not keep st, req or the response after it returns.
+// Handle must not keep st, req or the response after it returns. A nil
+// response with a nil error fails the event with 500 (its writes
+// discarded, the failure logged), as a wasm guest's nil response does.
 type Class interface {
 	Handle(ctx context.Context, req *Request, st Storage) (*Response, error)
 }

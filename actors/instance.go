@@ -352,8 +352,15 @@ func (in *instance) run(ctx context.Context, m *eventMsg, t *txn) (resp *Respons
 		}
 		return nil, nil // a class without socket events: dropped
 	}
-	return c.Handle(ctx, m.req, t)
+	if resp, err = c.Handle(ctx, m.req, t); err == nil && resp == nil {
+		err = errNoResponse
+	}
+	return resp, err
 }
+
+// errNoResponse fails a request event whose handler returned neither a
+// response nor an error, as a wasm guest's handler that returns nil does.
+var errNoResponse = errors.New("the class's Handle returned no response and no error")
 
 // failed answers an event whose handler failed; its writes are discarded.
 func (in *instance) failed(err error) *Response {

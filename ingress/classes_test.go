@@ -2,6 +2,7 @@ package ingress_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -54,4 +55,34 @@ func TestGoClassBadCloseAndText(t *testing.T) {
 	require.NoError(t, c.WriteMessage(websocket.TextMessage, []byte("bad-code")))
 	_, _, err = c.ReadMessage()
 	require.True(t, websocket.IsCloseError(err, websocket.CloseInternalServerErr), "closed with %v, want 1011", err)
+}
+
+// forgetful writes, then answers nothing.
+type forgetful struct{}
+
+func (forgetful) Handle(_ context.Context, req *actors.Request, st actors.Storage) (*actors.Response, error) {
+	if req.Query.Has("read") {
+		v, _ := st.Get("k")
+		return actors.Text(http.StatusOK, string(v)), nil
+	}
+	if err := st.Put("k", []byte("written")); err != nil {
+		return nil, err
+	}
+	return nil, nil
+}
+
+// A Go class that returns no response and no error fails its event with
+// 500, its writes discarded, as a wasm guest's nil response does.
+func TestGoClassNilResponse(t *testing.T) {
+	n := nodetest.Start(t, nodetest.Options{Classes: map[string]actors.Class{"forgetful": forgetful{}}})
+	res, err := http.Get(n.URL + "/actor/forgetful/a")
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusInternalServerError, res.StatusCode)
+	res, err = http.Get(n.URL + "/actor/forgetful/a?read")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.Empty(t, string(body), "the failed event's write was kept")
 }
