@@ -303,13 +303,13 @@ func New(cfg Config) (*Owner, error) {
 //
 // On error Accept has answered the request already: 503 with Retry-After
 // past MaxSockets (ErrTooManySockets) or while shutting down (ErrShutDown),
-// 500 for invalid tags or actor (ErrInvalid, the actor's fault), gorilla's
+// 400 with the reason for invalid tags or actor (ErrInvalid), gorilla's
 // 4xx for a request that is no WebSocket handshake (ErrHandshake). Every
 // refusal is decided before the protocol switches.
 func (o *Owner) Accept(w http.ResponseWriter, r *http.Request, a ownership.Actor, tags []string) (ID, error) {
 	if err := checkAccept(a, tags); err != nil {
 		o.m.refused.WithLabelValues("invalid").Inc()
-		http.Error(w, "socket refused by the actor: "+err.Error(), http.StatusInternalServerError)
+		http.Error(w, "socket refused by the actor: "+err.Error(), http.StatusBadRequest)
 		return 0, err
 	}
 	o.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -64,8 +65,11 @@ func TestAcceptRefusesInvalidTagsBeforeUpgrade(t *testing.T) {
 		{strings.Repeat("x", MaxTagBytes+1)},
 	} {
 		_, resp, err := e.tryDial(room, tags...)
-		if !errors.Is(err, websocket.ErrBadHandshake) || resp.StatusCode != http.StatusInternalServerError {
-			t.Errorf("dial with %d tags: %v, %v; want a 500 handshake refusal", len(tags), err, resp)
+		if !errors.Is(err, websocket.ErrBadHandshake) || resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("dial with %d tags: %v, %v; want a 400 handshake refusal", len(tags), err, resp)
+		}
+		if body, _ := io.ReadAll(resp.Body); !strings.Contains(string(body), "tag") {
+			t.Errorf("dial with %d tags: refused with %q, which does not say why", len(tags), body)
 		}
 		if r := e.nextAccept(); !errors.Is(r.err, ErrInvalid) {
 			t.Errorf("Accept: %v, want ErrInvalid", r.err)
