@@ -1,6 +1,6 @@
 #!/bin/sh
 # chromium.sh makes sure a Chromium browser is installed for the end-to-end
-# tests in internal/browser, and prints its path.
+# tests (tests/e2e drives the chat page in it), and prints its path.
 #
 # Idempotent: if chromium (or chromium-browser) is already on PATH it only
 # prints the path. Otherwise it installs Debian's chromium package with

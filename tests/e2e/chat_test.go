@@ -10,10 +10,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	cdpruntime "github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
 	"github.com/gorilla/websocket"
 
 	"github.com/wasmkeep/wasmkeep/actors"
@@ -48,23 +52,103 @@ func wasmRoom(t *testing.T) actors.Class {
 	return mod
 }
 
+// chatPage is one tab of the browser on the chat page; it keeps the page's
+// console output for failure messages.
 type chatPage struct {
 	t    *testing.T
 	name string
-	p    *browser.Page
+	ctx  context.Context // the tab's chromedp context
+
+	mu      sync.Mutex
+	console []string
 }
 
+// waitTimeout bounds each wait for the page and each script run in it.
+const waitTimeout = 15 * time.Second
+
+// eval runs js in the page, bounded by waitTimeout.
+func (c *chatPage) eval(js string) (bool, error) {
+	ctx, cancel := context.WithTimeout(c.ctx, waitTimeout)
+	defer cancel()
+	return chromedp.Run(ctx, chromedp.Evaluate[bool](js, chromedp.EvalAwaitPromise))
+}
+
+// waitFor evaluates js every 50ms until it is true; an exception (the page
+// is still loading its script) counts as "not yet".
 func (c *chatPage) waitFor(what, js string) {
 	c.t.Helper()
-	if err := c.p.WaitFor(c.t.Context(), js, 15*time.Second); err != nil {
-		c.t.Fatalf("%s's page, waiting for %s: %v", c.name, what, err)
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		ok, err := c.eval(js)
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) || c.t.Context().Err() != nil {
+			last := "false"
+			if err != nil {
+				last = err.Error()
+			}
+			c.t.Fatalf("%s's page, waiting for %s (%q) within %v: last %s; console: %q",
+				c.name, what, js, waitTimeout, last, c.Console())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// Console returns the page's console messages and uncaught exceptions so
+// far, one line each such as "log: hello 42".
+func (c *chatPage) Console() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.console)
+}
+
+// onEvent runs on the tab's reading goroutine and must not block.
+func (c *chatPage) onEvent(ev any) {
+	var line string
+	switch ev := ev.(type) {
+	case *cdpruntime.EventConsoleAPICalled:
+		parts := make([]string, len(ev.Args))
+		for i, a := range ev.Args {
+			parts[i] = consoleText(a)
+		}
+		line = string(ev.Type) + ": " + strings.Join(parts, " ")
+	case *cdpruntime.EventExceptionThrown:
+		line = "exception: " + ev.ExceptionDetails.Text
+		if e := ev.ExceptionDetails.Exception; e != nil {
+			line += " " + e.Description
+		}
+	default:
+		return
+	}
+	c.mu.Lock()
+	c.console = append(c.console, line)
+	c.mu.Unlock()
+}
+
+// consoleText renders a console argument in one line: strings bare, other
+// values as JSON or their description.
+func consoleText(o *cdpruntime.RemoteObject) string {
+	var s string
+	switch {
+	case o.UnserializableValue != "":
+		return string(o.UnserializableValue)
+	case o.Type == cdpruntime.RemoteObjectTypeString && json.Unmarshal(o.Value, &s) == nil:
+		return s
+	case len(o.Value) > 0:
+		return string(o.Value)
+	case o.Description != "":
+		return o.Description
+	}
+	return string(o.Type)
 }
 
 func (c *chatPage) say(text string) {
 	c.t.Helper()
 	js, _ := json.Marshal(text)
-	if _, err := c.p.Eval(c.t.Context(), "say("+string(js)+")"); err != nil {
+	ctx, cancel := context.WithTimeout(c.ctx, waitTimeout)
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void]("say("+string(js)+")", chromedp.EvalAwaitPromise)); err != nil {
 		c.t.Fatalf("%s says %q: %v", c.name, text, err)
 	}
 }
@@ -86,31 +170,38 @@ func (c *chatPage) presence(names ...string) {
 // stay connected, and both pages see every message and who is present,
 // before and after.
 func TestChatInBrowsers(t *testing.T) {
-	browser.Require(t)
-	t.Run("chat", func(t *testing.T) { chatInBrowsers(t, "chat", chat.Room{}) })
-	t.Run("room-wasm", func(t *testing.T) { chatInBrowsers(t, "room-wasm", wasmRoom(t)) })
+	path := browser.Require(t)
+	t.Run("chat", func(t *testing.T) { chatInBrowsers(t, path, "chat", chat.Room{}) })
+	t.Run("room-wasm", func(t *testing.T) { chatInBrowsers(t, path, "room-wasm", wasmRoom(t)) })
 }
 
-func chatInBrowsers(t *testing.T, class string, c actors.Class) {
+func chatInBrowsers(t *testing.T, chromium, class string, c actors.Class) {
 	n := nodetest.Start(t, nodetest.Options{Classes: map[string]actors.Class{class: c}, IdleTimeout: 300 * time.Millisecond})
 	url := n.URL
 
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	b, err := browser.Launch(ctx, browser.Options{Logf: t.Logf})
+	bctx, stop, err := browser.Launch(ctx, chromium, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
+	defer stop()
 	open := func(name string) *chatPage {
-		p, err := b.NewPage(ctx, url+"/actor/"+class+"/lobby?name="+name)
-		if err != nil {
-			t.Fatal(err)
+		// A new tab; stop, or chromedp.Cancel, closes it.
+		tab, _ := chromedp.NewContext(bctx)
+		c := &chatPage{t: t, name: name, ctx: tab}
+		// Listen opens the tab, so the page's first scripts are heard too.
+		if err := chromedp.Listen(tab, c.onEvent); err != nil {
+			t.Fatalf("open a tab for %s: %v", name, err)
 		}
-		c := &chatPage{t: t, name: name, p: p}
+		nctx, ncancel := context.WithTimeout(tab, waitTimeout)
+		defer ncancel()
+		if err := chromedp.Do(nctx, chromedp.Navigate(url+"/actor/"+class+"/lobby?name="+name)); err != nil {
+			t.Fatalf("%s's page: %v", name, err)
+		}
 		t.Cleanup(func() {
 			if t.Failed() {
-				t.Logf("%s's console: %q", name, p.Console())
+				t.Logf("%s's console: %q", name, c.Console())
 			}
 		})
 		return c
@@ -148,7 +239,7 @@ func chatInBrowsers(t *testing.T, class string, c actors.Class) {
 	ada.presence("ada", "bob", "cy")
 
 	// A page that goes away leaves the room.
-	if err := bob.p.Close(); err != nil {
+	if err := chromedp.Cancel(bob.ctx); err != nil {
 		t.Fatal(err)
 	}
 	ada.presence("ada", "cy")
