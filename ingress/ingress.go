@@ -213,11 +213,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength != 0 && !strings.HasPrefix(r.URL.Path, "/actor/") {
 		refuseBody(w) // no route but /actor/ reads a body
 	}
-	if !websocket.IsWebSocketUpgrade(r) {
-		// The answer, however large, must be taken at the least rate too:
-		// a client that never reads it would hold its handler.
-		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(h.writeTimeout))
+	// The answer, however large, must be taken at the least rate too: a
+	// client that never reads it would hold its handler. A WebSocket sets
+	// its own deadlines: an upgrade on a connection an earlier request used
+	// must not keep that request's.
+	deadline := time.Now().Add(h.writeTimeout)
+	if websocket.IsWebSocketUpgrade(r) {
+		deadline = time.Time{}
 	}
+	_ = http.NewResponseController(w).SetWriteDeadline(deadline)
 	if overflowConn(r) && h.serveOverflow(w, r) {
 		return
 	}
