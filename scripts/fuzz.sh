@@ -4,6 +4,8 @@
 # (FUZZTIME=5m). go test fuzzes one target of one package per run, so each
 # target is a run of its own. A failure leaves the input that caused it in
 # the package's testdata/fuzz/ (commit it: plain `go test` then replays it).
+# The targets are those of the files git tracks (not copies under ignored
+# folders, such as the benchmarks' work trees).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 time="${FUZZTIME:-3s}"
@@ -20,6 +22,6 @@ while IFS=: read -r file fn; do
 	}
 	tail -n 1 /tmp/wasmkeep-fuzz.$$
 	n=$((n + 1))
-done < <(grep -rHo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*' . | sed 's/^\.\///; s/func //' | sort)
+done < <(git ls-files -z '*_test.go' | xargs -0 grep -Ho '^func Fuzz[A-Za-z0-9_]*' | sed 's/func //' | sort)
 rm -f /tmp/wasmkeep-fuzz.$$
 echo "fuzz: $n targets, $time each: no failure"
