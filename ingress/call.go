@@ -100,8 +100,10 @@ func (h *Handler) forwardCall(ctx context.Context, to ownership.Actor, d keeper.
 	}
 	res, err := h.cfg.Transport.RoundTrip(out)
 	if err != nil {
+		h.peerLog.failed(d.Node, d.Addr, "call", err)
 		return nil, fmt.Errorf("call %s/%s: %w: node %s at %s: %w", to.Class, to.Name, actors.ErrCallFailed, d.Node, d.Addr, err)
 	}
+	h.peerLog.answered(d.Node)
 	defer res.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(res.Body, h.cfg.MaxBody+1))
 	switch {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -110,6 +111,24 @@ type Config struct {
 	PeerConns int
 }
 
+// Bounds on reaching a peer: connecting, and its answer's header. A peer
+// that hangs (stopped, or cut off) must not hold the request forever; the
+// answer may take what an event takes (a call waits up to its timeout,
+// 30 s by default).
+const (
+	peerDialTimeout   = 5 * time.Second
+	peerAnswerTimeout = 45 * time.Second
+)
+
+// peerTransport is the transport to peers: Go's default one with bounds on
+// connecting and on waiting for the answer.
+func peerTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = (&net.Dialer{Timeout: peerDialTimeout, KeepAlive: 30 * time.Second}).DialContext
+	t.ResponseHeaderTimeout = peerAnswerTimeout
+	return t
+}
+
 // DefaultPeerConns is the default of Config.PeerConns.
 const DefaultPeerConns = 256
 
@@ -120,6 +139,8 @@ type Handler struct {
 	mux    *http.ServeMux
 	bodies *bodies
 	relay  http.RoundTripper // carries relayed WebSocket upgrades
+	// peerLog logs failures of forwards and calls once per peer and state.
+	peerLog *peerLog
 	// writeTimeout bounds a request's time until its answer is written:
 	// the event's own time (calls wait up to their timeout) and MaxBody at
 	// BodyMinRate, past its body's deadline.
@@ -157,17 +178,17 @@ func New(cfg Config) (*Handler, error) {
 		// peer, out of the descriptors reserved for peers; a relayed
 		// WebSocket holds its own for as long as it lives, counted in
 		// the socket budget instead (see forward).
-		t := http.DefaultTransport.(*http.Transport).Clone()
+		t := peerTransport()
 		t.MaxConnsPerHost, t.MaxIdleConnsPerHost = cfg.PeerConns, min(cfg.PeerConns, 64)
 		cfg.Transport = t
-		relay = http.DefaultTransport.(*http.Transport).Clone()
+		relay = peerTransport()
 	}
 	bodies, err := newBodies(cfg.MaxBodyInflight, cfg.BodyTimeout, cfg.BodyMinRate, cfg.Registerer)
 	if err != nil {
 		return nil, err
 	}
 	h := &Handler{cfg: cfg, log: cfg.Logger.With(slog.String("component", "ingress")), mux: http.NewServeMux(),
-		bodies: bodies, peers: newNonces(time.Now), relay: relay,
+		bodies: bodies, peers: newNonces(time.Now), relay: relay, peerLog: newPeerLog(cfg.Logger),
 		writeTimeout: answerTime + cfg.BodyTimeout + 2*time.Duration(cfg.MaxBody)*time.Second/time.Duration(cfg.BodyMinRate)}
 	if cfg.MaxConns > 0 {
 		if h.conns, err = newConnLimiter(cfg.MaxConns, cfg.OverflowConns, cfg.Registerer); err != nil {
@@ -517,9 +538,12 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, a ownership.Ac
 			}
 		},
 		Transport: transport,
+		ModifyResponse: func(*http.Response) error {
+			h.peerLog.answered(d.Node)
+			return nil
+		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-			h.log.Warn("forward failed", slog.String("class", a.Class), slog.String("name", a.Name),
-				slog.String("node", string(d.Node)), slog.String("addr", d.Addr), slog.Any("err", err))
+			h.peerLog.failed(d.Node, d.Addr, "forward", err)
 			unavailable(w, time.Second, fmt.Sprintf("actor held by node %s, which did not answer", d.Node))
 		},
 	}
