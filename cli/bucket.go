@@ -97,12 +97,12 @@ func runBucketCheck(ctx context.Context, cfg bucketCheckConfig, e env) (err erro
 	fmt.Fprintf(e.out, "bucket: %s\n", target)
 	report := ownership.CheckConditions(ctx, b, cfg.Prefix, nonce)
 	fmt.Fprint(e.out, report)
-	if !report.Sound() {
-		reason := "missing " + strings.Join(report.Missing(), "; ")
-		if report.Err != nil {
-			reason = report.Err.Error()
-		}
-		fmt.Fprintf(e.err, "wasmkeep bucket check: %s is not sound: %s\n", target, reason)
+	switch {
+	case report.Unanswered():
+		fmt.Fprintf(e.err, "wasmkeep bucket check: %s could not be checked: %v (its name, existence, endpoint or credentials)\n", target, report.Err)
+		return exitError{exitProblem}
+	case !report.Sound():
+		fmt.Fprintf(e.err, "wasmkeep bucket check: %s is not sound: missing %s\n", target, strings.Join(report.Missing(), "; "))
 		return exitError{exitProblem}
 	}
 	return nil

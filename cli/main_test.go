@@ -65,7 +65,7 @@ func TestExitCodes(t *testing.T) {
 			stdout: []string{"NOT SOUND", "If-None-Match"},
 			stderr: []string{"not sound", "create-only put (If-None-Match: *)", "replace-only put (If-Match)"}},
 		{name: "unreachable", args: []string{"bucket", "check", "--bucket", "s3://b?endpoint=http://127.0.0.1:1&timeout=2s&max_attempts=1"},
-			code: exitProblem, stderr: []string{"not sound"}},
+			code: exitProblem, stdout: []string{"NOT CHECKED"}, stderr: []string{"could not be checked", "connection refused"}},
 		{name: "default bucket", args: []string{"bucket", "check"}, code: exitOK, workdir: true,
 			stdout: []string{"wasmkeep-data", "verdict: sound"}},
 	}

@@ -432,12 +432,11 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 		}
 	}()
 	report := ownership.CheckConditions(ctx, b, "wasmkeep-check/", string(instance))
-	if !report.Sound() {
-		reason := "missing " + strings.Join(report.Missing(), "; ")
-		if report.Err != nil {
-			reason = report.Err.Error()
-		}
-		return fmt.Errorf("%s is not sound: %s", target, reason)
+	switch {
+	case report.Unanswered():
+		return fmt.Errorf("%s could not be checked: %w (its name, existence, endpoint or credentials)", target, report.Err)
+	case !report.Sound():
+		return fmt.Errorf("%s is not sound: missing %s", target, strings.Join(report.Missing(), "; "))
 	}
 	fds, err := descriptorBudget(cfg, log)
 	if err != nil {

@@ -86,6 +86,12 @@ func (r CheckReport) Sound() bool {
 	return len(r.Probes) > 0
 }
 
+// Unanswered says whether the check stopped because the store gave no
+// usable answer (Err): a configuration or access problem (a bucket name the
+// store rejects, a bucket that does not exist, bad credentials, an endpoint
+// that does not answer), not a verdict on the store's conditions.
+func (r CheckReport) Unanswered() bool { return r.Err != nil }
+
 // Missing names, once each and in probe order, the features whose probes
 // failed: what the store lacks that wasmkeep needs.
 func (r CheckReport) Missing() []string { return r.features(ProbeFailed) }
@@ -125,6 +131,9 @@ func (r CheckReport) String() string {
 	switch {
 	case r.Sound():
 		b.WriteString("verdict: sound: the bucket honours the conditional writes wasmkeep depends on\n")
+	case r.Err != nil:
+		b.WriteString("verdict: NOT CHECKED: the bucket did not answer, so nothing is known of its conditional writes;\n" +
+			"  check the bucket's name, that it exists, the endpoint and the credentials\n")
 	case len(r.Missing()) == 0:
 		// Only before any probe ran (an empty nonce, a bad prefix).
 		b.WriteString("verdict: NOT SOUND: the check could not run\n")

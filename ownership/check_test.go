@@ -120,6 +120,9 @@ func TestCheckUnusableStore(t *testing.T) {
 	if !strings.Contains(r.String(), "access denied") {
 		t.Errorf("report does not give the reason:\n%s", r)
 	}
+	if !r.Unanswered() || !strings.Contains(r.String(), "NOT CHECKED") || strings.Contains(r.String(), "NOT SOUND") {
+		t.Errorf("a store that did not answer is judged on its conditions:\n%s", r)
+	}
 }
 
 func TestCheckCancelled(t *testing.T) {
