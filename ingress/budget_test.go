@@ -119,24 +119,18 @@ func TestBodiesInFlightBounded(t *testing.T) {
 	// reserved.
 	stalled := dialRaw(t, n)
 	stalled.send("POST /actor/size/a HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" + strings.Repeat("a", 999))
-	var res *http.Response
-	var err error
-	// A second one of 1000 does not fit beside it: 503 before it is read.
-	// (The first reaches the handler asynchronously: try until it has.)
-	for try := 0; ; try++ {
-		c := dialRaw(t, n)
-		c.send("POST /actor/size/b HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" + strings.Repeat("a", 1000))
-		res, _, err = c.response(5 * time.Second)
-		require.NoError(t, err)
-		if res.StatusCode == http.StatusServiceUnavailable || try == 100 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	// Once its bytes are reserved, a second one of 1000 does not fit
+	// beside it: 503 before it is read.
+	require.Eventually(t, func() bool { return metric(t, n, "wasmkeep_http_body_inflight_bytes") == "1000" },
+		10*time.Second, 10*time.Millisecond, "the stalled body's bytes were not reserved")
+	c := dialRaw(t, n)
+	c.send("POST /actor/size/b HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" + strings.Repeat("a", 1000))
+	res, _, err := c.response(5 * time.Second)
+	require.NoError(t, err)
 	require.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
 	require.NotEmpty(t, res.Header.Get("Retry-After"))
 	// One of 400 fits.
-	c := dialRaw(t, n)
+	c = dialRaw(t, n)
 	c.send("POST /actor/size/c HTTP/1.1\r\nHost: x\r\nContent-Length: 400\r\n\r\n" + strings.Repeat("a", 400))
 	res, _, err = c.response(5 * time.Second)
 	require.NoError(t, err)
@@ -224,13 +218,15 @@ func TestConnectionBudget(t *testing.T) {
 	c = dialRaw(t, n)
 	res, _ = get(c, "/actor/size/a")
 	require.Equal(t, http.StatusOK, res.StatusCode)
-	require.True(t, idle[0].closed(5*time.Second), "the oldest idle connection was not closed")
-	require.False(t, idle[3].closed(100*time.Millisecond), "a younger idle connection was closed")
+	// One of them was closed to make room. (Which is the oldest in the
+	// server's eyes is when each went idle, after its answer was written:
+	// on a loaded machine not always the order the client read them in.)
+	require.Equal(t, 1, countClosed(idle), "idle connections closed to make room for one")
 
 	// Four busy ones (a request under way) cannot be closed: the next
 	// are admitted for health checks and peers only, each closed after
 	// its answer, and past those closed at once.
-	for _, c := range idle[1:] {
+	for _, c := range idle {
 		c.conn.Close()
 	}
 	c.conn.Close()
@@ -262,10 +258,15 @@ func TestConnectionBudget(t *testing.T) {
 		x := dialRaw(t, n)
 		return x.closed(100 * time.Millisecond)
 	}, 900*time.Millisecond, 20*time.Millisecond, "a connection past every band was not closed at once")
+	// The held requests get their 503 after their second, or, where the
+	// server had not read them yet when a newcomer came, give way to it as
+	// silent connections: either is right (the wait itself is
+	// TestOverflowRequestTakesAFreedPlace's). Either way they leave the band.
 	for _, h := range held {
-		res, _, err := h.response(5 * time.Second)
-		require.NoError(t, err)
-		require.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
+		if res, _, err := h.response(5 * time.Second); err == nil {
+			require.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
+		}
+		require.True(t, h.closed(5*time.Second), "an overflow connection stayed after its answer")
 	}
 
 	// Silent connections in the overflow band give way to a newcomer
@@ -275,7 +276,7 @@ func TestConnectionBudget(t *testing.T) {
 	o = dialRaw(t, n)
 	res, _ = get(o, "/healthz")
 	require.Equal(t, http.StatusOK, res.StatusCode)
-	require.True(t, silent[0].closed(5*time.Second), "the oldest silent overflow connection was kept")
+	require.Equal(t, 1, countClosed(silent), "silent overflow connections closed to make room for one")
 
 	for _, b := range busy {
 		b.send("0123456789")
@@ -386,4 +387,32 @@ func TestRelayedSocketsCountInTheSocketBudget(t *testing.T) {
 	require.Equal(t, 2, b.Sockets(), "a relayed socket holds two slots")
 	status, _ = dial()
 	require.Equal(t, http.StatusServiceUnavailable, status, "a relay past the socket bound")
+}
+
+// metric reads one sample of n's /metrics ("" if absent).
+func metric(t *testing.T, n *nodetest.Node, sample string) string {
+	t.Helper()
+	res, err := http.Get(n.URL + "/metrics")
+	require.NoError(t, err)
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, sample+" "); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// countClosed counts the connections the server closed: each is given a
+// moment to show it.
+func countClosed(conns []*raw) int {
+	n := 0
+	for _, c := range conns {
+		if c.closed(time.Second) {
+			n++
+		}
+	}
+	return n
 }
