@@ -114,9 +114,11 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	system := keeper.NewSystem(cfg.Logger)
 	hooks := &nodeHooks{}
+	stopStarting := startingServer(cfg.Listener, log)
 	k, err := keeper.Start(ctx, keeper.Config{
 		Core: cfg.Core, Bucket: cfg.Bucket, System: system, Logger: cfg.Logger, Registerer: reg, Hooks: hooks,
 	})
+	stopStarting()
 	if err != nil {
 		cfg.Listener.Close()
 		return nil, err

@@ -359,3 +359,81 @@ func TestStalledBodiesBounded(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, code)
 }
+
+// TestRestartAfterCrashAnswersWhileItWaits: a node killed with SIGKILL
+// leaves its lease live until it lapses. The same node started again
+// waits for it, and meanwhile its port answers /healthz 200 and /readyz
+// 503 (it used to stay closed), then serves once the lease is its own.
+func TestRestartAfterCrashAnswersWhileItWaits(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := lis.Addr().String()
+	lis.Close()
+	dir := t.TempDir()
+	args := []string{"--listen", addr, "--bucket", dir, "--lease-period", "500ms", "--lease-ttl", "4s", "--lease-safety", "1s", "--lease-grace", "1s"}
+	first := startNode(t, 0, args...)
+	code, _, err := first.get("/actor/counter/c")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code)
+	require.NoError(t, first.cmd.Process.Kill())
+	<-first.exited
+
+	second := startNodeAsync(t, args...)
+	// Within the ttl and grace the old lease may still act: the new start
+	// waits, answering health checks.
+	var sawWaiting bool
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		health, _, herr := second.get("/healthz")
+		ready, body, rerr := second.get("/readyz")
+		if herr == nil && rerr == nil && health == http.StatusOK && ready == http.StatusServiceUnavailable {
+			sawWaiting = true
+			require.Contains(t, body, "waiting for its lease")
+		}
+		if rerr == nil && ready == http.StatusOK {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	require.True(t, sawWaiting, "the restarted node's port did not answer while it waited for its lease")
+	code, body, err := second.get("/actor/counter/c")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code, body)
+	require.Equal(t, "2", strings.TrimSpace(body), "the count goes on from the bucket")
+	require.Contains(t, second.stderr.String(), "watching it for", "the log says why it waits")
+}
+
+// startNodeAsync starts a node process with args (which name its address)
+// and returns without waiting for it to serve.
+func startNodeAsync(t *testing.T, args ...string) *node {
+	t.Helper()
+	js, err := json.Marshal(append([]string{"--node", "h1", "--classes", t.TempDir(), "--cache-dir", ""}, args...))
+	require.NoError(t, err)
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), nodeEnv+"="+string(js))
+	n := &node{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan struct{})}
+	for i, a := range args {
+		if a == "--listen" {
+			n.addr = args[i+1]
+		}
+	}
+	cmd.Stderr = n.stderr
+	require.NoError(t, cmd.Start())
+	go func() {
+		n.err = cmd.Wait()
+		close(n.exited)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-n.exited:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			<-n.exited
+		}
+		if t.Failed() {
+			t.Logf("node log:\n%s", tail(n.stderr.String(), 4000))
+		}
+	})
+	return n
+}
