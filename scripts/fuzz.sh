@@ -10,18 +10,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 time="${FUZZTIME:-3s}"
 go="${GO:-go}"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
 n=0
 while IFS=: read -r file fn; do
 	pkg="./$(dirname "$file")"
 	echo "fuzz $pkg $fn ($time)"
-	"$go" test -run '^$' -fuzz "^${fn}\$" -fuzztime "$time" "$pkg" >/tmp/wasmkeep-fuzz.$$ 2>&1 || {
-		cat /tmp/wasmkeep-fuzz.$$
-		rm -f /tmp/wasmkeep-fuzz.$$
+	"$go" test -run '^$' -fuzz "^${fn}\$" -fuzztime "$time" "$pkg" >"$log" 2>&1 || {
+		cat "$log"
 		echo "fuzz: $pkg $fn failed" >&2
 		exit 1
 	}
-	tail -n 1 /tmp/wasmkeep-fuzz.$$
+	tail -n 1 "$log"
 	n=$((n + 1))
 done < <(git ls-files -z '*_test.go' | xargs -0 grep -Ho '^func Fuzz[A-Za-z0-9_]*' | sed 's/func //' | sort)
-rm -f /tmp/wasmkeep-fuzz.$$
 echo "fuzz: $n targets, $time each: no failure"

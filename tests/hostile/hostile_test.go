@@ -90,34 +90,16 @@ func startNode(t *testing.T, nofile int, args ...string) *node {
 		cmd = exec.Command(os.Args[0])
 	}
 	cmd.Env = append(os.Environ(), nodeEnv+"="+string(js))
-	n := &node{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan struct{})}
-	cmd.Stderr = n.stderr
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
 	addr := make(chan string, 1)
-	go func() {
+	n := launch(t, cmd, func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
 			if _, rest, ok := strings.Cut(sc.Text(), "serving on http://"); ok {
 				a, _, _ := strings.Cut(rest, " ")
 				addr <- a
 			}
-		}
-		n.err = cmd.Wait()
-		close(n.exited)
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-n.exited:
-		case <-time.After(30 * time.Second):
-			t.Errorf("node did not stop within 30 s of SIGTERM")
-			cmd.Process.Kill()
-			<-n.exited
-		}
-		if t.Failed() {
-			t.Logf("node log:\n%s", tail(n.stderr.String(), 4000))
 		}
 	})
 	select {
@@ -411,15 +393,27 @@ func startNodeAsync(t *testing.T, args ...string) *node {
 	require.NoError(t, err)
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), nodeEnv+"="+string(js))
-	n := &node{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan struct{})}
+	n := launch(t, cmd, nil)
 	for i, a := range args {
 		if a == "--listen" {
 			n.addr = args[i+1]
 		}
 	}
+	return n
+}
+
+// launch starts cmd as a node process: its log kept, its end awaited
+// (after wait, when given, has read what it needs of the process's
+// output), and stopped with SIGTERM (SIGKILL 30 s on) when the test ends.
+func launch(t *testing.T, cmd *exec.Cmd, wait func()) *node {
+	t.Helper()
+	n := &node{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan struct{})}
 	cmd.Stderr = n.stderr
 	require.NoError(t, cmd.Start())
 	go func() {
+		if wait != nil {
+			wait()
+		}
 		n.err = cmd.Wait()
 		close(n.exited)
 	}()
@@ -428,6 +422,7 @@ func startNodeAsync(t *testing.T, args ...string) *node {
 		select {
 		case <-n.exited:
 		case <-time.After(30 * time.Second):
+			t.Errorf("node did not stop within 30 s of SIGTERM")
 			cmd.Process.Kill()
 			<-n.exited
 		}
