@@ -7,11 +7,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/wasmkeep/wasmkeep/internal/damagetest"
+	"github.com/wasmkeep/wasmkeep/internal/testlog"
 )
 
 func TestPeerFailuresLoggedOncePerState(t *testing.T) {
-	logs := &damagetest.Log{}
+	logs := &testlog.Log{}
 	p := newPeerLog(slog.New(logs))
 	for range 384 {
 		p.failed("n2", "127.0.0.1:1", "forward", errors.New("connection refused"))

@@ -1,16 +1,11 @@
-// Package damagetest damages a directory bucket for tests, and keeps the
-// log lines a test then looks for.
+// Package damagetest damages a directory bucket for tests.
 package damagetest
 
 import (
 	"bytes"
-	"context"
-	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -47,54 +42,4 @@ func FlipAfterKey(t testing.TB, dir, key string) {
 	if _, err := f.WriteAt([]byte{seg[at+len(key)] ^ 0x01}, int64(at+len(key))); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// Log is a slog.Handler that keeps every record as one line: level,
-// message, then key=value for each attribute.
-type Log struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *Log) Enabled(context.Context, slog.Level) bool { return true }
-func (l *Log) WithAttrs([]slog.Attr) slog.Handler       { return l }
-func (l *Log) WithGroup(string) slog.Handler            { return l }
-
-func (l *Log) Handle(_ context.Context, r slog.Record) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s", r.Level, r.Message)
-	r.Attrs(func(a slog.Attr) bool {
-		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
-		return true
-	})
-	l.mu.Lock()
-	l.lines = append(l.lines, b.String())
-	l.mu.Unlock()
-	return nil
-}
-
-// Matching returns the lines that contain every fragment.
-func (l *Log) Matching(fragments ...string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, line := range l.lines {
-		ok := true
-		for _, f := range fragments {
-			ok = ok && strings.Contains(line, f)
-		}
-		if ok {
-			out = append(out, line)
-		}
-	}
-	return out
-}
-
-// Count counts the lines that contain every fragment.
-func (l *Log) Count(fragments ...string) int { return len(l.Matching(fragments...)) }
-
-func (l *Log) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
 }

@@ -9,14 +9,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wasmkeep/wasmkeep/internal/damagetest"
+	"github.com/wasmkeep/wasmkeep/internal/testlog"
 	"github.com/wasmkeep/wasmkeep/ownership"
 )
 
 // openLogged opens dir with its log lines kept.
-func openLogged(t *testing.T, dir string) (*Store, *damagetest.Log) {
+func openLogged(t *testing.T, dir string) (*Store, *testlog.Log) {
 	t.Helper()
-	logs := &damagetest.Log{}
+	logs := &testlog.Log{}
 	s, err := OpenWith(dir, Options{Logger: slog.New(logs)})
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +164,7 @@ func TestSegmentGoneWhileRunning(t *testing.T) {
 		wantOutcome(t, "get after the segment went", err, ownership.BucketDamaged, seg, "missing")
 		_, err = b.Put(t.Context(), "k2", []byte("x"), ownership.IfAbsent())
 		wantOutcome(t, "put after the segment went", err, ownership.BucketDamaged, seg, "missing")
-		for name, logs := range map[string]*damagetest.Log{"reader": alog, "writer": blog} {
+		for name, logs := range map[string]*testlog.Log{"reader": alog, "writer": blog} {
 			if lines := logs.Matching("ERROR", "segment="+seg); len(lines) != 1 {
 				t.Errorf("%s: log lines naming the segment: %q, want one", name, lines)
 			}

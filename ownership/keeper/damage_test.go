@@ -11,28 +11,12 @@ import (
 	"time"
 
 	"github.com/wasmkeep/wasmkeep/internal/damagetest"
+	"github.com/wasmkeep/wasmkeep/internal/testlog"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/dirstore"
 	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
 )
-
-// countLines counts the log lines that contain every fragment.
-func (l *logSink) countLines(fragments ...string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, line := range l.lines {
-		ok := true
-		for _, f := range fragments {
-			ok = ok && strings.Contains(line, f)
-		}
-		if ok {
-			n++
-		}
-	}
-	return n
-}
 
 // TestDamagedStateInDirectoryStore: a byte of an actor's state object flips
 // in the segment of the running directory store. Every acquisition of that
@@ -69,7 +53,7 @@ func TestDamagedStateInDirectoryStore(t *testing.T) {
 				t.Fatalf("after %d acquisitions: wasmkeep_bucket_damaged_total{what=state} = %v, want %d", i+1, got, i+1)
 			}
 		}
-		if got := n1.logs.countLines("ERROR", "damaged actor state", "key="+key, "record checksum mismatch"); got != 1 {
+		if got := n1.logs.Count("ERROR", "damaged actor state", "key="+key, "record checksum mismatch"); got != 1 {
 			t.Fatalf("%d error lines about %s, want one:\n%s", got, key, n1.logs)
 		}
 		n1.mustGrant(t, roomB, 1)
@@ -85,7 +69,7 @@ func TestDamagedStateInDirectoryStore(t *testing.T) {
 func TestTruncatedBucketEndsKeeper(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		dir := t.TempDir()
-		storeLogs := &logSink{}
+		storeLogs := &testlog.Log{}
 		store, err := dirstore.OpenWith(dir, dirstore.Options{Logger: slog.New(storeLogs)})
 		if err != nil {
 			t.Fatal(err)
@@ -122,10 +106,10 @@ func TestTruncatedBucketEndsKeeper(t *testing.T) {
 		if len(h.exits) != 1 || h.exits[0].Clean {
 			t.Errorf("Exit: %+v, want one, not clean", h.exits)
 		}
-		if got := storeLogs.countLines("ERROR", "segment="+seg, "shrank"); got != 1 {
+		if got := storeLogs.Count("ERROR", "segment="+seg, "shrank"); got != 1 {
 			t.Errorf("%d store log lines naming %s, want one:\n%s", got, seg, storeLogs)
 		}
-		if !n1.logs.has("ERROR", "bucket is damaged") {
+		if !n1.logs.Has("ERROR", "bucket is damaged") {
 			t.Errorf("the keeper did not log the damage:\n%s", n1.logs)
 		}
 		if got := metricValue(t, n1.reg, "wasmkeep_bucket_damaged_total", map[string]string{"what": "bucket"}); got != 1 {
@@ -148,7 +132,7 @@ func TestDamageFound(t *testing.T) {
 		if got := metricValue(t, n1.reg, "wasmkeep_bucket_damaged_total", map[string]string{"what": "state"}); got != 3 {
 			t.Fatalf("wasmkeep_bucket_damaged_total{what=state} = %v, want 3", got)
 		}
-		if got := n1.logs.countLines("ERROR", "damaged actor state", "key="+key, "truncated key"); got != 1 {
+		if got := n1.logs.Count("ERROR", "damaged actor state", "key="+key, "truncated key"); got != 1 {
 			t.Fatalf("%d error lines about %s, want one:\n%s", got, key, n1.logs)
 		}
 		n1.mustGrant(t, roomB, 1)

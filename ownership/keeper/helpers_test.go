@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/wasmkeep/wasmkeep/internal/testlog"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
@@ -35,7 +35,7 @@ var (
 type node struct {
 	*keeper.Keeper
 	hooks *recorder
-	logs  *logSink
+	logs  *testlog.Log
 	reg   *prometheus.Registry
 }
 
@@ -54,7 +54,7 @@ func startNode(t *testing.T, b ownership.Bucket, nodeName, instance string, opts
 
 func tryStart(t *testing.T, b ownership.Bucket, nodeName, instance string, opts ...nodeOption) (*node, error) {
 	t.Helper()
-	n := &node{hooks: &recorder{}, logs: &logSink{}, reg: prometheus.NewRegistry()}
+	n := &node{hooks: &recorder{}, logs: &testlog.Log{}, reg: prometheus.NewRegistry()}
 	cfg := keeper.Config{
 		Core:       coreConfig(nodeName, instance),
 		Bucket:     b,
@@ -174,76 +174,6 @@ func (r *recorder) snapshot() recorder {
 		abandoned:    append([]string(nil), r.abandoned...),
 		exits:        append([]ownership.Exit(nil), r.exits...),
 	}
-}
-
-// logSink is a slog.Handler that keeps every record as one line.
-type logSink struct {
-	mu    sync.Mutex
-	lines []string
-	attrs []slog.Attr
-}
-
-func (l *logSink) Enabled(context.Context, slog.Level) bool { return true }
-
-func (l *logSink) Handle(_ context.Context, r slog.Record) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s", r.Level, r.Message)
-	for _, a := range l.attrs {
-		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
-	}
-	r.Attrs(func(a slog.Attr) bool {
-		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
-		return true
-	})
-	l.mu.Lock()
-	l.lines = append(l.lines, b.String())
-	l.mu.Unlock()
-	return nil
-}
-
-func (l *logSink) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return &sinkView{root: l, attrs: attrs}
-}
-
-func (l *logSink) WithGroup(string) slog.Handler { return l }
-
-// sinkView is a logSink with attributes added, writing to the same lines.
-type sinkView struct {
-	root  *logSink
-	attrs []slog.Attr
-}
-
-func (v *sinkView) Enabled(context.Context, slog.Level) bool { return true }
-func (v *sinkView) Handle(ctx context.Context, r slog.Record) error {
-	r2 := r.Clone()
-	r2.AddAttrs(v.attrs...)
-	return v.root.Handle(ctx, r2)
-}
-func (v *sinkView) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return &sinkView{root: v.root, attrs: append(append([]slog.Attr(nil), v.attrs...), attrs...)}
-}
-func (v *sinkView) WithGroup(string) slog.Handler { return v }
-
-func (l *logSink) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
-}
-
-// has reports whether some line contains every fragment.
-func (l *logSink) has(fragments ...string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, line := range l.lines {
-		ok := true
-		for _, f := range fragments {
-			ok = ok && strings.Contains(line, f)
-		}
-		if ok {
-			return true
-		}
-	}
-	return false
 }
 
 // checkedBucket wraps a bucket: it fails the test if two calls on one key

@@ -107,7 +107,7 @@ func TestLifecycle(t *testing.T) {
 		if got := metricValue(t, n1.reg, "wasmkeep_lease_renew_seconds", nil); got < 1 {
 			t.Errorf("wasmkeep_lease_renew_seconds: %v observations, want at least the first lease write", got)
 		}
-		if !n1.logs.has("INFO", "took its lease", "node=n1") {
+		if !n1.logs.Has("INFO", "took its lease", "node=n1") {
 			t.Errorf("no info line for the lease taken:\n%s", n1.logs)
 		}
 
@@ -215,7 +215,7 @@ func TestFencedLeaseEndsKeeper(t *testing.T) {
 		if len(h.exits) != 1 || h.exits[0].Clean {
 			t.Errorf("Exit: %+v, want one, not clean", h.exits)
 		}
-		if !n1.logs.has("WARN", "lease lost", "fenced") {
+		if !n1.logs.Has("WARN", "lease lost", "fenced") {
 			t.Errorf("no warning about the lost lease:\n%s", n1.logs)
 		}
 		// Nothing was released: the fence frees the records.
@@ -426,7 +426,7 @@ func TestPanicEndsKeeper(t *testing.T) {
 			!strings.Contains(exit.Reason, "test hook StopActing panics") {
 			t.Fatalf("Err = %#v, want an ExitError with the panic", n1.Err())
 		}
-		if !n1.logs.has("ERROR", "keeper broke", "stack=") {
+		if !n1.logs.Has("ERROR", "keeper broke", "stack=") {
 			t.Errorf("no error line with the stack:\n%s", n1.logs)
 		}
 		h := n1.hooks.snapshot()
@@ -443,7 +443,7 @@ func TestPanicEndsKeeper(t *testing.T) {
 
 		// A new instance watches the stale lease, then takes it over.
 		n1b := startNode(t, b, "n1", "n1-i2")
-		if !n1b.logs.has("WARN", "held by instance n1-i1", "watching it") {
+		if !n1b.logs.Has("WARN", "held by instance n1-i1", "watching it") {
 			t.Errorf("the new instance took the lease without watching it:\n%s", n1b.logs)
 		}
 		if got := b.putCount(ownership.NodeKey("n1")); got != leasePuts+1 {
@@ -466,7 +466,7 @@ func TestTwinAtStart(t *testing.T) {
 		if !errors.As(err, &exit) || !strings.Contains(exit.Reason, "live under instance n1-i1") {
 			t.Fatalf("twin start = %v, want an ExitError naming the live instance", err)
 		}
-		if !twin.logs.has("WARN", "watching it") {
+		if !twin.logs.Has("WARN", "watching it") {
 			t.Errorf("no warning about the watch:\n%s", twin.logs)
 		}
 		n1.stop(t)
@@ -526,7 +526,7 @@ func TestDirectoryStore(t *testing.T) {
 		wantFree(t, b, roomB)
 
 		again := startNode(t, b, "n1", "n1-i2")
-		if again.logs.has("watching it") {
+		if again.logs.Has("watching it") {
 			t.Errorf("a released lease was watched before it was taken:\n%s", again.logs)
 		}
 		again.mustGrant(t, roomA, 2)
@@ -630,7 +630,7 @@ func TestSlowClock(t *testing.T) {
 		if renewals := after.Seq - before.Seq; renewals < 20 {
 			t.Errorf("%d renewals in a minute of a slow clock, want about 21", renewals)
 		}
-		if st := n1.Status(); !st.LeaseValid || n1.logs.has("lapsed") {
+		if st := n1.Status(); !st.LeaseValid || n1.logs.Has("lapsed") {
 			t.Errorf("the lease lapsed: %+v\n%s", st, n1.logs)
 		}
 		n1.stop(t)

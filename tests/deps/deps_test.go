@@ -25,7 +25,7 @@ type pkg struct {
 
 // testOnly are the packages only tests import (helpers of tests), with
 // everything under examples/, tests/ and bench/.
-var testOnly = []string{"internal/nodetest", "internal/s3test", "internal/damagetest", "internal/browser"}
+var testOnly = []string{"internal/nodetest", "internal/s3test", "internal/damagetest", "internal/testlog", "internal/browser"}
 
 // actorPackages are where proto.actor actors live.
 var actorPackages = []string{"actors", "ownership/keeper", "supervisors"}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/internal/damagetest"
 	"github.com/wasmkeep/wasmkeep/internal/nodetest"
+	"github.com/wasmkeep/wasmkeep/internal/testlog"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/dirstore"
 	"github.com/wasmkeep/wasmkeep/supervisors"
@@ -46,8 +47,8 @@ func damagedCount(t *testing.T, n *nodetest.Node, what string) string {
 
 // startLogged starts a node on dir whose actors idle after a moment, with
 // its log lines kept.
-func startLogged(t *testing.T, dir string) (*nodetest.Node, *damagetest.Log) {
-	logs := &damagetest.Log{}
+func startLogged(t *testing.T, dir string) (*nodetest.Node, *testlog.Log) {
+	logs := &testlog.Log{}
 	n := nodetest.Start(t, nodetest.Options{Dir: dir, IdleTimeout: 200 * time.Millisecond,
 		Configure: func(c *supervisors.NodeConfig) { c.Logger = slog.New(logs) }})
 	return n, logs
