@@ -15,8 +15,8 @@ import (
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
 )
 
-// owner stands in for the keeper: every hold may act unless revoked.
-type owner struct {
+// fakeKeeper stands in for the keeper: every hold may act unless revoked.
+type fakeKeeper struct {
 	mu      sync.Mutex
 	revoked map[ownership.Generation]bool
 	idle    []ownership.Generation
@@ -24,31 +24,31 @@ type owner struct {
 	damaged []string // keys, one per DamageFound
 }
 
-func (o *owner) MayAct(_ ownership.Actor, gen ownership.Generation) bool {
+func (o *fakeKeeper) MayAct(_ ownership.Actor, gen ownership.Generation) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return !o.revoked[gen]
 }
 
-func (o *owner) Idle(_ ownership.Actor, gen ownership.Generation) {
+func (o *fakeKeeper) Idle(_ ownership.Actor, gen ownership.Generation) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.idle = append(o.idle, gen)
 }
 
-func (o *owner) HoldEnded(_ ownership.Actor, gen ownership.Generation, _ string) {
+func (o *fakeKeeper) HoldEnded(_ ownership.Actor, gen ownership.Generation, _ string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.ended = append(o.ended, gen)
 }
 
-func (o *owner) DamageFound(key string, _ error) {
+func (o *fakeKeeper) DamageFound(key string, _ error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.damaged = append(o.damaged, key)
 }
 
-func (o *owner) revoke(gen ownership.Generation) {
+func (o *fakeKeeper) revoke(gen ownership.Generation) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.revoked == nil {
@@ -57,12 +57,12 @@ func (o *owner) revoke(gen ownership.Generation) {
 	o.revoked[gen] = true
 }
 
-func newHost(t *testing.T, b ownership.Bucket, o actors.Owner, reg *actors.Registry) *actors.Host {
+func newHost(t *testing.T, b ownership.Bucket, o actors.Keeper, reg *actors.Registry) *actors.Host {
 	t.Helper()
 	if reg == nil {
 		reg = actors.BuiltIn()
 	}
-	h, err := actors.NewHost(actors.Config{Owner: o, Bucket: b, Registry: reg, System: keeper.NewSystem(nil)})
+	h, err := actors.NewHost(actors.Config{Keeper: o, Bucket: b, Registry: reg, System: keeper.NewSystem(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,14 +108,14 @@ func mustCount(t *testing.T, h *actors.Host, gen ownership.Generation, want stri
 
 func TestCounterPersists(t *testing.T) {
 	b := memstore.New(memstore.Faults{})
-	h := newHost(t, b, &owner{}, nil)
+	h := newHost(t, b, &fakeKeeper{}, nil)
 	mustCount(t, h, 1, "1")
 	mustCount(t, h, 1, "2")
 	if got, err := count(t, h, 1, "read"); err != nil || got != "2" {
 		t.Fatalf("read = %q, %v; want 2", got, err)
 	}
-	// Another host (another instance) at a later generation reads it back.
-	h2 := newHost(t, b, &owner{}, nil)
+	// Another host (another node) at a later generation reads it back.
+	h2 := newHost(t, b, &fakeKeeper{}, nil)
 	mustCount(t, h2, 2, "3")
 }
 
@@ -123,10 +123,10 @@ func TestCounterPersists(t *testing.T) {
 // landed, cannot make its write visible: its commit is refused.
 func TestOwnerFence(t *testing.T) {
 	b := memstore.New(memstore.Faults{})
-	old := newHost(t, b, &owner{}, nil)
+	old := newHost(t, b, &fakeKeeper{}, nil)
 	mustCount(t, old, 1, "1") // old hold resident at generation 1
 
-	current := newHost(t, b, &owner{}, nil)
+	current := newHost(t, b, &fakeKeeper{}, nil)
 	mustCount(t, current, 2, "2") // fence at 2, then its own commit
 
 	// The old hold still believes it owns the actor: its commit is
@@ -155,7 +155,7 @@ func TestOwnerFence(t *testing.T) {
 // not act any more.
 func TestOutputGate(t *testing.T) {
 	b := memstore.New(memstore.Faults{})
-	o := &owner{}
+	o := &fakeKeeper{}
 	h := newHost(t, b, o, nil)
 	mustCount(t, h, 1, "1")
 	o.revoke(1)
@@ -185,7 +185,7 @@ func TestStorageLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := memstore.New(memstore.Faults{})
-	h := newHost(t, b, &owner{}, reg)
+	h := newHost(t, b, &fakeKeeper{}, reg)
 	a := ownership.Actor{Class: "store", Name: "s"}
 	put := func(key string, size int) (int, string) {
 		t.Helper()
@@ -226,7 +226,7 @@ func TestStorageLimits(t *testing.T) {
 }
 
 func TestUnknownClass(t *testing.T) {
-	h := newHost(t, memstore.New(memstore.Faults{}), &owner{}, nil)
+	h := newHost(t, memstore.New(memstore.Faults{}), &fakeKeeper{}, nil)
 	_, err := h.Deliver(t.Context(), ownership.Actor{Class: "nope", Name: "x"}, 1, get(""))
 	if !errors.Is(err, actors.ErrUnknownClass) {
 		t.Fatalf("err = %v", err)
@@ -238,7 +238,7 @@ func TestPanicIsAnError(t *testing.T) {
 	_ = reg.Register("boom", actors.ClassFunc(func(context.Context, *actors.Request, actors.Storage) (*actors.Response, error) {
 		panic("boom")
 	}))
-	h := newHost(t, memstore.New(memstore.Faults{}), &owner{}, reg)
+	h := newHost(t, memstore.New(memstore.Faults{}), &fakeKeeper{}, reg)
 	for range 2 { // the actor survives its panic
 		resp, err := h.Deliver(t.Context(), ownership.Actor{Class: "boom", Name: "x"}, 1, get(""))
 		if err != nil || resp.Status != http.StatusInternalServerError {
@@ -248,11 +248,11 @@ func TestPanicIsAnError(t *testing.T) {
 }
 
 // TestStopActingDrops: StopActing drops the resident actor at once, and
-// once its instance has terminated tells the keeper so, exactly once, with
+// once its resident actor has terminated tells the keeper so, exactly once, with
 // Idle at the stopped generation (the keeper releases the hold then);
 // HibernateAll then has nothing to hibernate.
 func TestStopActingDrops(t *testing.T) {
-	o := &owner{}
+	o := &fakeKeeper{}
 	h := newHost(t, memstore.New(memstore.Faults{}), o, nil)
 	mustCount(t, h, 1, "1")
 	h.StopActing(room, 1)
@@ -265,16 +265,16 @@ func TestStopActingDrops(t *testing.T) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if fmt.Sprint(o.idle) != "[1]" {
-		t.Fatalf("Idle called for %v, want once at generation 1 (the end of the stopped instance)", o.idle)
+		t.Fatalf("Idle called for %v, want once at generation 1 (the end of the stopped resident actor)", o.idle)
 	}
 }
 
 // TestEndedGrantDoesNotRun: an event granted under a hold that ended
-// before it reached a new instance (the actor went idle in between) is
-// refused before it runs, NotRun: nothing of it lands.
+// before it reached a new resident actor (the actor went idle in between)
+// is refused before it runs, NotRun: nothing of it lands.
 func TestEndedGrantDoesNotRun(t *testing.T) {
 	b := memstore.New(memstore.Faults{})
-	o := &owner{}
+	o := &fakeKeeper{}
 	h := newHost(t, b, o, nil)
 	mustCount(t, h, 1, "1")
 	if err := h.HibernateAll(t.Context()); err != nil {

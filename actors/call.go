@@ -91,34 +91,34 @@ func CallChain(ctx context.Context) []ownership.Actor {
 	return chain
 }
 
-// eventCall is what Call needs of the running event: its instance (on
+// eventCall is what Call needs of the running event: its resident actor (on
 // whose goroutine the event, and so the call, runs) and its storage.
 type eventCall struct {
-	in    *instance
+	ra    *residentActor
 	actx  actor.Context
 	t     *txn
 	outer []ownership.Actor // the chain the event was called through, if any
 }
 
 func (ec *eventCall) call(ctx context.Context, to ownership.Actor, req *Request) (*Response, error) {
-	in := ec.in
-	if in.h.cfg.Caller == nil {
+	ra := ec.ra
+	if ra.h.cfg.Caller == nil {
 		return nil, fmt.Errorf("%w: this node routes no calls", ErrCallFailed)
 	}
-	chain := append(slices.Clip(ec.outer), in.actor)
+	chain := append(slices.Clip(ec.outer), ra.actor)
 	if slices.Contains(chain, to) {
 		return nil, fmt.Errorf("%w: %s/%s is waiting in this call chain", ErrCallCycle, to.Class, to.Name)
 	}
 	if len(chain) > MaxCallDepth {
 		return nil, fmt.Errorf("%w: chain deeper than %d calls", ErrCallCycle, MaxCallDepth)
 	}
-	if err := in.commitForCall(ec.actx, ec.t); err != nil {
+	if err := ra.commitForCall(ec.actx, ec.t); err != nil {
 		return nil, err
 	}
-	cctx, cancel := context.WithTimeout(WithCallChain(ctx, chain), in.h.cfg.CallTimeout)
+	cctx, cancel := context.WithTimeout(WithCallChain(ctx, chain), ra.h.cfg.CallTimeout)
 	defer cancel()
 	start := time.Now()
-	resp, err := in.h.cfg.Caller.Call(cctx, to, req)
+	resp, err := ra.h.cfg.Caller.Call(cctx, to, req)
 	if err != nil && cctx.Err() != nil && !errors.Is(err, ErrCallFailed) {
 		err = fmt.Errorf("%w: no answer from %s/%s within %v: %w", ErrCallFailed, to.Class, to.Name, time.Since(start).Round(time.Millisecond), err)
 	}
@@ -128,27 +128,27 @@ func (ec *eventCall) call(ctx context.Context, to ownership.Actor, req *Request)
 // commitForCall makes durable everything the running event could reveal
 // to a callee: the event's writes so far join the working state (t goes on
 // over it), and the working state is committed; then the hold must still
-// be allowed to act. It runs on the instance's goroutine, in the middle of
-// the event: commits are waited for here, not through the mailbox (their
-// done messages, arriving later, are ignored).
-func (in *instance) commitForCall(ctx actor.Context, t *txn) error {
-	gen := in.gen
+// be allowed to act. It runs on the resident actor's goroutine, in the
+// middle of the event: commits are waited for here, not through the mailbox
+// (their done messages, arriving later, are ignored).
+func (ra *residentActor) commitForCall(ctx actor.Context, t *txn) error {
+	gen := ra.gen
 	if t.dirty() {
-		in.state.KV = t.result()
-		in.version++
-		t.rebase(in.state.KV)
+		ra.state.KV = t.result()
+		ra.version++
+		t.rebase(ra.state.KV)
 	}
-	for in.loaded && in.gen == gen && in.durable < in.version {
-		if in.inflight == nil {
-			in.startCommit(ctx)
+	for ra.loaded && ra.gen == gen && ra.durable < ra.version {
+		if ra.inflight == nil {
+			ra.startCommit(ctx)
 		}
-		in.committedAt(ctx, <-in.inflight.done)
+		ra.committedAt(ctx, <-ra.inflight.done)
 	}
-	if !in.loaded || in.gen != gen {
-		return in.h.unavailable(in.actor, "commit before the call did not land")
+	if !ra.loaded || ra.gen != gen {
+		return ra.h.unavailable(ra.actor, "commit before the call did not land")
 	}
-	if !in.h.cfg.Owner.MayAct(in.actor, in.gen) {
-		return in.h.unavailable(in.actor, "hold no longer live or node lease not valid")
+	if !ra.h.cfg.Keeper.MayAct(ra.actor, ra.gen) {
+		return ra.h.unavailable(ra.actor, "hold no longer live or node lease not valid")
 	}
 	return nil
 }

@@ -33,9 +33,9 @@ func (c *localCaller) Call(ctx context.Context, to ownership.Actor, req *actors.
 	return c.host.Load().Deliver(ctx, to, 1, req)
 }
 
-func newCallHost(t *testing.T, b ownership.Bucket, o actors.Owner, reg *actors.Registry, c *localCaller) *actors.Host {
+func newCallHost(t *testing.T, b ownership.Bucket, o actors.Keeper, reg *actors.Registry, c *localCaller) *actors.Host {
 	t.Helper()
-	h, err := actors.NewHost(actors.Config{Owner: o, Bucket: b, Registry: reg, System: keeper.NewSystem(nil), Caller: c})
+	h, err := actors.NewHost(actors.Config{Keeper: o, Bucket: b, Registry: reg, System: keeper.NewSystem(nil), Caller: c})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func relayGet(t *testing.T, h *actors.Host, name, path string) (*actors.Response
 
 func TestCallReachesAnotherActor(t *testing.T) {
 	c := &localCaller{}
-	h := newCallHost(t, memstore.New(memstore.Faults{}), &owner{}, relayRegistry(t), c)
+	h := newCallHost(t, memstore.New(memstore.Faults{}), &fakeKeeper{}, relayRegistry(t), c)
 	if resp, err := relayGet(t, h, "b", "/put/42"); err != nil || resp.Status != http.StatusOK {
 		t.Fatalf("put: %v %v", resp, err)
 	}
@@ -136,7 +136,7 @@ func TestCallCommitsFirst(t *testing.T) {
 		}
 		seen = append(seen, string(obj.Body))
 	}}
-	h := newCallHost(t, b, &owner{}, relayRegistry(t), c)
+	h := newCallHost(t, b, &fakeKeeper{}, relayRegistry(t), c)
 	if _, err := relayGet(t, h, "a", "/put/7"); err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestCallCommitsFirst(t *testing.T) {
 
 func TestCallCycleRefused(t *testing.T) {
 	c := &localCaller{}
-	h := newCallHost(t, memstore.New(memstore.Faults{}), &owner{}, relayRegistry(t), c)
+	h := newCallHost(t, memstore.New(memstore.Faults{}), &fakeKeeper{}, relayRegistry(t), c)
 	for _, tc := range []struct{ path, want string }{
 		{"/to/a/", "call: actor call cycle: relay/a"},             // itself
 		{"/to/b/to/a/", "via b: call: actor call cycle: relay/a"}, // through another
@@ -198,7 +198,7 @@ func TestCallOutsideEvent(t *testing.T) {
 // TestCallRefusedWhenHoldMayNotAct: a caller whose hold may no longer act
 // sends nothing.
 func TestCallRefusedWhenHoldMayNotAct(t *testing.T) {
-	o := &owner{}
+	o := &fakeKeeper{}
 	c := &localCaller{before: func(to ownership.Actor) {
 		if to.Name == "b" {
 			t.Error("the call left a hold that may not act")
@@ -235,7 +235,7 @@ func TestCallCommitFailureFailsEvent(t *testing.T) {
 	a := ownership.Actor{Class: "relay", Name: "a"}
 	b := &keyFailBucket{Bucket: memstore.New(memstore.Faults{}), key: actors.StateKey(a)}
 	c := &localCaller{}
-	h := newCallHost(t, b, &owner{}, relayRegistry(t), c)
+	h := newCallHost(t, b, &fakeKeeper{}, relayRegistry(t), c)
 	if _, err := relayGet(t, h, "a", "/put/1"); err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +257,7 @@ func TestCallCommitFailureFailsEvent(t *testing.T) {
 // answered and counted once.
 func TestCallsUnderLoad(t *testing.T) {
 	c := &localCaller{}
-	h := newCallHost(t, memstore.New(memstore.Faults{}), &owner{}, relayRegistry(t), c)
+	h := newCallHost(t, memstore.New(memstore.Faults{}), &fakeKeeper{}, relayRegistry(t), c)
 	const callers, rounds = 8, 10
 	var wg sync.WaitGroup
 	for i := range callers {

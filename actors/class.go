@@ -21,22 +21,23 @@ type Class interface {
 	Handle(ctx context.Context, req *Request, st Storage) (*Response, error)
 }
 
-// ActorFactory is implemented by classes that keep resources per resident
+// ResidentClass is implemented by classes that keep resources per resident
 // actor (a wasm class keeps one wasm instance per actor). When an actor of
-// such a class becomes resident, its proto.actor actor calls NewActor once,
-// on its own goroutine before its first event, and sends every event of
-// that residency to the returned ActorClass instead of the class; it calls
+// such a class becomes resident, its proto.actor actor calls NewResident
+// once, on its own goroutine before its first event, and sends every event
+// of that residency to the returned Resident instead of the class; it calls
 // Close on the same goroutine when the actor stops being resident
 // (hibernation, eviction, StopActing, node stop). The Class's own Handle is
 // then not called by Host.
-type ActorFactory interface {
+type ResidentClass interface {
 	Class
-	NewActor(a ownership.Actor) ActorClass
+	NewResident(a ownership.Actor) Resident
 }
 
-// ActorClass serves the events of one resident actor; see ActorFactory. It
-// is called from one goroutine at a time.
-type ActorClass interface {
+// Resident is an actor's in-memory object for one residency: it serves the
+// events of that residency; see ResidentClass. It is called from one
+// goroutine at a time.
+type Resident interface {
 	Class
 	// Close releases what the actor held; nothing is called after it.
 	Close()

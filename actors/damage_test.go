@@ -17,7 +17,7 @@ import (
 // TestDamagedState: an actor whose state object is damaged in the bucket
 // (it fails the directory store's checksum, or its payload does not decode)
 // fails every event with a DamagedError that names the key and matches
-// ownership.ErrDamaged, not a retryable UnavailableError; the owner is told
+// ownership.ErrDamaged, not a retryable UnavailableError; the keeper is told
 // each time (it counts, and logs once per key); nothing is written over the
 // object; and another actor is served as before.
 func TestDamagedState(t *testing.T) {
@@ -34,7 +34,7 @@ func TestDamagedState(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { b.Close() })
-			mustCount(t, newHost(t, b, &owner{}, nil), 1, "1")
+			mustCount(t, newHost(t, b, &fakeKeeper{}, nil), 1, "1")
 			damagetest.FlipAfterKey(t, dir, key)
 			return b
 		}},
@@ -51,7 +51,7 @@ func TestDamagedState(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			b := c.damage(t)
 			before := stateOf(t, b, key)
-			o := &owner{}
+			o := &fakeKeeper{}
 			h := newHost(t, b, o, nil)
 			for i := range 2 {
 				_, err := count(t, h, 2, "")
@@ -69,7 +69,7 @@ func TestDamagedState(t *testing.T) {
 			told := append([]string(nil), o.damaged...)
 			o.mu.Unlock()
 			if len(told) != 2 || told[0] != key || told[1] != key {
-				t.Fatalf("owner told of damage: %q, want %s twice", told, key)
+				t.Fatalf("keeper told of damage: %q, want %s twice", told, key)
 			}
 			if after := stateOf(t, b, key); after != before {
 				t.Fatalf("the damaged object after the events: %s, want it left as it was: %s", after, before)

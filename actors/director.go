@@ -23,8 +23,8 @@ type (
 		sock  *SocketEvent // instead of req: a socket event
 		reply chan result
 		id    uint64 // set by the director: names the event until it is done
-		// spawned: the director made the instance for this event (the
-		// actor was not resident: the event woke it).
+		// spawned: the director spawned the actor's proto.actor actor for
+		// this event (the actor was not resident: the event woke it).
 		spawned bool
 	}
 	// doneMsg: a resident actor finished one event.
@@ -60,13 +60,13 @@ type result struct {
 	woke bool       // the event found the actor not resident
 }
 
-// resident is the director's view of one resident actor.
-type resident struct {
+// residentEntry is the director's view of one resident actor.
+type residentEntry struct {
 	pid     *actor.PID
 	gen     ownership.Generation // highest generation an event was sent with
 	pending int                  // events sent and not done
 	// replies of the events sent and not done, by event id: answered here
-	// if the instance stops without running them (its supervisor stopped it).
+	// if the actor stops without running them (its supervisor stopped it).
 	replies map[uint64]chan result
 	seq     uint64 // events sent so far; names the idle timer
 	timer   *time.Timer
@@ -80,14 +80,15 @@ type resident struct {
 // director owns the resident set. It never blocks: it only sends.
 type director struct {
 	h        *Host
-	entries  map[ownership.Actor]*resident
-	byPID    map[string]ownership.Actor // the resident actors by instance PID id
+	entries  map[ownership.Actor]*residentEntry
+	byPID    map[string]ownership.Actor // the resident actors by PID id
 	lru      *list.List                 // of ownership.Actor
 	children int                        // spawned and not yet terminated
 	closed   bool
 	waiters  []chan struct{}
-	// confirm: instances stopped by StopActing, by PID id; when one has
-	// terminated, the keeper is told (Owner.Idle at the stopped generation).
+	// confirm: resident actors stopped by StopActing, by PID id; when one
+	// has terminated, the keeper is told (Keeper.Idle at the stopped
+	// generation).
 	confirm map[string]ended
 }
 
@@ -107,17 +108,17 @@ func (d *director) Receive(ctx actor.Context) {
 			d.remove(ctx, m.actor, e, "idle", true)
 		}
 	case *stopActingMsg:
-		// The keeper releases the hold once told its instance has ended:
-		// until then a commit of that instance may still be in flight.
+		// The keeper releases the hold once told its resident actor has
+		// ended: until then a commit of that actor may still be in flight.
 		if e := d.entries[m.actor]; e != nil && e.gen <= m.gen {
 			d.remove(ctx, m.actor, e, "stop acting", false)
 			d.confirm[e.pid.Id] = ended{actor: m.actor, gen: m.gen}
 		} else {
-			d.h.cfg.Owner.Idle(m.actor, m.gen) // no instance of that hold here
+			d.h.cfg.Keeper.Idle(m.actor, m.gen) // that hold is not resident here
 		}
 	case *abandonedMsg:
 		if e := d.entries[m.actor]; e == nil || e.gen != m.gen {
-			d.h.cfg.Owner.Idle(m.actor, m.gen)
+			d.h.cfg.Keeper.Idle(m.actor, m.gen)
 		}
 	case *closeMsg:
 		d.closed = true
@@ -139,11 +140,11 @@ func (d *director) Receive(ctx actor.Context) {
 		d.children--
 		if c, ok := d.confirm[m.Who.Id]; ok {
 			delete(d.confirm, m.Who.Id)
-			d.h.cfg.Owner.Idle(c.actor, c.gen)
+			d.h.cfg.Keeper.Idle(c.actor, c.gen)
 		}
 		if a, ok := d.byPID[m.Who.Id]; ok {
 			// Still resident: its supervisor stopped it. Its commits are
-			// durable; the next event spawns a new instance. The events
+			// durable; the next event spawns it anew. The events
 			// still queued for it were dropped with it: answer their callers.
 			e := d.entries[a]
 			for id, reply := range e.replies {
@@ -166,12 +167,12 @@ func (d *director) event(ctx actor.Context, m *eventMsg) {
 	}
 	e := d.entries[m.actor]
 	if e == nil {
-		inst := &instance{h: d.h, actor: m.actor, class: m.class, ended: new(atomic.Bool)}
+		ra := &residentActor{h: d.h, actor: m.actor, class: m.class, ended: new(atomic.Bool)}
 		var opts []actor.PropsOption
 		if d.h.cfg.Supervision != nil {
 			opts = d.h.cfg.Supervision.Props(m.actor.Class)
 		}
-		e = &resident{pid: ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return inst }, opts...)), ended: inst.ended,
+		e = &residentEntry{pid: ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return ra }, opts...)), ended: ra.ended,
 			replies: map[uint64]chan result{}}
 		d.byPID[e.pid.Id] = m.actor
 		e.elem = d.lru.PushFront(m.actor)
@@ -198,15 +199,15 @@ func (d *director) event(ctx actor.Context, m *eventMsg) {
 	ctx.Send(e.pid, m)
 }
 
-// HandleFailure makes the director the supervisor of the resident
-// instances: a panic that escaped an instance's Receive lands here, on the
-// director's goroutine. The event that panicked is lost to the instance, so
-// its caller is answered here and the event counted done; then the class's
-// strategy (Config.Supervision) restarts or stops the instance. Without
+// HandleFailure makes the director the supervisor of the resident actors: a
+// panic that escaped a resident actor's Receive lands here, on the
+// director's goroutine. The event that panicked is lost to the actor, so its
+// caller is answered here and the event counted done; then the class's
+// strategy (Config.Supervision) restarts or stops the actor. Without
 // Config.Supervision, proto.actor's default strategy decides alone.
 func (d *director) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason, message any) {
-	a, resident := d.byPID[child.Id]
-	if d.h.cfg.Supervision == nil || !resident {
+	a, known := d.byPID[child.Id]
+	if d.h.cfg.Supervision == nil || !known {
 		actor.DefaultSupervisorStrategy().HandleFailure(sys, sup, child, rs, reason, message)
 		return
 	}
@@ -260,7 +261,7 @@ func (d *director) done(ctx actor.Context, m *doneMsg) {
 // already in its mailbox still run (and fail the output gate if the hold is
 // gone), then it stops and its state is dropped. With idle, the keeper is
 // told the hold is idle so that it releases or parks it.
-func (d *director) remove(ctx actor.Context, a ownership.Actor, e *resident, reason string, idle bool) {
+func (d *director) remove(ctx actor.Context, a ownership.Actor, e *residentEntry, reason string, idle bool) {
 	delete(d.entries, a)
 	delete(d.byPID, e.pid.Id)
 	d.lru.Remove(e.elem)
@@ -272,7 +273,7 @@ func (d *director) remove(ctx actor.Context, a ownership.Actor, e *resident, rea
 	}
 	ctx.Poison(e.pid)
 	if idle && e.gen > 0 {
-		d.h.cfg.Owner.Idle(a, e.gen)
+		d.h.cfg.Keeper.Idle(a, e.gen)
 	}
 	d.h.log.Debug("actor hibernated", slog.String("class", a.Class), slog.String("name", a.Name),
 		slog.Uint64("gen", uint64(e.gen)), slog.String("reason", reason))

@@ -28,7 +28,7 @@
 // that is gone, so it is refused and never becomes visible, even if it lands
 // late (DESIGN.md section 6, property 2). The first event of a hold reads the
 // object: stamped with the hold's generation, it is used as is; stamped
-// later, the hold was superseded and ends (Owner.HoldEnded); stamped earlier
+// later, the hold was superseded and ends (Keeper.HoldEnded); stamped earlier
 // (a hold granted without the core, as in tests), it is fenced here first.
 //
 // # Group commit and the output gate
@@ -38,7 +38,7 @@
 // actor is in flight; the writes of every event that ran meanwhile go out
 // together in the next one. A response (whether its event wrote or only
 // read) is released only once every write it could have seen is durable and
-// Owner.MayAct says, at that moment, that the hold is live and the lease
+// Keeper.MayAct says, at that moment, that the hold is live and the lease
 // valid; otherwise the event fails with ErrUnavailable (503 with
 // Retry-After). A commit that is refused, or whose outcome is unknown, fails
 // every event that ran since the last durable version and discards the
@@ -50,7 +50,7 @@
 // decode, fails the event with a *DamagedError naming its key (it matches
 // ownership.ErrDamaged; the ingress answers 500): no retry serves the
 // actor until a person restores the object, so it is not an
-// UnavailableError. The owner is told (Owner.DamageFound) and logs it once
+// UnavailableError. The keeper is told (Keeper.DamageFound) and logs it once
 // per key; nothing that needs its content is written over the object
 // (a hold already live may still commit over it), the hold stays, and every
 // later event reads it again. Other actors are served as before.
@@ -73,29 +73,30 @@
 // holder. The call is a commit point for the caller: the working state,
 // with the event's writes so far, is committed (and the hold must be
 // allowed to act) before the request leaves, so a callee never acts on a
-// write that could be lost. The caller's instance waits for the call on its
-// own goroutine; a call to an actor of the same chain is refused
+// write that could be lost. The caller waits for the call on its own
+// goroutine; a call to an actor of the same chain is refused
 // (ErrCallCycle), and every call is bounded by Config.CallTimeout.
 //
 // # Blocking
 //
 // A commit runs on its own goroutine and answers through the actor's
 // mailbox, so the actor keeps running events while it is in flight. The
-// first event of a residency reads the state inside Receive, and an instance
-// that stops waits for its commit in flight and commits what ran, so a drain
-// or a stop finishes its events. The director that routes events and keeps
+// first event of a residency reads the state inside Receive, and a resident
+// actor that stops waits for its commit in flight and commits what ran, so a
+// drain or a stop finishes its events. The director that routes events and keeps
 // the resident set never blocks.
 //
 // # Hibernation
 //
 // An actor without events for Config.IdleTimeout hibernates: its state is
-// dropped (every commit is already durable) and Owner.Idle is called so
+// dropped (every commit is already durable) and Keeper.Idle is called so
 // that the ownership keeper releases or parks the hold. Past
 // Config.MaxResident actors, the least recently used idle one hibernates.
 // StopActing drops an actor at once: events still queued in its mailbox
 // fail with ErrUnavailable without touching the bucket, and once its
-// instance has terminated (its last commit answered) the keeper is told with
-// Idle at the stopped generation, which is when it releases the hold.
+// proto.actor actor has terminated (its last commit answered) the keeper is
+// told with Idle at the stopped generation, which is when it releases the
+// hold.
 //
 // Host's methods are safe for concurrent use.
 package actors

@@ -49,7 +49,7 @@ func signalling(ran chan<- struct{}) *actors.Registry {
 func TestGroupCommit(t *testing.T) {
 	b := &gatedBucket{Bucket: memstore.New(memstore.Faults{}), entered: make(chan struct{}, 16), gate: make(chan struct{})}
 	ran := make(chan struct{}, 64)
-	h := newHost(t, b, &owner{}, signalling(ran))
+	h := newHost(t, b, &fakeKeeper{}, signalling(ran))
 
 	const events = 10
 	type answer struct {
@@ -138,7 +138,7 @@ func (b *failingBucket) Put(ctx context.Context, key string, body []byte, c owne
 func TestGroupCommitFailure(t *testing.T) {
 	b := &failingBucket{gatedBucket: gatedBucket{Bucket: memstore.New(memstore.Faults{}), entered: make(chan struct{}, 16), gate: make(chan struct{})}, failAt: 2}
 	ran := make(chan struct{}, 64)
-	h := newHost(t, b, &owner{}, signalling(ran))
+	h := newHost(t, b, &fakeKeeper{}, signalling(ran))
 	mustCount(t, h, 1, "1") // put 1: the commit that creates the state
 	<-ran
 

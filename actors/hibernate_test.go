@@ -13,19 +13,19 @@ import (
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
 )
 
-func (o *owner) idled() []ownership.Generation {
+func (o *fakeKeeper) idled() []ownership.Generation {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return slices.Clone(o.idle)
 }
 
 // TestIdleTimeout: an actor without events for the idle timeout hibernates
-// and tells the owner; one with events does not. Time is synctest's.
+// and tells the keeper; one with events does not. Time is synctest's.
 func TestIdleTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		o := &owner{}
+		o := &fakeKeeper{}
 		h, err := actors.NewHost(actors.Config{
-			Owner: o, Bucket: memstore.New(memstore.Faults{}), Registry: actors.BuiltIn(),
+			Keeper: o, Bucket: memstore.New(memstore.Faults{}), Registry: actors.BuiltIn(),
 			System: keeper.NewSystem(nil), IdleTimeout: 10 * time.Second,
 		})
 		if err != nil {
@@ -54,10 +54,10 @@ func TestIdleTimeout(t *testing.T) {
 // TestMaxResident: past the bound, the least recently used actor
 // hibernates.
 func TestMaxResident(t *testing.T) {
-	o := &owner{}
+	o := &fakeKeeper{}
 	hibernated := make(chan string, 4)
 	h, err := actors.NewHost(actors.Config{
-		Owner: o, Bucket: memstore.New(memstore.Faults{}), Registry: actors.BuiltIn(),
+		Keeper: o, Bucket: memstore.New(memstore.Faults{}), Registry: actors.BuiltIn(),
 		System: keeper.NewSystem(nil), MaxResident: 2,
 		OnHibernate: func(a ownership.Actor, _ ownership.Generation, reason string) { hibernated <- a.Name + " " + reason },
 	})

@@ -14,8 +14,8 @@ import (
 	"github.com/wasmkeep/wasmkeep/sockets"
 )
 
-// Owner is what Host needs of the ownership keeper (keeper.Keeper has it).
-type Owner interface {
+// Keeper is what Host needs of the ownership keeper (keeper.Keeper has it).
+type Keeper interface {
 	// MayAct says whether output of the hold at gen may be released now.
 	MayAct(a ownership.Actor, gen ownership.Generation) bool
 	// Idle says the actor dropped out of memory while its hold was live.
@@ -24,15 +24,15 @@ type Owner interface {
 	// sealed by a later hold). It must not block.
 	HoldEnded(a ownership.Actor, gen ownership.Generation, reason string)
 	// DamageFound says a read of the state object at key found it damaged
-	// (ownership.ErrDamaged; err says how): the owner counts it and logs
+	// (ownership.ErrDamaged; err says how): the keeper counts it and logs
 	// it, once per key however many events meet it. It must not block.
 	DamageFound(key string, err error)
 }
 
-// Config is what a Host runs with. Owner, Bucket, Registry and System are
+// Config is what a Host runs with. Keeper, Bucket, Registry and System are
 // required; the rest have defaults.
 type Config struct {
-	Owner    Owner
+	Keeper   Keeper
 	Bucket   ownership.Bucket
 	Registry *Registry
 	System   *actor.ActorSystem
@@ -63,28 +63,28 @@ type Config struct {
 	Caller Caller
 	// CallTimeout bounds one call an actor makes. Zero: DefaultCallTimeout.
 	CallTimeout time.Duration
-	// Supervision, when set, gives the options resident instances of a
+	// Supervision, when set, gives the options the resident actors of a
 	// class are spawned with and the strategy the director supervises them
 	// with (package supervisors has one). Nil: proto.actor's defaults.
 	Supervision Supervision
 }
 
 // Supervision is how the director spawns and supervises the resident
-// instances of a class.
+// actors of a class.
 type Supervision interface {
-	// Props gives the options instances of class are spawned with.
+	// Props gives the options resident actors of class are spawned with.
 	Props(class string) []actor.PropsOption
-	// Strategy decides what becomes of an instance of class when a panic
-	// escapes its Receive: restarted, it keeps no resident state; stopped,
-	// the director drops the actor.
+	// Strategy decides what becomes of a resident actor of class when a
+	// panic escapes its Receive: restarted, it keeps no resident state;
+	// stopped, the director drops the actor.
 	Strategy(class string) actor.SupervisorStrategy
 }
 
 // Validate reports a configuration NewHost cannot run with.
 func (c Config) Validate() error {
 	var errs []error
-	if c.Owner == nil {
-		errs = append(errs, errors.New("no owner"))
+	if c.Keeper == nil {
+		errs = append(errs, errors.New("no keeper"))
 	}
 	if c.Bucket == nil {
 		errs = append(errs, errors.New("no bucket"))
@@ -193,7 +193,7 @@ func NewHost(cfg Config) (*Host, error) {
 	}
 	cfg.setDefaults()
 	h := &Host{cfg: cfg, log: cfg.Logger.With(slog.String("component", "actors"))}
-	d := &director{h: h, entries: map[ownership.Actor]*resident{}, byPID: map[string]ownership.Actor{}, lru: list.New(), confirm: map[string]ended{}}
+	d := &director{h: h, entries: map[ownership.Actor]*residentEntry{}, byPID: map[string]ownership.Actor{}, lru: list.New(), confirm: map[string]ended{}}
 	h.pid = cfg.System.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return d }))
 	return h, nil
 }
@@ -231,7 +231,7 @@ func (h *Host) run(ctx context.Context, m *eventMsg) result {
 	}
 }
 
-// StopActing drops a's resident instance at once if its hold is at gen or
+// StopActing drops resident actor a at once if its hold is at gen or
 // older, without Idle (the hold is already gone). It never blocks: call it
 // from keeper.Hooks.StopActing.
 func (h *Host) StopActing(a ownership.Actor, gen ownership.Generation) {
@@ -239,7 +239,7 @@ func (h *Host) StopActing(a ownership.Actor, gen ownership.Generation) {
 }
 
 // Abandoned ends a hold granted to an event nobody waits for any more,
-// unless an instance resident here serves that generation. It never
+// unless a's residency here serves that generation. It never
 // blocks.
 func (h *Host) Abandoned(a ownership.Actor, gen ownership.Generation) {
 	h.cfg.System.Root.Send(h.pid, &abandonedMsg{actor: a, gen: gen})
@@ -251,7 +251,7 @@ func (h *Host) DropAll() {
 	h.cfg.System.Root.Send(h.pid, &closeMsg{idle: false})
 }
 
-// HibernateAll hibernates every resident actor (each calls Owner.Idle),
+// HibernateAll hibernates every resident actor (each calls Keeper.Idle),
 // refuses later events, and returns once every resident actor has stopped
 // or ctx ends. Every commit is durable already: nothing is lost.
 func (h *Host) HibernateAll(ctx context.Context) error {

@@ -57,7 +57,7 @@ func (b *countingBucket) reset() {
 func TestPropertyAcknowledgedWritesSurvive(t *testing.T) {
 	b := memstore.New(memstore.Faults{})
 	for gen := ownership.Generation(1); gen <= 5; gen++ {
-		h := newHost(t, b, &owner{}, nil)
+		h := newHost(t, b, &fakeKeeper{}, nil)
 		mustCount(t, h, gen, strconv.Itoa(2*int(gen)-1))
 		mustCount(t, h, gen, strconv.Itoa(2*int(gen)))
 		if err := h.HibernateAll(t.Context()); err != nil {
@@ -66,19 +66,19 @@ func TestPropertyAcknowledgedWritesSurvive(t *testing.T) {
 	}
 }
 
-// Property 2: a superseded hold's write never becomes visible; its
-// instance, finding the state sealed above its generation, ends its hold.
+// Property 2: a superseded hold's write never becomes visible; its resident
+// actor, finding the state sealed above its generation, ends its hold.
 func TestPropertySupersededHoldEnds(t *testing.T) {
 	b := memstore.New(memstore.Faults{})
-	o := &owner{}
+	o := &fakeKeeper{}
 	old := newHost(t, b, o, nil)
 	mustCount(t, old, 1, "1")
-	old.StopActing(room, 1) // the instance drops its resident state
-	newer := newHost(t, b, &owner{}, nil)
+	old.StopActing(room, 1) // the resident actor drops its state
+	newer := newHost(t, b, &fakeKeeper{}, nil)
 	mustCount(t, newer, 2, "2")
 
-	// A stale grant at 1 reaches a fresh instance of the old host: it loads,
-	// finds the state at 2, refuses and ends its hold.
+	// A stale grant at 1 reaches a fresh resident actor of the old host: it
+	// loads, finds the state at 2, refuses and ends its hold.
 	_, err := count(t, old, 1, "")
 	if !errors.Is(err, actors.ErrUnavailable) {
 		t.Fatalf("superseded event: err = %v, want unavailable", err)
@@ -105,7 +105,7 @@ func TestPropertySupersededHoldEnds(t *testing.T) {
 func TestPropertyNothingLeftBehind(t *testing.T) {
 	b := memstore.New(memstore.Faults{})
 	for gen := ownership.Generation(1); gen <= 20; gen++ {
-		h := newHost(t, b, &owner{}, nil)
+		h := newHost(t, b, &fakeKeeper{}, nil)
 		mustCount(t, h, gen, strconv.Itoa(int(gen)))
 		if err := h.HibernateAll(t.Context()); err != nil {
 			t.Fatal(err)
@@ -126,7 +126,7 @@ func TestPropertyNothingLeftBehind(t *testing.T) {
 func TestPropertyWakeReadsAreBounded(t *testing.T) {
 	for _, history := range []int{1, 50} {
 		b := &countingBucket{Bucket: memstore.New(memstore.Faults{})}
-		h := newHost(t, b, &owner{}, nil)
+		h := newHost(t, b, &fakeKeeper{}, nil)
 		for i := 1; i <= history; i++ {
 			mustCount(t, h, 1, strconv.Itoa(i))
 		}
@@ -134,7 +134,7 @@ func TestPropertyWakeReadsAreBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 		b.reset()
-		woken := newHost(t, b, &owner{}, nil)
+		woken := newHost(t, b, &fakeKeeper{}, nil)
 		mustCount(t, woken, 2, strconv.Itoa(history+1))
 		if g, p, l := b.gets.Load(), b.puts.Load(), b.lists.Load(); g != 1 || p != 2 || l != 0 {
 			t.Fatalf("after %d events, a wake cost %d gets, %d puts, %d lists; want 1, 2 (fence, commit), 0", history, g, p, l)

@@ -16,18 +16,18 @@ import (
 	"github.com/wasmkeep/wasmkeep/supervisors"
 )
 
-// panickyOwner panics in MayAct while armed: outside the class's per-event
-// recover, so the panic reaches the instance's supervisor.
-type panickyOwner struct {
-	owner
+// panickyKeeper panics in MayAct while armed: outside the class's per-event
+// recover, so the panic reaches the resident actor's supervisor.
+type panickyKeeper struct {
+	fakeKeeper
 	armed atomic.Bool
 }
 
-func (o *panickyOwner) MayAct(a ownership.Actor, gen ownership.Generation) bool {
+func (o *panickyKeeper) MayAct(a ownership.Actor, gen ownership.Generation) bool {
 	if o.armed.Load() {
-		panic("owner broke")
+		panic("keeper broke")
 	}
-	return o.owner.MayAct(a, gen)
+	return o.fakeKeeper.MayAct(a, gen)
 }
 
 func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
@@ -49,11 +49,11 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	return 0
 }
 
-// TestSupervisedInstance: a panic outside the per-event recover fails its
-// event with ErrUnavailable and restarts the instance, which reloads its
-// state from the bucket; past the policy the instance is stopped and the
+// TestSupervisedResident: a panic outside the per-event recover fails its
+// event with ErrUnavailable and restarts the resident actor, which reloads
+// its state from the bucket; past the policy the actor is stopped and the
 // director drops the actor; the next event spawns a new one.
-func TestSupervisedInstance(t *testing.T) {
+func TestSupervisedResident(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m, err := supervisors.NewMetrics(reg)
 	if err != nil {
@@ -64,9 +64,9 @@ func TestSupervisedInstance(t *testing.T) {
 		t.Fatal(err)
 	}
 	hibernated := make(chan string, 16)
-	o := &panickyOwner{}
+	o := &panickyKeeper{}
 	h, err := actors.NewHost(actors.Config{
-		Owner: o, Bucket: memstore.New(memstore.Faults{}), Registry: actors.BuiltIn(), System: keeper.NewSystem(nil),
+		Keeper: o, Bucket: memstore.New(memstore.Faults{}), Registry: actors.BuiltIn(), System: keeper.NewSystem(nil),
 		Supervision: sup,
 		OnHibernate: func(_ ownership.Actor, _ ownership.Generation, reason string) { hibernated <- reason },
 	})
@@ -106,13 +106,13 @@ func TestSupervisedInstance(t *testing.T) {
 	if got := counterValue(t, reg, "wasmkeep_actor_failures_total"); got != 2 {
 		t.Fatalf("failures: %v", got)
 	}
-	mustCount(t, h, 1, "5") // a new instance
+	mustCount(t, h, 1, "5") // spawned anew
 }
 
-// TestStoppedInstanceAnswersQueuedEvents: when the supervisor stops an
-// instance at its first failure, every event queued behind the one that
+// TestStoppedResidentAnswersQueuedEvents: when the supervisor stops a
+// resident actor at its first failure, every event queued behind the one that
 // failed is answered (unavailable), none is left waiting.
-func TestStoppedInstanceAnswersQueuedEvents(t *testing.T) {
+func TestStoppedResidentAnswersQueuedEvents(t *testing.T) {
 	m, err := supervisors.NewMetrics(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
@@ -121,10 +121,10 @@ func TestStoppedInstanceAnswersQueuedEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := &panickyOwner{}
+	o := &panickyKeeper{}
 	o.armed.Store(true)
 	h, err := actors.NewHost(actors.Config{
-		Owner: o, Bucket: memstore.New(memstore.Faults{}), Registry: actors.BuiltIn(), System: keeper.NewSystem(nil),
+		Keeper: o, Bucket: memstore.New(memstore.Faults{}), Registry: actors.BuiltIn(), System: keeper.NewSystem(nil),
 		Supervision: sup,
 	})
 	if err != nil {
@@ -144,7 +144,7 @@ func TestStoppedInstanceAnswersQueuedEvents(t *testing.T) {
 	}
 	for range events {
 		if err := <-errs; !errors.Is(err, actors.ErrUnavailable) {
-			t.Fatalf("an event behind a failed instance got %v, want ErrUnavailable", err)
+			t.Fatalf("an event behind a failed resident actor got %v, want ErrUnavailable", err)
 		}
 	}
 }

@@ -30,7 +30,7 @@ func TestHibernationReleasesRecord(t *testing.T) {
 			t.Fatal(err)
 		}
 		host, err := actors.NewHost(actors.Config{
-			Owner: k, Bucket: b, Registry: actors.BuiltIn(), System: system, IdleTimeout: 10 * time.Second,
+			Keeper: k, Bucket: b, Registry: actors.BuiltIn(), System: system, IdleTimeout: 10 * time.Second,
 		})
 		if err != nil {
 			t.Fatal(err)

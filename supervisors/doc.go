@@ -13,27 +13,26 @@
 // actor, then stop the keeper (every hold released, the lease written
 // released). Node is safe for concurrent use.
 //
-// The director of package actors is the parent of every resident instance
-// and so their supervisor: when a panic escapes an instance's Receive (the
-// instance recovers a class's own panics per event and answers 500; what
+// The director of package actors is the parent of every resident actor
+// and so their supervisor: when a panic escapes a resident actor's Receive
+// (it recovers a class's own panics per event and answers 500; what
 // reaches the supervisor is a panic of the host code around it), proto.actor
 // hands the failure to the director, which asks the class's Strategy what
 // to do. A Supervisor gives, per class, that strategy and the proto.actor
-// options instances of the class are spawned with (Props): a receive
+// options resident actors of the class are spawned with (Props): a receive
 // middleware timing each message and counting panics, and a mailbox whose
 // statistics keep the class's queued-message gauge.
 //
 // # Restart policy
 //
-// The strategy restarts the failed instance, one for one, at most
+// The strategy restarts the failed resident actor, one for one, at most
 // Policy.MaxRestarts times within Policy.Within; one more failure inside the
-// window stops it. A restart rebuilds the instance empty: it keeps no
+// window stops it. A restart rebuilds the actor empty: it keeps no
 // resident state, so its next event fences and reloads the state from the
-// bucket. The event that panicked is lost to the instance (proto.actor does
+// bucket. The event that panicked is lost to the actor (proto.actor does
 // not redeliver it); the director answers its caller with ErrUnavailable. A
-// stop terminates the instance and the director drops the actor from its
-// resident set, as if it had hibernated; its next event spawns a new
-// instance.
+// stop terminates the resident actor and the director drops it from its
+// resident set, as if it had hibernated; its next event spawns it anew.
 //
 // # Metrics
 //
@@ -45,6 +44,6 @@
 // proto.actor's own OpenTelemetry metrics are not used.
 //
 // Supervisor and Metrics are safe for concurrent use: the middleware and
-// the mailbox statistics run on the instances' goroutines, the strategy on
-// the director's.
+// the mailbox statistics run on the resident actors' goroutines, the
+// strategy on the director's.
 package supervisors

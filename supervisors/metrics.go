@@ -30,25 +30,25 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	var err error
 	if m.restarts, err = metricreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "wasmkeep_actor_restarts_total",
-		Help: "Resident instances restarted by their supervisor after a failure.",
+		Help: "Resident actors restarted by their supervisor after a failure.",
 	}, []string{"class"})); err != nil {
 		return nil, fmt.Errorf("supervisor metrics: %w", err)
 	}
 	if m.failures, err = metricreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "wasmkeep_actor_failures_total",
-		Help: "Panics that escaped a resident instance's Receive and reached its supervisor.",
+		Help: "Panics that escaped a resident actor's Receive and reached its supervisor.",
 	}, []string{"class"})); err != nil {
 		return nil, fmt.Errorf("supervisor metrics: %w", err)
 	}
 	if m.depth, err = metricreg.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "wasmkeep_actor_mailbox_depth",
-		Help: "Messages queued in the mailboxes of a class's resident instances.",
+		Help: "Messages queued in the mailboxes of a class's resident actors.",
 	}, []string{"class"})); err != nil {
 		return nil, fmt.Errorf("supervisor metrics: %w", err)
 	}
 	if m.event, err = metricreg.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "wasmkeep_actor_event_seconds",
-		Help:    "Time a resident instance spent in Receive per message.",
+		Help:    "Time a resident actor spent in Receive per message.",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10), // 100 µs to 26 s
 	}, []string{"class"})); err != nil {
 		return nil, fmt.Errorf("supervisor metrics: %w", err)

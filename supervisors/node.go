@@ -40,7 +40,7 @@ type NodeConfig struct {
 	MaxBody     int64
 	// OnHibernate is passed to actors.Config.
 	OnHibernate func(a ownership.Actor, gen ownership.Generation, reason string)
-	// Supervision bounds the restarts of a resident instance (see
+	// Supervision bounds the restarts of a resident actor (see
 	// Policy). Zero: its defaults.
 	Supervision Policy
 	// MaxSockets and MaxMessage bound the node's WebSockets (see
@@ -149,7 +149,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	hooks.sockets.Store(owner)
 	caller := &lateCaller{}
 	host, err := actors.NewHost(actors.Config{
-		Owner: k, Bucket: cfg.Bucket, Registry: cfg.Registry, System: system, Logger: log,
+		Keeper: k, Bucket: cfg.Bucket, Registry: cfg.Registry, System: system, Logger: log,
 		IdleTimeout: cfg.IdleTimeout, MaxResident: cfg.MaxResident, MaxState: cfg.MaxState,
 		RetryAfter: cfg.Core.LeasePeriod, OnHibernate: cfg.OnHibernate, Supervision: sup, Sockets: owner,
 		Caller: caller, CallTimeout: cfg.CallTimeout,

@@ -9,11 +9,11 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 )
 
-// Policy bounds the restarts of one instance.
+// Policy bounds the restarts of one resident actor.
 type Policy struct {
-	// MaxRestarts is how many restarts an instance may have within Within;
-	// the next failure inside the window stops it. Zero: 3. Negative: an
-	// instance that fails is stopped at once.
+	// MaxRestarts is how many restarts a resident actor may have within Within;
+	// the next failure inside the window stops it. Zero: 3. Negative: a
+	// resident actor that fails is stopped at once.
 	MaxRestarts int
 	// Within is the window restarts are counted in. Zero: 1 min.
 	Within time.Duration
@@ -36,7 +36,7 @@ func (p *Policy) setDefaults() {
 	}
 }
 
-// Supervisor supervises the resident instances of every class, one policy
+// Supervisor supervises the resident actors of every class, one policy
 // for all, with one Metrics. It satisfies actors.Supervision.
 type Supervisor struct {
 	metrics *Metrics
@@ -59,7 +59,7 @@ func New(m *Metrics, p Policy, log *slog.Logger) (*Supervisor, error) {
 	return &Supervisor{metrics: m, policy: p, log: log.With(slog.String("component", "supervisors"))}, nil
 }
 
-// Props returns the proto.actor options resident instances of class are
+// Props returns the proto.actor options resident actors of class are
 // spawned with: the receive middleware that times messages and counts
 // panics, and an unbounded mailbox keeping the class's depth gauge.
 func (s *Supervisor) Props(class string) []actor.PropsOption {
@@ -76,8 +76,8 @@ func (s *Supervisor) MailboxStatistics(class string) actor.MailboxMiddleware {
 	return depth{s.metrics.class(class).depth}
 }
 
-// Strategy returns the strategy the parent of class's instances supervises
-// them with: restart one for one within the policy, else stop.
+// Strategy returns the strategy the parent of class's resident actors
+// supervises them with: restart one for one within the policy, else stop.
 func (s *Supervisor) Strategy(class string) actor.SupervisorStrategy {
 	return &strategy{class: class, policy: s.policy, m: s.metrics.class(class), log: s.log}
 }
@@ -117,8 +117,8 @@ func receiveMiddleware(cm classMetrics) actor.ReceiverMiddleware {
 // received after its actor handled it, so the gauge counts the messages
 // queued and the one in hand; a message whose handling panicked is never
 // reported, and the receive middleware subtracts it instead. Both are
-// atomic, so instances on any goroutines share the gauge. A mailbox keeps
-// running until it is empty, also after its actor stopped (messages to a
+// atomic, so resident actors on any goroutines share the gauge. A mailbox
+// keeps running until it is empty, also after its actor stopped (messages to a
 // stopped actor are skipped, and still reported), so the gauge returns to
 // zero.
 type depth struct {
@@ -148,12 +148,12 @@ type strategy struct {
 func (st *strategy) HandleFailure(_ *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason, _ any) {
 	if st.mayRestart(rs) {
 		st.m.restarts.Inc()
-		st.log.Warn("instance restarted", slog.String("class", st.class), slog.String("pid", child.Id),
+		st.log.Warn("resident actor restarted", slog.String("class", st.class), slog.String("pid", child.Id),
 			slog.String("reason", fmt.Sprint(reason)))
 		sup.RestartChildren(child)
 		return
 	}
-	st.log.Warn("instance stopped: too many restarts", slog.String("class", st.class), slog.String("pid", child.Id),
+	st.log.Warn("resident actor stopped: too many restarts", slog.String("class", st.class), slog.String("pid", child.Id),
 		slog.Int("max_restarts", st.policy.MaxRestarts), slog.Duration("within", st.policy.Within),
 		slog.String("reason", fmt.Sprint(reason)))
 	sup.StopChildren(child)

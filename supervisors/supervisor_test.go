@@ -9,21 +9,21 @@ import (
 	"github.com/wasmkeep/wasmkeep/supervisors"
 )
 
-// Messages to the test instance.
+// Messages to the test resident actor.
 type (
 	boom  struct{}                              // panics out of Receive
 	block struct{ entered, free chan struct{} } // waits for free
 	ping  struct{ done chan struct{} }          // closes done
 )
 
-// testInstance stands in for a resident instance: unlike actors' instance
+// testResident stands in for a resident actor: unlike actors' residentActor
 // it lets its panics reach the supervisor.
-type testInstance struct{ started chan<- struct{} }
+type testResident struct{ started chan<- struct{} }
 
-func (ti *testInstance) Receive(ctx actor.Context) {
+func (tr *testResident) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		ti.started <- struct{}{}
+		tr.started <- struct{}{}
 	case boom:
 		panic("boom")
 	case block:
@@ -34,7 +34,7 @@ func (ti *testInstance) Receive(ctx actor.Context) {
 	}
 }
 
-// parent stands in for the director: it spawns one instance of class with
+// parent stands in for the director: it spawns one resident actor of class with
 // the supervisor's props and supervises it with the class's strategy.
 type parent struct {
 	props      *actor.Props
@@ -76,7 +76,7 @@ func newFixture(t *testing.T, class string, p supervisors.Policy, extra ...func(
 	for _, e := range extra {
 		opts = append(opts, e(s))
 	}
-	props := actor.PropsFromProducer(func() actor.Actor { return &testInstance{started: f.started} }, opts...)
+	props := actor.PropsFromProducer(func() actor.Actor { return &testResident{started: f.started} }, opts...)
 	parentPID := f.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return &parent{props: props, child: childc, terminated: f.terminated}
 	}, actor.WithSupervisor(s.Strategy(class))))
@@ -119,7 +119,7 @@ func metric(t *testing.T, reg *prometheus.Registry, name, class string) float64 
 	return 0
 }
 
-// TestRestartThenStop: an instance whose panic reaches the supervisor is
+// TestRestartThenStop: a resident actor whose panic reaches the supervisor is
 // restarted (a fresh Started) and counted, up to MaxRestarts; the next
 // failure in the window stops it.
 func TestRestartThenStop(t *testing.T) {

@@ -56,7 +56,7 @@ func TestGuestCall(t *testing.T) {
 	}
 	bucket := memstore.New(memstore.Faults{})
 	c := &hostCaller{bucket: bucket}
-	h, err := actors.NewHost(actors.Config{Owner: anyOwner{}, Bucket: bucket, Registry: reg, System: keeper.NewSystem(nil), Caller: c})
+	h, err := actors.NewHost(actors.Config{Keeper: anyKeeper{}, Bucket: bucket, Registry: reg, System: keeper.NewSystem(nil), Caller: c})
 	if err != nil {
 		t.Fatal(err)
 	}

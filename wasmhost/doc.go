@@ -11,9 +11,9 @@
 //
 //	rt, err := wasmhost.NewRuntime(ctx, wasmhost.Config{CacheDir: dir})
 //	mod, err := rt.Compile(ctx, "counter", wasmBytes)
-//	err = registry.Register("counter", mod) // mod is an actors.ActorFactory
+//	err = registry.Register("counter", mod) // mod is an actors.ResidentClass
 //
-// actors.Host then calls mod.NewActor when an actor of the class becomes
+// actors.Host then calls mod.NewResident when an actor of the class becomes
 // resident, sends that actor's events to the returned Instance, and closes
 // it when the actor hibernates, is evicted or stops.
 //

@@ -12,13 +12,13 @@ import (
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
 )
 
-// anyOwner lets every hold act.
-type anyOwner struct{}
+// anyKeeper lets every hold act.
+type anyKeeper struct{}
 
-func (anyOwner) MayAct(ownership.Actor, ownership.Generation) bool       { return true }
-func (anyOwner) Idle(ownership.Actor, ownership.Generation)              {}
-func (anyOwner) HoldEnded(ownership.Actor, ownership.Generation, string) {}
-func (anyOwner) DamageFound(string, error)                               {}
+func (anyKeeper) MayAct(ownership.Actor, ownership.Generation) bool       { return true }
+func (anyKeeper) Idle(ownership.Actor, ownership.Generation)              {}
+func (anyKeeper) HoldEnded(ownership.Actor, ownership.Generation, string) {}
+func (anyKeeper) DamageFound(string, error)                               {}
 
 // TestClassInHost runs the wasm counter as a registered class of an
 // actors.Host: durable counts per actor, one wasm instance per resident
@@ -43,7 +43,7 @@ func TestClassInHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	bucket := memstore.New(memstore.Faults{})
-	h, err := actors.NewHost(actors.Config{Owner: anyOwner{}, Bucket: bucket, Registry: reg, System: keeper.NewSystem(nil)})
+	h, err := actors.NewHost(actors.Config{Keeper: anyKeeper{}, Bucket: bucket, Registry: reg, System: keeper.NewSystem(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestClassInHost(t *testing.T) {
 	if err := h.HibernateAll(ctx); err != nil {
 		t.Fatal(err)
 	}
-	h, err = actors.NewHost(actors.Config{Owner: anyOwner{}, Bucket: bucket, Registry: reg, System: keeper.NewSystem(nil)})
+	h, err = actors.NewHost(actors.Config{Keeper: anyKeeper{}, Bucket: bucket, Registry: reg, System: keeper.NewSystem(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

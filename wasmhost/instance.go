@@ -28,9 +28,10 @@ var (
 	ErrClosed = errors.New("wasm instance closed")
 )
 
-// Instance runs the events of one actor on an instance of a Module, kept
-// resident between events. It implements actors.ActorClass. It starts the wasm instance at the first event,
-// and again after one was discarded.
+// Instance runs the events of one actor on a wasm instance of a Module,
+// kept between events while the actor is resident. It implements
+// actors.Resident. It starts the wasm instance at the first event, and again
+// after one was discarded.
 //
 // An Instance is not safe for concurrent use: call it from one goroutine
 // at a time, as an actor's events are (a wasm instance must never run two
@@ -182,7 +183,7 @@ func (in *Instance) discard(ctx context.Context) {
 }
 
 // Close discards the wasm instance, if any; Handle fails after it. It
-// implements actors.ActorClass.
+// implements actors.Resident.
 func (in *Instance) Close() {
 	in.closed = true
 	in.discard(context.Background())
@@ -192,16 +193,16 @@ func notImplemented() *actors.Response {
 	return actors.Text(http.StatusNotImplemented, "class does not handle requests\n")
 }
 
-// NewActor returns the Instance that serves the events of actor a while it
-// is resident. It implements actors.ActorFactory, so that a Module
+// NewResident returns the Instance that serves the events of actor a while
+// it is resident. It implements actors.ResidentClass, so that a Module
 // registered as a class gets one wasm instance per resident actor.
-func (m *Module) NewActor(a ownership.Actor) actors.ActorClass {
+func (m *Module) NewResident(a ownership.Actor) actors.Resident {
 	return m.NewInstance(m.log.With(slog.String("name", a.Name)))
 }
 
 // Handle runs one event on a wasm instance started for it alone and
 // discarded after it. It makes a Module an actors.Class; Host does not call
-// it, since it calls NewActor and keeps the instance for the actor's
+// it, since it calls NewResident and keeps the wasm instance for the actor's
 // residency (a fresh instance per event costs a few milliseconds).
 func (m *Module) Handle(ctx context.Context, req *actors.Request, st actors.Storage) (*actors.Response, error) {
 	in := m.NewInstance(nil)
@@ -212,6 +213,6 @@ func (m *Module) Handle(ctx context.Context, req *actors.Request, st actors.Stor
 // A Module is a class whose actors each get their own wasm instance, and
 // an Instance takes socket events.
 var (
-	_ actors.ActorFactory = (*Module)(nil)
-	_ actors.SocketClass  = (*Instance)(nil)
+	_ actors.ResidentClass = (*Module)(nil)
+	_ actors.SocketClass   = (*Instance)(nil)
 )

@@ -90,7 +90,7 @@ func TestGuestStorageInHost(t *testing.T) {
 	if err := reg.Register("probe", probe); err != nil {
 		t.Fatal(err)
 	}
-	h, err := actors.NewHost(actors.Config{Owner: anyOwner{}, Bucket: memstore.New(memstore.Faults{}), Registry: reg, System: keeper.NewSystem(nil)})
+	h, err := actors.NewHost(actors.Config{Keeper: anyKeeper{}, Bucket: memstore.New(memstore.Faults{}), Registry: reg, System: keeper.NewSystem(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

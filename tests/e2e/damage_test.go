@@ -108,8 +108,8 @@ func TestDamagedStateOverHTTP(t *testing.T) {
 
 // TestFlippedByteOverHTTP: a byte of a hibernated counter's state flips in
 // the directory store's segment while the node runs. The acquisition's
-// seal finds it first, so the request is refused before any instance
-// runs: a 500 naming the damaged key (no retry helps); the node logs it
+// seal finds it first, so the request is refused before the actor is
+// resident: a 500 naming the damaged key (no retry helps); the node logs it
 // once at Error, counts it, and serves another counter as before.
 func TestFlippedByteOverHTTP(t *testing.T) {
 	dir := t.TempDir()

@@ -12,43 +12,43 @@ import (
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
 )
 
-// perActor is an ActorFactory whose actors count their own events in
+// perActor is a ResidentClass whose actors count their own events in
 // memory, and report each residency's end.
 type perActor struct {
 	closed chan string
 }
 
 func (perActor) Handle(context.Context, *actors.Request, actors.Storage) (*actors.Response, error) {
-	panic("Handle of an ActorFactory called")
+	panic("Handle of a ResidentClass called")
 }
 
-func (p perActor) NewActor(a ownership.Actor) actors.ActorClass {
-	return &perActorClass{name: a.Name, closed: p.closed}
+func (p perActor) NewResident(a ownership.Actor) actors.Resident {
+	return &perResident{name: a.Name, closed: p.closed}
 }
 
-type perActorClass struct {
+type perResident struct {
 	name   string
 	events int
 	closed chan string
 }
 
-func (c *perActorClass) Handle(context.Context, *actors.Request, actors.Storage) (*actors.Response, error) {
+func (c *perResident) Handle(context.Context, *actors.Request, actors.Storage) (*actors.Response, error) {
 	c.events++
 	return actors.Text(http.StatusOK, c.name+" "+strconv.Itoa(c.events)), nil
 }
 
-func (c *perActorClass) Close() { c.closed <- c.name }
+func (c *perResident) Close() { c.closed <- c.name }
 
-// TestActorFactory: each resident actor of a factory class gets its own
+// TestResidentClass: each resident actor of a ResidentClass gets its own
 // handler for its residency, closed when it stops being resident.
-func TestActorFactory(t *testing.T) {
+func TestResidentClass(t *testing.T) {
 	closed := make(chan string, 4)
 	reg := actors.NewRegistry()
 	if err := reg.Register("per", perActor{closed: closed}); err != nil {
 		t.Fatal(err)
 	}
 	h, err := actors.NewHost(actors.Config{
-		Owner: &owner{}, Bucket: memstore.New(memstore.Faults{}), Registry: reg,
+		Keeper: &fakeKeeper{}, Bucket: memstore.New(memstore.Faults{}), Registry: reg,
 		System: keeper.NewSystem(nil), MaxResident: 2,
 	})
 	if err != nil {
