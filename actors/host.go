@@ -53,7 +53,8 @@ type Config struct {
 	RetryAfter time.Duration
 	// OnHibernate, when set, is called on the director's goroutine each
 	// time an actor leaves memory, with why ("idle", "evicted",
-	// "stop acting", "node stopping", "node exited"). It must not block.
+	// "stop acting", "stopped by supervisor", "node stopping",
+	// "node exited"). It must not block.
 	OnHibernate func(a ownership.Actor, gen ownership.Generation, reason string)
 	// Sockets, when set, is the node's socket owner: events reach the
 	// actor's sockets through SocketsOf. Nil: the node serves no sockets.
@@ -232,8 +233,11 @@ func (h *Host) run(ctx context.Context, m *eventMsg) result {
 }
 
 // StopActing drops resident actor a at once if its hold is at gen or
-// older, without Idle (the hold is already gone). It never blocks: call it
-// from keeper.Hooks.StopActing.
+// older: events still queued for it fail without touching the bucket, and
+// once it has terminated (its last commit answered) the keeper is told
+// Idle at gen, which is when it may release the hold (at once when no such
+// hold is resident here). It never blocks: call it from
+// keeper.Hooks.StopActing.
 func (h *Host) StopActing(a ownership.Actor, gen ownership.Generation) {
 	h.cfg.System.Root.Send(h.pid, &stopActingMsg{actor: a, gen: gen})
 }
@@ -251,7 +255,7 @@ func (h *Host) DropAll() {
 	h.cfg.System.Root.Send(h.pid, &closeMsg{idle: false})
 }
 
-// HibernateAll hibernates every resident actor (each calls Keeper.Idle),
+// HibernateAll hibernates every resident actor (Keeper.Idle for each),
 // refuses later events, and returns once every resident actor has stopped
 // or ctx ends. Every commit is durable already: nothing is lost.
 func (h *Host) HibernateAll(ctx context.Context) error {

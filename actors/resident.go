@@ -39,11 +39,10 @@ type residentActor struct {
 	etag   ownership.ETag
 	state  stateObject
 
-	version   uint64     // events with writes applied to state
-	durable   uint64     // the version the bucket holds
-	inflight  *commitJob // the commit in flight, if any
-	waiting   []waiter   // responses held at the output gate, in order
-	committed uint64     // count of commits written, for metrics and tests
+	version  uint64     // events with writes applied to state
+	durable  uint64     // the version the bucket holds
+	inflight *commitJob // the commit in flight, if any
+	waiting  []waiter   // responses held at the output gate, in order
 }
 
 // waiter is an event that ran and waits for the commit of the writes it
@@ -227,7 +226,6 @@ func (ra *residentActor) startCommit(ctx actor.Context) {
 	body, key, etag := encodeState(next), StateKey(ra.actor), ra.etag
 	job := &commitJob{version: ra.version, seq: next.Seq, done: make(chan commitResult, 1)}
 	ra.inflight = job
-	ra.committed++
 	self, root, bucket, timeout := ctx.Self(), ra.h.cfg.System.Root, ra.h.cfg.Bucket, ra.h.cfg.IOTimeout
 	go func() {
 		cctx, cancel := context.WithTimeout(context.Background(), timeout)

@@ -306,8 +306,8 @@ func setupServe(fs *flag.FlagSet) action {
 	fs.DurationVar(&cfg.StopTimeout, "stop-timeout", cfg.StopTimeout, "bound on a clean stop after SIGINT or SIGTERM")
 	fs.StringVar(&cfg.Classes, "classes", cfg.Classes, "directory whose NAME.wasm files are served as wasm classes NAME, read at start (a missing directory: no wasm classes)")
 	fs.StringVar(&cfg.CacheDir, "cache-dir", cfg.CacheDir, "directory keeping compiled wasm classes across starts so later starts compile fast: wasmkeep/wasm in the user cache directory unless set, \"\" for none on disk; keep it out of a directory bucket")
-	fs.Var(&cfg.WasmMemory, "wasm-memory", "largest linear memory of one wasm actor instance (bytes, or with KiB or MiB); a guest growing past it fails its event")
-	fs.DurationVar(&cfg.WasmTrim, "wasm-trim-after", cfg.WasmTrim, "memory the wasm runtime keeps for fast instance starts (freed memories, each class's started instances) goes back to the system once unused this long; a negative value keeps it")
+	fs.Var(&cfg.WasmMemory, "wasm-memory", "largest linear memory of one wasm instance, one per resident wasm actor (bytes, or with KiB or MiB); a guest growing past it fails its event")
+	fs.DurationVar(&cfg.WasmTrim, "wasm-trim-after", cfg.WasmTrim, "memory the wasm runtime keeps for fast wasm instance starts (freed memories, each class's started wasm instances) goes back to the system once unused this long; a negative value keeps it")
 	fs.DurationVar(&cfg.WasmEventTimeout, "wasm-event-timeout", cfg.WasmEventTimeout, "longest a wasm guest may run for one event; past it the guest is stopped and the event fails")
 	return func(ctx context.Context, e env, _ []string) error {
 		if err := cfg.Validate(); err != nil {

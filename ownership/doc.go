@@ -14,15 +14,34 @@
 //   - node: one configured member of a cluster (NodeID), stable across
 //     restarts.
 //   - instance: one start of a node process (InstanceID, random per start).
+//   - twin: another live process started with this node's NodeID, under
+//     another instance. The core finds it in its own lease record
+//     (onLeaseRead, core.go): a starting node watches a lease naming another
+//     instance for ttl + grace and refuses to start if it changes twice
+//     meanwhile (once may be a dead instance's late write), unless it takes
+//     over; a running node whose lease names another instance has lost it,
+//     and exits.
 //   - lease: the node lease record at nodes/<node>, renewed every period
 //     with If-Match. This node counts it valid until the send time of its
 //     last acknowledged renewal plus ttl minus safety.
+//   - lapse: this node's lease is no longer counted valid (lapse.go). The
+//     node stops acting at once: sockets close with 1012, events waiting
+//     for an acquisition are refused, live holds stop acting and are
+//     released, and parked records are released. An acknowledged renewal makes the
+//     lease valid again.
 //   - record: the ownership record of an actor at owners/<class>/<name>:
 //     node, instance, generation, held or free. Its version is its ETag.
 //   - generation: a counter in the record, raised by every acquisition and
 //     never by a release.
 //   - hold: this instance's ownership of one actor at one generation. A live
 //     hold with a valid lease may act.
+//   - resident: an actor with its in-memory object on this node (package
+//     actors: its proto.actor actor, its working state and, for a
+//     ResidentClass, its Resident), serving events under a live hold.
+//   - hibernate: a resident actor leaves memory (idle timeout, eviction,
+//     StopActing, the node's stop). Its commits are durable already; the
+//     keeper is told (Idle) and releases its hold, or parks it while
+//     sockets to it are open on this node.
 //   - park: keep the record of an actor that hibernated with sockets open
 //     on this node, without writing; a parked hold may not act.
 //   - wake: the next event for a parked actor: an acquisition at a new

@@ -26,7 +26,7 @@ const abiModule = "wasmkeep"
 
 // event is the host's state for the event a guest call is serving. It
 // travels in the call's context, so that one host module serves every
-// instance. Invariant: an event is touched only by the goroutine that
+// wasm instance. Invariant: an event is touched only by the goroutine that
 // calls the guest, while the call runs.
 type event struct {
 	req       []byte // encoded request; nil in a socket event
@@ -60,7 +60,7 @@ var errOutOfRange = errors.New("wasmkeep host function given memory out of range
 
 // eventOf returns the event a host call serves. A panic inside a host
 // function fails the guest call with an error, which discards the
-// instance: the guest broke the ABI.
+// wasm instance: the guest broke the ABI.
 func eventOf(ctx context.Context) *event {
 	ev, ok := ctx.Value(eventKey{}).(*event)
 	if !ok {

@@ -22,11 +22,12 @@ func cpuTime(tb testing.TB) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// startPath is a way of starting instances, for comparing them in one run.
+// startPath is a way of starting wasm instances, for comparing them in one
+// run.
 type startPath struct {
 	name  string
 	alloc bool // memories in mappings (memory.go)
-	reuse bool // freed mappings kept for the next instances
+	reuse bool // freed mappings kept for the next wasm instances
 	merge bool // mergeDataSegments
 	image bool // data segments in an image (memory.go)
 	warm  bool // pages touched at start populated in one call (warmth)
@@ -45,8 +46,8 @@ var startPaths = []startPath{
 	{name: "mmap+image+reuse", alloc: true, reuse: true, merge: true, image: true, warm: true}, // the default
 }
 
-// compile returns the counter compiled on a runtime that starts instances
-// the way p does.
+// compile returns the counter compiled on a runtime that starts wasm
+// instances the way p does.
 func (p startPath) compile(tb testing.TB, cfg Config) *Module {
 	tb.Helper()
 	r := newRuntime(tb, cfg)
@@ -78,8 +79,8 @@ func reportVsBaseline(b *testing.B, path, unit string, v float64) {
 
 // BenchmarkStart measures starting one wasm instance of a Go guest
 // (instantiate, _initialize, ABI check) and its first event, along each
-// start path; guest-bytes is the linear memory an instance holds after it,
-// cpu-ns the process CPU time per start (garbage collection included),
+// start path; guest-bytes is the linear memory a wasm instance holds after
+// it, cpu-ns the process CPU time per start (garbage collection included),
 // x-cpu-ns its ratio to the first path's.
 func BenchmarkStart(b *testing.B) {
 	for _, p := range startPaths {
@@ -105,7 +106,7 @@ func BenchmarkStart(b *testing.B) {
 	}
 }
 
-// BenchmarkRequest measures one event on a resident instance of the
+// BenchmarkRequest measures one event on a resident wasm instance of the
 // counter: a request in, a storage get and put, a response out.
 func BenchmarkRequest(b *testing.B) {
 	for _, bc := range []struct {
@@ -179,14 +180,14 @@ func pss(tb testing.TB) int64 {
 	return 0
 }
 
-// BenchmarkResident measures the memory that resident instances of the
+// BenchmarkResident measures the memory that resident wasm instances of the
 // counter hold, along each start path: rss-bytes is the growth of the
-// process's resident set per instance, with 200 instances resident after
-// one event each, measured after a garbage collection that returns freed
-// memory to the system; x-rss-bytes is its ratio to the first path's.
-// pss-bytes is the growth of the proportional set size: pages shared by
-// several instances (an image's) count once there, but once per instance
-// in the resident set.
+// process's resident set per wasm instance, with 200 wasm instances
+// resident after one event each, measured after a garbage collection that
+// returns freed memory to the system; x-rss-bytes is its ratio to the first
+// path's. pss-bytes is the growth of the proportional set size: pages
+// shared by several wasm instances (an image's) count once there, but once
+// per wasm instance in the resident set.
 func BenchmarkResident(b *testing.B) {
 	for _, p := range startPaths {
 		b.Run(p.name, func(b *testing.B) {
@@ -219,9 +220,10 @@ func BenchmarkResident(b *testing.B) {
 
 // BenchmarkWake measures the latency of an actor's first event after a
 // wake (ns/op: a new Instance's first Handle, start included) without and
-// with the default pool of started instances (Config.Prestart), each wake after the
-// pool is full again; cpu-ns is all the process CPU time per wake, the
-// pool's background starts included, and x-ns its ratio to no pool.
+// with the default pool of started wasm instances (Config.Prestart), each
+// wake after the pool is full again; cpu-ns is all the process CPU time per
+// wake, the pool's background starts included, and x-ns its ratio to no
+// pool.
 func BenchmarkWake(b *testing.B) {
 	var base float64
 	for _, prestart := range []int{-1, DefaultPrestart} {
@@ -258,10 +260,10 @@ func BenchmarkWake(b *testing.B) {
 }
 
 // BenchmarkIdle measures the memory a runtime keeps once all its actors
-// have hibernated: 100 instances of the counter are started, serve an
+// have hibernated: 100 wasm instances of the counter are started, serve an
 // event each and are closed, with the default pool. idle-bytes is the
 // growth of the process's resident set then (kept mappings and the
-// pool's started instances), trimmed-bytes after the trim steps of a
+// pool's started wasm instances), trimmed-bytes after the trim steps of a
 // Config.TrimInterval without a start (Runtime.trim), both measured after
 // a garbage collection that returns freed memory to the system.
 func BenchmarkIdle(b *testing.B) {

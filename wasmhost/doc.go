@@ -21,20 +21,20 @@
 //
 //   - Isolation: one wasm instance per resident actor, never shared, so
 //     one actor's guest memory is never seen by another (memory reused
-//     from a closed instance is cleared first, and the pages of a
+//     from a closed wasm instance is cleared first, and the pages of a
 //     module's data image are shared copy-on-write); a guest reaches
 //     only the storage of the event it serves. Guests get real clocks and a
 //     cryptographic random source, and no files, network, arguments or
 //     environment.
-//   - Limits: an instance's linear memory is bounded by
+//   - Limits: a wasm instance's linear memory is bounded by
 //     Config.MemoryLimit; an event's guest time by Config.EventTimeout
 //     (unless Config.NoEventTimeout), past which the guest is stopped.
 //   - Failure: any error of a guest call (a trap, an exit, an unrecovered
 //     panic, a limit, an ABI violation) fails the event with an error
 //     (actors turns it into a 500, discarding the event's writes) and
-//     discards the instance; the next event starts a fresh one. A guest
-//     panic that the guest recovers is not an error and keeps the
-//     instance.
+//     discards the wasm instance; the next event starts a fresh one. A
+//     guest panic that the guest recovers is not an error and keeps the
+//     wasm instance.
 //   - A module without the wasmkeep_on_request export is valid: its events
 //     are answered 501 Not Implemented; without wasmkeep_on_socket, its
 //     socket events are dropped.
@@ -50,29 +50,29 @@
 // # Costs (2 cores, Go 1.26.8, wazero v1.12.0; see the benchmarks)
 //
 // Compiling a ~1.9 MB Go guest takes about a second, and under 0.1 s
-// when Config.CacheDir holds it already. Starting an instance of a Go
+// when Config.CacheDir holds it already. Starting a wasm instance of a Go
 // guest (instantiate, _initialize and a first event) takes 1.2 to 1.6 ms
-// of CPU when a closed instance's memory is at hand to reuse, and 2.2 to
-// 2.5 ms on fresh memory (BenchmarkStart; 3.1 ms in the same runs without
-// populating the pages a start touches in one call per run, 5.4 ms
+// of CPU when a closed wasm instance's memory is at hand to reuse, and 2.2
+// to 2.5 ms on fresh memory (BenchmarkStart; 3.1 ms in the same runs
+// without populating the pages a start touches in one call per run, 5.4 ms
 // without the host's own memories and data images, on this virtual
 // machine where a page fault costs 10–20 µs and populating a page
-// 0.5 µs). An idle instance holds about 1.3 MB of resident memory, 0.4 MB
-// of it its own: the rest is its module's data image, shared by all its
-// instances (BenchmarkResident; 3.4 MB before). With the default pool of
-// started instances (Config.Prestart), an actor's first event after a
-// wake takes about 0.25 ms instead of 1.2 ms (BenchmarkWake). How: see
-// memory.go, segments.go and pool.go. A request round trip with a
+// 0.5 µs). An idle wasm instance holds about 1.3 MB of resident memory,
+// 0.4 MB of it its own: the rest is its module's data image, shared by all
+// its wasm instances (BenchmarkResident; 3.4 MB before). With the default
+// pool of started wasm instances (Config.Prestart), an actor's first event
+// after a wake takes about 0.25 ms instead of 1.2 ms (BenchmarkWake). How:
+// see memory.go, segments.go and pool.go. A request round trip with a
 // storage get and put costs about 10 µs without the time limit.
 //
 // # Memory given back
 //
 // For fast starts a runtime keeps memory that no actor uses: the
-// memories of a few closed instances (up to 8, about 1 MB each for a Go
-// guest) and each used class's pool of started instances. What goes
+// memories of a few closed wasm instances (up to 8, about 1 MB each for a
+// Go guest) and each used class's pool of started wasm instances. What goes
 // unused for Config.TrimInterval (3 s by default) is returned to the
 // system: a kept memory that no start took, and the pool of a class that
-// started no instance. A runtime checks four times per interval, from
+// started no wasm instance. A runtime checks four times per interval, from
 // one goroutine that Close stops, so memory goes back between one and
 // 1.25 intervals after its last use; on a node whose actors wake more
 // often than that, nothing changes. Once all of 100 counter actors have

@@ -22,8 +22,8 @@ func (anyKeeper) DamageFound(string, error)                               {}
 
 // TestClassInHost runs the wasm counter as a registered class of an
 // actors.Host: durable counts per actor, one wasm instance per resident
-// actor (the probe's in-memory event count tells), and a fresh instance
-// after a guest error.
+// actor (the probe's in-memory event count tells), and a fresh wasm
+// instance after a guest error.
 func TestClassInHost(t *testing.T) {
 	r := newRuntime(t, Config{})
 	ctx := context.Background()
@@ -67,7 +67,7 @@ func TestClassInHost(t *testing.T) {
 	expect(room, "", "2")
 	expect(hall, "", "1")
 	expect(room, "", "3")
-	// Hibernation drops the instances; the counts are in the bucket.
+	// Hibernation drops the wasm instances; the counts are in the bucket.
 	if err := h.HibernateAll(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -80,10 +80,10 @@ func TestClassInHost(t *testing.T) {
 	a, b := ownership.Actor{Class: "probe", Name: "a"}, ownership.Actor{Class: "probe", Name: "b"}
 	expect(a, "/events", "1")
 	expect(a, "/events", "2")
-	expect(b, "/events", "1") // its own instance
+	expect(b, "/events", "1") // its own wasm instance
 	if resp := deliver(a, "/panic"); resp.Status != http.StatusInternalServerError {
 		t.Fatalf("panic = %d, want 500", resp.Status)
 	}
-	expect(a, "/events", "1") // a fresh instance
+	expect(a, "/events", "1") // a fresh wasm instance
 	expect(b, "/events", "2")
 }

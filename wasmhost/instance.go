@@ -17,14 +17,14 @@ import (
 )
 
 // Errors of Instance.Handle, for callers that branch on them. Each event
-// error means the instance was discarded.
+// error means the wasm instance was discarded.
 var (
 	// ErrTimeout: the guest ran past Config.EventTimeout and was stopped.
 	ErrTimeout = errors.New("guest ran past its event timeout")
 	// ErrGuest: the guest trapped, exited, panicked without recovering,
 	// broke the ABI or reported failure.
 	ErrGuest = errors.New("guest failed")
-	// ErrClosed: the instance was closed.
+	// ErrClosed: the wasm instance was closed.
 	ErrClosed = errors.New("wasm instance closed")
 )
 
@@ -38,7 +38,7 @@ var (
 // calls at once).
 type Instance struct {
 	m      *Module
-	mod    api.Module                // nil: no wasm instance resident
+	mod    api.Module                // nil: no wasm instance started
 	mem    experimental.LinearMemory // mod's memory, if the host allocated it
 	handle api.Function              // wasmkeep_on_request of mod
 	socket api.Function              // wasmkeep_on_socket of mod, if exported
@@ -56,9 +56,9 @@ func (m *Module) NewInstance(log *slog.Logger) *Instance {
 	return &Instance{m: m, log: log}
 }
 
-// Resident reports whether a wasm instance is resident (started and not
-// discarded).
-func (in *Instance) Resident() bool { return in.mod != nil }
+// Started reports whether a wasm instance is started (and not discarded
+// since).
+func (in *Instance) Started() bool { return in.mod != nil }
 
 // Handle runs req on the guest with st as the actor's storage, and
 // returns the guest's response. It implements the actors.Class contract
@@ -67,10 +67,11 @@ func (in *Instance) Resident() bool { return in.mod != nil }
 // A guest that accepted the WebSocket upgrade (ws_accept) gets
 // actors.AcceptSocket with its tags as its response, whatever it handed
 // out with response_write. A module without wasmkeep_on_request, or a
-// guest that registered no handler, answers 501 Not Implemented. Any error (the guest trapped,
-// panicked, ran out of memory or time, or broke the ABI) discards the wasm
-// instance, so that the next event starts a fresh one; the error wraps
-// ErrTimeout, ErrGuest or ErrClosed, and the caller turns it into a 500.
+// guest that registered no handler, answers 501 Not Implemented. Any error
+// (the guest trapped, panicked, ran out of memory or time, or broke the
+// ABI) discards the wasm instance, so that the next event starts a fresh
+// one; the error wraps ErrTimeout, ErrGuest or ErrClosed, and the caller
+// turns it into a 500.
 func (in *Instance) Handle(ctx context.Context, req *actors.Request, st actors.Storage) (*actors.Response, error) {
 	if in.closed {
 		return nil, ErrClosed
@@ -117,9 +118,9 @@ func (in *Instance) HandleSocket(ctx context.Context, sev *actors.SocketEvent, s
 
 // call runs the guest export wasmkeep_on_request, or wasmkeep_on_socket
 // if socket, for ev, starting a wasm instance if none is
-// resident, and returns its code: wire.OK or wire.NotHandled. Any other
-// code, and any error, discards the instance and is returned as an error
-// (what names the event in it).
+// started, and returns its code: wire.OK or wire.NotHandled. Any other
+// code, and any error, discards the wasm instance and is returned as an
+// error (what names the event in it).
 func (in *Instance) call(ctx context.Context, what string, socket bool, ev *event) (int32, error) {
 	cctx := ctx
 	if r := in.m.r; !r.cfg.NoEventTimeout {
@@ -203,7 +204,7 @@ func (m *Module) NewResident(a ownership.Actor) actors.Resident {
 // Handle runs one event on a wasm instance started for it alone and
 // discarded after it. It makes a Module an actors.Class; Host does not call
 // it, since it calls NewResident and keeps the wasm instance for the actor's
-// residency (a fresh instance per event costs a few milliseconds).
+// residency (a fresh wasm instance per event costs a few milliseconds).
 func (m *Module) Handle(ctx context.Context, req *actors.Request, st actors.Storage) (*actors.Response, error) {
 	in := m.NewInstance(nil)
 	defer in.Close()

@@ -52,8 +52,8 @@ func TestMappingKept(t *testing.T) {
 }
 
 // TestImage checks that a module's data segments go into an image mapped
-// into each instance, and that a mapping reused by another module holds
-// nothing of the first one's image or writes.
+// into each wasm instance, and that a mapping reused by another module
+// holds nothing of the first one's image or writes.
 func TestImage(t *testing.T) {
 	ctx := context.Background()
 	r := newRuntime(t, Config{TrimInterval: -1})
@@ -81,7 +81,7 @@ func TestImage(t *testing.T) {
 	if len(alloc.free) != 1 || alloc.free[0].img != a.img {
 		t.Fatal("mapping not kept with its image restored")
 	}
-	// The kept mapping, image restored, serves the next instance of a.
+	// The kept mapping, image restored, serves the next wasm instance of a.
 	mod, mem, err = a.instantiate(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +160,7 @@ func TestTrimMappings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// use starts an instance, writes into two pages of its memory and
+	// use starts a wasm instance, writes into two pages of its memory and
 	// closes it; it returns the mapping, kept for reuse.
 	use := func() *mapping {
 		t.Helper()
@@ -206,7 +206,7 @@ func TestTrimMappings(t *testing.T) {
 	steps(trimSteps)
 	kept(first)
 
-	// A second instance running while the first is started takes a
+	// A second wasm instance running while the first is started takes a
 	// second mapping: both are kept, the second trimSteps/2 steps later.
 	mod, mem, err := m.instantiate(ctx)
 	if err != nil {
@@ -214,7 +214,7 @@ func TestTrimMappings(t *testing.T) {
 	}
 	second := use()
 	if second == first {
-		t.Fatal("one mapping for two instances")
+		t.Fatal("one mapping for two wasm instances")
 	}
 	steps(trimSteps / 2)
 	closeModule(ctx, mod, mem)
@@ -271,7 +271,7 @@ func TestTrimLoop(t *testing.T) {
 	})
 }
 
-// TestWarmth checks that a module learns the pages its first instance
+// TestWarmth checks that a module learns the pages its first wasm instance
 // touched on a fresh mapping, that a fresh mapping gets them populated
 // before the guest runs, and no others (no resident memory is added),
 // and that a kept mapping of the module is not given them again.
@@ -309,7 +309,7 @@ func TestWarmth(t *testing.T) {
 	if written == 0 || read == 0 {
 		t.Fatalf("warmth %v: %d bytes written, %d read; want both", w, written, read)
 	}
-	// The mappings of the instances below are fresh, and unmapped when
+	// The mappings of the wasm instances below are fresh, and unmapped when
 	// freed.
 	a.setKeep(0)
 	closeModule(ctx, mod, mem)
@@ -320,7 +320,7 @@ func TestWarmth(t *testing.T) {
 	lm := a.allocate(0, uint64(r.cfg.MemoryLimit), m.img, w)
 	fresh := lm.(*mmapMemory)
 	if !fresh.fresh {
-		t.Fatal("mapping for a second module instance not fresh")
+		t.Fatal("mapping for a second wasm instance not fresh")
 	}
 	buf := lm.Reallocate(size)
 	page := unix.Getpagesize()
@@ -346,13 +346,13 @@ func TestWarmth(t *testing.T) {
 	}
 	lm.Free()
 
-	// The module's next fresh instance touches the pages learned.
+	// The module's next fresh wasm instance touches the pages learned.
 	mod, mem, err = m.instantiate(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := mem.(*mmapMemory).touched(); !slices.Equal(got, w) {
-		t.Errorf("a fresh instance touched %v, learned %v", got, w)
+		t.Errorf("a fresh wasm instance touched %v, learned %v", got, w)
 	}
 	closeModule(ctx, mod, mem)
 
@@ -372,7 +372,7 @@ func TestWarmth(t *testing.T) {
 
 // TestTrimPool checks that a class's pool is emptied by the trim step
 // that finds no start of the class for a whole TrimInterval (trimSteps
-// steps), and not before; that its instances' memory is unmapped, not
+// steps), and not before; that its wasm instances' memory is unmapped, not
 // kept; and that the next start fills the pool again.
 func TestTrimPool(t *testing.T) {
 	ctx := context.Background()
@@ -411,7 +411,7 @@ func TestTrimPool(t *testing.T) {
 	}
 	for _, b := range bufs {
 		if n, ok := resident(t, b); ok {
-			t.Fatalf("trimmed pool instance's mapping still mapped (%d pages resident; %d kept)", n, len(a.free))
+			t.Fatalf("trimmed pooled wasm instance's mapping still mapped (%d pages resident; %d kept)", n, len(a.free))
 		}
 	}
 	start()

@@ -12,16 +12,16 @@ import (
 // A pool keeps a few started wasm instances of a Module ready
 // (Config.Prestart), so that an actor's first event after a wake takes
 // one instead of instantiating and initialising on its path. It cuts the
-// wake's latency, not CPU: every instance is still started once, in the
-// background, by one goroutine per class at a time. It starts filling at
-// the class's first start, so classes never used cost nothing, and is
-// emptied when the class has started no instance for a
+// wake's latency, not CPU: every wasm instance is still started once, in
+// the background, by one goroutine per class at a time. It starts filling
+// at the class's first start, so classes never used cost nothing, and is
+// emptied when the class has started no wasm instance for a
 // Config.TrimInterval (trimPool), so that idle classes cost nothing
 // either; the next start fills it again.
 type pool struct {
 	mu       sync.Mutex
 	ready    []started
-	filling  bool // a goroutine is starting instances
+	filling  bool // a goroutine is starting wasm instances
 	closed   bool
 	lastTake uint64         // step of the trim clock at the last take
 	fills    sync.WaitGroup // the filling goroutine, for closePool
@@ -33,8 +33,8 @@ type started struct {
 	mem experimental.LinearMemory
 }
 
-// take returns a started instance of m: a ready one if the pool has one,
-// else one started now. Either way it has the pool refilled.
+// take returns a started wasm instance of m: a ready one if the pool has
+// one, else one started now. Either way it has the pool refilled.
 func (m *Module) take(ctx context.Context) (api.Module, experimental.LinearMemory, error) {
 	p := &m.pool
 	p.mu.Lock()
@@ -69,7 +69,7 @@ func (m *Module) refillLocked() {
 	}
 }
 
-// fill starts instances until the pool is full or closed, or a start
+// fill starts wasm instances until the pool is full or closed, or a start
 // fails (the next take tries again). Each start is bounded by the event
 // timeout, as on an event's path, and stopped when ctx (the runtime's)
 // is cancelled.
@@ -103,9 +103,9 @@ func (m *Module) fill(ctx context.Context) {
 	}
 }
 
-// trimPool closes the ready instances if the class has started none for
-// idle whole steps of the trim clock (since before step-idle), with their
-// memory unmapped rather than kept for reuse.
+// trimPool closes the ready wasm instances if the class has started none
+// for idle whole steps of the trim clock (since before step-idle), with
+// their memory unmapped rather than kept for reuse.
 func (m *Module) trimPool(step, idle uint64) {
 	p := &m.pool
 	p.mu.Lock()
@@ -121,7 +121,7 @@ func (m *Module) trimPool(step, idle uint64) {
 	}
 }
 
-// closePool closes the ready instances, after waiting for the start
+// closePool closes the ready wasm instances, after waiting for the start
 // under way, if any; the pool makes no more.
 func (m *Module) closePool(ctx context.Context) {
 	p := &m.pool

@@ -13,7 +13,7 @@ func waitPool(tb testing.TB, m *Module) {
 	m.pool.mu.Lock()
 	defer m.pool.mu.Unlock()
 	if m.r.cfg.Prestart > 0 && len(m.pool.ready) < m.r.cfg.Prestart {
-		tb.Fatalf("pool filled with %d of %d instances", len(m.pool.ready), m.r.cfg.Prestart)
+		tb.Fatalf("pool filled with %d of %d wasm instances", len(m.pool.ready), m.r.cfg.Prestart)
 	}
 }
 
@@ -27,7 +27,7 @@ func TestPool(t *testing.T) {
 	if len(m.pool.ready) != 0 || m.pool.filling {
 		t.Fatal("pool filled before the class was used")
 	}
-	// Each actor gets its own fresh instance, pooled or not.
+	// Each actor gets its own fresh wasm instance, pooled or not.
 	for i := range 4 {
 		in := m.NewInstance(nil)
 		defer in.Close()
@@ -46,7 +46,7 @@ func TestPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(m.pool.ready) != 0 {
-		t.Fatal("Module.Close left instances in the pool")
+		t.Fatal("Module.Close left wasm instances in the pool")
 	}
 	// A closed module's pool makes no more.
 	in := m.NewInstance(nil)

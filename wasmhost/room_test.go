@@ -33,7 +33,7 @@ func startRoomNode(t *testing.T) *nodetest.Node {
 
 // TestRoomHibernatesWithItsSockets: two people chat through the wasm room;
 // it hibernates (its wasm instance closed) while both stay connected, and a
-// message wakes it on a fresh instance with its history and presence
+// message wakes it on a fresh wasm instance with its history and presence
 // intact.
 func TestRoomHibernatesWithItsSockets(t *testing.T) {
 	n := startRoomNode(t)

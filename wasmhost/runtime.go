@@ -25,11 +25,12 @@ const ABIVersion = wire.Version
 
 // Defaults for Config.
 const (
-	// DefaultMemoryLimit bounds a guest instance's linear memory.
+	// DefaultMemoryLimit bounds a wasm instance's linear memory.
 	DefaultMemoryLimit = 256 << 20
 	// DefaultEventTimeout bounds one event of a guest.
 	DefaultEventTimeout = 5 * time.Second
-	// DefaultPrestart is how many started instances a class keeps ready.
+	// DefaultPrestart is how many started wasm instances a class keeps
+	// ready.
 	DefaultPrestart = 2
 	// DefaultTrimInterval is how long memory kept for reuse may go unused
 	// before it is returned to the system.
@@ -46,20 +47,21 @@ const pageSize = 64 << 10
 
 // Config configures a Runtime. The zero value is valid: no compilation
 // cache on disk, the default limits, the timeout on, and the default pool
-// of started instances.
+// of started wasm instances.
 type Config struct {
 	// CacheDir, if set, is a directory where compiled modules are kept
 	// across processes, so that compiling the same module again is cheap.
 	// It is created if missing. Several processes may share it.
 	CacheDir string
-	// MemoryLimit bounds the linear memory of every instance, in bytes; it
-	// is rounded down to whole 64 KiB pages. Zero means DefaultMemoryLimit.
-	// A guest that grows past it fails its event (and its instance is
-	// discarded); a module that needs more to start fails to instantiate.
+	// MemoryLimit bounds the linear memory of every wasm instance, in
+	// bytes; it is rounded down to whole 64 KiB pages. Zero means
+	// DefaultMemoryLimit. A guest that grows past it fails its event (and
+	// its wasm instance is discarded); a module that needs more to start
+	// fails to instantiate.
 	MemoryLimit int64
 	// EventTimeout bounds the guest time of one event: a guest still
 	// running when it passes is stopped, its event fails with an error
-	// wrapping ErrTimeout, and its instance is discarded. Zero means
+	// wrapping ErrTimeout, and its wasm instance is discarded. Zero means
 	// DefaultEventTimeout.
 	// The limit costs a context and a map entry per event, and a few
 	// instructions per guest loop ("The time limit" in the package doc).
@@ -71,23 +73,23 @@ type Config struct {
 	// (instantiated and initialised in the background, from the class's
 	// first start on), so that a wake does not wait for one: it cuts the
 	// latency of an actor's first event (about 5×), not CPU, and holds the
-	// memory of that many idle instances per class (for a Go guest, about
-	// 0.4 MB each of its own; see pool.go) until the class has started
-	// none for TrimInterval. Zero means DefaultPrestart; a negative value
-	// keeps none.
+	// memory of that many idle wasm instances per class (for a Go guest,
+	// about 0.4 MB each of its own; see pool.go) until the class has
+	// started none for TrimInterval. Zero means DefaultPrestart; a negative
+	// value keeps none.
 	Prestart int
 	// TrimInterval is how long memory kept for reuse may go unused before
-	// it is returned to the system: a closed instance's memory kept for
-	// the next instance (see memory.go), and the started instances of a
-	// class's pool (Prestart) when the class has started none for that
-	// long. A node busier than that keeps its fast starts; an idle one
-	// gives the memory back within 1.25 TrimIntervals, and the first start
-	// after that runs on fresh memory (about twice the CPU) and, for a
-	// class whose pool was emptied, on the event's path. Zero means
-	// DefaultTrimInterval; a negative value keeps the memory until Close.
-	// A positive value must be at least a millisecond.
+	// it is returned to the system: a closed wasm instance's memory kept
+	// for the next wasm instance (see memory.go), and the started wasm
+	// instances of a class's pool (Prestart) when the class has started
+	// none for that long. A node busier than that keeps its fast starts; an
+	// idle one gives the memory back within 1.25 TrimIntervals, and the
+	// first start after that runs on fresh memory (about twice the CPU)
+	// and, for a class whose pool was emptied, on the event's path. Zero
+	// means DefaultTrimInterval; a negative value keeps the memory until
+	// Close. A positive value must be at least a millisecond.
 	TrimInterval time.Duration
-	// Logger receives guest logs and instance lifecycle messages. Nil
+	// Logger receives guest logs and wasm instance lifecycle messages. Nil
 	// means slog.Default().
 	Logger *slog.Logger
 }
@@ -135,12 +137,12 @@ type Runtime struct {
 	rt    wazero.Runtime
 	cache wazero.CompilationCache // nil without CacheDir
 
-	// alloc makes the linear memories of instances (memory.go); nil
+	// alloc makes the linear memories of wasm instances (memory.go); nil
 	// leaves it to wazero (Go slices). images turns on data images
 	// (memory.go), with alloc; merge turns on mergeDataSegments for the
 	// modules without one; warm turns on populating the pages a module's
-	// instances touch as they start (warmth). All are set by NewRuntime;
-	// the benchmarks turn them off to compare.
+	// wasm instances touch as they start (warmth). All are set by
+	// NewRuntime; the benchmarks turn them off to compare.
 	alloc  allocator
 	images bool
 	merge  bool
@@ -148,7 +150,7 @@ type Runtime struct {
 
 	// Background work (pool fills, the trim clock) runs under bg,
 	// cancelled by Close, which waits for it: closing a wazero runtime
-	// closes the instances a goroutine may still be starting.
+	// closes the wasm instances a goroutine may still be starting.
 	bg       context.Context
 	cancelBg context.CancelFunc
 	mu       sync.Mutex     // guards closed, work.Add, imgs and mods
@@ -211,7 +213,7 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 	r.rt = wazero.NewRuntimeWithConfig(ctx, rc)
 	// WASI is what the Go runtime of a wasip1 guest needs (clocks, random,
 	// fd_write for its crash messages, proc_exit). The module config of
-	// each instance grants no files, no arguments and no environment.
+	// each wasm instance grants no files, no arguments and no environment.
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r.rt); err != nil {
 		_ = r.Close(ctx)
 		return nil, fmt.Errorf("wasmhost: instantiate wasi: %w", err)
@@ -247,7 +249,7 @@ func every(ctx context.Context, period time.Duration, f func(now time.Time)) {
 // trim is a step of the trim clock: it returns to the system the memory
 // kept for reuse that has gone unused for trimSteps whole steps, that is
 // a Config.TrimInterval: the pools of the classes that started no
-// instance in that time, and the mappings that no instance took
+// wasm instance in that time, and the mappings that no wasm instance took
 // (memory.go). The step runs every TrimInterval/trimSteps; tests call it
 // directly.
 func (r *Runtime) trim() {
@@ -264,7 +266,7 @@ func (r *Runtime) trim() {
 }
 
 // Close releases the runtime, every module compiled by it and every
-// instance of them. Instances must not be used after it.
+// wasm instance of them. Instances must not be used after it.
 func (r *Runtime) Close(ctx context.Context) error {
 	r.mu.Lock()
 	r.closed = true
@@ -289,7 +291,6 @@ func (r *Runtime) Close(ctx context.Context) error {
 // Module is one compiled wasm actor class. It is safe for concurrent use.
 type Module struct {
 	r         *Runtime
-	class     string
 	compiled  wazero.CompiledModule
 	onRequest bool   // exports wasmkeep_on_request
 	onSocket  bool   // exports wasmkeep_on_socket
@@ -298,8 +299,8 @@ type Module struct {
 	pool      pool
 	log       *slog.Logger
 
-	// warmth is the pages an instance touches as it starts, once learned
-	// from an instance started on a fresh mapping (memory.go).
+	// warmth is the pages a wasm instance touches as it starts, once
+	// learned from a wasm instance started on a fresh mapping (memory.go).
 	warmth atomic.Pointer[warmth]
 }
 
@@ -340,7 +341,7 @@ func (r *Runtime) Compile(ctx context.Context, class string, wasm []byte) (*Modu
 		}
 		return nil, fmt.Errorf("compile class %q: %w", class, err)
 	}
-	m := &Module{r: r, class: class, compiled: cm, img: img, dataEnd: d.end(), log: r.cfg.Logger.With(slog.String("class", class))}
+	m := &Module{r: r, compiled: cm, img: img, dataEnd: d.end(), log: r.cfg.Logger.With(slog.String("class", class))}
 	r.mu.Lock()
 	if img != nil {
 		r.imgs = append(r.imgs, img)
@@ -377,8 +378,8 @@ func sameSignature(fn api.FunctionDefinition, params, results []api.ValueType) b
 	return string(fn.ParamTypes()) == string(params) && string(fn.ResultTypes()) == string(results)
 }
 
-// Close releases the compiled module and the instances it keeps ready.
-// Its actors' instances must be closed first.
+// Close releases the compiled module and the wasm instances it keeps ready.
+// Its actors' wasm instances must be closed first.
 func (m *Module) Close(ctx context.Context) error {
 	m.r.mu.Lock()
 	if i := slices.Index(m.r.mods, m); i >= 0 {
@@ -392,10 +393,10 @@ func (m *Module) Close(ctx context.Context) error {
 	return m.compiled.Close(ctx)
 }
 
-// moduleConfig is the configuration of every instance: anonymous (many
-// instances of one module coexist), started by the reactor's _initialize,
-// with real clocks and randomness and nothing else: no files, arguments,
-// environment, stdin, stdout or stderr.
+// moduleConfig is the configuration of every wasm instance: anonymous (many
+// wasm instances of one module coexist), started by the reactor's
+// _initialize, with real clocks and randomness and nothing else: no files,
+// arguments, environment, stdin, stdout or stderr.
 func (m *Module) moduleConfig() wazero.ModuleConfig {
 	return wazero.NewModuleConfig().
 		WithName("").
@@ -406,9 +407,9 @@ func (m *Module) moduleConfig() wazero.ModuleConfig {
 }
 
 // instantiate starts a wasm instance of m: instantiate, _initialize, and
-// the check of the ABI version the guest speaks. mem is the instance's
+// the check of the ABI version the guest speaks. mem is the wasm instance's
 // linear memory if the host allocated it, for closeModule. The first
-// instance started on a fresh mapping teaches m its warmth.
+// wasm instance started on a fresh mapping teaches m its warmth.
 func (m *Module) instantiate(ctx context.Context) (mod api.Module, mem experimental.LinearMemory, err error) {
 	warm := dataWarmth(m.img, m.dataEnd)
 	if w := m.warmth.Load(); w != nil {
@@ -442,7 +443,7 @@ func (m *Module) instantiate(ctx context.Context) (mod api.Module, mem experimen
 	return mod, mem, nil
 }
 
-// closeModule closes an instance and frees its memory. wazero frees it
+// closeModule closes a wasm instance and frees its memory. wazero frees it
 // too, except when a timeout closed the module while no call was running
 // to notice it; Free may be called twice.
 func closeModule(ctx context.Context, mod api.Module, mem experimental.LinearMemory) {

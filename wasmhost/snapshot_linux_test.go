@@ -1,13 +1,13 @@
 package wasmhost
 
-// A prototype of starting instances from a snapshot, measured by
+// A prototype of starting wasm instances from a snapshot, measured by
 // BenchmarkSnapshot and not used by the host (see bench/RESULTS.md, wasm
-// section, for why). After a template instance's _initialize, its linear
-// memory goes into a memfd and its globals are read; a new instance is
-// instantiated from a variant of the module without data segments and
-// without _initialize, its memory a private (copy-on-write) mapping of
-// the memfd, and its globals set from the template's. wazero has no API
-// to set a global that the module does not export, and a Go guest
+// section, for why). After a template wasm instance's _initialize, its
+// linear memory goes into a memfd and its globals are read; a new wasm
+// instance is instantiated from a variant of the module without data
+// segments and without _initialize, its memory a private (copy-on-write)
+// mapping of the memfd, and its globals set from the template's. wazero has
+// no API to set a global that the module does not export, and a Go guest
 // exports none, so the module is rewritten to export its globals.
 
 import (
@@ -113,7 +113,7 @@ func snapshotVariants(tb testing.TB, wasm []byte) (exported, stripped []byte, gl
 	return out, noData, globals
 }
 
-// snapshot is a template instance's state after _initialize.
+// snapshot is a template wasm instance's state after _initialize.
 type snapshot struct {
 	fd      int      // memfd with the linear memory
 	size    uint64   // bytes of linear memory
@@ -230,10 +230,10 @@ func (s *snapshot) start(ctx context.Context, r *Runtime) (api.Module, *cowMemor
 // BenchmarkSnapshot measures the snapshot prototype against the host's
 // path (mmap+image, fresh mappings: a wake's cost when no freed mapping
 // is at hand): "start" is one start and first event (cpu-ns as in
-// BenchmarkStart), "resident" 200 resident instances (rss-bytes and
-// pss-bytes per instance; the snapshot's shared pages count in full in
-// the resident set of every instance that maps them, in the proportional
-// set once).
+// BenchmarkStart), "resident" 200 resident wasm instances (rss-bytes and
+// pss-bytes per wasm instance; the snapshot's shared pages count in full in
+// the resident set of every wasm instance that maps them, in the
+// proportional set once).
 func BenchmarkSnapshot(b *testing.B) {
 	ctx := context.Background()
 	req, st := get("", "read"), memStorage{}
@@ -307,10 +307,10 @@ func BenchmarkSnapshot(b *testing.B) {
 	}
 }
 
-// TestSnapshotSharesSeeds shows why the host does not start instances
+// TestSnapshotSharesSeeds shows why the host does not start wasm instances
 // from a snapshot: the Go runtime seeds its random generator (and map
-// hash seeds) in _initialize, so every instance started from one
-// snapshot draws the same "random" numbers, where instances that ran
+// hash seeds) in _initialize, so every wasm instance started from one
+// snapshot draws the same "random" numbers, where wasm instances that ran
 // their own _initialize do not.
 func TestSnapshotSharesSeeds(t *testing.T) {
 	ctx := context.Background()
@@ -344,6 +344,6 @@ func TestSnapshotSharesSeeds(t *testing.T) {
 		t.Errorf("snapshot clones drew %s and %s: expected the same", a, b)
 	}
 	if a, b := fresh(), fresh(); a == b {
-		t.Errorf("fresh instances both drew %s", a)
+		t.Errorf("fresh wasm instances both drew %s", a)
 	}
 }

@@ -146,8 +146,8 @@ func TestSocketAccept(t *testing.T) {
 	// A malformed tag encoding is an ABI violation.
 	req := get("/ws-raw", "")
 	req.Body = wire.AppendU32(nil, 2)
-	if _, err := in.Handle(context.Background(), req, st); !errors.Is(err, ErrGuest) || in.Resident() {
-		t.Fatalf("malformed tags: err %v, resident %v; want ErrGuest and the instance discarded", err, in.Resident())
+	if _, err := in.Handle(context.Background(), req, st); !errors.Is(err, ErrGuest) || in.Started() {
+		t.Fatalf("malformed tags: err %v, started %v; want ErrGuest and the wasm instance discarded", err, in.Started())
 	}
 	// In a socket event, ws_accept is refused.
 	if ops := say(t, in, f, st, 1, "accept"); !slices.Equal(ops, []string{"send 1 text 500"}) {
@@ -225,7 +225,7 @@ func TestSocketEvents(t *testing.T) {
 	if _, err := in.Handle(withSockets(f), get("/ws-send", ""), st); err != nil || !slices.Equal(f.ops, []string{"send 7 text from request"}) {
 		t.Fatalf("send from a request: %v, queued %q", err, f.ops)
 	}
-	// One instance served them all.
+	// One wasm instance served them all.
 	if ops := say(t, in, f, st, 1, "events"); len(ops) != 1 || ops[0] == "send 1 text 1" {
 		t.Fatalf("events: %q", ops)
 	}
@@ -236,25 +236,25 @@ func TestSocketFailures(t *testing.T) {
 	st := memStorage{}
 	f := &fakeSockets{}
 	say(t, in, f, st, 1, "echo start")
-	if !in.Resident() {
-		t.Fatal("no instance after a socket event")
+	if !in.Started() {
+		t.Fatal("no wasm instance after a socket event")
 	}
-	// A handler error fails the event and discards the instance.
+	// A handler error fails the event and discards the wasm instance.
 	ev := &actors.SocketEvent{Kind: actors.SocketMessage, Socket: 1, Text: true, Data: []byte("fail")}
-	if err := in.HandleSocket(withSockets(f), ev, st); !errors.Is(err, ErrGuest) || in.Resident() {
-		t.Fatalf("failing handler: err %v, resident %v", err, in.Resident())
+	if err := in.HandleSocket(withSockets(f), ev, st); !errors.Is(err, ErrGuest) || in.Started() {
+		t.Fatalf("failing handler: err %v, started %v", err, in.Started())
 	}
 	// An out-of-bounds buffer is an ABI violation, in a socket event and in
 	// a request.
 	say(t, in, f, st, 1, "echo again")
 	ev.Data = []byte("oob")
-	if err := in.HandleSocket(withSockets(f), ev, st); !errors.Is(err, ErrGuest) || !strings.Contains(err.Error(), "out of range") || in.Resident() {
-		t.Fatalf("out of bounds in a socket event: err %v, resident %v", err, in.Resident())
+	if err := in.HandleSocket(withSockets(f), ev, st); !errors.Is(err, ErrGuest) || !strings.Contains(err.Error(), "out of range") || in.Started() {
+		t.Fatalf("out of bounds in a socket event: err %v, started %v", err, in.Started())
 	}
-	if _, err := in.Handle(withSockets(f), get("/ws-oob", ""), st); !errors.Is(err, ErrGuest) || in.Resident() {
-		t.Fatalf("out of bounds in a request: err %v, resident %v", err, in.Resident())
+	if _, err := in.Handle(withSockets(f), get("/ws-oob", ""), st); !errors.Is(err, ErrGuest) || in.Started() {
+		t.Fatalf("out of bounds in a request: err %v, started %v", err, in.Started())
 	}
-	// The next event runs on a fresh instance.
+	// The next event runs on a fresh wasm instance.
 	if ops := say(t, in, f, st, 1, "events"); !slices.Equal(ops, []string{"send 1 text 1"}) {
 		t.Fatalf("after the violations: %q", ops)
 	}
@@ -270,8 +270,8 @@ func TestSocketNotHandled(t *testing.T) {
 	if err := in.HandleSocket(withSockets(f), ev, memStorage{}); err != nil || len(f.ops) != 0 {
 		t.Fatalf("socket event to the counter: %v, queued %q", err, f.ops)
 	}
-	if !in.Resident() {
-		t.Fatal("counter: the socket event did not start an instance (it should ask the guest)")
+	if !in.Started() {
+		t.Fatal("counter: the socket event did not start a wasm instance (it should ask the guest)")
 	}
 }
 

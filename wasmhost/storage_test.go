@@ -205,7 +205,7 @@ func TestEncodeEntries(t *testing.T) {
 
 // TestRawStorageABI hands the host encodings the SDK never makes: invalid
 // list options answer -1, a batch over MaxBatchOps is refused with 1, and
-// a malformed batch breaks the ABI, which discards the instance.
+// a malformed batch breaks the ABI, which discards the wasm instance.
 func TestRawStorageABI(t *testing.T) {
 	in := newInstance(t, Config{}, probeGuest)
 	st := memStorage{"k": []byte("v")}
@@ -250,6 +250,6 @@ func TestRawStorageABI(t *testing.T) {
 		t.Fatal("a malformed batch wrote a")
 	}
 	if got := body(t, in, "/events"); got != "1" {
-		t.Fatalf("event after the malformed batch = %q, want 1 (a fresh instance)", got)
+		t.Fatalf("event after the malformed batch = %q, want 1 (a fresh wasm instance)", got)
 	}
 }

@@ -203,11 +203,12 @@ func TestCounter(t *testing.T) {
 	if resp := do(t, in, post, st); resp.Status != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET" {
 		t.Fatalf("POST = %d, Allow %q", resp.Status, resp.Header.Get("Allow"))
 	}
-	// The count is in storage, not in the instance: a fresh one goes on.
+	// The count is in storage, not in the wasm instance: a fresh one goes
+	// on.
 	in2 := in.m.NewInstance(nil)
 	defer in2.Close()
 	if resp := do(t, in2, get("", ""), st); string(resp.Body) != "4\n" {
-		t.Fatalf("GET on a fresh instance = %q, want 4", resp.Body)
+		t.Fatalf("GET on a fresh wasm instance = %q, want 4", resp.Body)
 	}
 }
 
@@ -237,11 +238,11 @@ func TestTimeoutStopsGuest(t *testing.T) {
 	if !errors.Is(err, ErrTimeout) {
 		t.Fatalf("endless loop: err = %v, want ErrTimeout", err)
 	}
-	if in.Resident() {
-		t.Fatal("instance kept after a timeout")
+	if in.Started() {
+		t.Fatal("wasm instance kept after a timeout")
 	}
 	if got := body(t, in, "/events"); got != "1" {
-		t.Fatalf("event after the timeout = %q, want 1 (a fresh instance)", got)
+		t.Fatalf("event after the timeout = %q, want 1 (a fresh wasm instance)", got)
 	}
 }
 
@@ -265,7 +266,7 @@ func TestMemoryLimit(t *testing.T) {
 		t.Fatalf("growing past the limit: err = %v, want ErrGuest", err)
 	}
 	if got := body(t, in, "/events"); got != "1" {
-		t.Fatalf("event after the failure = %q, want 1 (a fresh instance)", got)
+		t.Fatalf("event after the failure = %q, want 1 (a fresh wasm instance)", got)
 	}
 	// A module that needs more than the limit to start does not compile.
 	small := newRuntime(t, Config{MemoryLimit: 1 << 20})
@@ -292,7 +293,7 @@ func TestGuestErrorsDiscardInstance(t *testing.T) {
 				t.Fatalf("err = %v, want ErrGuest", err)
 			}
 			if got := body(t, in, "/events"); got != "1" {
-				t.Fatalf("next event = %q, want 1 (a fresh instance)", got)
+				t.Fatalf("next event = %q, want 1 (a fresh wasm instance)", got)
 			}
 		})
 	}
