@@ -42,6 +42,13 @@ type (
 		actor ownership.Actor
 		gen   ownership.Generation
 	}
+	// adoptMsg: make a resident here under the hold at gen without an
+	// event (a move's target took it); its idle timer runs from now.
+	adoptMsg struct {
+		actor ownership.Actor
+		class Class
+		gen   ownership.Generation
+	}
 	abandonedMsg struct {
 		actor ownership.Actor
 		gen   ownership.Generation
@@ -50,7 +57,10 @@ type (
 		idle bool
 		done chan struct{} // closed once no resident actor is left
 	}
-	countMsg struct{ reply chan int }
+	countMsg struct {
+		reply   chan int
+		byClass chan map[string]int
+	}
 )
 
 type result struct {
@@ -97,8 +107,26 @@ type ended struct {
 	gen   ownership.Generation
 }
 
+// Receive handles one message. A panic here reaches the director's own
+// supervisor (the node's tree), which restarts it: the event that failed is
+// answered first (not run: it never reached its actor), and the restart
+// stops every resident actor, whose Terminated this incarnation still
+// handles (answering what waited for them, telling the keeper).
 func (d *director) Receive(ctx actor.Context) {
+	defer func() {
+		if p := recover(); p != nil {
+			if m, ok := ctx.Message().(*eventMsg); ok {
+				select {
+				case m.reply <- result{err: d.h.notRun(m.actor, "director failed")}:
+				default:
+				}
+			}
+			panic(p)
+		}
+	}()
 	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		d.release() // a restart during a stop: nothing is resident now
 	case *eventMsg:
 		d.event(ctx, m)
 	case *doneMsg:
@@ -116,6 +144,8 @@ func (d *director) Receive(ctx actor.Context) {
 		} else {
 			d.h.cfg.Keeper.Idle(m.actor, m.gen) // that hold is not resident here
 		}
+	case *adoptMsg:
+		d.adopt(ctx, m)
 	case *abandonedMsg:
 		if e := d.entries[m.actor]; e == nil || e.gen != m.gen {
 			d.h.cfg.Keeper.Idle(m.actor, m.gen)
@@ -135,6 +165,14 @@ func (d *director) Receive(ctx actor.Context) {
 			d.release()
 		}
 	case *countMsg:
+		if m.byClass != nil {
+			counts := map[string]int{}
+			for a := range d.entries {
+				counts[a.Class]++
+			}
+			m.byClass <- counts
+			return
+		}
 		m.reply <- len(d.entries)
 	case *actor.Terminated:
 		d.children--
@@ -167,23 +205,8 @@ func (d *director) event(ctx actor.Context, m *eventMsg) {
 	}
 	e := d.entries[m.actor]
 	if e == nil {
-		ra := &residentActor{h: d.h, actor: m.actor, class: m.class, ended: new(atomic.Bool)}
-		var opts []actor.PropsOption
-		if d.h.cfg.Supervision != nil {
-			opts = d.h.cfg.Supervision.Props(m.actor.Class)
-		}
-		e = &residentEntry{pid: ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return ra }, opts...)), ended: ra.ended,
-			replies: map[uint64]chan result{}}
-		d.byPID[e.pid.Id] = m.actor
-		e.elem = d.lru.PushFront(m.actor)
-		d.entries[m.actor] = e
-		d.children++
+		e = d.spawn(ctx, m.actor, m.class, m.gen)
 		m.spawned = true
-		if d.h.log.Enabled(context.Background(), slog.LevelDebug) {
-			d.h.log.Debug("actor woke", slog.String("class", m.actor.Class), slog.String("name", m.actor.Name),
-				slog.Uint64("gen", uint64(m.gen)))
-		}
-		d.evict(ctx)
 	} else {
 		d.lru.MoveToFront(e.elem)
 	}
@@ -197,6 +220,45 @@ func (d *director) event(ctx actor.Context, m *eventMsg) {
 	m.id = e.seq
 	e.replies[m.id] = m.reply
 	ctx.Send(e.pid, m)
+}
+
+// spawn makes a resident: its proto.actor actor and its entry.
+func (d *director) spawn(ctx actor.Context, a ownership.Actor, class Class, gen ownership.Generation) *residentEntry {
+	ra := &residentActor{h: d.h, actor: a, class: class, ended: new(atomic.Bool)}
+	var opts []actor.PropsOption
+	if d.h.cfg.Supervision != nil {
+		opts = d.h.cfg.Supervision.Props(a.Class)
+	}
+	e := &residentEntry{pid: ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return ra }, opts...)), ended: ra.ended,
+		replies: map[uint64]chan result{}}
+	d.byPID[e.pid.Id] = a
+	e.elem = d.lru.PushFront(a)
+	d.entries[a] = e
+	d.children++
+	if d.h.log.Enabled(context.Background(), slog.LevelDebug) {
+		d.h.log.Debug("actor woke", slog.String("class", a.Class), slog.String("name", a.Name),
+			slog.Uint64("gen", uint64(gen)))
+	}
+	d.evict(ctx)
+	return e
+}
+
+// adopt makes a resident under a hold taken without an event (a move's
+// target): it stays until its idle timer fires, so that the events that
+// follow the move find it here.
+func (d *director) adopt(ctx actor.Context, m *adoptMsg) {
+	if d.closed {
+		d.h.cfg.Keeper.Idle(m.actor, m.gen)
+		return
+	}
+	e := d.entries[m.actor]
+	if e == nil {
+		e = d.spawn(ctx, m.actor, m.class, m.gen)
+	}
+	e.gen = max(e.gen, m.gen)
+	if e.pending == 0 {
+		d.armIdle(ctx, m.actor, e)
+	}
 }
 
 // HandleFailure makes the director the supervisor of the resident actors: a
@@ -248,13 +310,21 @@ func (d *director) done(ctx actor.Context, m *doneMsg) {
 	if e.pending > 0 {
 		return
 	}
-	seq, a, self, root := e.seq, m.actor, ctx.Self(), d.h.cfg.System.Root
-	// A message-based idle timer: the director alone decides, in its own
-	// mailbox order, whether the actor is still idle when it fires.
-	e.timer = time.AfterFunc(d.h.cfg.IdleTimeout, func() { root.Send(self, &idleMsg{actor: a, seq: seq}) })
+	d.armIdle(ctx, m.actor, e)
 	if len(d.entries) > d.h.cfg.MaxResident {
 		d.evict(ctx)
 	}
+}
+
+// armIdle starts the idle timer of a resident with no event pending: a
+// message-based timer, so that the director alone decides, in its own
+// mailbox order, whether the actor is still idle when it fires.
+func (d *director) armIdle(ctx actor.Context, a ownership.Actor, e *residentEntry) {
+	if e.timer != nil {
+		e.timer.Stop()
+	}
+	seq, self, root := e.seq, ctx.Self(), d.h.cfg.System.Root
+	e.timer = time.AfterFunc(d.h.cfg.IdleTimeout, func() { root.Send(self, &idleMsg{actor: a, seq: seq}) })
 }
 
 // remove takes a out of the resident set. The actor is poisoned: events

@@ -64,6 +64,10 @@ type Config struct {
 	Caller Caller
 	// CallTimeout bounds one call an actor makes. Zero: DefaultCallTimeout.
 	CallTimeout time.Duration
+	// Parent, when set, spawns the director as a child of a supervisor
+	// (the node's tree), which restarts it when it fails. Nil: it is
+	// spawned at the system's root.
+	Parent Parent
 	// Supervision, when set, gives the options the resident actors of a
 	// class are spawned with and the strategy the director supervises them
 	// with (package supervisors has one). Nil: proto.actor's defaults.
@@ -79,6 +83,11 @@ type Supervision interface {
 	// panic escapes its Receive: restarted, it keeps no resident state;
 	// stopped, the director drops the actor.
 	Strategy(class string) actor.SupervisorStrategy
+}
+
+// Parent spawns the director under a supervisor.
+type Parent interface {
+	SpawnChild(props *actor.Props, name string) (*actor.PID, error)
 }
 
 // Validate reports a configuration NewHost cannot run with.
@@ -194,9 +203,36 @@ func NewHost(cfg Config) (*Host, error) {
 	}
 	cfg.setDefaults()
 	h := &Host{cfg: cfg, log: cfg.Logger.With(slog.String("component", "actors"))}
-	d := &director{h: h, entries: map[ownership.Actor]*residentEntry{}, byPID: map[string]ownership.Actor{}, lru: list.New(), confirm: map[string]ended{}}
-	h.pid = cfg.System.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return d }))
+	// Each incarnation of the director starts empty: a restart (after a
+	// panic in the director) has stopped every resident actor first, and
+	// the one before answered their callers and told the keeper. A stop of
+	// the node that was under way carries over.
+	var last *director
+	props := actor.PropsFromProducer(func() actor.Actor {
+		d := &director{h: h, entries: map[ownership.Actor]*residentEntry{}, byPID: map[string]ownership.Actor{}, lru: list.New(), confirm: map[string]ended{}}
+		if last != nil {
+			d.closed, d.waiters = last.closed, last.waiters
+		}
+		last = d
+		return d
+	})
+	if cfg.Parent == nil {
+		h.pid = cfg.System.Root.Spawn(props)
+		return h, nil
+	}
+	pid, err := cfg.Parent.SpawnChild(props, "director")
+	if err != nil {
+		return nil, fmt.Errorf("actors host: %w", err)
+	}
+	h.pid = pid
 	return h, nil
+}
+
+// ResidentByClass counts the resident actors of each class.
+func (h *Host) ResidentByClass() map[string]int {
+	ch := make(chan map[string]int, 1)
+	h.cfg.System.Root.Send(h.pid, &countMsg{byClass: ch})
+	return <-ch
 }
 
 // Deliver runs req as one event of actor a under the hold at gen, and
@@ -240,6 +276,19 @@ func (h *Host) run(ctx context.Context, m *eventMsg) result {
 // keeper.Hooks.StopActing.
 func (h *Host) StopActing(a ownership.Actor, gen ownership.Generation) {
 	h.cfg.System.Root.Send(h.pid, &stopActingMsg{actor: a, gen: gen})
+}
+
+// Adopt makes a resident under the hold at gen without running an event:
+// a move's target took it, so that the events that follow find it here. It
+// hibernates after the idle timeout like any resident. An unknown class
+// is refused (the hold is the caller's to end). It never blocks.
+func (h *Host) Adopt(a ownership.Actor, gen ownership.Generation) error {
+	class, ok := h.cfg.Registry.Lookup(a.Class)
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownClass, a.Class)
+	}
+	h.cfg.System.Root.Send(h.pid, &adoptMsg{actor: a, class: class, gen: gen})
+	return nil
 }
 
 // Abandoned ends a hold granted to an event nobody waits for any more,

@@ -29,6 +29,8 @@ func (k fakeKeeper) Status() ownership.Status { return ownership.Status{LeaseVal
 // fakeHost answers with the actor's name, or panics for the name "panic".
 type fakeHost struct{}
 
+func (fakeHost) Adopt(ownership.Actor, ownership.Generation) error { return nil }
+
 func (fakeHost) Deliver(_ context.Context, a ownership.Actor, _ ownership.Generation, req *actors.Request) (*actors.Response, error) {
 	if a.Name == "panic" {
 		panic("boom")

@@ -61,6 +61,9 @@ type Keeper interface {
 // Host is what the ingress needs of the resident actors.
 type Host interface {
 	Deliver(ctx context.Context, a ownership.Actor, gen ownership.Generation, req *actors.Request) (*actors.Response, error)
+	// Adopt makes a resident under the hold at gen without an event (a
+	// move's target takes the actor).
+	Adopt(a ownership.Actor, gen ownership.Generation) error
 }
 
 // Config is what a Handler serves with. Keeper, Host and Registry are
@@ -105,6 +108,9 @@ type Config struct {
 	MaxConns        int
 	OverflowConns   int
 	HTTPIdleTimeout time.Duration
+	// Debug, when set, serves GET /debug/ paths (the node's tree at
+	// /debug/tree).
+	Debug http.Handler
 	// PeerConns bounds the connections to each peer that forwarded
 	// requests and calls use at once (a WebSocket relay's are bounded by
 	// the socket budget). Zero: DefaultPeerConns.
@@ -199,6 +205,9 @@ func New(cfg Config) (*Handler, error) {
 	h.mux.HandleFunc("GET /readyz", h.serveReady)
 	if cfg.Gatherer != nil {
 		h.mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
+	}
+	if cfg.Debug != nil {
+		h.mux.Handle("GET /debug/", cfg.Debug)
 	}
 	return h, nil
 }
@@ -371,6 +380,10 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 			text(w, http.StatusUnauthorized, err.Error())
 			return
 		}
+	}
+	if r.Header.Get(TakeHeader) != "" && isPeerRequest(r) {
+		h.serveTake(w, r, a)
+		return
 	}
 	if c := r.Header.Get(CallChainHeader); c != "" {
 		chain, err := decodeChain(c)

@@ -195,3 +195,5 @@ type stubHost struct{}
 func (stubHost) Deliver(context.Context, ownership.Actor, ownership.Generation, *actors.Request) (*actors.Response, error) {
 	return nil, errors.New("stub")
 }
+
+func (stubHost) Adopt(ownership.Actor, ownership.Generation) error { return errors.New("stub") }

@@ -51,3 +51,5 @@ func TestUnreadAnswerEndsAtItsDeadline(t *testing.T) {
 		t.Fatal("the handler is still writing to a client that does not read, 10 s on")
 	}
 }
+
+func (bigAnswer) Adopt(ownership.Actor, ownership.Generation) error { return nil }

@@ -215,6 +215,8 @@ func (c *Core) Step(now time.Time, in Input) []Effect {
 		}
 	case Move:
 		c.move(in)
+	case Sweep:
+		c.sweepPass()
 	case DamageFound:
 		c.reportDamaged(in.Key, in.Err)
 	default:
@@ -513,7 +515,6 @@ func (c *Core) becomeRunning() {
 	c.phase = phaseRunning
 	c.lease.nextRenew = c.now
 	c.listing.nextAt = c.now
-	c.sweep.nextAt = c.now.Add(c.cfg.SweepPeriod)
 	c.lease.lapsed = !c.leaseInTime(c.now)
 	c.emit(LeaseChanged{Valid: c.LeaseValid(c.now), State: string(c.mode.leaseState())})
 	if c.mode == modeDraining {
@@ -719,7 +720,6 @@ func (c *Core) runDue() {
 	}
 	c.checkValidAgain()
 	c.listDue()
-	c.sweepDue()
 	if c.mode == modeDraining && !c.now.Before(c.drainPass) {
 		c.runDrainPass()
 	}
@@ -760,7 +760,6 @@ func (c *Core) nextDeadline() time.Time {
 		if c.listing.busy == 0 {
 			consider(c.listing.nextAt)
 		}
-		consider(c.sweep.nextAt)
 		if c.mode == modeDraining {
 			consider(c.drainPass)
 		}

@@ -101,6 +101,11 @@ type Move struct {
 	Target NodeID
 }
 
+// Sweep runs one pass of the owner sweep (ADR 0024 section 5). The sweeper
+// sends it every Config.SweepPeriod; the core decides what the pass reads,
+// releases and closes. A core that is not serving ignores it.
+type Sweep struct{}
+
 // SecretsLost says the app's secrets cannot be opened here: the node drains.
 type SecretsLost struct{}
 
@@ -125,6 +130,7 @@ func (Drain) isInput()        {}
 func (Stop) isInput()         {}
 func (StopNow) isInput()      {}
 func (Move) isInput()         {}
+func (Sweep) isInput()        {}
 func (SecretsLost) isInput()  {}
 func (DamageFound) isInput()  {}
 
@@ -227,10 +233,12 @@ type Report struct {
 	Err   error
 }
 
-// Take asks the target of a move to take the actor.
+// Take asks the target of a move to take the actor. Addr is the target's
+// address as its lease gives it ("" when its lease is not known here).
 type Take struct {
 	Actor  Actor
 	Target NodeID
+	Addr   string
 }
 
 // Drained reports that a drain has nothing left: no live hold, no parked

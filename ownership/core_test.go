@@ -25,6 +25,8 @@ type harness struct {
 	// faults answers every request on a key with an outcome instead of
 	// the bucket (Damaged, BucketDamaged), as a store that found damage.
 	faults map[string]ownership.Outcome
+	// nextSweep is when advance sends the next Sweep.
+	nextSweep time.Time
 }
 
 func newHarness(t *testing.T) *harness { return newHarnessWith(t, nil) }
@@ -70,10 +72,20 @@ func (h *harness) answer(r ownership.Request) ownership.Reply {
 	return ownership.Execute(context.Background(), h.bucket.Bucket(), r)
 }
 
-// advance moves the clock in steps of at most a tenth of a second.
+// advance moves the clock in steps of at most a tenth of a second, and
+// sends a Sweep every sweep period, as the sweeper does.
 func (h *harness) advance(d time.Duration) {
+	period := h.core.Config().SweepPeriod
 	for end := h.now.Add(d); h.now.Before(end); {
 		h.now = h.now.Add(min(100*time.Millisecond, end.Sub(h.now)))
+		if h.nextSweep.IsZero() {
+			h.nextSweep = h.now.Add(period)
+		}
+		if !h.now.Before(h.nextSweep) {
+			h.nextSweep = h.nextSweep.Add(period)
+			h.step(ownership.Sweep{})
+			continue
+		}
 		h.step(ownership.Tick{})
 	}
 }
@@ -388,7 +400,11 @@ func TestSweepRereadsInBatchesAndResumes(t *testing.T) {
 		h.hold, h.held, h.effects = true, nil, nil
 		for end := h.now.Add(period); h.now.Before(end); { // renewals keep landing meanwhile
 			h.now = h.now.Add(100 * time.Millisecond)
-			h.step(ownership.Tick{})
+			if h.now.Equal(end) {
+				h.step(ownership.Sweep{}) // the sweeper's timer
+			} else {
+				h.step(ownership.Tick{})
+			}
 			h.pump(func(r ownership.Request) bool {
 				if r.Op != ownership.OpGet || !strings.HasPrefix(r.Key, ownership.OwnersPrefix) {
 					return false

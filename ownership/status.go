@@ -67,6 +67,7 @@ type PeerStatus struct {
 	Node      NodeID
 	Instance  InstanceID
 	State     LeaseState
+	Addr      string
 	Unchanged time.Duration // how long its record has been unchanged, on this node's clock
 }
 
@@ -98,7 +99,7 @@ func (c *Core) Status(now time.Time) Status {
 	}
 	for _, n := range c.sortedPeers() {
 		p := c.peers[n]
-		s.Peers = append(s.Peers, PeerStatus{Node: n, Instance: p.lease.Instance, State: p.lease.State, Unchanged: now.Sub(p.changedAt)})
+		s.Peers = append(s.Peers, PeerStatus{Node: n, Instance: p.lease.Instance, State: p.lease.State, Addr: p.lease.Addr, Unchanged: now.Sub(p.changedAt)})
 	}
 	return s
 }

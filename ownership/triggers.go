@@ -2,29 +2,28 @@ package ownership
 
 import (
 	"sort"
-	"time"
 )
 
-// sweepState paces the owner sweep (ADR 0024 section 5).
+// sweepState is where the owner sweep (ADR 0024 section 5) stands between
+// passes. The sweeper, outside the core, owns the pass's timer: each Sweep
+// input runs one pass.
 type sweepState struct {
-	nextAt time.Time
-	pass   int
+	pass int
 	// cursor is the key of the first parked record the next re-read reads
 	// (the one after the last re-read; "" to start over).
 	cursor string
 }
 
-// sweepDue starts a pass once a sweep period has gone by. A pass skips
+// sweepPass runs one pass of the owner sweep. A pass skips
 // parked rooms except on every RereadEvery-th pass, which re-reads up to
 // SweepBatch parked records, going on where the last re-read stopped; it
 // releases parked records with no open socket left; and it reads the record
 // of every room with sockets here and no hold, closing their sockets when
 // another live node holds the room.
-func (c *Core) sweepDue() {
-	if c.now.Before(c.sweep.nextAt) {
+func (c *Core) sweepPass() {
+	if c.phase != phaseRunning || c.mode == modeStopping {
 		return
 	}
-	c.sweep.nextAt = c.now.Add(c.cfg.SweepPeriod)
 	c.sweep.pass++
 	reread := c.sweep.pass%c.cfg.RereadEvery == 0
 	var parkedKeys []string
@@ -256,7 +255,11 @@ func (c *Core) moveReleased(e *entry, landed bool) {
 		if e.sockets > 0 {
 			c.closeRoom(e, "move")
 		}
-		c.emit(Take{Actor: e.actor, Target: e.moving.target})
+		t := Take{Actor: e.actor, Target: e.moving.target}
+		if p := c.peers[t.Target]; p != nil && p.known {
+			t.Addr = p.lease.Addr
+		}
+		c.emit(t)
 		return
 	}
 	// The record moved on: perhaps a wake of ours landed unanswered (the

@@ -1,17 +1,81 @@
 // Package supervisors assembles a node (StartNode) and supervises it: the
-// supervision tree of resident actors and its metrics.
+// node's supervision tree, its policies and its metrics.
 //
 // # The node
 //
 // StartNode assembles a whole node from its parts: the ownership keeper
 // (package ownership/keeper), the socket owner (package sockets) and the
 // sink that turns its sockets' events into actor events (sockets.go), the
-// resident actors (package actors), and the HTTP entry (package ingress)
-// with its server. It wires the keeper's hooks to the resident actors and
-// the sockets, and gives the node a clean Stop: stop accepting and finish
+// resident actors (package actors), the drivers of the keeper's passes
+// (drivers.go), and the HTTP entry (package ingress) with its server. It
+// wires the keeper's hooks to the resident actors, the drivers and the
+// sockets, and gives the node a clean Stop: stop accepting and finish
 // in-flight requests, close the sockets with 1012, hibernate every resident
 // actor, then stop the keeper (every hold released, the lease written
 // released). Node is safe for concurrent use.
+//
+// # The tree
+//
+// Every long-lived actor of a node is a child of one root actor ("node"),
+// which supervises each by its role (Tree, tree.go):
+//
+//	node
+//	├── ownership-<node>   keeper    the ownership actor: runs the Core
+//	├── director           director  the resident set; parent of every resident actor
+//	│   └── <resident>...  resident  one per resident actor, by class (supervised by the director)
+//	├── sweeper            sweeper   sends the keeper a Sweep every sweep period
+//	├── drainer            drainer   starts and follows a drain (Node.Drain)
+//	└── mover              mover     starts a move (Node.Move), sends the take call
+//
+// What a failure (a panic that leaves the actor's Receive) means, by role:
+//
+//   - keeper: never restarted. The keeper ends itself on a panic of its own
+//     (package keeper: the Core's state can no longer be trusted); one that
+//     reaches the root is stopped. Either way the node stops acting at once
+//     and ends (Node.Done, Node.Err name the keeper; `serve` exits non-zero):
+//     nothing is released or written after it, so peers fence the node once
+//     its lease has stood still for ttl + grace, and the fence frees its
+//     records. Every acknowledged write is durable already.
+//   - director: restarted after 10 ms (doubling to 1 s), at most 3 times a
+//     minute. The restart stops every resident actor first: each finishes
+//     the commit it has in flight and answers its waiting events (503, not
+//     run, for those that never ran), and the director that failed tells the
+//     keeper each hold is idle (parked or released as after a hibernation);
+//     the event that failed in the director never reached an actor and is
+//     answered 503 not run. The new director starts empty: the next event of
+//     each actor wakes it and reloads its state. Past 3 restarts a minute
+//     the node fails: its sockets close with 1011, and the keeper stops
+//     cleanly (every record released, since nothing is resident) and the node
+//     ends.
+//   - resident: the class's Policy (below), decided by the director.
+//   - sweeper, drainer, mover: restarted after 100 ms (doubling to 10 s), at
+//     most 10 times a minute (then the node fails, as for the director).
+//     Each resumes from the Core's state and its own counts, which outlive
+//     its incarnations: the sweeper arms its timer again (a pass is only
+//     late); the drainer asks the keeper's status and follows the drain
+//     under way to its end; the mover sends the take call again for every
+//     move whose release landed (a take is idempotent: the target takes a
+//     free record, or answers that it holds it). A message lost with the
+//     failure is never a protocol decision: those are the Core's.
+//
+// The socket owner (package sockets) is not yet an actor of the tree: it
+// is a value whose sockets run goroutines of their own (a reader, a writer,
+// the pinger), outside any supervisor.
+//
+// No Receive of the tree waits on another actor or on the bucket: the
+// keeper runs bucket calls on goroutines whose replies come back as
+// messages; the drivers ask the keeper with RequestStatus and get a
+// StatusAnswer, and close sockets and send take calls on goroutines of their
+// own. The one wait is the director's HibernateAll and Resident callers,
+// which are not actors.
+//
+// The tree is visible at /debug/tree (text; JSON with ?format=json): one
+// line per actor with its role, state (running, restarting, stopped,
+// failed), restarts, mailbox depth and progress, and one per class of
+// resident actors. Its metrics, by role: wasmkeep_supervisor_restarts_total,
+// wasmkeep_supervisor_failures_total, wasmkeep_supervisor_mailbox_depth and
+// wasmkeep_supervisor_message_seconds; the resident actors' own, by class,
+// are below.
 //
 // The director of package actors is the parent of every resident actor
 // and so their supervisor: when a panic escapes a resident actor's Receive

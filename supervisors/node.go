@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -80,17 +81,27 @@ type NodeConfig struct {
 	MaxBodyInflight int64
 	BodyTimeout     time.Duration
 	BodyMinRate     int64
+
+	// faults is set by tests only (export_test.go): see Tree.faults.
+	faults func(Role, any)
 }
 
-// Node is one running node: ownership keeper, resident actors and HTTP
+// Node is one running node: its tree (ownership keeper, director of the
+// resident actors, sweeper, drainer, mover), the socket owner and the HTTP
 // server, sharing one actor system and one metrics registry.
 type Node struct {
+	tree    *Tree
 	keeper  *keeper.Keeper
 	host    *actors.Host
 	sockets *sockets.Owner
 	server  *http.Server
 	addr    string
 	served  chan error // the server's end
+	system  *actor.ActorSystem
+	drainer *actor.PID
+	drain   *drainState
+	mover   *actor.PID
+	done    chan struct{} // the keeper ended, or the tree failed
 }
 
 // StartNode starts the keeper (it returns once the node's lease is taken),
@@ -113,14 +124,29 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	system := keeper.NewSystem(cfg.Logger)
-	hooks := &nodeHooks{}
+	tree, err := NewTree(system, reg, log)
+	if err != nil {
+		cfg.Listener.Close()
+		return nil, err
+	}
+	tree.faults = cfg.faults
+	hooks := &nodeHooks{system: system}
 	stopStarting := startingServer(cfg.Listener, log)
 	k, err := keeper.Start(ctx, keeper.Config{
 		Core: cfg.Core, Bucket: cfg.Bucket, System: system, Logger: cfg.Logger, Registerer: reg, Hooks: hooks,
+		Parent: tree.Under(RoleKeeper, nil),
 	})
 	stopStarting()
 	if err != nil {
 		cfg.Listener.Close()
+		tree.Stop()
+		return nil, err
+	}
+	n := &Node{tree: tree, keeper: k, addr: cfg.Core.Addr, served: make(chan error, 1), system: system, done: make(chan struct{})}
+	fail := func(err error) (*Node, error) {
+		cfg.Listener.Close()
+		err = errors.Join(err, n.stopParts(ctx))
+		tree.Stop()
 		return nil, err
 	}
 	var sup *Supervisor
@@ -129,60 +155,153 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		sup, err = New(sm, cfg.Supervision, log)
 	}
 	if err != nil {
-		cfg.Listener.Close()
-		return nil, errors.Join(err, k.Stop(ctx))
+		return fail(err)
 	}
 	sink, err := newSocketSink(k, log, reg)
-	var owner *sockets.Owner
 	if err == nil {
-		owner, err = sockets.New(sockets.Config{
+		n.sockets, err = sockets.New(sockets.Config{
 			Sink: sink, MaxSockets: cfg.MaxSockets, MaxMessage: cfg.MaxMessage,
 			PingInterval: cfg.PingInterval, PongTimeout: cfg.PongTimeout, NoIOUring: cfg.NoIOUring, Logger: log, Registerer: reg,
 			SendQueueTotal: cfg.SendQueueTotal,
 		})
 	}
 	if err != nil {
-		cfg.Listener.Close()
-		return nil, errors.Join(err, k.Stop(ctx))
+		return fail(err)
 	}
-	sink.owner.Store(owner)
-	hooks.sockets.Store(owner)
+	sink.owner.Store(n.sockets)
+	hooks.sockets.Store(n.sockets)
 	caller := &lateCaller{}
-	host, err := actors.NewHost(actors.Config{
+	n.host, err = actors.NewHost(actors.Config{
 		Keeper: k, Bucket: cfg.Bucket, Registry: cfg.Registry, System: system, Logger: log,
 		IdleTimeout: cfg.IdleTimeout, MaxResident: cfg.MaxResident, MaxState: cfg.MaxState,
-		RetryAfter: cfg.Core.LeasePeriod, OnHibernate: cfg.OnHibernate, Supervision: sup, Sockets: owner,
-		Caller: caller, CallTimeout: cfg.CallTimeout,
+		RetryAfter: cfg.Core.LeasePeriod, OnHibernate: cfg.OnHibernate, Supervision: sup, Sockets: n.sockets,
+		Caller: caller, CallTimeout: cfg.CallTimeout, Parent: tree.Under(RoleDirector, nil),
 	})
 	if err != nil {
-		cfg.Listener.Close()
-		return nil, errors.Join(err, owner.Shutdown(ctx), k.Stop(ctx))
+		return fail(err)
 	}
-	hooks.host.Store(host)
-	sink.host.Store(host)
+	hooks.host.Store(n.host)
+	sink.host.Store(n.host)
+	tree.SetResidents(func() []ResidentCount { return sm.residents(n.host.ResidentByClass()) })
 	h, err := ingress.New(ingress.Config{
-		Node: cfg.Core.Node, Keeper: k, Host: host, Registry: cfg.Registry, Gatherer: reg, Logger: log, MaxBody: cfg.MaxBody,
-		Sockets: owner, ClusterKey: cfg.ClusterKey, Registerer: reg, PeerConns: cfg.PeerConns,
+		Node: cfg.Core.Node, Keeper: k, Host: n.host, Registry: cfg.Registry, Gatherer: reg, Logger: log, MaxBody: cfg.MaxBody,
+		Sockets: n.sockets, ClusterKey: cfg.ClusterKey, Registerer: reg, PeerConns: cfg.PeerConns,
 		MaxBodyInflight: cfg.MaxBodyInflight, BodyTimeout: cfg.BodyTimeout, BodyMinRate: cfg.BodyMinRate,
 		MaxConns: cfg.MaxConns, OverflowConns: cfg.OverflowConns, HTTPIdleTimeout: cfg.HTTPIdleTimeout,
+		Debug: debugHandler(tree),
 	})
 	if err != nil {
-		cfg.Listener.Close()
-		return nil, errors.Join(err, host.HibernateAll(ctx), k.Stop(ctx))
+		return fail(err)
 	}
 	caller.h.Store(h)
-	n := &Node{
-		keeper:  k,
-		host:    host,
-		sockets: owner,
-		addr:    cfg.Core.Addr,
-		served:  make(chan error, 1),
-		server:  h.Server(),
+	if err := n.spawnDrivers(cfg, k, h.Take, hooks, log); err != nil {
+		return fail(err)
 	}
+	n.server = h.Server()
+	go n.watch()
 	go func() { n.served <- n.server.Serve(cfg.Listener) }()
 	log.Info("node serving", slog.String("addr", n.addr), slog.String("instance", string(cfg.Core.Instance)))
 	return n, nil
 }
+
+// spawnDrivers spawns the sweeper, drainer and mover, and routes the
+// keeper's effects for them to them.
+func (n *Node) spawnDrivers(cfg NodeConfig, k *keeper.Keeper, take TakeFunc, hooks *nodeHooks, log *slog.Logger) error {
+	sw := &sweepState{}
+	sweeperPID, err := n.tree.Spawn(RoleSweeper, "sweeper", actor.PropsFromProducer(func() actor.Actor {
+		return &sweeper{st: sw, k: k, sockets: n.sockets, period: cfg.Core.SweepPeriod}
+	}), sw.progress)
+	if err != nil {
+		return err
+	}
+	n.drain = &drainState{state: "serving"}
+	dlog := log.With(slog.String("component", "drainer"))
+	n.drainer, err = n.tree.Spawn(RoleDrainer, "drainer", actor.PropsFromProducer(func() actor.Actor {
+		return &drainer{st: n.drain, k: k, sockets: n.sockets, poll: cfg.Core.LeasePeriod, log: dlog}
+	}), n.drain.progress)
+	if err != nil {
+		return err
+	}
+	mv := &moveState{pending: map[ownership.Actor]*ownership.Take{}}
+	mlog := log.With(slog.String("component", "mover"))
+	n.mover, err = n.tree.Spawn(RoleMover, "mover", actor.PropsFromProducer(func() actor.Actor {
+		return &mover{st: mv, k: k, sockets: n.sockets, take: take, log: mlog}
+	}), mv.progress)
+	if err != nil {
+		return err
+	}
+	hooks.drivers.Store(&drivers{sweeper: sweeperPID, drainer: n.drainer, mover: n.mover, moves: mv})
+	return nil
+}
+
+// watch closes done once the keeper has ended or the tree has failed. A
+// keeper that broke is counted as the keeper's failure; a tree that failed
+// (a child its policy does not restart) stops the keeper cleanly: the
+// resident actors have stopped, their commits durable, so every record
+// can be released for the peers to take at once.
+func (n *Node) watch() {
+	select {
+	case <-n.keeper.Done():
+		var ee *keeper.ExitError
+		if errors.As(n.keeper.Err(), &ee) && ee.Broke {
+			n.tree.Report(RoleKeeper, ee)
+		}
+	case <-n.tree.Failed():
+		n.sockets.CloseAll(1011, "node failed")
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = n.keeper.Stop(ctx)
+		cancel()
+	}
+	close(n.done)
+}
+
+// stopParts stops what StartNode started so far, in reverse order.
+func (n *Node) stopParts(ctx context.Context) error {
+	var errs []error
+	if n.sockets != nil {
+		n.sockets.CloseAll(1012, "stop")
+		errs = append(errs, n.sockets.Shutdown(ctx))
+	}
+	if n.host != nil {
+		errs = append(errs, n.host.HibernateAll(ctx))
+	}
+	errs = append(errs, n.keeper.Stop(ctx))
+	return errors.Join(errs...)
+}
+
+// Drain drains the node (ADR 0024 section 3) and returns once it has
+// nothing left (no live hold, parked record or pending release), or ctx
+// ends. why is logged.
+func (n *Node) Drain(ctx context.Context, why string) error {
+	done := make(chan struct{})
+	n.system.Root.Send(n.drainer, &drainMsg{why: why})
+	n.system.Root.Send(n.drainer, &drainWaitMsg{done: done})
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("drain: %s: %w", n.drain.progress(), ctx.Err())
+	case <-n.done:
+		return fmt.Errorf("drain: the node ended: %w", n.Err())
+	}
+}
+
+// Move moves actor a, held or parked here, to node target: refused at once
+// (ErrMoveRefused) when target is not a live peer; otherwise the keeper
+// releases it and the mover sends target its take call.
+func (n *Node) Move(ctx context.Context, a ownership.Actor, target ownership.NodeID) error {
+	reply := make(chan error, 1)
+	n.system.Root.Send(n.mover, &moveMsg{actor: a, target: target, reply: reply})
+	select {
+	case err := <-reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Tree lists the node's tree, one actor a line (see Tree.Lines).
+func (n *Node) Tree() []Line { return n.tree.Lines() }
 
 // Status is what the node's ownership core holds now.
 func (n *Node) Status() ownership.Status { return n.keeper.Status() }
@@ -197,13 +316,19 @@ func (n *Node) Addr() string { return n.addr }
 // (never after Stop or Abort: then it receives http.ErrServerClosed).
 func (n *Node) ServeErr() <-chan error { return n.served }
 
-// Done is closed once the keeper has ended: after Stop, or when the node
-// lost its lease (Err says which).
-func (n *Node) Done() <-chan struct{} { return n.keeper.Done() }
+// Done is closed once the node has stopped acting: after Stop, when the
+// node lost its lease, or when an actor of its tree failed in a way its
+// policy does not restart (Err says which).
+func (n *Node) Done() <-chan struct{} { return n.done }
 
 // Err is nil until Done is closed; then nil after a clean stop, or why the
-// keeper ended.
-func (n *Node) Err() error { return n.keeper.Err() }
+// node ended.
+func (n *Node) Err() error {
+	if err := n.tree.Err(); err != nil {
+		return err
+	}
+	return n.keeper.Err()
+}
 
 // Stop stops the node cleanly: the server stops accepting and finishes the
 // requests in flight, every resident actor hibernates (its commits are
@@ -226,6 +351,11 @@ func (n *Node) Stop(ctx context.Context) error {
 	if err := n.keeper.Stop(ctx); err != nil {
 		errs = append(errs, err)
 	}
+	select {
+	case <-n.done:
+	case <-ctx.Done():
+	}
+	n.tree.Stop()
 	return errors.Join(errs...)
 }
 
@@ -237,26 +367,59 @@ func (n *Node) Abort() {
 	n.host.DropAll()
 }
 
-// nodeHooks passes the keeper's effects to the resident actors. Every
-// method only sends a message.
+// nodeHooks passes the keeper's effects to the resident actors and the
+// drivers. Every method only sends a message.
 type nodeHooks struct {
 	keeper.NopHooks
+	system  *actor.ActorSystem
 	host    atomic.Pointer[actors.Host]   // nil until the host exists; nothing is resident before
 	sockets atomic.Pointer[sockets.Owner] // nil until it exists; no socket is open before
+	drivers atomic.Pointer[drivers]       // nil until they exist; no pass runs before
 }
 
-// CloseSockets closes the sockets the core names, on a goroutine of its
-// own: closing writes close frames, and a hook must not block.
+// drivers are the PIDs the keeper's effects for a pass go to.
+type drivers struct {
+	sweeper, drainer, mover *actor.PID
+	moves                   *moveState
+}
+
+// CloseSockets hands a pass's closes to its driver, and closes the others
+// (a stop, a lapse) on a goroutine of its own: closing writes close
+// frames, and a hook must not block.
 func (h *nodeHooks) CloseSockets(c ownership.CloseSockets) {
-	o := h.sockets.Load()
-	if o == nil {
-		return
+	if d := h.drivers.Load(); d != nil {
+		var to *actor.PID
+		switch c.Reason {
+		case "sweep":
+			to = d.sweeper
+		case "drain":
+			to = d.drainer
+		case "move":
+			to = d.mover
+		}
+		if to != nil {
+			h.system.Root.Send(to, &closeMsg{c: c})
+			return
+		}
 	}
-	if c.All {
-		go o.CloseAll(c.Code, c.Reason)
-		return
+	if o := h.sockets.Load(); o != nil {
+		closeSockets(o, c)
 	}
-	go o.CloseActor(c.Actor, c.Code, c.Reason)
+}
+
+// Take hands a move's take call to the mover.
+func (h *nodeHooks) Take(t ownership.Take) {
+	if d := h.drivers.Load(); d != nil {
+		d.moves.released(t)
+		h.system.Root.Send(d.mover, &takeMsg{t: t})
+	}
+}
+
+// Drained tells the drainer.
+func (h *nodeHooks) Drained() {
+	if d := h.drivers.Load(); d != nil {
+		h.system.Root.Send(d.drainer, &drainedMsg{})
+	}
 }
 
 func (h *nodeHooks) StopActing(s ownership.StopActing) {

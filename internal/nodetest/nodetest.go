@@ -94,6 +94,7 @@ func Start(t testing.TB, o Options) *Node {
 	t.Cleanup(func() {
 		select {
 		case <-n.Done():
+			n.Abort() // ended by itself: close its server and sockets
 		default:
 			if err := n.Stop(context.Background()); err != nil {
 				t.Errorf("stop: %v", err)

@@ -100,6 +100,13 @@ type MayActAnswer struct {
 	May   bool
 }
 
+// StatusAnswer is the message RequestStatus's requester receives. Ended:
+// the keeper has ended, and Status is its last.
+type StatusAnswer struct {
+	Status ownership.Status
+	Ended  bool
+}
+
 // ExitError is Err's value for a keeper that ended without a clean stop.
 type ExitError struct {
 	Node ownership.NodeID
@@ -107,7 +114,10 @@ type ExitError struct {
 	// fenced", a twin, an unreadable lease record) or the keeper's (a
 	// panic, the actor stopped from outside).
 	Reason string
-	// Panic and Stack are set when a panic ended the keeper.
+	// Broke says the keeper itself failed (a panic, a restart or a stop
+	// from outside), rather than the protocol ending it. Panic and Stack
+	// are set when a panic ended it.
+	Broke bool
 	Panic any
 	Stack []byte
 }

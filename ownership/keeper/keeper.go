@@ -39,6 +39,18 @@ type Config struct {
 	// Hooks receives the effects meant for the rest of the node. Nil:
 	// NopHooks.
 	Hooks Hooks
+	// Parent, when set, spawns the keeper's actor as its child (a
+	// supervisor of the node's tree). Nil: it is spawned at the system's
+	// root.
+	Parent Parent
+}
+
+// Parent spawns the keeper's actor under a supervisor.
+type Parent interface {
+	// ChildPID is the PID a child spawned under name gets.
+	ChildPID(name string) *actor.PID
+	// SpawnChild spawns props under name and returns its PID.
+	SpawnChild(props *actor.Props, name string) (*actor.PID, error)
 }
 
 // Validate reports a configuration Start cannot run with.
@@ -137,8 +149,13 @@ func Start(ctx context.Context, cfg Config) (*Keeper, error) {
 	// The actor starts before SpawnNamed returns and starts bucket calls
 	// whose replies come back through post: the PID must be known first.
 	// Spawning by name gives exactly this PID.
+	spawn := k.system.Root.SpawnNamed
 	k.pid = k.system.NewLocalPID(name)
-	if _, err := k.system.Root.SpawnNamed(props, name); err != nil {
+	if cfg.Parent != nil {
+		spawn = cfg.Parent.SpawnChild
+		k.pid = cfg.Parent.ChildPID(name)
+	}
+	if _, err := spawn(props, name); err != nil {
 		return nil, fmt.Errorf("ownership keeper of node %s: spawn %q: %w", cfg.Core.Node, name, err)
 	}
 	select {
@@ -281,6 +298,17 @@ func (k *Keeper) Status() ownership.Status {
 	return k.final
 }
 
+// RequestStatus is Status for code running in an actor: replyTo receives
+// a *StatusAnswer.
+func (k *Keeper) RequestStatus(replyTo *actor.PID) {
+	if !k.post(&statusMsg{pid: replyTo}) {
+		k.gate.RLock()
+		final := k.final
+		k.gate.RUnlock()
+		k.system.Root.Send(replyTo, &StatusAnswer{Status: final, Ended: true})
+	}
+}
+
 // input posts an input for the Core. As far as callers can tell, it takes
 // effect when posted: the fast answers it could change are forgotten first
 // (see fastHolds), so that an Acquire made after Idle, say, is answered
@@ -318,6 +346,10 @@ func (k *Keeper) SocketGone(a ownership.Actor) {
 func (k *Keeper) Move(a ownership.Actor, target ownership.NodeID) {
 	k.input(ownership.Move{Actor: a, Target: target})
 }
+
+// Sweep runs one pass of the owner sweep (ownership.Sweep). The node's
+// sweeper sends it every sweep period.
+func (k *Keeper) Sweep() { k.input(ownership.Sweep{}) }
 
 // Drain hands this node's actors over to its peers; Hooks.Drained says when
 // nothing is left.

@@ -29,7 +29,11 @@ type (
 		pid   *actor.PID // for RequestMayAct
 		tag   uint64
 	}
-	statusMsg struct{ ch chan ownership.Status }
+	// statusMsg: the answer goes to ch, or as a *StatusAnswer to pid.
+	statusMsg struct {
+		ch  chan ownership.Status
+		pid *actor.PID
+	}
 )
 
 // waiter is one acquisition waiting for its Decision.
@@ -190,10 +194,14 @@ func (s *shell) Receive(ctx actor.Context) {
 			m.ch <- may
 		}
 	case *statusMsg:
-		if s.ended {
-			m.ch <- s.k.final
+		st := s.k.final
+		if !s.ended {
+			st = s.core.Status(s.now())
+		}
+		if m.pid != nil {
+			ctx.Send(m.pid, &StatusAnswer{Status: st, Ended: s.ended})
 		} else {
-			m.ch <- s.core.Status(s.now())
+			m.ch <- st
 		}
 	}
 }
@@ -413,7 +421,7 @@ func (s *shell) fail(ctx actor.Context, reason string, p any, stack []byte, pois
 		s.hooks.CloseSockets(ownership.CloseSockets{All: true, Code: ownership.CloseServiceRestart, Reason: "ownership keeper broke"})
 	})
 	s.end(ctx, ownership.Exit{Clean: false, Reason: reason},
-		&ExitError{Node: s.node, Reason: reason, Panic: p, Stack: stack}, poison)
+		&ExitError{Node: s.node, Reason: reason, Broke: true, Panic: p, Stack: stack}, poison)
 }
 
 // end shuts the gate, answers every acquisition still waiting, tells the

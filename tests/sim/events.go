@@ -59,6 +59,8 @@ type (
 		node, life int
 		at         time.Duration
 	}
+	// evSweep is the sweeper's timer: a Sweep input every sweep period.
+	evSweep struct{ node, life int }
 	evLand  struct{ p *pendingReq }
 	evReply struct {
 		p                *pendingReq
@@ -133,6 +135,11 @@ func (w *World) handle(ev any) {
 	case evTimer:
 		if n := w.live(ev.node, ev.life); n != nil && n.timerAt == ev.at {
 			w.step(n, ownership.Tick{})
+		}
+	case evSweep:
+		if n := w.live(ev.node, ev.life); n != nil {
+			w.step(n, ownership.Sweep{})
+			w.after(n.core.Config().SweepPeriod, evSweep{node: n.id, life: n.life})
 		}
 	case evLand:
 		w.land(ev.p)

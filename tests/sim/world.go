@@ -395,6 +395,7 @@ func (w *World) startNode(n *node) {
 	n.finishing = map[ownership.Actor]time.Duration{}
 	w.note("start", n, "%s", n.inst)
 	w.step(n, ownership.Start{})
+	w.after(n.core.Config().SweepPeriod, evSweep{node: n.id, life: n.life})
 }
 
 // crash kills a node: no input reaches its core again, its sockets are gone.

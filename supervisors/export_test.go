@@ -1,0 +1,6 @@
+package supervisors
+
+// WithFaults makes every actor of the node's tree call f before each of its
+// messages (f's panic is that actor's failure), for the tests of each
+// role's failure.
+func WithFaults(cfg *NodeConfig, f func(role Role, msg any)) { cfg.faults = f }

@@ -1,0 +1,271 @@
+package supervisors_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmkeep/wasmkeep/internal/nodetest"
+	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/supervisors"
+)
+
+// faults makes one actor of a node's tree panic at its next message of a
+// given type: the failure a test injects into a role.
+type faults struct {
+	mu    sync.Mutex
+	armed map[supervisors.Role]string // message type (%T), "" for any
+	fired chan supervisors.Role
+}
+
+func newFaults() *faults {
+	return &faults{armed: map[supervisors.Role]string{}, fired: make(chan supervisors.Role, 8)}
+}
+
+func (f *faults) arm(role supervisors.Role, msgType string) {
+	f.mu.Lock()
+	f.armed[role] = msgType
+	f.mu.Unlock()
+}
+
+func (f *faults) hook(role supervisors.Role, msg any) {
+	f.mu.Lock()
+	typ, ok := f.armed[role]
+	if ok && (typ == "" || fmt.Sprintf("%T", msg) == typ) {
+		delete(f.armed, role)
+		f.mu.Unlock()
+		f.fired <- role
+		panic(fmt.Sprintf("injected failure of the %s at %T", role, msg))
+	}
+	f.mu.Unlock()
+}
+
+func (f *faults) awaitFired(t *testing.T, role supervisors.Role) {
+	t.Helper()
+	select {
+	case r := <-f.fired:
+		require.Equal(t, role, r)
+	case <-time.After(nodetest.Wait):
+		t.Fatalf("the %s's injected failure never fired", role)
+	}
+}
+
+// startFaulty starts a node whose tree takes f's failures.
+func startFaulty(t *testing.T, f *faults, o nodetest.Options) *nodetest.Node {
+	t.Helper()
+	configure := o.Configure
+	o.Configure = func(cfg *supervisors.NodeConfig) {
+		supervisors.WithFaults(cfg, f.hook)
+		if configure != nil {
+			configure(cfg)
+		}
+	}
+	return nodetest.Start(t, o)
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	res, err := http.Get(url)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	return res.StatusCode, strings.TrimSpace(string(b))
+}
+
+// count increments counter name on n and returns the new value.
+func count(t *testing.T, n *nodetest.Node, name string) string {
+	t.Helper()
+	status, body := get(t, n.URL+"/actor/counter/"+name)
+	require.Equal(t, http.StatusOK, status, body)
+	return body
+}
+
+// series returns the line of a series from the node's /metrics ("" if
+// absent).
+func series(t *testing.T, n *nodetest.Node, series string) string {
+	t.Helper()
+	_, body := get(t, n.URL+"/metrics")
+	for line := range strings.SplitSeq(body, "\n") {
+		if strings.HasPrefix(line, series+" ") {
+			return line
+		}
+	}
+	return ""
+}
+
+// line returns the tree's line of the actor named name.
+func line(t *testing.T, n *nodetest.Node, name string) supervisors.Line {
+	t.Helper()
+	for _, l := range n.Tree() {
+		if l.Name == name {
+			return l
+		}
+	}
+	t.Fatalf("no %q in the tree: %+v", name, n.Tree())
+	return supervisors.Line{}
+}
+
+// awaitLine waits until the tree's line of name satisfies ok.
+func awaitLine(t *testing.T, n *nodetest.Node, name string, ok func(supervisors.Line) bool) supervisors.Line {
+	t.Helper()
+	var l supervisors.Line
+	require.Eventually(t, func() bool { l = line(t, n, name); return ok(l) }, nodetest.Wait, 5*time.Millisecond,
+		"the tree's line of %s: %+v", name, &l)
+	return l
+}
+
+// TestTreeShowsEveryRole: /debug/tree lists the keeper, the director, the
+// three drivers and the resident actors by class.
+func TestTreeShowsEveryRole(t *testing.T) {
+	n := nodetest.Start(t, nodetest.Options{})
+	count(t, n, "a")
+	count(t, n, "b")
+	status, body := get(t, n.URL+"/debug/tree")
+	require.Equal(t, http.StatusOK, status)
+	for _, want := range []string{"keeper", "node/ownership-n1", "director", "node/director", "sweeper", "drainer", "mover"} {
+		assert.Contains(t, body, want)
+	}
+	assert.Regexp(t, `resident\s+counter\s+2 resident`, body)
+	status, body = get(t, n.URL+"/debug/tree?format=json")
+	require.Equal(t, http.StatusOK, status)
+	assert.Contains(t, body, `"role":"director","name":"director","state":"running"`)
+	for _, role := range []string{"keeper", "director", "sweeper", "drainer", "mover"} {
+		assert.NotEmpty(t, series(t, n, `wasmkeep_supervisor_failures_total{role="`+role+`"}`), role)
+	}
+}
+
+// TestSweeperFailureRestarts: a sweeper that fails is restarted after its
+// backoff and sweeps again; the tree's metrics count the failure and the
+// restart.
+func TestSweeperFailureRestarts(t *testing.T) {
+	f := newFaults()
+	n := startFaulty(t, f, nodetest.Options{Configure: func(c *supervisors.NodeConfig) { c.Core.SweepPeriod = 20 * time.Millisecond }})
+	f.arm(supervisors.RoleSweeper, "supervisors.sweepTick")
+	f.awaitFired(t, supervisors.RoleSweeper)
+	l := awaitLine(t, n, "sweeper", func(l supervisors.Line) bool { return l.Restarts == 1 && l.State == "running" })
+	before := l.Progress
+	awaitLine(t, n, "sweeper", func(l supervisors.Line) bool { return l.Progress != before })
+	assert.Equal(t, `wasmkeep_supervisor_failures_total{role="sweeper"} 1`, series(t, n, `wasmkeep_supervisor_failures_total{role="sweeper"}`))
+	assert.Equal(t, `wasmkeep_supervisor_restarts_total{role="sweeper"} 1`, series(t, n, `wasmkeep_supervisor_restarts_total{role="sweeper"}`))
+	assert.Equal(t, "1", count(t, n, "c")) // the node serves on
+}
+
+// TestDirectorFailureRestarts: a director that fails (here its hibernation
+// callback panics) is restarted; its resident actors stop first, their
+// commits durable, so every acknowledged write survives and the actors
+// wake again at their next event.
+func TestDirectorFailureRestarts(t *testing.T) {
+	var mu sync.Mutex
+	explode := false
+	n := nodetest.Start(t, nodetest.Options{IdleTimeout: 50 * time.Millisecond, Configure: func(c *supervisors.NodeConfig) {
+		inner := c.OnHibernate
+		c.OnHibernate = func(a ownership.Actor, gen ownership.Generation, reason string) {
+			mu.Lock()
+			boom := explode && a.Name == "idle"
+			explode = explode && !boom
+			mu.Unlock()
+			if boom {
+				panic("injected failure of the director")
+			}
+			inner(a, gen, reason)
+		}
+	}})
+	for i := 1; i <= 3; i++ {
+		require.Equal(t, fmt.Sprint(i), count(t, n, "kept"))
+	}
+	mu.Lock()
+	explode = true
+	mu.Unlock()
+	count(t, n, "idle") // hibernates after 50 ms: the director panics
+	awaitLine(t, n, "director", func(l supervisors.Line) bool { return l.Restarts == 1 && l.State == "running" })
+	assert.Equal(t, "4", count(t, n, "kept"))
+	assert.Equal(t, "2", count(t, n, "idle"))
+	assert.Equal(t, `wasmkeep_supervisor_failures_total{role="director"} 1`, series(t, n, `wasmkeep_supervisor_failures_total{role="director"}`))
+	assert.Equal(t, `wasmkeep_supervisor_restarts_total{role="director"} 1`, series(t, n, `wasmkeep_supervisor_restarts_total{role="director"}`))
+}
+
+// TestDrainerFailureResumes: a drainer that fails while it follows a drain
+// is restarted and finishes it from the keeper's status.
+func TestDrainerFailureResumes(t *testing.T) {
+	f := newFaults()
+	n := startFaulty(t, f, nodetest.Options{})
+	count(t, n, "held")
+	f.arm(supervisors.RoleDrainer, "*keeper.StatusAnswer")
+	ctx, cancel := context.WithTimeout(t.Context(), nodetest.Wait)
+	defer cancel()
+	require.NoError(t, n.Drain(ctx, "test"))
+	f.awaitFired(t, supervisors.RoleDrainer)
+	l := line(t, n, "drainer")
+	assert.Equal(t, 1, l.Restarts)
+	assert.Contains(t, l.Progress, "drained (test)")
+	st := n.Status()
+	assert.True(t, st.Draining)
+	assert.Zero(t, st.Live+st.Parked+st.Pending+st.Unresolved, "%+v", st)
+	assert.Equal(t, `wasmkeep_supervisor_restarts_total{role="drainer"} 1`, series(t, n, `wasmkeep_supervisor_restarts_total{role="drainer"}`))
+}
+
+// TestMoveAndMoverFailure: a move releases the actor here and the target
+// takes it; a mover that fails before its take call is restarted and
+// sends it. A move to a node that is not a live peer is refused.
+func TestMoveAndMoverFailure(t *testing.T) {
+	dir := t.TempDir()
+	f := newFaults()
+	n1 := startFaulty(t, f, nodetest.Options{Dir: dir, Node: "n1", Instance: "i1"})
+	n2 := nodetest.Start(t, nodetest.Options{Dir: dir, Node: "n2", Instance: "i2"})
+	require.Equal(t, "1", count(t, n1, "m"))
+	ctx, cancel := context.WithTimeout(t.Context(), nodetest.Wait)
+	defer cancel()
+	a := ownership.Actor{Class: "counter", Name: "m"}
+	err := n1.Move(ctx, a, "n9")
+	require.ErrorIs(t, err, supervisors.ErrMoveRefused)
+	assert.Contains(t, err.Error(), "n9 is not a node of this cluster")
+	require.Eventually(t, func() bool {
+		for _, p := range n1.Status().Peers {
+			if p.Node == "n2" && p.State == ownership.LeaseLive {
+				return true
+			}
+		}
+		return false
+	}, nodetest.Wait, 10*time.Millisecond, "n1 sees n2 live")
+	f.arm(supervisors.RoleMover, "*supervisors.takeMsg")
+	require.NoError(t, n1.Move(ctx, a, "n2"))
+	f.awaitFired(t, supervisors.RoleMover)
+	awaitLine(t, n1, "mover", func(l supervisors.Line) bool { return strings.Contains(l.Progress, "1 taken") })
+	assert.Equal(t, 1, line(t, n1, "mover").Restarts)
+	assert.Equal(t, 1, n2.Status().Live, "n2 holds the moved actor")
+	assert.Equal(t, 0, n1.Status().Live)
+	assert.Equal(t, "2", count(t, n1, "m"), "an event through n1 reaches the actor on n2, its count intact")
+}
+
+// TestKeeperFailureEndsNode: a keeper that fails is not restarted: the
+// node stops acting at once and ends with an error naming the keeper, and
+// nothing it held is released (peers fence it).
+func TestKeeperFailureEndsNode(t *testing.T) {
+	f := newFaults()
+	dir := t.TempDir()
+	n := startFaulty(t, f, nodetest.Options{Dir: dir})
+	require.Equal(t, "1", count(t, n, "k"))
+	f.arm(supervisors.RoleKeeper, "")
+	status, _ := get(t, n.URL+"/actor/counter/k2") // a new actor: the keeper's mailbox
+	f.awaitFired(t, supervisors.RoleKeeper)
+	select {
+	case <-n.Done():
+	case <-time.After(nodetest.Wait):
+		t.Fatal("the node did not end after its keeper failed")
+	}
+	require.Error(t, n.Err())
+	assert.Contains(t, n.Err().Error(), "keeper")
+	assert.NotEqual(t, http.StatusOK, status)
+	assert.Equal(t, `wasmkeep_supervisor_failures_total{role="keeper"} 1`, series(t, n, `wasmkeep_supervisor_failures_total{role="keeper"}`))
+	assert.Equal(t, "failed", line(t, n, "ownership-n1").State)
+	assert.Equal(t, 1, n.Status().Live, "the hold on counter/k is kept, not released")
+}
