@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
 	"github.com/wasmkeep/wasmkeep/internal/uring"
@@ -22,52 +22,46 @@ import (
 // another connection under the write; once closed, no direct write
 // starts.
 func TestCloseWaitsForDirectWrite(t *testing.T) {
+	waits := make(chan struct{}, 1)
+	closeWaits = func() {
+		select {
+		case waits <- struct{}{}:
+		default:
+		}
+	}
+	t.Cleanup(func() { closeWaits = nil }) // after the env's, which waits for every socket's goroutines
 	e := newEnv(t, Config{})
 	_, id := e.dial(room)
 	s, err := e.o.lookup(room, id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	peer, err := unix.Getpeername(int(s.wc.fd))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !s.wc.claim() {
-		t.Fatal("an idle connection cannot be claimed")
-	}
+	require.NoError(t, err)
+	require.True(t, s.wc.claim(), "an idle connection cannot be claimed")
 	closed := make(chan error, 1)
 	go func() { closed <- s.wc.Close() }()
-	// Once Close waits for the claim, no other claim can start.
-	deadline := time.Now().Add(wait)
-	for s.wc.closeMu.TryRLock() {
-		s.wc.closeMu.RUnlock()
-		if time.Now().After(deadline) {
-			t.Fatal("Close never waited")
-		}
-		runtime.Gosched()
+	select {
+	case <-waits:
+	case <-time.After(wait):
+		t.Fatal("Close never waited for the direct write")
 	}
+	// Close waits for closeMu, which the claim holds until wrote.
 	select {
 	case err := <-closed:
 		t.Fatalf("Close returned (%v) while a direct write held the descriptor", err)
 	default:
 	}
-	if now, err := unix.Getpeername(int(s.wc.fd)); err != nil || fmt.Sprint(now) != fmt.Sprint(peer) {
-		t.Fatalf("the descriptor under the claim is no longer the connection's: %v, %v", now, err)
-	}
-	if _, err := s.wc.wrote(nil, 0); !errors.Is(err, errNoDirect) {
-		t.Fatalf("wrote(nil, 0) = %v, want errNoDirect", err)
-	}
+	now, err := unix.Getpeername(int(s.wc.fd))
+	require.NoError(t, err, "the descriptor under the claim is no longer the connection's")
+	require.Equal(t, fmt.Sprint(peer), fmt.Sprint(now), "the descriptor under the claim is no longer the connection's")
+	_, err = s.wc.wrote(nil, 0)
+	require.ErrorIs(t, err, errNoDirect)
 	select {
 	case err := <-closed:
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 	case <-time.After(wait):
 		t.Fatal("Close did not return once the claim ended")
 	}
-	if s.wc.claim() {
-		t.Fatal("a closed connection was claimed")
-	}
+	require.False(t, s.wc.claim(), "a closed connection was claimed")
 }
 
 // syncBuffer is a log destination for tests.

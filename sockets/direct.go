@@ -64,6 +64,10 @@ type wireConn struct {
 	closed  bool
 }
 
+// closeWaits, if set (by a test, while no socket is open), is called when
+// a Close finds the descriptor in use and waits for it.
+var closeWaits func()
+
 // newWireConn wraps c if it is a TCP connection; other connections
 // (TLS, say) have no direct writes.
 func newWireConn(c net.Conn) *wireConn {
@@ -122,7 +126,13 @@ func (c *wireConn) markBroken() {
 
 // Close closes the connection once no direct write uses its descriptor.
 func (c *wireConn) Close() error {
-	c.closeMu.Lock()
+	if !c.closeMu.TryLock() {
+		// A direct write holds the descriptor (or another Close runs).
+		if closeWaits != nil {
+			closeWaits()
+		}
+		c.closeMu.Lock()
+	}
 	c.closed = true
 	c.closeMu.Unlock()
 	return c.TCPConn.Close()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/stretchr/testify/require"
 
 	"github.com/wasmkeep/wasmkeep/ownership"
 )
@@ -25,6 +26,7 @@ func directMessage(i int) []byte {
 // reads only when told, and checks that message i is directMessage(i).
 type slowClient struct {
 	t          *testing.T
+	e          *env
 	c          *websocket.Conn
 	s          *socket
 	sent, read int
@@ -36,11 +38,9 @@ func (e *env) dialSlow(a ownership.Actor) *slowClient {
 	c, id := e.dial(a)
 	_ = c.NetConn().(*net.TCPConn).SetReadBuffer(4096)
 	s, err := e.o.lookup(a, id)
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	require.NoError(e.t, err)
 	_ = s.wc.SetWriteBuffer(4096)
-	return &slowClient{t: e.t, c: c, s: s}
+	return &slowClient{t: e.t, e: e, c: c, s: s}
 }
 
 // state: the tail of a partial direct write is queued first; a writer
@@ -79,9 +79,16 @@ func (sc *slowClient) fill(send func(i int)) {
 		if partial {
 			return
 		}
-		// The socket took nothing (a full buffer): the message was
-		// queued. Read until its writer is done, and try again.
+		// A writer runs: the socket took nothing (a full buffer), and the
+		// message was queued. Read until the writer stops (the next
+		// message is then written directly), and try again; once every
+		// message sent is read, it has written all, and its stop is
+		// waited for.
 		for ; writing; _, writing = sc.state() {
+			if sc.read == sc.sent {
+				sc.e.awaitNoWriter(sc.s)
+				break
+			}
 			sc.readNext()
 		}
 	}
@@ -93,23 +100,23 @@ func (sc *slowClient) readAll() {
 	for sc.read < sc.sent {
 		sc.readNext()
 	}
-	if sc.s.wc.rest != nil {
-		sc.t.Fatal("a tail is still kept")
-	}
+	sc.s.wc.mu.Lock() // waits for a flush still under way
+	rest := sc.s.wc.rest
+	sc.s.wc.mu.Unlock()
+	require.Nil(sc.t, rest, "a tail is still kept")
 }
 
 // TestDirectWriteCompletedFirst: a client that stops reading fills the
 // node's send buffer until a direct write is taken only in part; a ping
 // and more messages follow. Once the client reads, it gets every message
 // whole and in order (the tail of the partial one before the ping's
-// frame), and answers the ping.
+// frame), and the ping before the messages sent after it.
 func TestDirectWriteCompletedFirst(t *testing.T) {
-	e := newEnv(t, Config{SendQueue: 64 << 20})
+	// No ping of the ping loop's own: the only ping is the test's.
+	e := newEnv(t, Config{SendQueue: 64 << 20, PingInterval: time.Hour})
 	sc := e.dialSlow(room)
 	send := func(i int) {
-		if err := e.o.Send(room, sc.s.id, false, directMessage(i)); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, e.o.Send(room, sc.s.id, false, directMessage(i)))
 	}
 	sc.fill(send)
 	sc.s.ping(1)
@@ -117,41 +124,28 @@ func TestDirectWriteCompletedFirst(t *testing.T) {
 		send(sc.sent)
 		sc.sent++
 	}
-	pinged := make(chan struct{}, 1)
-	sc.c.SetPingHandler(func(string) error {
-		select {
-		case pinged <- struct{}{}:
-		default: // the ping loop's own may follow
-		}
-		return nil
-	})
+	pings := 0
+	sc.c.SetPingHandler(func(string) error { pings++; return nil }) // called within ReadMessage
 	sc.readAll()
-	select {
-	case <-pinged:
-	case <-time.After(wait):
-		t.Fatal("the ping did not arrive")
-	}
+	require.Equal(t, 1, pings, "pings read before the last message, which was sent after the ping")
 }
 
-// TestDirectWriteAfterIdle: a message sent after the deadline of an
-// earlier queued write has passed arrives (a direct write has no
-// deadline), and so does the next one.
+// TestDirectWriteAfterIdle: a message sent once the write deadline an
+// earlier queued write left on the connection has passed arrives (a
+// direct write has no deadline), and so does the next one.
 func TestDirectWriteAfterIdle(t *testing.T) {
-	e := newEnv(t, Config{WriteTimeout: 50 * time.Millisecond})
+	// No ping of the ping loop's own: nothing is queued but the test's.
+	e := newEnv(t, Config{PingInterval: time.Hour})
 	c, id := e.dial(room)
 	s, err := e.o.lookup(room, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.ping(1) // a queued write: gorilla sets a deadline 50 ms ahead
-	time.Sleep(150 * time.Millisecond)
+	require.NoError(t, err)
+	s.ping(1) // a queued write: gorilla leaves the connection's write deadline WriteTimeout ahead
+	e.awaitNoWriter(s)
+	// The socket idles past that deadline: it is set in the past here
+	// rather than waited for.
+	require.NoError(t, s.wc.SetWriteDeadline(time.Now().Add(-time.Second)))
 	for _, msg := range []string{"after", "next"} {
-		if err := e.o.Send(room, id, true, []byte(msg)); err != nil {
-			t.Fatal(err)
-		}
-		_ = c.SetReadDeadline(time.Now().Add(wait))
-		if _, got, err := c.ReadMessage(); err != nil || string(got) != msg {
-			t.Fatalf("read %q, %v; want %q", got, err, msg)
-		}
+		require.NoError(t, e.o.Send(room, id, true, []byte(msg)))
+		require.Equal(t, msg, readText(t, c))
 	}
 }

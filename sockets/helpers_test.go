@@ -136,6 +136,10 @@ type env struct {
 	reg      *prometheus.Registry
 	srv      *httptest.Server
 	accepted chan acceptResult
+	// writerStopped receives once a writer goroutine of o has stopped
+	// since it was last received from (one signal pending at most): see
+	// awaitNoWriter.
+	writerStopped chan struct{}
 }
 
 type acceptResult struct {
@@ -145,13 +149,19 @@ type acceptResult struct {
 
 func newEnv(t *testing.T, cfg Config) *env {
 	t.Helper()
-	e := &env{t: t, sink: newRecorder(), reg: prometheus.NewRegistry(), accepted: make(chan acceptResult, 64)}
+	e := &env{t: t, sink: newRecorder(), reg: prometheus.NewRegistry(), accepted: make(chan acceptResult, 64), writerStopped: make(chan struct{}, 1)}
 	cfg.Sink, cfg.Registerer = e.sink, e.reg
 	o, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.o = o
+	o.writerStopped = func() { // before any socket is accepted
+		select {
+		case e.writerStopped <- struct{}{}:
+		default: // a signal is pending already
+		}
+	}
 	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 		var tags []string
@@ -186,6 +196,26 @@ func newEnv(t *testing.T, cfg Config) *env {
 		}
 	})
 	return e
+}
+
+// awaitNoWriter waits until no writer goroutine runs for s, a socket of
+// e.o.
+func (e *env) awaitNoWriter(s *socket) {
+	e.t.Helper()
+	timeout := time.After(wait)
+	for {
+		s.mu.Lock()
+		writing := s.writing
+		s.mu.Unlock()
+		if !writing {
+			return
+		}
+		select {
+		case <-e.writerStopped:
+		case <-timeout:
+			e.t.Fatalf("the writer of socket %v did not stop within %v", s.id, wait)
+		}
+	}
 }
 
 // dial opens a client socket for class/name with tags and returns it with

@@ -232,6 +232,10 @@ type Owner struct {
 	// picks the sockets it closes.
 	queued   atomic.Int64
 	shedding sync.Mutex
+	// writerStopped, if set (by tests, before any socket is accepted), is
+	// called each time a socket's writer goroutine stops, once it has
+	// cleared socket.writing.
+	writerStopped func()
 
 	mu      sync.RWMutex
 	closed  bool

@@ -464,6 +464,7 @@ func (s *socket) write() {
 			s.writing = false
 			s.dropQueueLocked()
 			s.mu.Unlock()
+			s.o.stoppedWriting()
 			return
 		}
 		f := s.queue[0]
@@ -494,8 +495,16 @@ func (s *socket) write() {
 			} else {
 				s.drop()
 			}
+			s.o.stoppedWriting()
 			return
 		}
+	}
+}
+
+// stoppedWriting tells a test that a writer goroutine stopped.
+func (o *Owner) stoppedWriting() {
+	if o.writerStopped != nil {
+		o.writerStopped()
 	}
 }
 

@@ -70,8 +70,12 @@ func benchmarkBroadcast(b *testing.B, cfg Config) {
 	}
 	defer func() { _ = o.Shutdown(b.Context()) }()
 	a := ownership.Actor{Class: "bench", Name: "room"}
+	// Accept returns once its socket is among a's: the client's handshake
+	// answer comes before.
+	accepted := make(chan error, clients)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = o.Accept(w, r, a, nil)
+		_, err := o.Accept(w, r, a, nil)
+		accepted <- err
 	}))
 	defer srv.Close()
 	conns := make([]*websocket.Conn, clients)
@@ -83,8 +87,15 @@ func benchmarkBroadcast(b *testing.B, cfg Config) {
 		defer c.Close()
 		conns[i] = c
 	}
-	for len(o.List(a, "")) < clients {
-		time.Sleep(time.Millisecond)
+	for range clients {
+		select {
+		case err := <-accepted:
+			if err != nil {
+				b.Fatal(err)
+			}
+		case <-time.After(wait):
+			b.Fatalf("%d sockets of %d accepted within %v", len(o.List(a, "")), clients, wait)
+		}
 	}
 	msg := []byte(strings.Repeat("m", 16))
 	var wg sync.WaitGroup
