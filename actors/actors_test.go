@@ -24,6 +24,11 @@ type fakeKeeper struct {
 	damaged []string // keys, one per DamageFound
 }
 
+// Acquire grants every event at generation 1.
+func (o *fakeKeeper) Acquire(context.Context, ownership.Actor) (keeper.Decision, error) {
+	return keeper.Decision{Verdict: keeper.Granted, Gen: 1}, nil
+}
+
 func (o *fakeKeeper) MayAct(_ ownership.Actor, gen ownership.Generation) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()

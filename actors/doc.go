@@ -3,6 +3,21 @@
 // Host, which keeps the actors resident on this node, one proto.actor actor
 // each.
 //
+// # An event's way
+//
+// The node's entry (package ingress for HTTP and calls, the socket sink of
+// package supervisors for socket events) hands each event to Dispatch (or
+// DispatchSocket), which asks the keeper for the hold (Keeper.Acquire),
+// delivers the event to the resident actor under the grant, and acquires
+// and delivers again while the event was refused before it ran (its grant
+// ended first: UnavailableError.NotRun), at most ten times. The entry
+// learns only the answer, or that another live node holds the actor
+// (Elsewhere: it forwards or relays). A socket's event is also tried again,
+// for a while, after a refusal that may pass (the bucket did not answer),
+// since its client cannot be told to retry; an HTTP client gets 503 with
+// Retry-After. Dispatch waits for the keeper's answer and the actor's: it
+// is for goroutines, never for a Receive.
+//
 // # Events and storage
 //
 // An actor handles one event at a time: its proto.actor mailbox serialises

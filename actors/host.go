@@ -11,11 +11,15 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 	"github.com/wasmkeep/wasmkeep/sockets"
 )
 
 // Keeper is what Host needs of the ownership keeper (keeper.Keeper has it).
 type Keeper interface {
+	// Acquire gives an event its hold, and waits for the decision
+	// (Dispatch and Take call it; Deliver takes a hold granted already).
+	Acquire(ctx context.Context, a ownership.Actor) (keeper.Decision, error)
 	// MayAct says whether output of the hold at gen may be released now.
 	MayAct(a ownership.Actor, gen ownership.Generation) bool
 	// Idle says the actor dropped out of memory while its hold was live.
@@ -158,6 +162,9 @@ type UnavailableError struct {
 	// (the hold it was granted ended before it ran). Otherwise the event
 	// may have run, and its writes landed, with its output withheld.
 	NotRun bool
+	// Draining: this node takes no actors now (it drains or has stopped):
+	// a peer should be asked.
+	Draining bool
 }
 
 func (e *UnavailableError) Error() string {

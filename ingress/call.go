@@ -33,28 +33,16 @@ func (h *Handler) Call(ctx context.Context, to ownership.Actor, req *actors.Requ
 	if _, ok := h.cfg.Registry.Lookup(to.Class); !ok {
 		return nil, fmt.Errorf("call %s/%s: %w", to.Class, to.Name, actors.ErrUnknownClass)
 	}
-	d, err := h.cfg.Keeper.Acquire(ctx, to)
-	if err != nil {
+	resp, at, err := h.cfg.Host.Dispatch(ctx, to, req)
+	switch {
+	case at != nil:
+		return h.forwardCall(ctx, to, *at, req)
+	case errors.Is(err, keeper.ErrInvalidActor):
 		return nil, fmt.Errorf("call %s/%s: %w: %w", to.Class, to.Name, actors.ErrCallFailed, err)
+	case err == nil && resp.Accept != nil:
+		return nil, fmt.Errorf("call %s/%s: the callee accepted a WebSocket, which a call cannot carry", to.Class, to.Name)
 	}
-	if d.Verdict == keeper.Granted {
-		var resp *actors.Response
-		if d, resp, err = h.deliverGranted(ctx, to, d, req); d.Verdict == keeper.Granted {
-			if err == nil && resp.Accept != nil {
-				return nil, fmt.Errorf("call %s/%s: the callee accepted a WebSocket, which a call cannot carry", to.Class, to.Name)
-			}
-			return resp, err
-		}
-	}
-	switch d.Verdict {
-	case keeper.Routed:
-		return h.forwardCall(ctx, to, d, req)
-	default:
-		if d.Damaged != "" {
-			return nil, &actors.DamagedError{Actor: to, Key: d.Damaged, Err: fmt.Errorf("%w: %s", ownership.ErrDamaged, d.Reason)}
-		}
-		return nil, &actors.UnavailableError{Actor: to, Reason: d.Reason, RetryAfter: d.RetryAfter, NotRun: true}
-	}
+	return resp, err
 }
 
 // checkCall checks a call as the ingress checks a client's request.
@@ -79,7 +67,7 @@ func (h *Handler) checkCall(to ownership.Actor, req *actors.Request) error {
 }
 
 // forwardCall sends a call to the node that holds the callee.
-func (h *Handler) forwardCall(ctx context.Context, to ownership.Actor, d keeper.Decision, req *actors.Request) (*actors.Response, error) {
+func (h *Handler) forwardCall(ctx context.Context, to ownership.Actor, d actors.Elsewhere, req *actors.Request) (*actors.Response, error) {
 	if d.Addr == "" {
 		return nil, &actors.UnavailableError{Actor: to, Reason: fmt.Sprintf("held by node %s, whose address is not known here", d.Node), RetryAfter: time.Second}
 	}

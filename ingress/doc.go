@@ -1,10 +1,13 @@
 // Package ingress is a node's HTTP entry: /actor/<class>/<name>[/rest],
-// routed through the ownership keeper to the resident actor here or
-// forwarded to the node that holds it, WebSocket upgrades handed to the
-// socket owner (or relayed to the node that holds the room), plus
-// /healthz, /readyz and /metrics. It is entry only: the node is assembled
+// handed to the actors side (Host.Dispatch: it acquires the hold, delivers
+// the event and retries behind it) and answered, or forwarded to the node
+// that holds the actor when Dispatch says where it is held; WebSocket
+// upgrades handed to the socket owner (or relayed to the node that holds
+// the room); a move's take call (take.go); plus /healthz, /readyz, /metrics
+// and /debug/ (the node's tree). It is entry only: the node is assembled
 // by package supervisors, which serves a Handler with the server Server
-// gives.
+// gives. A request's way is one direction: the ingress never asks the
+// keeper for a hold itself.
 //
 // Invariants: every name a client sends is validated before it reaches the
 // keeper or a bucket key; every body is bounded, in size, in total and in

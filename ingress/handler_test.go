@@ -15,32 +15,37 @@ import (
 	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 )
 
-// fakeKeeper answers every acquisition with one decision.
+// fakeKeeper gives every event one decision, and says whether the lease
+// is valid.
 type fakeKeeper struct {
 	d     keeper.Decision
 	valid bool
 }
 
-func (k fakeKeeper) Acquire(context.Context, ownership.Actor) (keeper.Decision, error) {
-	return k.d, nil
-}
 func (k fakeKeeper) Status() ownership.Status { return ownership.Status{LeaseValid: k.valid} }
 
-// fakeHost answers with the actor's name, or panics for the name "panic".
-type fakeHost struct{}
+// fakeHost dispatches by its keeper's decision: a granted event is
+// answered with the actor's name (a panic for the name "panic").
+type fakeHost struct{ k fakeKeeper }
 
-func (fakeHost) Adopt(ownership.Actor, ownership.Generation) error { return nil }
-
-func (fakeHost) Deliver(_ context.Context, a ownership.Actor, _ ownership.Generation, req *actors.Request) (*actors.Response, error) {
+func (h fakeHost) Dispatch(_ context.Context, a ownership.Actor, req *actors.Request) (*actors.Response, *actors.Elsewhere, error) {
+	switch d := h.k.d; d.Verdict {
+	case keeper.Routed:
+		return nil, &actors.Elsewhere{Node: d.Node, Addr: d.Addr}, nil
+	case keeper.Refused:
+		return nil, nil, &actors.UnavailableError{Actor: a, Reason: d.Reason, RetryAfter: d.RetryAfter, NotRun: true}
+	}
 	if a.Name == "panic" {
 		panic("boom")
 	}
-	return actors.Text(http.StatusOK, a.Name+" "+req.Path), nil
+	return actors.Text(http.StatusOK, a.Name+" "+req.Path), nil, nil
 }
 
-func newHandler(t *testing.T, k ingress.Keeper) *ingress.Handler {
+func (fakeHost) Take(context.Context, ownership.Actor) (*actors.Elsewhere, error) { return nil, nil }
+
+func newHandler(t *testing.T, k fakeKeeper) *ingress.Handler {
 	t.Helper()
-	h, err := ingress.New(ingress.Config{Node: "n1", Keeper: k, Host: fakeHost{}, Registry: actors.BuiltIn(), MaxBody: 16})
+	h, err := ingress.New(ingress.Config{Node: "n1", Keeper: k, Host: fakeHost{k}, Registry: actors.BuiltIn(), MaxBody: 16})
 	if err != nil {
 		t.Fatal(err)
 	}

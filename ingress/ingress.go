@@ -52,18 +52,21 @@ const answerTime = 2 * time.Minute
 // DefaultMaxBody bounds a request body unless Config says otherwise.
 const DefaultMaxBody = 1 << 20
 
-// Keeper is what the ingress needs of the ownership keeper.
+// Keeper is what the ingress needs of the ownership keeper: its status,
+// for /readyz.
 type Keeper interface {
-	Acquire(ctx context.Context, a ownership.Actor) (keeper.Decision, error)
 	Status() ownership.Status
 }
 
-// Host is what the ingress needs of the resident actors.
+// Host is what the ingress hands events to: the actors side, which
+// acquires each event's hold, delivers it and retries behind it
+// (actors.Host has it). The ingress learns the answer, or which node holds
+// the actor (then it forwards or relays).
 type Host interface {
-	Deliver(ctx context.Context, a ownership.Actor, gen ownership.Generation, req *actors.Request) (*actors.Response, error)
-	// Adopt makes a resident under the hold at gen without an event (a
-	// move's target takes the actor).
-	Adopt(a ownership.Actor, gen ownership.Generation) error
+	Dispatch(ctx context.Context, a ownership.Actor, req *actors.Request) (*actors.Response, *actors.Elsewhere, error)
+	// Take acquires the actor and makes it resident without an event (a
+	// move's target takes it).
+	Take(ctx context.Context, a ownership.Actor) (*actors.Elsewhere, error)
 }
 
 // Config is what a Handler serves with. Keeper, Host and Registry are
@@ -393,32 +396,13 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 		}
 		r = r.WithContext(actors.WithCallChain(r.Context(), chain))
 	}
-	d, err := h.cfg.Keeper.Acquire(r.Context(), a)
-	if err != nil {
-		if r.Context().Err() != nil {
-			return // the client went away
-		}
-		text(w, http.StatusBadRequest, err.Error())
+	req := &actors.Request{Method: r.Method, Path: rest, Query: r.URL.Query(), Header: r.Header.Clone(), Body: body}
+	resp, at, err := h.cfg.Host.Dispatch(r.Context(), a, req)
+	if at != nil {
+		h.forward(w, r, a, *at, body)
 		return
 	}
-	if d.Verdict == keeper.Granted {
-		req := &actors.Request{Method: r.Method, Path: rest, Query: r.URL.Query(), Header: r.Header.Clone(), Body: body}
-		var resp *actors.Response
-		if d, resp, err = h.deliverGranted(r.Context(), a, d, req); d.Verdict == keeper.Granted {
-			h.answer(w, r, a, resp, err)
-			return
-		}
-	}
-	switch d.Verdict {
-	case keeper.Routed:
-		h.forward(w, r, a, d, body)
-	default:
-		if d.Damaged != "" {
-			damagedState(w, a, d.Damaged)
-			return
-		}
-		unavailable(w, d.RetryAfter, "actor unavailable here now: "+d.Reason)
-	}
+	h.answer(w, r, a, resp, err)
 }
 
 // damagedState answers a request for an actor whose object in the bucket
@@ -430,50 +414,22 @@ func damagedState(w http.ResponseWriter, a ownership.Actor, key string) {
 		a.Class, a.Name, key))
 }
 
-// notRunTries bounds how often one event is granted and delivered when it
-// was refused before it ran (actors.UnavailableError.NotRun: the hold it
-// was granted ended first, the actor having gone idle meanwhile). Nothing
-// ran, so trying again is safe; each try is a new grant, after the idle
-// hold ended, so the bound only stops an actor whose idle timeout is
-// shorter than the way of an event to it (1 ms under the race detector on
-// a loaded machine missed three times in a row in one run of 3,000).
-const notRunTries = 10
-
-// deliverGranted delivers req to a under the grant d. While its event is
-// refused before it ran, it acquires again and delivers again, at most
-// notRunTries times in all. It returns the last decision: one that is not
-// Granted delivered nothing, and the caller routes or refuses as it says.
-func (h *Handler) deliverGranted(ctx context.Context, a ownership.Actor, d keeper.Decision, req *actors.Request) (keeper.Decision, *actors.Response, error) {
-	for try := 1; ; try++ {
-		resp, err := h.cfg.Host.Deliver(ctx, a, d.Gen, req)
-		var ua *actors.UnavailableError
-		if try == notRunTries || !errors.As(err, &ua) || !ua.NotRun || ctx.Err() != nil {
-			return d, resp, err
-		}
-		next, aerr := h.cfg.Keeper.Acquire(ctx, a)
-		if aerr != nil {
-			return d, resp, err // answered with the refusal
-		}
-		if next.Verdict != keeper.Granted {
-			return next, nil, nil
-		}
-		d = next
-	}
-}
-
 // answer writes the outcome of a request's event.
 func (h *Handler) answer(w http.ResponseWriter, r *http.Request, a ownership.Actor, resp *actors.Response, err error) {
 	var ua *actors.UnavailableError
 	var damaged *actors.DamagedError
 	switch {
 	case errors.As(err, &ua):
-		unavailable(w, ua.RetryAfter, ua.Reason)
+		unavailable(w, ua.RetryAfter, "actor unavailable here now: "+ua.Reason)
 		return
 	case errors.As(err, &damaged):
 		damagedState(w, a, damaged.Key)
 		return
 	case errors.Is(err, actors.ErrUnknownClass):
 		text(w, http.StatusNotFound, err.Error())
+		return
+	case errors.Is(err, keeper.ErrInvalidActor):
+		text(w, http.StatusBadRequest, err.Error())
 		return
 	case r.Context().Err() != nil:
 		return
@@ -512,7 +468,7 @@ func (h *Handler) accept(w http.ResponseWriter, r *http.Request, a ownership.Act
 }
 
 // forward sends the request to the node that holds the actor.
-func (h *Handler) forward(w http.ResponseWriter, r *http.Request, a ownership.Actor, d keeper.Decision, body []byte) {
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, a ownership.Actor, d actors.Elsewhere, body []byte) {
 	if r.Header.Get(ForwardedHeader) != "" {
 		h.log.Warn("not forwarding a forwarded request", slog.String("class", a.Class), slog.String("name", a.Name),
 			slog.String("from", r.Header.Get(ForwardedHeader)), slog.String("holder", string(d.Node)))

@@ -13,7 +13,6 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/ownership"
-	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 )
 
 func TestSignatureChecksWhatThePeerSays(t *testing.T) {
@@ -185,15 +184,12 @@ func TestNoncesForgottenAfterTwoWindows(t *testing.T) {
 
 type stubKeeper struct{}
 
-func (stubKeeper) Acquire(context.Context, ownership.Actor) (keeper.Decision, error) {
-	return keeper.Decision{}, errors.New("stub")
-}
 func (stubKeeper) Status() ownership.Status { return ownership.Status{} }
 
 type stubHost struct{}
 
-func (stubHost) Deliver(context.Context, ownership.Actor, ownership.Generation, *actors.Request) (*actors.Response, error) {
-	return nil, errors.New("stub")
+func (stubHost) Dispatch(context.Context, ownership.Actor, *actors.Request) (*actors.Response, *actors.Elsewhere, error) {
+	return nil, nil, errors.New("stub")
 }
 
-func (stubHost) Adopt(ownership.Actor, ownership.Generation) error { return errors.New("stub") }
+func (stubHost) Take(context.Context, ownership.Actor) (*actors.Elsewhere, error) { return nil, errors.New("stub") }

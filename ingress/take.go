@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/wasmkeep/wasmkeep/ownership"
-	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 )
 
 // TakeHeader marks a move's take call: a peer that released an actor for
@@ -25,27 +24,18 @@ const TakeHeader = "Wasmkeep-Take"
 // find it here. 204 when taken; 409 when another live node holds it; 503
 // when it cannot be taken now.
 func (h *Handler) serveTake(w http.ResponseWriter, r *http.Request, a ownership.Actor) {
-	d, err := h.cfg.Keeper.Acquire(r.Context(), a)
-	if err != nil {
-		if r.Context().Err() == nil {
-			text(w, http.StatusBadRequest, err.Error())
-		}
+	at, err := h.cfg.Host.Take(r.Context(), a)
+	if at != nil {
+		text(w, http.StatusConflict, fmt.Sprintf("held by node %s", at.Node))
 		return
 	}
-	switch d.Verdict {
-	case keeper.Granted:
-		if err := h.cfg.Host.Adopt(a, d.Gen); err != nil {
-			text(w, http.StatusNotFound, err.Error())
-			return
-		}
-		h.log.Info("took an actor moved here", slog.String("class", a.Class), slog.String("name", a.Name),
-			slog.String("from", r.Header.Get(ForwardedHeader)), slog.Uint64("gen", uint64(d.Gen)))
-		w.WriteHeader(http.StatusNoContent)
-	case keeper.Routed:
-		text(w, http.StatusConflict, fmt.Sprintf("held by node %s", d.Node))
-	default:
-		unavailable(w, d.RetryAfter, "cannot take the actor now: "+d.Reason)
+	if err != nil {
+		h.answer(w, r, a, nil, err)
+		return
 	}
+	h.log.Info("took an actor moved here", slog.String("class", a.Class), slog.String("name", a.Name),
+		slog.String("from", r.Header.Get(ForwardedHeader)))
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // Take sends node target, at addr, the take call for a (see TakeHeader):

@@ -12,21 +12,19 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/ownership"
-	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 )
 
 type grantingKeeper struct{}
 
-func (grantingKeeper) Acquire(context.Context, ownership.Actor) (keeper.Decision, error) {
-	return keeper.Decision{Verdict: keeper.Granted, Gen: 1}, nil
-}
 func (grantingKeeper) Status() ownership.Status { return ownership.Status{LeaseValid: true} }
 
 type bigAnswer struct{}
 
-func (bigAnswer) Deliver(context.Context, ownership.Actor, ownership.Generation, *actors.Request) (*actors.Response, error) {
-	return &actors.Response{Status: http.StatusOK, Body: make([]byte, 64<<20)}, nil
+func (bigAnswer) Dispatch(context.Context, ownership.Actor, *actors.Request) (*actors.Response, *actors.Elsewhere, error) {
+	return &actors.Response{Status: http.StatusOK, Body: make([]byte, 64<<20)}, nil, nil
 }
+
+func (bigAnswer) Take(context.Context, ownership.Actor) (*actors.Elsewhere, error) { return nil, nil }
 
 // A client that never reads its answer holds its handler only until the
 // answer's write deadline.
@@ -51,5 +49,3 @@ func TestUnreadAnswerEndsAtItsDeadline(t *testing.T) {
 		t.Fatal("the handler is still writing to a client that does not read, 10 s on")
 	}
 }
-
-func (bigAnswer) Adopt(ownership.Actor, ownership.Generation) error { return nil }
