@@ -192,4 +192,6 @@ func (stubHost) Dispatch(context.Context, ownership.Actor, *actors.Request) (*ac
 	return nil, nil, errors.New("stub")
 }
 
-func (stubHost) Take(context.Context, ownership.Actor) (*actors.Elsewhere, error) { return nil, errors.New("stub") }
+func (stubHost) Take(context.Context, ownership.Actor) (*actors.Elsewhere, error) {
+	return nil, errors.New("stub")
+}
