@@ -103,7 +103,7 @@ func (o *Owner) Close(a ownership.Actor, id ID, code int, reason string) error {
 // List returns a's open sockets (not closing) carrying tag, every open one
 // when tag is "", in ID order.
 func (o *Owner) List(a ownership.Actor, tag string) []SocketInfo {
-	list := o.sockets(a, false)
+	list := o.sockets(a)
 	slices.SortFunc(list, func(x, y *socket) int { return cmp.Compare(x.id, y.id) })
 	out := []SocketInfo{}
 	for _, s := range list {
@@ -164,10 +164,11 @@ type AutoResponse struct {
 // MaxAutoResponse bytes. It stays until removed, whether the actor has
 // sockets or not: the node removes it when the actor leaves this node.
 func (o *Owner) SetAutoResponse(a ownership.Actor, ar AutoResponse) error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
 	if ar.Request == "" && ar.Response == "" {
-		delete(o.auto, a)
+		if r := o.rooms.find(a); r != nil {
+			r.auto.Store(nil)
+			o.rooms.dropIfEmpty(r)
+		}
 		return nil
 	}
 	if ar.Request == "" || ar.Response == "" || len(ar.Request) > MaxAutoResponse || len(ar.Response) > MaxAutoResponse {
@@ -177,15 +178,20 @@ func (o *Owner) SetAutoResponse(a ownership.Actor, ar AutoResponse) error {
 		return fmt.Errorf("auto-response of %s: %w: %w", a, ErrInvalid, ErrInvalidUTF8)
 	}
 	ar.response = []byte(ar.Response)
-	o.auto[a] = ar
+	r := o.rooms.lock(a)
+	r.auto.Store(&ar)
+	r.mu.Unlock()
 	return nil
 }
 
 // AutoResponseOf returns a's auto-response (zero when none).
 func (o *Owner) AutoResponseOf(a ownership.Actor) AutoResponse {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	ar := o.auto[a]
+	var ar AutoResponse
+	if r := o.rooms.find(a); r != nil {
+		if p := r.auto.Load(); p != nil {
+			ar = *p
+		}
+	}
 	ar.response = nil
 	return ar
 }
@@ -245,19 +251,18 @@ func checkClose(code int, reason string) error {
 // broadcast reaches a new socket either through its pending queue or
 // directly, never neither.
 func (o *Owner) broadcastTargets(a ownership.Actor, tag string, kind frameKind, data []byte) []*socket {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for _, p := range o.pending[a] {
+	r := o.rooms.find(a)
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.pending {
 		if tag == "" || slices.Contains(p.tags, tag) {
 			kept := p.bytes
 			p.keep(kind, data, o.cfg.SendQueue)
 			o.hold(p.bytes - kept)
 		}
 	}
-	src := o.byActor[a]
-	out := make([]*socket, 0, len(src))
-	for _, s := range src {
-		out = append(out, s)
-	}
-	return out
+	return r.socketsLocked(nil)
 }

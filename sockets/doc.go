@@ -9,6 +9,22 @@
 // auto-response) goes through the Owner, keyed by the actor, so it works the
 // same whether the actor was resident when the socket opened or not.
 //
+// # One socket owner per actor
+//
+// The Owner keeps each actor's sockets in a room of their own (rooms.go):
+// its open sockets, its upgrades under way and its auto-response, from the
+// first to the last, across the actor's hibernation. What acts for one
+// actor (Send, Broadcast, Close, List, attachments) takes only that room's
+// lock, and a message arriving on a socket reads its room's auto-response
+// with no lock at all: no lock of the node is on the path of a message or
+// a broadcast. The index of rooms is split over 64 read-mostly locks, taken
+// to find a room, and for writing only to make or drop one. A close of every
+// socket (a drain, a lapse, Shutdown) takes the one node-wide lock, for
+// writing, which an accept takes for reading while it adds its socket, so
+// that no accept escapes such a close; a close of one actor's sockets and
+// a broadcast take its room's lock, which its accepts take too. Slots
+// (MaxSockets) are counted with an atomic counter.
+//
 // # What the Owner keeps per socket
 //
 // The actor (ownership.Actor) it belongs to, up to MaxTags tags fixed at

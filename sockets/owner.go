@@ -237,20 +237,24 @@ type Owner struct {
 	// cleared socket.writing.
 	writerStopped func()
 
-	mu      sync.RWMutex
-	closed  bool
-	held    int // slots reserved or held, ≤ MaxSockets
-	byID    map[ID]*socket
-	byActor map[ownership.Actor]map[ID]*socket
-	wheel   [wheelSlots]map[ID]*socket // see ping.go
-	auto    map[ownership.Actor]AutoResponse
-	// pending holds, per actor, the upgrades under way: a socket's
-	// handshake answer reaches its client before the socket is in byActor,
-	// so what the actor broadcasts meanwhile is kept for it (Broadcast)
-	// and queued first once it is (Accept), and a CloseActor or CloseAll
-	// meanwhile closes it once it is (Invariant: no socket escapes a
-	// close of its actor's or the node's sockets).
-	pending map[ownership.Actor][]*pendingAccept
+	// rooms holds each actor's sockets (rooms.go): what acts for one actor
+	// takes its room's lock only. held counts the slots reserved or held,
+	// at most MaxSockets. allMu is taken for writing by what acts on every
+	// room at once (a CloseAll, Shutdown), and for reading by an accept
+	// while it adds its socket, so that an accept either sees such a close
+	// or is among the sockets it closes. closed is set under allMu.
+	rooms  *roomIndex
+	held   atomic.Int64
+	allMu  sync.RWMutex
+	closed atomic.Bool
+	// wheel spreads the sockets over the ping loop's slots (ping.go).
+	wheel [wheelSlots]wheelSlot
+}
+
+// wheelSlot is one slot of the ping wheel.
+type wheelSlot struct {
+	mu      sync.Mutex
+	sockets map[ID]*socket
 }
 
 // writeBuffers is shared by every Owner: a socket holds a write buffer only
@@ -287,14 +291,11 @@ func New(cfg Config) (*Owner, error) {
 		stop:     make(chan struct{}),
 		writers:  gopool.New(maxIdleWriters, writerIdle),
 		pingDone: make(chan struct{}),
-		byID:     map[ID]*socket{},
-		byActor:  map[ownership.Actor]map[ID]*socket{},
-		pending:  map[ownership.Actor][]*pendingAccept{},
-		auto:     map[ownership.Actor]AutoResponse{},
+		rooms:    newRoomIndex(),
 	}
 	o.rings = newRings(cfg.NoIOUring, o.log)
 	for i := range o.wheel {
-		o.wheel[i] = map[ID]*socket{}
+		o.wheel[i].sockets = map[ID]*socket{}
 	}
 	go o.pingLoop()
 	return o, nil
@@ -316,59 +317,66 @@ func (o *Owner) Accept(w http.ResponseWriter, r *http.Request, a ownership.Actor
 		http.Error(w, "socket refused by the actor: "+err.Error(), http.StatusBadRequest)
 		return 0, err
 	}
-	o.mu.Lock()
-	switch {
-	case o.closed:
-		o.mu.Unlock()
-		o.m.refused.WithLabelValues("shut_down").Inc()
-		o.unavailable(w, "node stopping")
-		return 0, fmt.Errorf("accept socket for %s: %w", a, ErrShutDown)
-	case o.held >= o.cfg.MaxSockets:
-		o.mu.Unlock()
+	if !o.takeSlots(1) {
+		if o.closed.Load() {
+			o.m.refused.WithLabelValues("shut_down").Inc()
+			o.unavailable(w, "node stopping")
+			return 0, fmt.Errorf("accept socket for %s: %w", a, ErrShutDown)
+		}
 		o.m.refused.WithLabelValues("max_sockets").Inc()
 		o.unavailable(w, "too many sockets on this node")
 		return 0, fmt.Errorf("accept socket for %s: %w (limit %d)", a, ErrTooManySockets, o.cfg.MaxSockets)
 	}
-	o.held++
+	o.allMu.RLock()
+	if o.closed.Load() {
+		o.allMu.RUnlock()
+		o.held.Add(-1)
+		o.m.refused.WithLabelValues("shut_down").Inc()
+		o.unavailable(w, "node stopping")
+		return 0, fmt.Errorf("accept socket for %s: %w", a, ErrShutDown)
+	}
 	o.wg.Add(1) // the reader's, or released below
 	p := &pendingAccept{tags: tags}
-	o.pending[a] = append(o.pending[a], p)
-	o.mu.Unlock()
+	rm := o.rooms.lock(a)
+	rm.pending = append(rm.pending, p)
+	rm.mu.Unlock()
+	o.allMu.RUnlock()
 
 	hw := &hijackWriter{ResponseWriter: w}
 	conn, err := o.upgrader.Upgrade(hw, r, nil)
 	if err != nil {
-		o.mu.Lock()
-		o.held--
-		o.dropPendingLocked(a, p)
+		rm.mu.Lock()
+		rm.dropPendingLocked(p)
 		o.hold(-p.bytes) // what was kept for it
-		o.mu.Unlock()
+		rm.mu.Unlock()
+		o.rooms.dropIfEmpty(rm)
+		o.held.Add(-1)
 		o.wg.Done()
 		o.m.refused.WithLabelValues("handshake").Inc()
 		return 0, fmt.Errorf("accept socket for %s: %w: %w", a, ErrHandshake, err)
 	}
-	s := o.newSocket(ID(o.nextID.Add(1)), a, tags, conn)
+	s := o.newSocket(ID(o.nextID.Add(1)), rm, tags, conn)
 	s.wc = hw.wc
 	o.cfg.Sink.Opened(a)
 	o.m.accepted.Inc()
 	o.m.open.Inc()
 
-	o.mu.Lock()
-	o.dropPendingLocked(a, p)
+	o.allMu.RLock()
+	rm.mu.Lock()
+	rm.dropPendingLocked(p)
 	// What was broadcast during the handshake goes first, before anything
 	// sent once the socket is visible (s is not shared yet). Its bytes are
-	// in the node's total since they were kept.
+	// in the node's total since they were kept. The room cannot have been
+	// dropped: p kept it from being empty.
 	s.queue, s.queued = p.frames, p.bytes
-	o.byID[s.id] = s
-	bucket := o.byActor[a]
-	if bucket == nil {
-		bucket = map[ID]*socket{}
-		o.byActor[a] = bucket
-	}
-	bucket[s.id] = s
-	o.wheel[s.id%wheelSlots][s.id] = s
+	rm.sockets[s.id] = s
 	code, reason := p.closeCode, p.closeReason
-	o.mu.Unlock()
+	rm.mu.Unlock()
+	o.allMu.RUnlock()
+	ws := &o.wheel[s.id%wheelSlots]
+	ws.mu.Lock()
+	ws.sockets[s.id] = s
+	ws.mu.Unlock()
 
 	go s.read()
 	switch {
@@ -384,6 +392,20 @@ func (o *Owner) Accept(w http.ResponseWriter, r *http.Request, a ownership.Actor
 		s.mu.Unlock()
 	}
 	return s.id, nil
+}
+
+// takeSlots takes n slots of MaxSockets, unless they are not there or the
+// Owner is shut down.
+func (o *Owner) takeSlots(n int64) bool {
+	for {
+		held := o.held.Load()
+		if o.closed.Load() || held+n > int64(o.cfg.MaxSockets) {
+			return false
+		}
+		if o.held.CompareAndSwap(held, held+n) {
+			return true
+		}
+	}
 }
 
 // pendingAccept is an upgrade under way for an actor: the broadcasts it
@@ -418,17 +440,11 @@ func (p *pendingAccept) keep(kind frameKind, data []byte, limit int) {
 	p.bytes += len(data)
 }
 
-// dropPendingLocked removes p from a's upgrades under way.
-func (o *Owner) dropPendingLocked(a ownership.Actor, p *pendingAccept) {
-	list := o.pending[a]
-	if i := slices.Index(list, p); i >= 0 {
-		list = slices.Delete(list, i, i+1)
+// dropPendingLocked removes p from the room's upgrades under way.
+func (r *actorSockets) dropPendingLocked(p *pendingAccept) {
+	if i := slices.Index(r.pending, p); i >= 0 {
+		r.pending = slices.Delete(r.pending, i, i+1)
 	}
-	if len(list) == 0 {
-		delete(o.pending, a)
-		return
-	}
-	o.pending[a] = list
 }
 
 func (o *Owner) unavailable(w http.ResponseWriter, msg string) {
@@ -452,47 +468,63 @@ func checkAccept(a ownership.Actor, tags []string) error {
 	return nil
 }
 
-// free removes s from the maps once its reader has ended.
+// free removes s from its room and the ping wheel once its reader has
+// ended.
 func (o *Owner) free(s *socket) {
-	o.mu.Lock()
-	delete(o.byID, s.id)
-	if bucket := o.byActor[s.actor]; bucket != nil {
-		delete(bucket, s.id)
-		if len(bucket) == 0 {
-			delete(o.byActor, s.actor)
-		}
+	r := s.room
+	r.mu.Lock()
+	delete(r.sockets, s.id)
+	empty := r.emptyLocked()
+	r.mu.Unlock()
+	if empty {
+		o.rooms.dropIfEmpty(r)
 	}
-	delete(o.wheel[s.id%wheelSlots], s.id)
-	o.held--
-	o.mu.Unlock()
+	ws := &o.wheel[s.id%wheelSlots]
+	ws.mu.Lock()
+	delete(ws.sockets, s.id)
+	ws.mu.Unlock()
+	o.held.Add(-1)
 	o.m.open.Dec()
 }
 
 // lookup returns a's socket id, or ErrUnknownSocket.
 func (o *Owner) lookup(a ownership.Actor, id ID) (*socket, error) {
-	o.mu.RLock()
-	s := o.byID[id]
-	o.mu.RUnlock()
-	if s == nil || s.actor != a {
+	var s *socket
+	if r := o.rooms.find(a); r != nil {
+		r.mu.Lock()
+		s = r.sockets[id]
+		r.mu.Unlock()
+	}
+	if s == nil {
 		return nil, fmt.Errorf("socket %v of %s: %w", id, a, ErrUnknownSocket)
 	}
 	return s, nil
 }
 
-// sockets returns a's sockets (every socket when all), in no order.
-func (o *Owner) sockets(a ownership.Actor, all bool) []*socket {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	return o.socketsLocked(a, all)
+// sockets returns a's sockets, in no order.
+func (o *Owner) sockets(a ownership.Actor) []*socket {
+	r := o.rooms.find(a)
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.socketsLocked(nil)
 }
 
-func (o *Owner) socketsLocked(a ownership.Actor, all bool) []*socket {
-	src := o.byActor[a]
-	if all {
-		src = o.byID
+// allSockets returns every socket of the node, in no order.
+func (o *Owner) allSockets() []*socket {
+	var out []*socket
+	o.rooms.each(func(r *actorSockets) { out = r.socketsLocked(out) })
+	return out
+}
+
+// socketsLocked appends the room's sockets to out.
+func (r *actorSockets) socketsLocked(out []*socket) []*socket {
+	if out == nil {
+		out = make([]*socket, 0, len(r.sockets))
 	}
-	out := make([]*socket, 0, len(src))
-	for _, s := range src {
+	for _, s := range r.sockets {
 		out = append(out, s)
 	}
 	return out
@@ -504,32 +536,19 @@ func (o *Owner) socketsLocked(a ownership.Actor, all bool) []*socket {
 // called. Past MaxSockets, or while shutting down, it takes none and says
 // why (ErrTooManySockets, ErrShutDown).
 func (o *Owner) Reserve(n int) (release func(), err error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	switch {
-	case o.closed:
-		return nil, ErrShutDown
-	case o.held+n > o.cfg.MaxSockets:
+	if !o.takeSlots(int64(n)) {
+		if o.closed.Load() {
+			return nil, ErrShutDown
+		}
 		o.m.refused.WithLabelValues("max_sockets").Inc()
 		return nil, fmt.Errorf("%w (limit %d)", ErrTooManySockets, o.cfg.MaxSockets)
 	}
-	o.held += n
 	var once sync.Once
-	return func() {
-		once.Do(func() {
-			o.mu.Lock()
-			o.held -= n
-			o.mu.Unlock()
-		})
-	}, nil
+	return func() { once.Do(func() { o.held.Add(-int64(n)) }) }, nil
 }
 
 // Held returns the number of socket slots held now (open and closing).
-func (o *Owner) Held() int {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	return o.held
-}
+func (o *Owner) Held() int { return int(o.held.Load()) }
 
 // CloseActor closes every open socket of a with code and reason (1012 for
 // a drain, a move, a lapse or a stop: ownership.CloseSockets), after what
@@ -553,20 +572,26 @@ func (o *Owner) closeEach(a ownership.Actor, all bool, code int, reason string) 
 		o.log.Warn("close sockets: refused", slog.Any("err", err))
 		return 0
 	}
-	o.mu.Lock()
-	if all {
-		for _, list := range o.pending {
-			for _, p := range list {
-				p.closeWith(code, reason)
-			}
-		}
-	} else {
-		for _, p := range o.pending[a] {
+	var open []*socket
+	mark := func(r *actorSockets) {
+		for _, p := range r.pending {
 			p.closeWith(code, reason)
 		}
+		open = r.socketsLocked(open)
 	}
-	open := o.socketsLocked(a, all)
-	o.mu.Unlock()
+	if all {
+		o.allMu.Lock()
+		o.rooms.each(mark)
+		o.allMu.Unlock()
+	} else if r := o.rooms.find(a); r != nil {
+		// A room dropped meanwhile (dead) held nothing to close; one made
+		// after it is for sockets accepted after this close.
+		r.mu.Lock()
+		if !r.dead {
+			mark(r)
+		}
+		r.mu.Unlock()
+	}
 	n := 0
 	for _, s := range open {
 		if s.close(code, reason, reason) == nil {
@@ -581,10 +606,9 @@ func (o *Owner) closeEach(a ownership.Actor, all bool, code int, reason string) 
 // left and waits for their goroutines), and stops the ping loop. It
 // returns ctx's error when it had to drop connections.
 func (o *Owner) Shutdown(ctx context.Context) error {
-	o.mu.Lock()
-	already := o.closed
-	o.closed = true
-	o.mu.Unlock()
+	o.allMu.Lock()
+	already := o.closed.Swap(true)
+	o.allMu.Unlock()
 	o.CloseAll(ownership.CloseServiceRestart, "stop")
 	done := make(chan struct{})
 	go func() { o.wg.Wait(); close(done) }()
@@ -593,7 +617,7 @@ func (o *Owner) Shutdown(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 		err = fmt.Errorf("shut sockets down: %d left open: %w", o.Held(), ctx.Err())
-		for _, s := range o.sockets(ownership.Actor{}, true) {
+		for _, s := range o.allSockets() {
 			s.drop()
 		}
 		<-done // every connection is closed: readers and writers return

@@ -44,9 +44,10 @@ func (o *Owner) pingLoop() {
 
 // slot appends the sockets of wheel slot i to buf.
 func (o *Owner) slot(i int64, buf []*socket) []*socket {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	for _, s := range o.wheel[i] {
+	ws := &o.wheel[i]
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	for _, s := range ws.sockets {
 		buf = append(buf, s)
 	}
 	return buf

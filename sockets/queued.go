@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-
-	"github.com/wasmkeep/wasmkeep/ownership"
 )
 
 // The node's bound on queued bytes. Each socket's send queue is bounded
@@ -111,7 +109,7 @@ func (o *Owner) pickVictims() ([]holding, int64) {
 	if total <= int64(o.cfg.SendQueueTotal) {
 		return nil, total
 	}
-	all := o.sockets(ownership.Actor{}, true)
+	all := o.allSockets()
 	list := make([]holding, 0, len(all))
 	for _, t := range all {
 		t.mu.Lock()

@@ -101,6 +101,7 @@ type socket struct {
 	o     *Owner
 	id    ID
 	actor ownership.Actor
+	room  *actorSockets // its actor's; kept while the socket is in it
 	tags  []string
 	conn  *websocket.Conn
 	wc    *wireConn // conn's connection, for direct writes (direct.go)
@@ -133,8 +134,8 @@ type socket struct {
 	attachment []byte
 }
 
-func (o *Owner) newSocket(id ID, a ownership.Actor, tags []string, conn *websocket.Conn) *socket {
-	s := &socket{o: o, id: id, actor: a, conn: conn}
+func (o *Owner) newSocket(id ID, r *actorSockets, tags []string, conn *websocket.Conn) *socket {
+	s := &socket{o: o, id: id, actor: r.actor, room: r, conn: conn}
 	if len(tags) > 0 {
 		s.tags = slices.Clone(tags)
 	}
@@ -583,10 +584,8 @@ func (s *socket) drop() {
 // autoRespond answers data with the actor's auto-response if it is the
 // request, without the Sink.
 func (s *socket) autoRespond(data []byte) bool {
-	s.o.mu.RLock()
-	ar, ok := s.o.auto[s.actor]
-	s.o.mu.RUnlock()
-	if !ok || string(data) != ar.Request {
+	ar := s.room.auto.Load()
+	if ar == nil || string(data) != ar.Request {
 		return false
 	}
 	s.lastAuto.Store(s.o.cfg.Clock().UnixNano())
