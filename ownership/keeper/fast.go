@@ -25,10 +25,21 @@ import (
 // drop what they could change when they are posted, not when the actor
 // takes them (Keeper.input): a caller that says Idle and then acquires gets
 // the answer that follows the Idle, as through the mailbox.
+//
+// An entry is added after its step, and an input from outside may be
+// posted before the step's put while the actor has not taken it yet (it is
+// queued behind the step): the put would then undo its forget, and a hold
+// that the queued Idle ends would be answered live (an event granted by it
+// would run, and fail its output gate after its writes landed). So every
+// input posted from outside counts as queued from its forget until the
+// shell takes it (taken), and no entry is put for an actor with an input
+// queued, or while an input about the whole node is.
 type fastHolds struct {
-	mu    sync.RWMutex
-	holds map[ownership.Actor]fastHold
-	shut  bool // the keeper ended: no more entries
+	mu     sync.RWMutex
+	holds  map[ownership.Actor]fastHold
+	shut   bool                    // the keeper ended: no more entries
+	queued map[ownership.Actor]int // inputs posted for an actor, not yet taken
+	all    int                     // inputs about the whole node posted, not yet taken
 }
 
 type fastHold struct {
@@ -37,7 +48,7 @@ type fastHold struct {
 }
 
 func newFastHolds() *fastHolds {
-	return &fastHolds{holds: map[ownership.Actor]fastHold{}}
+	return &fastHolds{holds: map[ownership.Actor]fastHold{}, queued: map[ownership.Actor]int{}}
 }
 
 // lookup returns the generation a's live hold serves at now, if known.
@@ -54,7 +65,7 @@ func (f *fastHolds) lookup(a ownership.Actor, now time.Time) (ownership.Generati
 // put records that a's live hold serves at gen until until.
 func (f *fastHolds) put(a ownership.Actor, gen ownership.Generation, until time.Time) {
 	f.mu.Lock()
-	if !f.shut {
+	if !f.shut && f.all == 0 && f.queued[a] == 0 {
 		f.holds[a] = fastHold{gen: gen, until: until}
 	}
 	f.mu.Unlock()
@@ -71,29 +82,65 @@ func (f *fastHolds) clear(shut bool) {
 }
 
 // forget drops the entries an input posted from outside could change:
-// its actor's, or every one for an input about the whole node.
-func (f *fastHolds) forget(in ownership.Input) {
-	var a ownership.Actor
-	switch in := in.(type) {
-	case ownership.Idle:
-		a = in.Actor
-	case ownership.HoldEnded:
-		a = in.Actor
-	case ownership.SocketOpened:
-		a = in.Actor
-	case ownership.SocketGone:
-		a = in.Actor
-	case ownership.Move:
-		a = in.Actor
-	case ownership.DamageFound:
-		return // changes no hold; see pureReport
-	default:
-		f.clear(false)
+// its actor's, or every one for an input about the whole node; and counts
+// the input queued until taken is called for it. It reports whether it
+// counted it.
+func (f *fastHolds) forget(in ownership.Input) bool {
+	a, one := inputActor(in)
+	if !one && isPureReport(in) {
+		return false // changes no hold; see pureReport
+	}
+	f.mu.Lock()
+	if one {
+		delete(f.holds, a)
+		f.queued[a]++
+	} else {
+		clear(f.holds)
+		f.all++
+	}
+	f.mu.Unlock()
+	return true
+}
+
+// taken says the actor took an input that forget counted (or that its
+// post failed).
+func (f *fastHolds) taken(in ownership.Input) {
+	a, one := inputActor(in)
+	if !one && isPureReport(in) {
 		return
 	}
 	f.mu.Lock()
-	delete(f.holds, a)
+	if one {
+		if f.queued[a]--; f.queued[a] <= 0 {
+			delete(f.queued, a)
+		}
+	} else {
+		f.all--
+	}
 	f.mu.Unlock()
+}
+
+// inputActor returns the actor an outside input is about, if it is about
+// one.
+func inputActor(in ownership.Input) (ownership.Actor, bool) {
+	switch in := in.(type) {
+	case ownership.Idle:
+		return in.Actor, true
+	case ownership.HoldEnded:
+		return in.Actor, true
+	case ownership.SocketOpened:
+		return in.Actor, true
+	case ownership.SocketGone:
+		return in.Actor, true
+	case ownership.Move:
+		return in.Actor, true
+	}
+	return ownership.Actor{}, false
+}
+
+func isPureReport(in ownership.Input) bool {
+	_, ok := in.(ownership.DamageFound)
+	return ok
 }
 
 // pureGrant says whether a step for input in, which gave effects, only

@@ -314,8 +314,14 @@ func (k *Keeper) RequestStatus(replyTo *actor.PID) {
 // (see fastHolds), so that an Acquire made after Idle, say, is answered
 // after the Core has taken the Idle.
 func (k *Keeper) input(in ownership.Input) bool {
-	k.fast.forget(in)
-	return k.post(&inputMsg{in: in})
+	counted := k.fast.forget(in)
+	if k.post(&inputMsg{in: in}) {
+		return true
+	}
+	if counted {
+		k.fast.taken(in)
+	}
+	return false
 }
 
 // Idle says a's instance dropped out of memory while its hold at gen was

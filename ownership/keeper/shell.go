@@ -169,6 +169,7 @@ func (s *shell) Receive(ctx actor.Context) {
 		if !s.ended {
 			s.step(ctx, m.in)
 		}
+		s.k.fast.taken(m.in) // after the step: its effects are the Core's now
 	case *replyMsg:
 		if !s.ended {
 			s.step(ctx, m.r)
