@@ -96,10 +96,25 @@
 //
 // A commit runs on its own goroutine and answers through the actor's
 // mailbox, so the actor keeps running events while it is in flight. The
-// first event of a residency reads the state inside Receive, and a resident
-// actor that stops waits for its commit in flight and commits what ran, so a
-// drain or a stop finishes its events. The director that routes events and keeps
-// the resident set never blocks.
+// director that routes events and keeps the resident set never blocks.
+//
+// A resident actor's Receive waits in four places, each the meaning of a
+// gate of that one actor, and each holding back only that actor's events:
+//
+//   - the input gate of a hold: the first event under a new generation
+//     asks Keeper.MayAct, then reads the state object, before it runs;
+//   - the output gate: answers whose writes are durable go out only once
+//     Keeper.MayAct says the hold is live under a valid lease;
+//   - a call (above): the working state is committed and MayAct asked
+//     before the request leaves, and the event waits for the callee's
+//     answer, as an awaited call does;
+//   - a stop: a resident actor that stops waits for its commit in flight
+//     and commits what ran, so a drain or a stop finishes its events.
+//
+// None can deadlock: MayAct answers from the keeper's table of live holds
+// without its mailbox, and from the mailbox otherwise; the keeper's
+// Receive never waits on a resident actor, nor on the bucket (its calls run
+// on goroutines of their own), and a call cycle is refused.
 //
 // # Hibernation
 //

@@ -235,11 +235,19 @@ func NewHost(cfg Config) (*Host, error) {
 	return h, nil
 }
 
-// ResidentByClass counts the resident actors of each class.
+// ResidentByClass counts the resident actors of each class; nil when the
+// director does not answer within a second (it is stopped or restarting).
 func (h *Host) ResidentByClass() map[string]int {
 	ch := make(chan map[string]int, 1)
 	h.cfg.System.Root.Send(h.pid, &countMsg{byClass: ch})
-	return <-ch
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case m := <-ch:
+		return m
+	case <-t.C:
+		return nil
+	}
 }
 
 // Deliver runs req as one event of actor a under the hold at gen, and

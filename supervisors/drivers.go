@@ -238,7 +238,7 @@ func (d *drainer) observe(ctx actor.Context, m *keeper.StatusAnswer) {
 	nowStuck := d.st.stuck && !wasStuck
 	d.st.mu.Unlock()
 	if nowStuck {
-		d.log.Warn("drain stuck: no live peer to take the actors; the node keeps serving them")
+		d.log.Warn("drain stuck: no live peer to take the actors; their events are refused here until one is live")
 	}
 	if !draining {
 		return
@@ -264,8 +264,29 @@ var ErrMoveRefused = errors.New("move refused")
 type moveState struct {
 	mu                   sync.Mutex
 	asked, taken, failed int
-	pending              map[ownership.Actor]*ownership.Take // nil until the release landed
-	lastErr              string
+	pending              map[ownership.Actor]*pendingMove
+}
+
+// pendingMove is a move under way: take is nil until its release landed.
+// One whose release never lands (the record moved on: another node woke
+// the actor) is forgotten after moveForget.
+type pendingMove struct {
+	take  *ownership.Take
+	since time.Time
+}
+
+// moveForget is how long a move waits for its release before the mover
+// stops counting it: past the Core's two-minute look (Config.MoveLook).
+const moveForget = 3 * time.Minute
+
+// pruneLocked forgets the moves whose release never landed.
+func (s *moveState) pruneLocked(now time.Time) {
+	for a, p := range s.pending {
+		if p.take == nil && now.Sub(p.since) > moveForget {
+			delete(s.pending, a)
+			s.failed++
+		}
+	}
 }
 
 // released records that a move's release landed (the Core's Take): from
@@ -273,18 +294,15 @@ type moveState struct {
 // the keeper's goroutine (a hook), before the take message is sent.
 func (s *moveState) released(t ownership.Take) {
 	s.mu.Lock()
-	s.pending[t.Actor] = &t
+	s.pending[t.Actor] = &pendingMove{take: &t, since: time.Now()}
 	s.mu.Unlock()
 }
 
 func (s *moveState) progress() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p := fmt.Sprintf("%d moves asked, %d taken, %d failed, %d under way", s.asked, s.taken, s.failed, len(s.pending))
-	if s.lastErr != "" {
-		p += "; last failure: " + s.lastErr
-	}
-	return p
+	s.pruneLocked(time.Now())
+	return fmt.Sprintf("%d moves asked, %d taken, %d failed, %d under way", s.asked, s.taken, s.failed, len(s.pending))
 }
 
 type (
@@ -342,9 +360,9 @@ func (mv *mover) Receive(ctx actor.Context) {
 		// landed: the one that failed may have been among them.
 		mv.st.mu.Lock()
 		var again []ownership.Take
-		for _, t := range mv.st.pending {
-			if t != nil {
-				again = append(again, *t)
+		for _, p := range mv.st.pending {
+			if p.take != nil {
+				again = append(again, *p.take)
 			}
 		}
 		mv.st.mu.Unlock()
@@ -390,7 +408,8 @@ func (mv *mover) begin(st *keeper.StatusAnswer, m *moveMsg) error {
 	}
 	mv.st.mu.Lock()
 	mv.st.asked++
-	mv.st.pending[m.actor] = nil
+	mv.st.pruneLocked(time.Now())
+	mv.st.pending[m.actor] = &pendingMove{since: time.Now()}
 	mv.st.mu.Unlock()
 	mv.log.Info("move", slog.String("class", m.actor.Class), slog.String("name", m.actor.Name), slog.String("to", string(m.target)))
 	mv.k.Move(m.actor, m.target)
@@ -431,7 +450,6 @@ func (mv *mover) done(ctx actor.Context, m *takeDoneMsg) {
 	// lands. The move failed only to place it.
 	mv.st.mu.Lock()
 	mv.st.failed++
-	mv.st.lastErr = m.err.Error()
 	delete(mv.st.pending, a)
 	mv.st.mu.Unlock()
 	mv.log.Warn("move: the target did not take the actor; its next event acquires it where it lands",

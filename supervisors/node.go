@@ -222,7 +222,7 @@ func (n *Node) spawnDrivers(cfg NodeConfig, k *keeper.Keeper, take TakeFunc, hoo
 	if err != nil {
 		return err
 	}
-	mv := &moveState{pending: map[ownership.Actor]*ownership.Take{}}
+	mv := &moveState{pending: map[ownership.Actor]*pendingMove{}}
 	mlog := log.With(slog.String("component", "mover"))
 	n.mover, err = n.tree.Spawn(RoleMover, "mover", actor.PropsFromProducer(func() actor.Actor {
 		return &mover{st: mv, k: k, sockets: n.sockets, take: take, log: mlog}
