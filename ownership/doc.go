@@ -64,7 +64,9 @@
 //   - drain: a node hands its actors over: it releases every live hold and
 //     parked record, on every pass, until nothing is left.
 //   - move: one actor is released here so that a named node takes it.
-//   - sweep: the once-a-minute pass over the rooms with sockets here.
+//   - sweep: the once-a-minute pass over the rooms with sockets here; the
+//     node's sweeper sends the Core a Sweep input each period, and the Core
+//     decides what the pass reads, releases and closes.
 //   - damaged: an object the store holds whose bytes fail the store's
 //     checksum or cannot be decoded (ErrDamaged). It stays so until a
 //     person restores it: the actor it belongs to is refused as damaged
