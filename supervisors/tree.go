@@ -113,6 +113,9 @@ func NewTree(system *actor.ActorSystem, reg prometheus.Registerer, log *slog.Log
 	}
 	t := &Tree{system: system, m: m, log: log.With(slog.String("component", "supervisors")),
 		children: map[string]*child{}, failed: make(chan struct{})}
+	if err := t.registerDepth(reg); err != nil {
+		return nil, err
+	}
 	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &rootActor{t: t} }), "node")
 	if err != nil {
 		return nil, fmt.Errorf("supervision tree: %w", err)
@@ -161,7 +164,7 @@ func (t *Tree) Spawn(role Role, name string, props *actor.Props, progress func()
 	rm := t.m.role(role)
 	props = props.Configure(
 		actor.WithReceiverMiddleware(roleMiddleware(rm, c, t.faults)),
-		actor.WithMailbox(actor.Unbounded(childDepth{g: rm.depth, c: c})),
+		actor.WithMailbox(actor.Unbounded(childDepth{c: c})),
 	)
 	// Registered before the spawn: the child may fail in Started.
 	pid := t.ChildPID(name)
@@ -389,8 +392,7 @@ func roleMiddleware(rm roleMetrics, c *child, faults func(Role, any)) actor.Rece
 				}
 				if p := recover(); p != nil {
 					rm.failures.Inc()
-					rm.depth.Dec() // never reported received (see depth)
-					c.depth.Add(-1)
+					c.depth.Add(-1) // never reported received (see depth)
 					panic(p)
 				}
 			}()
@@ -402,30 +404,55 @@ func roleMiddleware(rm roleMetrics, c *child, faults func(Role, any)) actor.Rece
 	}
 }
 
-// childDepth keeps a role's mailbox gauge and the child's own count, as
-// depth does for a class.
-type childDepth struct {
-	g prometheus.Gauge
-	c *child
-}
+// childDepth keeps the child's count of queued messages, as depth does
+// for a class; the role's gauge sums its children's at each scrape, so a
+// message costs one atomic add, not a shared gauge's update.
+type childDepth struct{ c *child }
 
 func (d childDepth) MailboxStarted()     {}
-func (d childDepth) MessagePosted(any)   { d.g.Inc(); d.c.depth.Add(1) }
-func (d childDepth) MessageReceived(any) { d.g.Dec(); d.c.depth.Add(-1) }
+func (d childDepth) MessagePosted(any)   { d.c.depth.Add(1) }
+func (d childDepth) MessageReceived(any) { d.c.depth.Add(-1) }
 func (d childDepth) MailboxEmpty()       {}
+
+// depthOf sums the queued messages of role's children.
+func (t *Tree) depthOf(role Role) float64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var n int64
+	for _, c := range t.children {
+		if c.role == role {
+			n += c.depth.Load()
+		}
+	}
+	return float64(n)
+}
 
 // treeMetrics are the tree's series, by role.
 type treeMetrics struct {
 	restarts *prometheus.CounterVec
 	failures *prometheus.CounterVec
-	depth    *prometheus.GaugeVec
 	message  *prometheus.HistogramVec
 }
 
 type roleMetrics struct {
 	restarts, failures prometheus.Counter
-	depth              prometheus.Gauge
 	message            prometheus.Observer
+}
+
+// registerDepth registers wasmkeep_supervisor_mailbox_depth{role}, read
+// from the tree's children at each scrape.
+func (t *Tree) registerDepth(reg prometheus.Registerer) error {
+	for _, r := range roles {
+		g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "wasmkeep_supervisor_mailbox_depth",
+			Help:        "Messages queued in the mailboxes of the node's tree, by role.",
+			ConstLabels: prometheus.Labels{"role": string(r)},
+		}, func() float64 { return t.depthOf(r) })
+		if err := reg.Register(g); err != nil {
+			return fmt.Errorf("supervision tree metrics: %w", err)
+		}
+	}
+	return nil
 }
 
 func newTreeMetrics(reg prometheus.Registerer) (*treeMetrics, error) {
@@ -443,12 +470,6 @@ func newTreeMetrics(reg prometheus.Registerer) (*treeMetrics, error) {
 	if m.failures, err = metricreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "wasmkeep_supervisor_failures_total",
 		Help: "Failures of actors of the node's tree (panics), by role.",
-	}, []string{"role"})); err != nil {
-		return nil, err
-	}
-	if m.depth, err = metricreg.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "wasmkeep_supervisor_mailbox_depth",
-		Help: "Messages queued in the mailboxes of the node's tree, by role.",
 	}, []string{"role"})); err != nil {
 		return nil, err
 	}
@@ -470,7 +491,6 @@ func (m *treeMetrics) role(r Role) roleMetrics {
 	return roleMetrics{
 		restarts: m.restarts.WithLabelValues(l),
 		failures: m.failures.WithLabelValues(l),
-		depth:    m.depth.WithLabelValues(l),
 		message:  m.message.WithLabelValues(l),
 	}
 }
