@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -267,12 +268,35 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(w, r)
 }
 
+// serveReady says whether balancers should send requests here: the lease
+// is valid and the node does not hand its actors over (a drain with a live
+// peer; a stuck drain serves, and is ready).
 func (h *Handler) serveReady(w http.ResponseWriter, _ *http.Request) {
-	if h.cfg.Keeper.Status().LeaseValid {
+	st := h.cfg.Keeper.Status()
+	switch {
+	case !st.LeaseValid:
+		text(w, http.StatusServiceUnavailable, "node lease not valid")
+	case st.Draining && !st.DrainStuck:
+		text(w, http.StatusServiceUnavailable, "node draining")
+	default:
 		text(w, http.StatusOK, "ready")
-		return
 	}
-	text(w, http.StatusServiceUnavailable, "node lease not valid")
+}
+
+// drainPeer returns a live peer to send an event to while this node
+// drains, or nil.
+func (h *Handler) drainPeer() *actors.Elsewhere {
+	var live []ownership.PeerStatus
+	for _, p := range h.cfg.Keeper.Status().Peers {
+		if p.Live && p.Addr != "" {
+			live = append(live, p)
+		}
+	}
+	if len(live) == 0 {
+		return nil
+	}
+	p := live[rand.IntN(len(live))]
+	return &actors.Elsewhere{Node: p.Node, Addr: p.Addr}
 }
 
 func text(w http.ResponseWriter, status int, msg string) {
@@ -398,6 +422,12 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 	}
 	req := &actors.Request{Method: r.Method, Path: rest, Query: r.URL.Query(), Header: r.Header.Clone(), Body: body}
 	resp, at, err := h.cfg.Host.Dispatch(r.Context(), a, req)
+	var ua *actors.UnavailableError
+	if at == nil && errors.As(err, &ua) && ua.Draining && r.Header.Get(ForwardedHeader) == "" {
+		// This node hands its actors over: the event goes to a peer, which
+		// takes the actor (its record released here first).
+		at = h.drainPeer()
+	}
 	if at != nil {
 		h.forward(w, r, a, *at, body)
 		return

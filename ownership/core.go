@@ -41,6 +41,9 @@ type Core struct {
 	sweep      sweepState
 	drainPass  time.Time
 	drainedSet bool
+	// drainStuck: the last drain pass found no live peer, so the node
+	// serves; drainClosed: a pass with a peer closed the node's sockets.
+	drainStuck, drainClosed bool
 	stopUntil  time.Time
 
 	damaged map[string]bool // keys reported damaged, each reported once
@@ -205,6 +208,8 @@ func (c *Core) Step(now time.Time, in Input) []Effect {
 		c.socketGone(in.Actor)
 	case Drain:
 		c.drain("drain")
+	case Undrain:
+		c.undrain()
 	case SecretsLost:
 		c.drain("secrets")
 	case Stop:
@@ -317,7 +322,7 @@ func (c *Core) MayAct(a Actor, gen Generation, now time.Time) bool {
 // step (keeper/fast.go).
 func (c *Core) Serving(a Actor, now time.Time) (gen Generation, until time.Time, ok bool) {
 	e := c.entries[a]
-	if e == nil || e.live == nil || e.moving != nil || c.mode != modeServing || !c.LeaseValid(now) {
+	if e == nil || e.live == nil || e.moving != nil || !c.serving() || !c.LeaseValid(now) {
 		return 0, time.Time{}, false
 	}
 	until = c.lease.validUntil

@@ -88,6 +88,10 @@ type SocketGone struct{ Actor Actor }
 // released, every pass, until nothing is left; the lease says draining.
 type Drain struct{}
 
+// Undrain takes a drain back: the node serves again. What it released
+// meanwhile is acquired again by the next events, here or on a peer.
+type Undrain struct{}
+
 // Stop is a clean stop: release everything, then write the lease released.
 type Stop struct{}
 
@@ -127,6 +131,7 @@ func (HoldEnded) isInput()    {}
 func (SocketOpened) isInput() {}
 func (SocketGone) isInput()   {}
 func (Drain) isInput()        {}
+func (Undrain) isInput()      {}
 func (Stop) isInput()         {}
 func (StopNow) isInput()      {}
 func (Move) isInput()         {}

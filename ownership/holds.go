@@ -537,7 +537,7 @@ func (c *Core) onAcquireRead(e *entry, r Reply) {
 	// its way (the resolver's, or a retry). The acquisition writes the next
 	// generation over it, which also ends any such release. Every hold is a
 	// write this core saw land.
-	if !c.LeaseValid(c.now) || c.mode != modeServing {
+	if !c.LeaseValid(c.now) || !c.serving() {
 		c.refuseWaiters(e, "node lease not valid", c.mode == modeDraining)
 		return
 	}

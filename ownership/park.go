@@ -28,9 +28,10 @@ func (c *Core) acquire(in Acquire) {
 		c.gc(e)
 		return
 	}
-	if c.mode == modeDraining {
+	if c.handsOver() {
 		// A draining node takes no actor; a parked record is released first,
-		// so the peer the event goes to finds it free.
+		// so the peer the event goes to finds it free. (A drain with no live
+		// peer is stuck, and serves as before.)
 		c.releaseParked(e, "drain")
 		c.advance(e)
 		refuse("node draining", true)
@@ -65,7 +66,7 @@ func (c *Core) idle(in Idle) {
 	if e == nil || e.live == nil || e.live.gen != in.Gen {
 		return
 	}
-	if e.sockets > 0 && c.LeaseValid(c.now) && c.mode == modeServing && e.moving == nil {
+	if e.sockets > 0 && c.LeaseValid(c.now) && c.serving() && e.moving == nil {
 		e.parked, e.live = e.live, nil
 		c.setParked(c.parked + 1)
 		c.count("wasmkeep_parks_total", "")
@@ -124,7 +125,7 @@ func (c *Core) granted(e *entry, h hold) {
 		c.dropParked(e)
 		c.count(MetricParkedWakes, "")
 	}
-	if !c.LeaseValid(c.now) || c.mode != modeServing || e.moving != nil {
+	if !c.LeaseValid(c.now) || !c.serving() || e.moving != nil {
 		reason := "lapse"
 		if c.mode == modeDraining {
 			reason = "drain"

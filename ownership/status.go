@@ -55,6 +55,9 @@ type Status struct {
 	Phase      string
 	LeaseValid bool
 	Draining   bool
+	// DrainStuck: draining with no live peer to take the actors, so the
+	// node serves them meanwhile.
+	DrainStuck bool
 	Live       int
 	Parked     int
 	Pending    int
@@ -64,16 +67,19 @@ type Status struct {
 
 // PeerStatus is one peer as this node's membership view sees it.
 type PeerStatus struct {
-	Node      NodeID
-	Instance  InstanceID
-	State     LeaseState
-	Addr      string
+	Node     NodeID
+	Instance InstanceID
+	State    LeaseState
+	Addr     string
+	// Live: its lease is live (not draining) and has changed recently
+	// enough that it is not taken for dead: it can take actors.
+	Live      bool
 	Unchanged time.Duration // how long its record has been unchanged, on this node's clock
 }
 
 // Status returns a summary at the given time.
 func (c *Core) Status(now time.Time) Status {
-	s := Status{Node: c.cfg.Node, Instance: c.cfg.Instance, LeaseValid: c.LeaseValid(now), Draining: c.mode == modeDraining}
+	s := Status{Node: c.cfg.Node, Instance: c.cfg.Instance, LeaseValid: c.LeaseValid(now), Draining: c.mode == modeDraining, DrainStuck: c.DrainStuck()}
 	switch c.phase {
 	case phaseNew:
 		s.Phase = "new"
@@ -99,7 +105,7 @@ func (c *Core) Status(now time.Time) Status {
 	}
 	for _, n := range c.sortedPeers() {
 		p := c.peers[n]
-		s.Peers = append(s.Peers, PeerStatus{Node: n, Instance: p.lease.Instance, State: p.lease.State, Addr: p.lease.Addr, Unchanged: now.Sub(p.changedAt)})
+		s.Peers = append(s.Peers, PeerStatus{Node: n, Instance: p.lease.Instance, State: p.lease.State, Addr: p.lease.Addr, Live: c.peerLive(p), Unchanged: now.Sub(p.changedAt)})
 	}
 	return s
 }

@@ -140,6 +140,7 @@ func (c *Core) drain(why string) {
 		return
 	}
 	c.mode = modeDraining
+	c.drainClosed, c.drainStuck = false, false
 	if c.phase != phaseRunning {
 		// Still taking the lease: it is written draining, and the first pass
 		// runs once it is taken.
@@ -148,22 +149,80 @@ func (c *Core) drain(why string) {
 	}
 	c.drainedSet = false
 	c.emit(Report{Level: "info", Msg: "draining (" + why + ")"})
-	c.emit(CloseSockets{All: true, Code: CloseServiceRestart, Reason: "drain"})
 	c.lease.nextRenew = c.now // say draining in the lease at once
 	c.runDrainPass()
 }
 
+// undrain takes a drain back: the node serves again, and says so in its
+// lease at once.
+func (c *Core) undrain() {
+	if c.mode != modeDraining {
+		return
+	}
+	c.mode = modeServing
+	c.drainedSet, c.drainClosed, c.drainStuck = false, false, false
+	c.emit(Report{Level: "info", Msg: "drain taken back: serving"})
+	if c.phase == phaseRunning {
+		c.lease.nextRenew = c.now
+	}
+}
+
+// livePeer says whether a peer can take this node's actors: its lease is
+// live (not draining) and has changed within the time that would make it
+// dead.
+func (c *Core) livePeer() bool {
+	for _, p := range c.peers {
+		if c.peerLive(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// peerLive says whether p can take actors now.
+func (c *Core) peerLive(p *peer) bool {
+	return p.known && p.lease.State == LeaseLive && c.now.Sub(p.changedAt) < c.cfg.deadAfter()
+}
+
 // runDrainPass releases every parked record and live hold, on every pass: a
 // park that checked "not draining" just before the drain began may land
-// after the first pass.
+// after the first pass. With no live peer to take them the drain is stuck
+// (ADR 0024 section 3): the node keeps serving its actors and their sockets,
+// and each pass looks again. The first pass with a peer closes the node's
+// sockets (1012): their clients reconnect, through a balancer, to a peer.
 func (c *Core) runDrainPass() {
 	c.drainPass = c.now.Add(c.cfg.LeasePeriod)
+	if !c.livePeer() {
+		if !c.drainStuck {
+			c.drainStuck = true
+			c.emit(Report{Level: "warn", Msg: "drain stuck: no live peer to take the actors; serving them until one is live"})
+		}
+		return
+	}
+	if c.drainStuck {
+		c.drainStuck = false
+		c.emit(Report{Level: "info", Msg: "drain goes on: a live peer takes the actors"})
+	}
+	if !c.drainClosed {
+		c.drainClosed = true
+		c.emit(CloseSockets{All: true, Code: CloseServiceRestart, Reason: "drain"})
+	}
 	for _, e := range c.sortedEntries() {
 		c.refuseWaiters(e, "node draining", true)
 		c.endLive(e, "drain")
 		c.releaseParked(e, "drain")
 		c.advance(e)
 	}
+}
+
+// handsOver says whether the node hands its actors over now: it drains and
+// a live peer can take them.
+func (c *Core) handsOver() bool { return c.mode == modeDraining && !c.drainStuck }
+
+// serving says whether the node takes actors: it serves, or its drain is
+// stuck.
+func (c *Core) serving() bool {
+	return c.mode == modeServing || c.mode == modeDraining && c.drainStuck
 }
 
 // nothingLeft reports no live hold, parked record, pending release,
@@ -187,6 +246,10 @@ func (c *Core) checkDrained() {
 
 // Draining reports whether the node drains (or drained).
 func (c *Core) Draining() bool { return c.mode == modeDraining }
+
+// DrainStuck reports whether the node drains with no live peer to take its
+// actors, and so serves them meanwhile.
+func (c *Core) DrainStuck() bool { return c.mode == modeDraining && c.drainStuck }
 
 // ---- clean stop ----
 

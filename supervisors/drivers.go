@@ -28,6 +28,7 @@ import (
 type driverKeeper interface {
 	Sweep()
 	Drain()
+	Undrain()
 	Move(a ownership.Actor, target ownership.NodeID)
 	RequestStatus(replyTo *actor.PID)
 }
@@ -134,7 +135,7 @@ func (d *drainState) progress() string {
 		s := fmt.Sprintf("draining (%s) for %s: %d held, %d parked, %d pending", d.why,
 			time.Since(d.since).Truncate(time.Second), d.status.Live, d.status.Parked, d.status.Pending+d.status.Unresolved)
 		if d.stuck {
-			s += "; stuck: no live peer"
+			s += "; stuck: no live peer, serving meanwhile"
 		}
 		return s
 	case "drained":
@@ -159,6 +160,7 @@ func (d *drainState) drained() {
 
 type (
 	drainMsg      struct{ why string }
+	undrainMsg    struct{}
 	drainedMsg    struct{}
 	drainWaitMsg  struct{ done chan struct{} }
 	drainPollTick struct{}
@@ -198,6 +200,15 @@ func (d *drainer) Receive(ctx actor.Context) {
 			d.k.Drain()
 			d.k.RequestStatus(ctx.Self())
 		}
+	case *undrainMsg:
+		d.st.mu.Lock()
+		was := d.st.state
+		d.st.state, d.st.stuck = "serving", false
+		d.st.mu.Unlock()
+		if was != "serving" {
+			d.log.Info("drain taken back")
+		}
+		d.k.Undrain()
 	case *drainWaitMsg:
 		d.st.mu.Lock()
 		if d.st.state == "drained" {
@@ -221,29 +232,21 @@ func (d *drainer) Receive(ctx actor.Context) {
 // restart, a drain stuck for want of a live peer, a drain done.
 func (d *drainer) observe(ctx actor.Context, m *keeper.StatusAnswer) {
 	s := m.Status
-	live := 0
-	for _, p := range s.Peers {
-		if p.State == ownership.LeaseLive {
-			live++
-		}
-	}
 	d.st.mu.Lock()
 	d.st.status = s
 	if s.Draining && d.st.state == "serving" {
 		d.st.state, d.st.why, d.st.since = "draining", "resumed", time.Now()
 	}
-	draining := d.st.state == "draining"
-	wasStuck := d.st.stuck
-	d.st.stuck = draining && live == 0
-	nowStuck := d.st.stuck && !wasStuck
-	d.st.mu.Unlock()
-	if nowStuck {
-		d.log.Warn("drain stuck: no live peer to take the actors; their events are refused here until one is live")
+	if !s.Draining && !m.Ended && d.st.state != "serving" {
+		d.st.state = "serving" // taken back (Undrain)
 	}
+	draining := d.st.state == "draining"
+	d.st.stuck = draining && s.DrainStuck // the keeper logs it
+	d.st.mu.Unlock()
 	if !draining {
 		return
 	}
-	if m.Ended || (s.Live == 0 && s.Parked == 0 && s.Pending == 0 && s.Unresolved == 0) {
+	if m.Ended || (!s.DrainStuck && s.Live == 0 && s.Parked == 0 && s.Pending == 0 && s.Unresolved == 0) {
 		d.st.drained()
 		return
 	}
@@ -405,6 +408,8 @@ func (mv *mover) begin(st *keeper.StatusAnswer, m *moveMsg) error {
 		return fmt.Errorf("%w: %s is draining", ErrMoveRefused, m.target)
 	case peer.State != ownership.LeaseLive:
 		return fmt.Errorf("%w: %s is not live (its lease is %s)", ErrMoveRefused, m.target, peer.State)
+	case !peer.Live:
+		return fmt.Errorf("%w: %s has not renewed its lease for %s: it is taken for dead", ErrMoveRefused, m.target, peer.Unchanged.Truncate(time.Second))
 	}
 	mv.st.mu.Lock()
 	mv.st.asked++

@@ -286,6 +286,20 @@ func (n *Node) Drain(ctx context.Context, why string) error {
 	}
 }
 
+// Undrain takes a drain back: the node serves again.
+func (n *Node) Undrain() { n.system.Root.Send(n.drainer, &undrainMsg{}) }
+
+// LivePeer says whether a peer of this node is live (and not draining): a
+// drain would hand the node's actors to it.
+func (n *Node) LivePeer() bool {
+	for _, p := range n.keeper.Status().Peers {
+		if p.Live {
+			return true
+		}
+	}
+	return false
+}
+
 // Move moves actor a, held or parked here, to node target: refused at once
 // (ErrMoveRefused) when target is not a live peer; otherwise the keeper
 // releases it and the mover sends target its take call.

@@ -193,24 +193,63 @@ func TestDirectorFailureRestarts(t *testing.T) {
 	assert.Equal(t, `wasmkeep_supervisor_restarts_total{role="director"} 1`, series(t, n, `wasmkeep_supervisor_restarts_total{role="director"}`))
 }
 
+// awaitLivePeer waits until n sees node peer live.
+func awaitLivePeer(t *testing.T, n *nodetest.Node, peer ownership.NodeID) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, p := range n.Status().Peers {
+			if p.Node == peer && p.State == ownership.LeaseLive {
+				return true
+			}
+		}
+		return false
+	}, nodetest.Wait, 10*time.Millisecond, "%s sees %s live", n.Status().Node, peer)
+}
+
 // TestDrainerFailureResumes: a drainer that fails while it follows a drain
-// is restarted and finishes it from the keeper's status.
+// is restarted and finishes it from the keeper's status; the drained node
+// holds nothing, and the actor it held is served by its peer.
 func TestDrainerFailureResumes(t *testing.T) {
+	dir := t.TempDir()
 	f := newFaults()
-	n := startFaulty(t, f, nodetest.Options{})
-	count(t, n, "held")
+	n1 := startFaulty(t, f, nodetest.Options{Dir: dir, Node: "n1", Instance: "i1"})
+	n2 := nodetest.Start(t, nodetest.Options{Dir: dir, Node: "n2", Instance: "i2"})
+	require.Equal(t, "1", count(t, n1, "held"))
+	awaitLivePeer(t, n1, "n2")
 	f.arm(supervisors.RoleDrainer, "*keeper.StatusAnswer")
 	ctx, cancel := context.WithTimeout(t.Context(), nodetest.Wait)
 	defer cancel()
-	require.NoError(t, n.Drain(ctx, "test"))
+	require.NoError(t, n1.Drain(ctx, "test"))
 	f.awaitFired(t, supervisors.RoleDrainer)
-	l := line(t, n, "drainer")
+	l := line(t, n1, "drainer")
 	assert.Equal(t, 1, l.Restarts)
 	assert.Contains(t, l.Progress, "drained (test)")
-	st := n.Status()
+	st := n1.Status()
 	assert.True(t, st.Draining)
+	assert.False(t, st.DrainStuck)
 	assert.Zero(t, st.Live+st.Parked+st.Pending+st.Unresolved, "%+v", st)
-	assert.Equal(t, `wasmkeep_supervisor_restarts_total{role="drainer"} 1`, series(t, n, `wasmkeep_supervisor_restarts_total{role="drainer"}`))
+	assert.Equal(t, `wasmkeep_supervisor_restarts_total{role="drainer"} 1`, series(t, n1, `wasmkeep_supervisor_restarts_total{role="drainer"}`))
+	assert.Equal(t, "2", count(t, n2, "held"), "the peer serves the actor, its count intact")
+	status, _ := get(t, n1.URL+"/readyz")
+	assert.Equal(t, http.StatusServiceUnavailable, status, "a drained node is not ready")
+}
+
+// TestStuckDrainServes: a drain with no live peer is stuck (ADR 0024
+// section 3): the node keeps serving its actors and stays ready, and the
+// tree and the status say so.
+func TestStuckDrainServes(t *testing.T) {
+	n := nodetest.Start(t, nodetest.Options{})
+	require.Equal(t, "1", count(t, n, "alone"))
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	err := n.Drain(ctx, "test")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Contains(t, err.Error(), "stuck: no live peer")
+	assert.True(t, n.Status().DrainStuck)
+	assert.Equal(t, "2", count(t, n, "alone"))
+	assert.Equal(t, "1", count(t, n, "new"))
+	status, _ := get(t, n.URL+"/readyz")
+	assert.Equal(t, http.StatusOK, status)
 }
 
 // TestMoveAndMoverFailure: a move releases the actor here and the target
@@ -228,14 +267,7 @@ func TestMoveAndMoverFailure(t *testing.T) {
 	err := n1.Move(ctx, a, "n9")
 	require.ErrorIs(t, err, supervisors.ErrMoveRefused)
 	assert.Contains(t, err.Error(), "n9 is not a node of this cluster")
-	require.Eventually(t, func() bool {
-		for _, p := range n1.Status().Peers {
-			if p.Node == "n2" && p.State == ownership.LeaseLive {
-				return true
-			}
-		}
-		return false
-	}, nodetest.Wait, 10*time.Millisecond, "n1 sees n2 live")
+	awaitLivePeer(t, n1, "n2")
 	f.arm(supervisors.RoleMover, "*supervisors.takeMsg")
 	require.NoError(t, n1.Move(ctx, a, "n2"))
 	f.awaitFired(t, supervisors.RoleMover)

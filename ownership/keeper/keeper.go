@@ -353,6 +353,9 @@ func (k *Keeper) Move(a ownership.Actor, target ownership.NodeID) {
 	k.input(ownership.Move{Actor: a, Target: target})
 }
 
+// Undrain takes a drain back (ownership.Undrain).
+func (k *Keeper) Undrain() { k.input(ownership.Undrain{}) }
+
 // Sweep runs one pass of the owner sweep (ownership.Sweep). The node's
 // sweeper sends it every sweep period.
 func (k *Keeper) Sweep() { k.input(ownership.Sweep{}) }

@@ -671,7 +671,8 @@ func TestStoppedFromOutside(t *testing.T) {
 // mailbox: none of them gets the old hold's answer.
 func TestFastAnswersFollowInputs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := newChecked(t, memstore.New(memstore.Faults{}))
+		store := memstore.New(memstore.Faults{})
+		b := newChecked(t, store) // n1's calls; n2 (below) calls the store itself
 		n := startNode(t, b, "n1", "n1-i1")
 		n.mustGrant(t, roomA, 1)
 		n.mustGrant(t, roomA, 1) // the fast path: nothing new in the bucket
@@ -693,6 +694,11 @@ func TestFastAnswersFollowInputs(t *testing.T) {
 		n.HoldEnded(roomB, 1, "test")
 		n.mustGrant(t, roomB, 2)
 
+		// A drain hands actors over only to a live peer (alone, it is stuck
+		// and serves): n2 starts, and n1 lists it.
+		n2 := startNode(t, store, "n2", "n2-i1")
+		time.Sleep(2 * ownership.DefaultConfig("n1", "x").LeasePeriod)
+		synctest.Wait()
 		n.mustGrant(t, roomC, 1)
 		n.Drain()
 		if d := n.acquire(t, roomC); d.Verdict == keeper.Granted {
@@ -700,5 +706,6 @@ func TestFastAnswersFollowInputs(t *testing.T) {
 		}
 		synctest.Wait()
 		n.stop(t)
+		n2.stop(t)
 	})
 }

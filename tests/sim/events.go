@@ -168,7 +168,10 @@ func (w *World) handle(ev any) {
 		}
 	case evDrain:
 		if w.chaos() {
-			if n := w.pickNode(nil); n != nil && !n.draining && !n.stopping && len(w.upNodes()) > 1 {
+			// As an operator does, a node is drained while another serves
+			// (a drain with no live peer is stuck and serves: it would not
+			// end while every node drains).
+			if n := w.pickNode(nil); n != nil && !n.draining && !n.stopping && w.servingPeers(n) > 0 {
 				w.Stats.Drains++
 				n.draining, n.drainAt = true, w.now
 				w.truth.drainStarted(n.inst, w.now)

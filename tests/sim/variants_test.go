@@ -52,7 +52,7 @@ var variants = []variant{
 	},
 	{
 		name: "release-on-hibernation", file: "park.go", budget: 200,
-		old: `	if e.sockets > 0 && c.LeaseValid(c.now) && c.mode == modeServing && e.moving == nil {`,
+		old: `	if e.sockets > 0 && c.LeaseValid(c.now) && c.serving() && e.moving == nil {`,
 		new: `	if false { // broken: hibernation releases even with sockets open`,
 	},
 	{

@@ -698,6 +698,18 @@ func (w *World) upNodes() []*node {
 	return out
 }
 
+// servingPeers counts the nodes up, other than n, neither draining nor
+// stopping.
+func (w *World) servingPeers(n *node) int {
+	k := 0
+	for _, p := range w.upNodes() {
+		if p != n && !p.draining && !p.stopping {
+			k++
+		}
+	}
+	return k
+}
+
 func (w *World) pickNode(not *node) *node {
 	var c []*node
 	for _, n := range w.upNodes() {
