@@ -91,6 +91,8 @@ type serveConfig struct {
 	WSIOUring       bool
 	Lease           ownership.Config // only the lease durations are read from flags
 	StopTimeout     time.Duration
+	DrainOnStop     bool
+	FailoverWait    time.Duration
 	// Classes is the directory of the wasm classes; CacheDir keeps their
 	// compiled code across starts ("" keeps none on disk).
 	Classes          string
@@ -190,6 +192,7 @@ func (c serveConfig) Validate() error {
 func (c serveConfig) core(instance ownership.InstanceID) ownership.Config {
 	core := c.Lease
 	core.Node, core.Instance, core.Addr, core.TakeOver = c.nodeID(), instance, c.Advertise, c.TakeOver
+	core.FailoverWait = c.FailoverWait
 	return core
 }
 
@@ -255,24 +258,26 @@ func (b *byteSize) Set(s string) error {
 
 func setupServe(fs *flag.FlagSet) action {
 	cfg := serveConfig{
-		Listen:      "127.0.0.1:8080",
-		BucketURL:   defaultBucketURL,
-		IdleTimeout: 10 * time.Second,
-		MaxResident: 10000,
-		MaxBody:     ingress.DefaultMaxBody,
-		HTTPIdle:    ingress.DefaultHTTPIdleTimeout,
-		BodyTimeout: ingress.DefaultBodyTimeout,
-		BodyMinRate: ingress.DefaultBodyMinRate,
-		MaxMessage:  sockets.DefaultMaxMessage,
-		WSPing:      sockets.DefaultPingInterval,
-		WSIOUring:   true,
-		WSPong:      sockets.DefaultPongTimeout,
-		Lease:       ownership.DefaultConfig("", ""),
-		StopTimeout: 30 * time.Second,
-		Classes:     "classes",
-		CacheDir:    defaultCacheDir(),
-		WasmMemory:  wasmhost.DefaultMemoryLimit,
-		CallTimeout: actors.DefaultCallTimeout,
+		Listen:       "127.0.0.1:8080",
+		BucketURL:    defaultBucketURL,
+		IdleTimeout:  10 * time.Second,
+		MaxResident:  10000,
+		MaxBody:      ingress.DefaultMaxBody,
+		HTTPIdle:     ingress.DefaultHTTPIdleTimeout,
+		BodyTimeout:  ingress.DefaultBodyTimeout,
+		BodyMinRate:  ingress.DefaultBodyMinRate,
+		MaxMessage:   sockets.DefaultMaxMessage,
+		WSPing:       sockets.DefaultPingInterval,
+		WSIOUring:    true,
+		WSPong:       sockets.DefaultPongTimeout,
+		Lease:        ownership.DefaultConfig("", ""),
+		StopTimeout:  30 * time.Second,
+		DrainOnStop:  true,
+		FailoverWait: ingress.DefaultFailoverWait,
+		Classes:      "classes",
+		CacheDir:     defaultCacheDir(),
+		WasmMemory:   wasmhost.DefaultMemoryLimit,
+		CallTimeout:  actors.DefaultCallTimeout,
 	}
 	cfg.WasmEventTimeout = wasmhost.DefaultEventTimeout
 	cfg.WasmTrim = wasmhost.DefaultTrimInterval
@@ -303,7 +308,9 @@ func setupServe(fs *flag.FlagSet) action {
 	fs.DurationVar(&cfg.Lease.LeaseTTL, "lease-ttl", cfg.Lease.LeaseTTL, "how long an unrenewed lease lasts before peers may judge the node dead (with --lease-grace)")
 	fs.DurationVar(&cfg.Lease.Safety, "lease-safety", cfg.Lease.Safety, "taken off the ttl on this node's side: the lease is valid until the last acknowledged renewal's send time plus ttl minus safety")
 	fs.DurationVar(&cfg.Lease.Grace, "lease-grace", cfg.Lease.Grace, "added to the ttl on a watching peer's side before it fences this node")
-	fs.DurationVar(&cfg.StopTimeout, "stop-timeout", cfg.StopTimeout, "bound on a clean stop after SIGINT or SIGTERM")
+	fs.DurationVar(&cfg.StopTimeout, "stop-timeout", cfg.StopTimeout, "bound on a clean stop after SIGINT or SIGTERM, the drain before it included")
+	fs.DurationVar(&cfg.FailoverWait, "failover-wait", cfg.FailoverWait, "longest a request waits for an actor whose holder does not answer: for the holder to come back or for its peers to fence it and free the actor (after --lease-ttl plus --lease-grace); past it, 503 with a Retry-After that estimates the time left. Keep it above ttl + grace + period")
+	fs.BoolVar(&cfg.DrainOnStop, "drain-on-stop", cfg.DrainOnStop, "on SIGINT or SIGTERM, when a live peer exists, drain first (hand the actors to the peers, close the sockets with 1012 so their clients reconnect to a peer) for at most half of --stop-timeout, then stop; false: stop at once (every record released, sockets closed with 1012)")
 	fs.StringVar(&cfg.Classes, "classes", cfg.Classes, "directory whose NAME.wasm files are served as wasm classes NAME, read at start (a missing directory: no wasm classes)")
 	fs.StringVar(&cfg.CacheDir, "cache-dir", cfg.CacheDir, "directory keeping compiled wasm classes across starts so later starts compile fast: wasmkeep/wasm in the user cache directory unless set, \"\" for none on disk; keep it out of a directory bucket")
 	fs.Var(&cfg.WasmMemory, "wasm-memory", "largest linear memory of one wasm instance, one per resident wasm actor (bytes, or with KiB or MiB); a guest growing past it fails its event")
@@ -463,7 +470,7 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 		IdleTimeout: cfg.IdleTimeout, MaxResident: cfg.MaxResident, MaxBody: int64(cfg.MaxBody),
 		SendQueueTotal: int(cfg.WSQueueTotal),
 		MaxSockets:     fds.Sockets, MaxMessage: int(cfg.MaxMessage), PingInterval: cfg.WSPing, PongTimeout: cfg.WSPong, NoIOUring: !cfg.WSIOUring,
-		CallTimeout: cfg.CallTimeout, ClusterKey: clusterKey,
+		CallTimeout: cfg.CallTimeout, ClusterKey: clusterKey, FailoverWait: cfg.FailoverWait,
 		MaxConns: fds.Conns, OverflowConns: fds.Overflow, HTTPIdleTimeout: cfg.HTTPIdle, PeerConns: max(8, fds.Reserve/4),
 		MaxBodyInflight: bodies, BodyTimeout: cfg.BodyTimeout, BodyMinRate: int64(cfg.BodyMinRate),
 	})
@@ -479,6 +486,16 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 		log.Info("stopping", slog.String("node", string(cfg.nodeID())))
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.StopTimeout)
 		defer cancel()
+		if cfg.DrainOnStop && node.LivePeer() {
+			// Half the bound at most: the clean stop after it has the rest.
+			drainCtx, cancelDrain := context.WithTimeout(stopCtx, cfg.StopTimeout/2)
+			if err := node.Drain(drainCtx, "stop"); err != nil {
+				log.Warn("drain before the stop did not finish; stopping", slog.Any("err", err))
+			} else {
+				log.Info("drained before the stop: every actor handed over")
+			}
+			cancelDrain()
+		}
 		if err := node.Stop(stopCtx); err != nil {
 			closeRuntime = false
 			return fmt.Errorf("stop: %w", err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -33,10 +34,20 @@ func (h *Handler) Call(ctx context.Context, to ownership.Actor, req *actors.Requ
 	if _, ok := h.cfg.Registry.Lookup(to.Class); !ok {
 		return nil, fmt.Errorf("call %s/%s: %w", to.Class, to.Name, actors.ErrUnknownClass)
 	}
+	f := h.failover()
 	resp, at, err := h.cfg.Host.Dispatch(ctx, to, req)
+	for at != nil {
+		resp, err = h.forwardCall(ctx, to, *at, req)
+		var op *net.OpError
+		if !errors.As(err, &op) || op.Op != "dial" || !f.wait(ctx) {
+			return resp, err
+		}
+		// The holder took no connection: the call never left; asked
+		// again, within the failover wait, once the holder answers or its
+		// record is freed.
+		resp, at, err = h.cfg.Host.Dispatch(ctx, to, req)
+	}
 	switch {
-	case at != nil:
-		return h.forwardCall(ctx, to, *at, req)
 	case errors.Is(err, keeper.ErrInvalidActor):
 		return nil, fmt.Errorf("call %s/%s: %w: %w", to.Class, to.Name, actors.ErrCallFailed, err)
 	case err == nil && resp.Accept != nil:

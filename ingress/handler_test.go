@@ -45,7 +45,7 @@ func (fakeHost) Take(context.Context, ownership.Actor) (*actors.Elsewhere, error
 
 func newHandler(t *testing.T, k fakeKeeper) *ingress.Handler {
 	t.Helper()
-	h, err := ingress.New(ingress.Config{Node: "n1", Keeper: k, Host: fakeHost{k}, Registry: actors.BuiltIn(), MaxBody: 16})
+	h, err := ingress.New(ingress.Config{Node: "n1", Keeper: k, Host: fakeHost{k}, Registry: actors.BuiltIn(), MaxBody: 16, FailoverWait: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,6 +50,11 @@ const MaxHeaderBytes = 64 << 10
 // deadline of its answer (see Handler.writeTimeout).
 const answerTime = 2 * time.Minute
 
+// DefaultFailoverWait is Config.FailoverWait's default: more than the
+// default ttl + grace + lease period (10 s + 5 s + 2.5 s), so that a
+// failover of a holder that died takes no request down.
+const DefaultFailoverWait = 20 * time.Second
+
 // DefaultMaxBody bounds a request body unless Config says otherwise.
 const DefaultMaxBody = 1 << 20
 
@@ -112,6 +117,12 @@ type Config struct {
 	MaxConns        int
 	OverflowConns   int
 	HTTPIdleTimeout time.Duration
+	// FailoverWait bounds how long a request waits for an actor whose
+	// holder does not take connections: for the holder to answer, or for
+	// its record to be freed when peers fence it (after ttl + grace). Then
+	// it is answered 503 with a Retry-After estimating when the holder is
+	// taken for dead. Zero: DefaultFailoverWait.
+	FailoverWait time.Duration
 	// Debug, when set, serves GET /debug/ paths (the node's tree at
 	// /debug/tree).
 	Debug http.Handler
@@ -182,6 +193,10 @@ func New(cfg Config) (*Handler, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	cfg.PeerConns = cmp.Or(cfg.PeerConns, DefaultPeerConns)
+	if cfg.FailoverWait < 0 {
+		return nil, fmt.Errorf("ingress config: failover wait %v is negative", cfg.FailoverWait)
+	}
+	cfg.FailoverWait = cmp.Or(cfg.FailoverWait, DefaultFailoverWait)
 	relay := cfg.Transport
 	if cfg.Transport == nil {
 		// Forwards and calls take at most PeerConns connections to each
@@ -421,18 +436,77 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(actors.WithCallChain(r.Context(), chain))
 	}
 	req := &actors.Request{Method: r.Method, Path: rest, Query: r.URL.Query(), Header: r.Header.Clone(), Body: body}
-	resp, at, err := h.cfg.Host.Dispatch(r.Context(), a, req)
-	var ua *actors.UnavailableError
-	if at == nil && errors.As(err, &ua) && ua.Draining && r.Header.Get(ForwardedHeader) == "" {
-		// This node hands its actors over: the event goes to a peer, which
-		// takes the actor (its record released here first).
-		at = h.drainPeer()
+	f := h.failover()
+	for {
+		resp, at, err := h.cfg.Host.Dispatch(r.Context(), a, req)
+		var ua *actors.UnavailableError
+		if at == nil && errors.As(err, &ua) && ua.Draining && r.Header.Get(ForwardedHeader) == "" {
+			// This node hands its actors over: the event goes to a peer,
+			// which takes the actor (its record released here first).
+			at = h.drainPeer()
+		}
+		if at == nil {
+			h.answer(w, r, a, resp, err)
+			return
+		}
+		dialErr := h.forward(w, r, a, *at, body, f.last())
+		if dialErr == nil {
+			return
+		}
+		// The holder did not take the connection: the request never left,
+		// so it is asked again once the holder answers or the record is
+		// free (the holder fenced), within the failover wait.
+		if !f.wait(r.Context()) {
+			unavailable(w, h.deadIn(at.Node), fmt.Sprintf("actor held by node %s, which does not answer (%v); waited %s for it or for its record to be freed",
+				at.Node, dialErr, h.cfg.FailoverWait))
+			return
+		}
 	}
-	if at != nil {
-		h.forward(w, r, a, *at, body)
-		return
+}
+
+// failover paces the tries of one request while the actor's holder does
+// not answer: 100 ms after the first, doubling to 1 s, until
+// Config.FailoverWait has gone by.
+type failover struct {
+	deadline time.Time
+	pause    time.Duration
+}
+
+func (h *Handler) failover() *failover {
+	return &failover{deadline: time.Now().Add(h.cfg.FailoverWait), pause: 100 * time.Millisecond}
+}
+
+// last says whether the failover wait is over: the next failure is
+// answered.
+func (f *failover) last() bool { return !time.Now().Before(f.deadline) }
+
+// wait sleeps until the next try, and reports false when the wait is over
+// (or ctx ended) instead.
+func (f *failover) wait(ctx context.Context) bool {
+	left := time.Until(f.deadline)
+	if left <= 0 {
+		return false
 	}
-	h.answer(w, r, a, resp, err)
+	t := time.NewTimer(min(f.pause, left))
+	defer t.Stop()
+	f.pause = min(2*f.pause, time.Second)
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// deadIn estimates when this node takes peer for dead, freeing what it
+// holds: a client's Retry-After.
+func (h *Handler) deadIn(peer ownership.NodeID) time.Duration {
+	for _, p := range h.cfg.Keeper.Status().Peers {
+		if p.Node == peer {
+			return max(p.DeadIn, time.Second)
+		}
+	}
+	return time.Second
 }
 
 // damagedState answers a request for an actor whose object in the bucket
@@ -498,16 +572,19 @@ func (h *Handler) accept(w http.ResponseWriter, r *http.Request, a ownership.Act
 }
 
 // forward sends the request to the node that holds the actor.
-func (h *Handler) forward(w http.ResponseWriter, r *http.Request, a ownership.Actor, d actors.Elsewhere, body []byte) {
+// It returns the error of a connection to the holder that could not be
+// made (nothing was sent, nothing answered: the caller may try again),
+// unless last; otherwise it has answered.
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, a ownership.Actor, d actors.Elsewhere, body []byte, last bool) (dialErr error) {
 	if r.Header.Get(ForwardedHeader) != "" {
 		h.log.Warn("not forwarding a forwarded request", slog.String("class", a.Class), slog.String("name", a.Name),
 			slog.String("from", r.Header.Get(ForwardedHeader)), slog.String("holder", string(d.Node)))
 		unavailable(w, time.Second, fmt.Sprintf("actor held by node %s; request already forwarded", d.Node))
-		return
+		return nil
 	}
 	if d.Addr == "" {
 		unavailable(w, time.Second, fmt.Sprintf("actor held by node %s, whose address is not known here", d.Node))
-		return
+		return nil
 	}
 	transport := h.cfg.Transport
 	if websocket.IsWebSocketUpgrade(r) {
@@ -517,7 +594,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, a ownership.Ac
 			release, err := h.cfg.Sockets.Reserve(2)
 			if err != nil {
 				unavailable(w, 5*time.Second, "too many sockets on this node: "+err.Error())
-				return
+				return nil
 			}
 			defer release()
 		}
@@ -543,8 +620,14 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, a ownership.Ac
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			h.peerLog.failed(d.Node, d.Addr, "forward", err)
+			var op *net.OpError
+			if !last && errors.As(err, &op) && op.Op == "dial" {
+				dialErr = err // nothing written: the caller tries again
+				return
+			}
 			unavailable(w, time.Second, fmt.Sprintf("actor held by node %s, which did not answer", d.Node))
 		},
 	}
 	proxy.ServeHTTP(w, r)
+	return dialErr
 }

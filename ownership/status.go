@@ -73,7 +73,10 @@ type PeerStatus struct {
 	Addr     string
 	// Live: its lease is live (not draining) and has changed recently
 	// enough that it is not taken for dead: it can take actors.
-	Live      bool
+	Live bool
+	// DeadIn is how long until this node takes it for dead (its lease
+	// unchanged for ttl + grace) and fences it; 0 once it is.
+	DeadIn    time.Duration
 	Unchanged time.Duration // how long its record has been unchanged, on this node's clock
 }
 
@@ -105,7 +108,7 @@ func (c *Core) Status(now time.Time) Status {
 	}
 	for _, n := range c.sortedPeers() {
 		p := c.peers[n]
-		s.Peers = append(s.Peers, PeerStatus{Node: n, Instance: p.lease.Instance, State: p.lease.State, Addr: p.lease.Addr, Live: c.peerLive(p), Unchanged: now.Sub(p.changedAt)})
+		s.Peers = append(s.Peers, PeerStatus{Node: n, Instance: p.lease.Instance, State: p.lease.State, Addr: p.lease.Addr, Live: c.peerLive(p), DeadIn: max(0, c.cfg.deadAfter()-now.Sub(p.changedAt)), Unchanged: now.Sub(p.changedAt)})
 	}
 	return s
 }

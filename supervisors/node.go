@@ -71,6 +71,9 @@ type NodeConfig struct {
 	// MaxConns: connections are not limited.
 	MaxConns      int
 	OverflowConns int
+	// FailoverWait bounds how long a request waits for an actor whose
+	// holder does not answer (see ingress.Config). Zero: its default.
+	FailoverWait time.Duration
 	// HTTPIdleTimeout closes a keep-alive connection idle this long. Zero:
 	// DefaultHTTPIdleTimeout.
 	HTTPIdleTimeout time.Duration
@@ -188,7 +191,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		Sockets: n.sockets, ClusterKey: cfg.ClusterKey, Registerer: reg, PeerConns: cfg.PeerConns,
 		MaxBodyInflight: cfg.MaxBodyInflight, BodyTimeout: cfg.BodyTimeout, BodyMinRate: cfg.BodyMinRate,
 		MaxConns: cfg.MaxConns, OverflowConns: cfg.OverflowConns, HTTPIdleTimeout: cfg.HTTPIdleTimeout,
-		Debug: debugHandler(tree),
+		Debug: debugHandler(tree), FailoverWait: cfg.FailoverWait,
 	})
 	if err != nil {
 		return fail(err)

@@ -1,0 +1,58 @@
+package supervisors_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmkeep/wasmkeep/internal/nodetest"
+	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/supervisors"
+)
+
+// shortLeases makes a node's leases short, so that a dead peer is fenced
+// in under a second.
+func shortLeases(c *supervisors.NodeConfig) {
+	c.Core.LeasePeriod, c.Core.AttemptTimeout = 100*time.Millisecond, 200*time.Millisecond
+	c.Core.LeaseTTL, c.Core.Safety, c.Core.Grace = 600*time.Millisecond, 200*time.Millisecond, 200*time.Millisecond
+	c.Core.ResolverWatch = time.Second
+	c.FailoverWait = 5 * time.Second
+}
+
+// TestRequestWaitsOutAFailover: a request for an actor whose holder died
+// (it takes no connection any more, its lease stands still) waits for the
+// peers to fence the holder and is then served here, its state intact,
+// instead of a 503 at once.
+func TestRequestWaitsOutAFailover(t *testing.T) {
+	dir := t.TempDir()
+	f := newFaults()
+	n1 := startFaulty(t, f, nodetest.Options{Dir: dir, Node: "n1", Instance: "i1", Configure: shortLeases})
+	n2 := nodetest.Start(t, nodetest.Options{Dir: dir, Node: "n2", Instance: "i2", Configure: shortLeases})
+	require.Equal(t, "1", count(t, n1, "f"))
+	awaitLivePeer(t, n2, "n1")
+	// n1 dies: its keeper fails (nothing is released, its lease stands
+	// still) and its server closes.
+	f.arm(supervisors.RoleKeeper, "")
+	get(t, n1.URL+"/actor/counter/other")
+	select {
+	case <-n1.Done():
+	case <-time.After(nodetest.Wait):
+		t.Fatal("n1 did not end")
+	}
+	n1.Abort()
+	start := time.Now()
+	status, body := get(t, n2.URL+"/actor/counter/f")
+	assert.Equal(t, http.StatusOK, status, body)
+	assert.Equal(t, "2", body, "the count n1 acknowledged survives")
+	assert.Less(t, time.Since(start), 5*time.Second)
+	var n1Peer ownership.PeerStatus
+	for _, p := range n2.Status().Peers {
+		if p.Node == "n1" {
+			n1Peer = p
+		}
+	}
+	assert.Equal(t, ownership.LeaseFenced, n1Peer.State)
+}
