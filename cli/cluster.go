@@ -19,7 +19,7 @@ import (
 func clusterCommands() *command {
 	return &command{
 		name:    "cluster",
-		summary: "inspect a cluster through its bucket, and fence dead nodes",
+		summary: "inspect a cluster through its bucket, drain nodes, and fence dead nodes",
 		subs: []*command{
 			{
 				name:    "status",
@@ -46,8 +46,99 @@ func clusterCommands() *command {
 					"watches.",
 				setup: setupClusterFence,
 			},
+			{
+				name:    "drain",
+				args:    "NODE",
+				summary: "ask a node to drain: hand its actors to its peers",
+				detail: "Writes the node's drain request into the bucket (nodes/NODE~drain, beside its lease). The node\n" +
+					"sees it in the membership listing it runs every lease period (no admin port, no request more)\n" +
+					"and drains: it releases every parked record and live hold so that the next events acquire\n" +
+					"the actors on a peer, sends on the events that reach it, closes its sockets with 1012 so\n" +
+					"their clients reconnect to a peer, and says not ready on /readyz. With no live peer the\n" +
+					"drain is stuck: the node keeps serving until one is live. Follow it with 'cluster status'\n" +
+					"(the node's state turns draining and its held and parked counts fall to 0). Refuses a\n" +
+					"node with no lease record. The request stays until 'cluster undrain': a node restarted\n" +
+					"meanwhile drains again.",
+				setup: setupClusterDrain(false),
+			},
+			{
+				name:    "undrain",
+				args:    "NODE",
+				summary: "take a node's drain back: it serves again",
+				detail: "Deletes the node's drain request from the bucket; the node serves again within a lease\n" +
+					"period (its /readyz says ready). What it handed over meanwhile stays where the next events\n" +
+					"took it. Refuses a node with no drain request.",
+				setup: setupClusterDrain(true),
+			},
 		},
 	}
+}
+
+// clusterDrainConfig is what `wasmkeep cluster drain` and `undrain` run
+// with.
+type clusterDrainConfig struct {
+	Node      ownership.NodeID
+	BucketURL string
+	Timeout   time.Duration
+}
+
+func setupClusterDrain(undrain bool) func(fs *flag.FlagSet) action {
+	return func(fs *flag.FlagSet) action {
+		cfg := clusterDrainConfig{BucketURL: defaultBucketURL, Timeout: time.Minute}
+		fs.StringVar(&cfg.BucketURL, "bucket", cfg.BucketURL, bucketURLHelp)
+		fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound on the reads and the write")
+		return func(ctx context.Context, e env, args []string) error {
+			if len(args) != 1 {
+				return usageError{fmt.Errorf("want one NODE, got %d arguments", len(args))}
+			}
+			cfg.Node = ownership.NodeID(args[0])
+			if err := errors.Join(ownership.ValidateNodeID(cfg.Node), validateClusterFlags(cfg.BucketURL, cfg.Timeout)); err != nil {
+				return usageError{err}
+			}
+			return runClusterDrain(ctx, cfg, undrain, e)
+		}
+	}
+}
+
+func runClusterDrain(ctx context.Context, cfg clusterDrainConfig, undrain bool, e env) (err error) {
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	b, closeBucket, err := openExistingBucket(ctx, e, cfg.BucketURL)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := closeBucket(); cerr != nil && err == nil {
+			err = fmt.Errorf("close %s: %w", describeBucket(cfg.BucketURL), cerr)
+		}
+	}()
+	if undrain {
+		if err := cluster.TakeBackDrain(ctx, b, cfg.Node); err != nil {
+			if errors.Is(err, cluster.ErrNoDrainRequest) {
+				return fmt.Errorf("refusing to undrain: %w (a drain begun by the node's own stop is not taken back)", err)
+			}
+			return err
+		}
+		fmt.Fprintf(e.out, "drain of node %s taken back in %s: it serves again within a lease period.\n", cfg.Node, describeBucket(cfg.BucketURL))
+		return nil
+	}
+	host, _ := os.Hostname()
+	l, err := cluster.RequestDrain(ctx, b, cfg.Node, "wasmkeep cluster drain on "+host, e.clock())
+	switch {
+	case errors.Is(err, cluster.ErrUnknownNode), errors.Is(err, ownership.ErrUnreadable):
+		return fmt.Errorf("refusing to drain: %w", err)
+	case err != nil:
+		return err
+	}
+	fmt.Fprintf(e.out, "drain of node %s requested in %s: it drains within a lease period.\n", cfg.Node, describeBucket(cfg.BucketURL))
+	switch l.State {
+	case ownership.LeaseLive, ownership.LeaseDraining:
+		fmt.Fprintf(e.out, "follow it with 'wasmkeep cluster status': its state turns draining, its held and parked counts fall to 0.\n")
+	default:
+		fmt.Fprintf(e.err, "warning: node %s is not running (its lease is %s): it drains when it starts, until 'wasmkeep cluster undrain %s'.\n",
+			cfg.Node, l.State, cfg.Node)
+	}
+	return nil
 }
 
 // clusterStatusConfig is what `wasmkeep cluster status` runs with.
@@ -144,7 +235,11 @@ func printStatus(w io.Writer, bucket string, st cluster.Status) {
 		fmt.Fprintln(tw, "NODE\tINSTANCE\tSTATE\tADDRESS\tLEASE AGE\tHELD*\tPARKED*\tRECORDS HELD\tENDED**\tRECORDS FREE")
 		for _, n := range st.Nodes {
 			if l := n.Lease; l != nil {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", n.Node, l.Instance, l.State, orDash(l.Addr),
+				state := string(l.State)
+				if n.DrainRequested && l.State != ownership.LeaseDraining {
+					state += " (drain requested)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", n.Node, l.Instance, state, orDash(l.Addr),
 					leaseAge(l), l.Held, l.Parked, n.RecordsHeld, n.RecordsHeldEnded, n.RecordsFree)
 			} else {
 				fmt.Fprintf(tw, "%s\t-\t(no lease record)\t-\t-\t-\t-\t%d\t-\t%d\n", n.Node, n.RecordsHeld, n.RecordsFree)

@@ -317,3 +317,31 @@ func TestClusterHelp(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterDrain: cluster drain writes the node's drain request (status
+// shows it, and does not count it unreadable), refuses an unknown node, and
+// cluster undrain deletes it, refusing when there is none.
+func TestClusterDrain(t *testing.T) {
+	dir := dirCluster(t)
+	now := clusterT0.Add(time.Minute)
+	code, stdout, stderr := runAt(t, now, nil, "cluster", "drain", "n1", "--bucket", dir)
+	if code != exitOK || !strings.Contains(stdout, "drain of node n1 requested") {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+	}
+	_, stdout, _ = runAt(t, now, nil, "cluster", "status", "--bucket", dir)
+	if !strings.Contains(stdout, "live (drain requested)") || strings.Contains(stdout, "~drain") {
+		t.Errorf("status after the request:\n%s", stdout)
+	}
+	code, _, stderr = runAt(t, now, nil, "cluster", "drain", "n9", "--bucket", dir)
+	if code != exitProblem || !strings.Contains(stderr, "refusing to drain: node n9: unknown node") {
+		t.Errorf("unknown node: exit %d, stderr %q", code, stderr)
+	}
+	code, stdout, stderr = runAt(t, now, nil, "cluster", "undrain", "n1", "--bucket", dir)
+	if code != exitOK || !strings.Contains(stdout, "taken back") {
+		t.Errorf("undrain: exit %d\n%s%s", code, stdout, stderr)
+	}
+	code, _, stderr = runAt(t, now, nil, "cluster", "undrain", "n1", "--bucket", dir)
+	if code != exitProblem || !strings.Contains(stderr, "no drain request") {
+		t.Errorf("second undrain: exit %d, stderr %q", code, stderr)
+	}
+}

@@ -42,9 +42,12 @@ type Core struct {
 	drainPass  time.Time
 	drainedSet bool
 	// drainStuck: the last drain pass found no live peer, so the node
-	// serves; drainClosed: a pass with a peer closed the node's sockets.
-	drainStuck, drainClosed bool
-	stopUntil  time.Time
+	// serves; drainClosed: a pass with a peer closed the node's sockets;
+	// drainByRequest: the drain is the operator's request in the bucket,
+	// taken back when the request is deleted.
+	drainStuck, drainClosed, drainByRequest bool
+	drainKey                                string
+	stopUntil                               time.Time
 
 	damaged map[string]bool // keys reported damaged, each reported once
 	// stopAfterStart: a stop came while our lease write was in flight; it
@@ -121,6 +124,8 @@ type peer struct {
 type listing struct {
 	busy   RequestID
 	nextAt time.Time
+	// drainAsked: the listing under way saw this node's drain request.
+	drainAsked bool
 }
 
 type flightKind uint8
@@ -164,13 +169,14 @@ func NewCore(cfg Config) (*Core, error) {
 		return nil, fmt.Errorf("ownership config: %w", err)
 	}
 	return &Core{
-		cfg:     cfg,
-		flights: map[RequestID]*flight{},
-		peers:   map[NodeID]*peer{},
-		entries: map[Actor]*entry{},
-		damaged: map[string]bool{},
-		absent:  map[NodeID]time.Time{},
-		waiting: map[Actor]struct{}{},
+		cfg:      cfg,
+		flights:  map[RequestID]*flight{},
+		peers:    map[NodeID]*peer{},
+		entries:  map[Actor]*entry{},
+		damaged:  map[string]bool{},
+		absent:   map[NodeID]time.Time{},
+		waiting:  map[Actor]struct{}{},
+		drainKey: DrainRequestKey(cfg.Node),
 	}, nil
 }
 
@@ -564,6 +570,7 @@ func (c *Core) listDue() {
 		return
 	}
 	c.listStart = c.now
+	c.listing.drainAsked = false
 	c.listing.busy = c.send(fList, OpList, NodesPrefix, nil, Always(), nil)
 }
 
@@ -574,6 +581,10 @@ func (c *Core) onList(f *flight, r Reply) {
 		return
 	}
 	for _, en := range r.Page.Entries {
+		if en.Key == c.drainKey {
+			c.listing.drainAsked = true
+			continue
+		}
 		seg, err := UnescapeSegment(en.Key[len(NodesPrefix):])
 		if err != nil {
 			continue
@@ -598,6 +609,16 @@ func (c *Core) onList(f *flight, r Reply) {
 	}
 	c.listing.nextAt = c.now.Add(c.cfg.LeasePeriod)
 	c.listedAt = c.listStart
+	// An operator's drain request (DrainRequestKey), seen or gone.
+	switch asked := c.listing.drainAsked; {
+	case asked && !c.drainByRequest && c.mode == modeServing:
+		c.drainByRequest = true
+		c.drain("requested in the bucket")
+	case !asked && c.drainByRequest:
+		c.drainByRequest = false
+		c.undrain()
+	}
+	c.listing.drainAsked = false
 	for _, n := range c.sortedPeers() {
 		p := c.peers[n]
 		if p.busy != 0 {

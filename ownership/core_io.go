@@ -246,6 +246,14 @@ type Take struct {
 	Addr   string
 }
 
+// DrainChanged reports that the node began draining (Draining, with why:
+// asked by Drain, by a request in the bucket, by SecretsLost) or that a
+// drain was taken back.
+type DrainChanged struct {
+	Draining bool
+	Why      string
+}
+
 // Drained reports that a drain has nothing left: no live hold, no parked
 // record, nothing pending.
 type Drained struct{}
@@ -270,6 +278,7 @@ func (Observe) isEffect()      {}
 func (LeaseChanged) isEffect() {}
 func (Report) isEffect()       {}
 func (Take) isEffect()         {}
+func (DrainChanged) isEffect() {}
 func (Drained) isEffect()      {}
 func (Exit) isEffect()         {}
 

@@ -450,3 +450,27 @@ func TestRefusalsAfterExitSayDraining(t *testing.T) {
 		t.Fatalf("acquire after the exit: %+v; want a draining refusal with a retry time", r)
 	}
 }
+
+// TestDrainRequestInTheListing: a drain request beside the node's lease
+// is seen with the membership listing: the node drains (stuck and
+// serving, alone), and serves again once the request is gone.
+func TestDrainRequestInTheListing(t *testing.T) {
+	h := newHarness(t)
+	period := h.core.Config().LeasePeriod
+	b := h.bucket.Bucket()
+	if _, err := b.Put(context.Background(), ownership.DrainRequestKey("n1"), []byte("{}"), ownership.Always()); err != nil {
+		t.Fatal(err)
+	}
+	h.advance(2 * period)
+	if st := h.core.Status(h.now); !st.Draining || !st.DrainStuck {
+		t.Fatalf("after the request: %+v", st)
+	}
+	mustGrant(t, h.acquire(room), 1) // stuck: it serves
+	if err := b.Delete(context.Background(), ownership.DrainRequestKey("n1"), ownership.Always()); err != nil {
+		t.Fatal(err)
+	}
+	h.advance(2 * period)
+	if st := h.core.Status(h.now); st.Draining {
+		t.Fatalf("after the request was deleted: %+v", st)
+	}
+}

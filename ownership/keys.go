@@ -105,6 +105,13 @@ func UnescapeSegment(s string) (string, error) {
 // NodeKey is the key of a node's lease record.
 func NodeKey(n NodeID) string { return NodesPrefix + KeySegment(string(n)) }
 
+// DrainRequestKey is where an operator asks node n to drain (`cluster
+// drain`; deleting it takes the drain back). It lies beside the node's
+// lease in nodes/, so every node sees it in the membership listing it runs
+// each lease period anyway, at no request more. '~' never appears in the
+// escaped segment of a node id, so no lease key is a request key.
+func DrainRequestKey(n NodeID) string { return NodeKey(n) + "~drain" }
+
 // OwnerKey is the key of an actor's ownership record.
 func OwnerKey(a Actor) string {
 	return OwnersPrefix + KeySegment(a.Class) + "/" + KeySegment(a.Name)

@@ -141,6 +141,7 @@ func (c *Core) drain(why string) {
 	}
 	c.mode = modeDraining
 	c.drainClosed, c.drainStuck = false, false
+	c.emit(DrainChanged{Draining: true, Why: why})
 	if c.phase != phaseRunning {
 		// Still taking the lease: it is written draining, and the first pass
 		// runs once it is taken.
@@ -160,7 +161,8 @@ func (c *Core) undrain() {
 		return
 	}
 	c.mode = modeServing
-	c.drainedSet, c.drainClosed, c.drainStuck = false, false, false
+	c.drainedSet, c.drainClosed, c.drainStuck, c.drainByRequest = false, false, false, false
+	c.emit(DrainChanged{Draining: false})
 	c.emit(Report{Level: "info", Msg: "drain taken back: serving"})
 	if c.phase == phaseRunning {
 		c.lease.nextRenew = c.now

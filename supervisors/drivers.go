@@ -161,6 +161,9 @@ func (d *drainState) drained() {
 type (
 	drainMsg      struct{ why string }
 	undrainMsg    struct{}
+	// drainSeenMsg: the Core began or took back a drain (one asked for in
+	// the bucket, say): the drainer follows it.
+	drainSeenMsg struct{ c ownership.DrainChanged }
 	drainedMsg    struct{}
 	drainWaitMsg  struct{ done chan struct{} }
 	drainPollTick struct{}
@@ -209,6 +212,19 @@ func (d *drainer) Receive(ctx actor.Context) {
 			d.log.Info("drain taken back")
 		}
 		d.k.Undrain()
+	case *drainSeenMsg:
+		d.st.mu.Lock()
+		start := m.c.Draining && d.st.state == "serving"
+		switch {
+		case start:
+			d.st.state, d.st.why, d.st.since = "draining", m.c.Why, time.Now()
+		case !m.c.Draining:
+			d.st.state, d.st.stuck = "serving", false
+		}
+		d.st.mu.Unlock()
+		if start {
+			d.k.RequestStatus(ctx.Self())
+		}
 	case *drainWaitMsg:
 		d.st.mu.Lock()
 		if d.st.state == "drained" {

@@ -2,6 +2,7 @@ package supervisors_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,8 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/internal/nodetest"
 	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/cluster"
+	"github.com/wasmkeep/wasmkeep/ownership/dirstore"
 	"github.com/wasmkeep/wasmkeep/supervisors"
 )
 
@@ -55,4 +58,42 @@ func TestRequestWaitsOutAFailover(t *testing.T) {
 		}
 	}
 	assert.Equal(t, ownership.LeaseFenced, n1Peer.State)
+}
+
+// TestDrainRequestedInTheBucket: an operator's drain request (cluster
+// drain) reaches the node through the membership listing: it drains, its
+// actor is served by its peer, its /readyz says not ready and its tree
+// shows the drain; taking the request back makes it serve again.
+func TestDrainRequestedInTheBucket(t *testing.T) {
+	dir := t.TempDir()
+	n1 := nodetest.Start(t, nodetest.Options{Dir: dir, Node: "n1", Instance: "i1", Configure: shortLeases})
+	n2 := nodetest.Start(t, nodetest.Options{Dir: dir, Node: "n2", Instance: "i2", Configure: shortLeases})
+	require.Equal(t, "1", count(t, n1, "d"))
+	awaitLivePeer(t, n1, "n2")
+	b, err := dirstore.Open(dir)
+	require.NoError(t, err)
+	defer b.Close()
+	_, err = cluster.RequestDrain(t.Context(), b, "n9", "test", time.Now())
+	require.ErrorIs(t, err, cluster.ErrUnknownNode)
+	_, err = cluster.RequestDrain(t.Context(), b, "n1", "test", time.Now())
+	require.NoError(t, err)
+	awaitLine(t, n1, "drainer", func(l supervisors.Line) bool { return strings.Contains(l.Progress, "drained (requested in the bucket)") })
+	st := n1.Status()
+	assert.True(t, st.Draining)
+	assert.Zero(t, st.Live+st.Parked+st.Pending, "%+v", st)
+	status, _ := get(t, n1.URL+"/readyz")
+	assert.Equal(t, http.StatusServiceUnavailable, status)
+	assert.Equal(t, "2", count(t, n1, "d"), "sent on to n2, the count intact")
+	assert.Equal(t, 1, n2.Status().Live)
+	cs, err := cluster.ReadStatus(t.Context(), b, time.Now())
+	require.NoError(t, err)
+	require.Empty(t, cs.Unreadable, "a drain request is not an unreadable lease")
+	assert.True(t, cs.Nodes[0].DrainRequested)
+
+	require.NoError(t, cluster.TakeBackDrain(t.Context(), b, "n1"))
+	require.Eventually(t, func() bool { return !n1.Status().Draining }, nodetest.Wait, 10*time.Millisecond)
+	awaitLine(t, n1, "drainer", func(l supervisors.Line) bool { return l.Progress == "serving" })
+	status, _ = get(t, n1.URL+"/readyz")
+	assert.Equal(t, http.StatusOK, status)
+	require.ErrorIs(t, cluster.TakeBackDrain(t.Context(), b, "n1"), cluster.ErrNoDrainRequest)
 }

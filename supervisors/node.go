@@ -432,6 +432,13 @@ func (h *nodeHooks) Take(t ownership.Take) {
 	}
 }
 
+// DrainChanged tells the drainer.
+func (h *nodeHooks) DrainChanged(c ownership.DrainChanged) {
+	if d := h.drivers.Load(); d != nil {
+		h.system.Root.Send(d.drainer, &drainSeenMsg{c: c})
+	}
+}
+
 // Drained tells the drainer.
 func (h *nodeHooks) Drained() {
 	if d := h.drivers.Load(); d != nil {

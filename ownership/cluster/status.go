@@ -42,6 +42,9 @@ type Node struct {
 	// fenced or released. Any node may acquire them (unless the record
 	// names a newer instance whose lease write this read missed).
 	RecordsHeldEnded int `json:"records_held_ended"`
+	// DrainRequested: an operator's drain request for the node is in the
+	// bucket (`cluster drain`); the node drains within a lease period.
+	DrainRequested bool `json:"drain_requested"`
 
 	heldBy map[ownership.InstanceID]int
 }
@@ -86,9 +89,18 @@ const readers = 8
 // bucket and reads every one. now is the reader's clock, for lease ages.
 func ReadStatus(ctx context.Context, b ownership.Bucket, now time.Time) (Status, error) {
 	st := Status{ReadAt: now, Nodes: []Node{}, Unreadable: []Unreadable{}}
-	nodeKeys, err := listAll(ctx, b, ownership.NodesPrefix)
+	listed, err := listAll(ctx, b, ownership.NodesPrefix)
 	if err != nil {
 		return Status{}, err
+	}
+	// Drain requests lie beside the leases (ownership.DrainRequestKey).
+	var nodeKeys, drainKeys []string
+	for _, k := range listed {
+		if strings.HasSuffix(k, drainSuffix) {
+			drainKeys = append(drainKeys, k)
+		} else {
+			nodeKeys = append(nodeKeys, k)
+		}
 	}
 	ownerKeys, err := listAll(ctx, b, ownership.OwnersPrefix)
 	if err != nil {
@@ -141,6 +153,16 @@ func ReadStatus(ctx context.Context, b ownership.Bucket, now time.Time) (Status,
 			lease.Age = Millis(now.Sub(lease.WrittenAt))
 		}
 		node(l.Node).Lease = lease
+	}
+
+	for _, key := range drainKeys {
+		lease := strings.TrimSuffix(key, drainSuffix)
+		seg, err := ownership.UnescapeSegment(lease[len(ownership.NodesPrefix):])
+		if err != nil {
+			bad(key, fmt.Errorf("%w: a drain request for no node id: %w", ownership.ErrUnreadable, err))
+			continue
+		}
+		node(ownership.NodeID(seg)).DrainRequested = true
 	}
 
 	for i, key := range ownerKeys {

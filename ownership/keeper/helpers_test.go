@@ -143,6 +143,8 @@ func (r *recorder) Drained() {
 	r.mu.Unlock()
 }
 
+func (r *recorder) DrainChanged(ownership.DrainChanged) {}
+
 func (r *recorder) LeaseChanged(e ownership.LeaseChanged) {
 	r.mu.Lock()
 	r.leases = append(r.leases, e)

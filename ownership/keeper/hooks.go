@@ -21,6 +21,8 @@ type Hooks interface {
 	Take(ownership.Take)
 	// Drained: a drain has nothing left here.
 	Drained()
+	// DrainChanged: the node began draining, or a drain was taken back.
+	DrainChanged(ownership.DrainChanged)
 	// LeaseChanged: the node's lease became valid, or stopped being valid.
 	LeaseChanged(ownership.LeaseChanged)
 	// Abandoned: an acquisition was granted after its caller stopped
@@ -44,6 +46,7 @@ func (NopHooks) StopActing(ownership.StopActing)                 {}
 func (NopHooks) CloseSockets(ownership.CloseSockets)             {}
 func (NopHooks) Take(ownership.Take)                             {}
 func (NopHooks) Drained()                                        {}
+func (NopHooks) DrainChanged(ownership.DrainChanged)             {}
 func (NopHooks) LeaseChanged(ownership.LeaseChanged)             {}
 func (NopHooks) Abandoned(ownership.Actor, ownership.Generation) {}
 func (NopHooks) Exit(ownership.Exit)                             {}

@@ -295,6 +295,8 @@ func (s *shell) apply(ctx actor.Context, now time.Time, e ownership.Effect) {
 		s.hooks.Take(e)
 	case ownership.Drained:
 		s.hooks.Drained()
+	case ownership.DrainChanged:
+		s.hooks.DrainChanged(e)
 	case ownership.Exit:
 		var err error
 		if e.Clean {
