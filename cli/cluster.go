@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -60,6 +61,20 @@ func clusterCommands() *command {
 					"node with no lease record. The request stays until 'cluster undrain': a node restarted\n" +
 					"meanwhile drains again.",
 				setup: setupClusterDrain(false),
+			},
+			{
+				name:    "move",
+				args:    "CLASS/NAME",
+				summary: "move an actor to a node",
+				detail: "Checks that the --to node is live (its lease live and written within its ttl) and not\n" +
+					"draining, reads the actor's record, and writes a move request (nodes/NODE~move~ID) for\n" +
+					"the node that acts on it, which sees it in its next membership listing. When a live node\n" +
+					"holds the actor, that node moves it (ADR 0024 section 3): it releases the record (a parked\n" +
+					"room's too), closes the room's sockets with 1012 once the release has landed, and sends the\n" +
+					"target its take call; the target holds the actor and keeps it resident until it is idle.\n" +
+					"When nobody holds it, the target takes it. The request is deleted once acted on. Refuses an\n" +
+					"unknown, dead or draining target, and an actor the target holds already.",
+				setup: setupClusterMove,
 			},
 			{
 				name:    "undrain",
@@ -349,5 +364,75 @@ func runClusterFence(ctx context.Context, cfg clusterFenceConfig, e env) (err er
 	fmt.Fprintf(e.out, "ownership records naming node %s are free to acquire now.\n", cfg.Node)
 	fmt.Fprintf(e.err, "warning: if node %s is still running, it finds the fence at its next renewal, "+
 		"drops every actor, closes its sockets and exits non-zero.\n", cfg.Node)
+	return nil
+}
+
+// clusterMoveConfig is what `wasmkeep cluster move` runs with.
+type clusterMoveConfig struct {
+	Actor     ownership.Actor
+	To        ownership.NodeID
+	BucketURL string
+	Timeout   time.Duration
+}
+
+func setupClusterMove(fs *flag.FlagSet) action {
+	cfg := clusterMoveConfig{BucketURL: defaultBucketURL, Timeout: time.Minute}
+	var to string
+	fs.StringVar(&to, "to", "", "the node to move the actor to (required)")
+	fs.StringVar(&cfg.BucketURL, "bucket", cfg.BucketURL, bucketURLHelp)
+	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound on the reads and the write")
+	return func(ctx context.Context, e env, args []string) error {
+		if len(args) != 1 {
+			return usageError{fmt.Errorf("want one CLASS/NAME, got %d arguments", len(args))}
+		}
+		class, name, ok := strings.Cut(args[0], "/")
+		if !ok || class == "" || name == "" {
+			return usageError{fmt.Errorf("want CLASS/NAME, got %q", args[0])}
+		}
+		cfg.Actor, cfg.To = ownership.Actor{Class: class, Name: name}, ownership.NodeID(to)
+		if to == "" {
+			return usageError{errors.New("--to NODE is required")}
+		}
+		if err := errors.Join(ownership.ValidateNodeID(cfg.To), validateClusterFlags(cfg.BucketURL, cfg.Timeout)); err != nil {
+			return usageError{err}
+		}
+		return runClusterMove(ctx, cfg, e)
+	}
+}
+
+func runClusterMove(ctx context.Context, cfg clusterMoveConfig, e env) (err error) {
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	now := e.clock()
+	nonce, err := newNonce(now)
+	if err != nil {
+		return err
+	}
+	b, closeBucket, err := openExistingBucket(ctx, e, cfg.BucketURL)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := closeBucket(); cerr != nil && err == nil {
+			err = fmt.Errorf("close %s: %w", describeBucket(cfg.BucketURL), cerr)
+		}
+	}()
+	host, _ := os.Hostname()
+	m, err := cluster.RequestMove(ctx, b, cfg.Actor, cfg.To, "wasmkeep cluster move on "+host, nonce, now)
+	switch {
+	case errors.Is(err, cluster.ErrUnknownNode), errors.Is(err, cluster.ErrTargetNotLive), errors.Is(err, cluster.ErrTargetDraining),
+		errors.Is(err, cluster.ErrAlreadyThere), errors.Is(err, ownership.ErrUnreadable):
+		return fmt.Errorf("refusing to move: %w", err)
+	case err != nil:
+		return err
+	}
+	a := cfg.Actor
+	if m.Held {
+		fmt.Fprintf(e.out, "move of %s/%s to node %s requested from its holder, node %s: it moves within a lease period.\n",
+			a.Class, a.Name, cfg.To, m.To)
+	} else {
+		fmt.Fprintf(e.out, "nobody holds %s/%s: node %s is asked to take it, within a lease period.\n", a.Class, a.Name, cfg.To)
+	}
+	fmt.Fprintf(e.out, "request %s (deleted once acted on)\n", m.Key)
 	return nil
 }

@@ -345,3 +345,46 @@ func TestClusterDrain(t *testing.T) {
 		t.Errorf("second undrain: exit %d, stderr %q", code, stderr)
 	}
 }
+
+// TestClusterMove: cluster move writes a move request for the live holder
+// (room/a, held by n1) naming the target, refuses a stopped target (n2),
+// an unknown one, a target whose lease is older than its ttl, and a bad
+// address.
+func TestClusterMove(t *testing.T) {
+	dir := dirCluster(t)
+	soon := clusterT0.Add(3 * time.Second)
+	code, stdout, stderr := runAt(t, soon, nil, "cluster", "move", "room/a", "--to", "n1", "--bucket", dir)
+	if code != exitProblem || !strings.Contains(stderr, "refusing to move") || !strings.Contains(stderr, "already on the target") {
+		t.Errorf("move to its holder: exit %d\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runAt(t, soon, nil, "cluster", "move", "room/new", "--to", "n1", "--bucket", dir)
+	if code != exitOK || !strings.Contains(stdout, "nobody holds room/new: node n1 is asked to take it") {
+		t.Errorf("move of a free actor: exit %d\n%s%s", code, stdout, stderr)
+	}
+	s, err := dirstore.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := s.List(t.Context(), ownership.MoveRequestPrefix("n1"), "", 0)
+	s.Close()
+	if err != nil || len(page.Entries) != 1 {
+		t.Errorf("move requests for n1: %+v %v", page.Entries, err)
+	}
+	for _, tt := range []struct {
+		args   []string
+		at     time.Time
+		stderr string
+	}{
+		{[]string{"room/a", "--to", "n2"}, soon, "target not live: its lease is released"},
+		{[]string{"room/a", "--to", "n9"}, soon, "node n9: unknown node"},
+		{[]string{"room/a", "--to", "n1"}, clusterT0.Add(time.Minute), "over its ttl"},
+	} {
+		code, _, stderr := runAt(t, tt.at, nil, append([]string{"cluster", "move", "--bucket", dir}, tt.args...)...)
+		if code != exitProblem || !strings.Contains(stderr, tt.stderr) {
+			t.Errorf("%q: exit %d, stderr %q", tt.args, code, stderr)
+		}
+	}
+	if code, _, stderr := runAt(t, soon, nil, "cluster", "move", "room", "--to", "n1", "--bucket", dir); code != exitUsage || !strings.Contains(stderr, "want CLASS/NAME") {
+		t.Errorf("bad address: exit %d, stderr %q", code, stderr)
+	}
+}

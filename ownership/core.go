@@ -47,7 +47,11 @@ type Core struct {
 	// taken back when the request is deleted.
 	drainStuck, drainClosed, drainByRequest bool
 	drainKey                                string
-	stopUntil                               time.Time
+	// movePrefix begins this node's move requests; movesSeen are those the
+	// last full listing saw (reported once each).
+	movePrefix string
+	movesSeen  map[string]bool
+	stopUntil  time.Time
 
 	damaged map[string]bool // keys reported damaged, each reported once
 	// stopAfterStart: a stop came while our lease write was in flight; it
@@ -124,8 +128,10 @@ type peer struct {
 type listing struct {
 	busy   RequestID
 	nextAt time.Time
-	// drainAsked: the listing under way saw this node's drain request.
+	// drainAsked: the listing under way saw this node's drain request;
+	// moves, the move requests for it it saw.
 	drainAsked bool
+	moves      []string
 }
 
 type flightKind uint8
@@ -169,14 +175,16 @@ func NewCore(cfg Config) (*Core, error) {
 		return nil, fmt.Errorf("ownership config: %w", err)
 	}
 	return &Core{
-		cfg:      cfg,
-		flights:  map[RequestID]*flight{},
-		peers:    map[NodeID]*peer{},
-		entries:  map[Actor]*entry{},
-		damaged:  map[string]bool{},
-		absent:   map[NodeID]time.Time{},
-		waiting:  map[Actor]struct{}{},
-		drainKey: DrainRequestKey(cfg.Node),
+		cfg:        cfg,
+		flights:    map[RequestID]*flight{},
+		peers:      map[NodeID]*peer{},
+		entries:    map[Actor]*entry{},
+		damaged:    map[string]bool{},
+		absent:     map[NodeID]time.Time{},
+		waiting:    map[Actor]struct{}{},
+		drainKey:   DrainRequestKey(cfg.Node),
+		movePrefix: MoveRequestPrefix(cfg.Node),
+		movesSeen:  map[string]bool{},
 	}, nil
 }
 
@@ -565,12 +573,29 @@ func (c *Core) exit(clean bool, reason string) {
 
 // ---- membership ----
 
+// reportMoves reports the move requests the listing found that the one
+// before did not, and forgets those it no longer lists.
+func (c *Core) reportMoves() {
+	seen := make(map[string]bool, len(c.listing.moves))
+	var fresh []string
+	for _, k := range c.listing.moves {
+		seen[k] = true
+		if !c.movesSeen[k] {
+			fresh = append(fresh, k)
+		}
+	}
+	c.movesSeen = seen
+	if len(fresh) > 0 {
+		c.emit(MoveRequests{Keys: fresh})
+	}
+}
+
 func (c *Core) listDue() {
 	if c.phase != phaseRunning || c.listing.busy != 0 || c.now.Before(c.listing.nextAt) {
 		return
 	}
 	c.listStart = c.now
-	c.listing.drainAsked = false
+	c.listing.drainAsked, c.listing.moves = false, nil
 	c.listing.busy = c.send(fList, OpList, NodesPrefix, nil, Always(), nil)
 }
 
@@ -583,6 +608,10 @@ func (c *Core) onList(f *flight, r Reply) {
 	for _, en := range r.Page.Entries {
 		if en.Key == c.drainKey {
 			c.listing.drainAsked = true
+			continue
+		}
+		if strings.HasPrefix(en.Key, c.movePrefix) {
+			c.listing.moves = append(c.listing.moves, en.Key)
 			continue
 		}
 		seg, err := UnescapeSegment(en.Key[len(NodesPrefix):])
@@ -618,7 +647,7 @@ func (c *Core) onList(f *flight, r Reply) {
 		c.drainByRequest = false
 		c.undrain()
 	}
-	c.listing.drainAsked = false
+	c.reportMoves()
 	for _, n := range c.sortedPeers() {
 		p := c.peers[n]
 		if p.busy != 0 {

@@ -254,6 +254,12 @@ type DrainChanged struct {
 	Why      string
 }
 
+// MoveRequests reports move requests for this node that the membership
+// listing found and had not found before (keys under MoveRequestPrefix):
+// the mover reads each and asks for the move. A key is reported once while
+// it stays listed.
+type MoveRequests struct{ Keys []string }
+
 // Drained reports that a drain has nothing left: no live hold, no parked
 // record, nothing pending.
 type Drained struct{}
@@ -279,6 +285,7 @@ func (LeaseChanged) isEffect() {}
 func (Report) isEffect()       {}
 func (Take) isEffect()         {}
 func (DrainChanged) isEffect() {}
+func (MoveRequests) isEffect() {}
 func (Drained) isEffect()      {}
 func (Exit) isEffect()         {}
 

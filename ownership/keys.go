@@ -112,6 +112,12 @@ func NodeKey(n NodeID) string { return NodesPrefix + KeySegment(string(n)) }
 // escaped segment of a node id, so no lease key is a request key.
 func DrainRequestKey(n NodeID) string { return NodeKey(n) + "~drain" }
 
+// MoveRequestPrefix begins the keys of the move requests node n is to act
+// on (`cluster move`): n holds the actor and moves it, or, when nobody
+// held it, n is the target and takes it. Like a drain request they lie in
+// nodes/, seen with the membership listing; each holds a MoveRequest.
+func MoveRequestPrefix(n NodeID) string { return NodeKey(n) + "~move~" }
+
 // OwnerKey is the key of an actor's ownership record.
 func OwnerKey(a Actor) string {
 	return OwnersPrefix + KeySegment(a.Class) + "/" + KeySegment(a.Name)

@@ -2,6 +2,7 @@ package supervisors
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/cluster"
 	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 )
 
@@ -159,11 +161,11 @@ func (d *drainState) drained() {
 }
 
 type (
-	drainMsg      struct{ why string }
-	undrainMsg    struct{}
+	drainMsg   struct{ why string }
+	undrainMsg struct{}
 	// drainSeenMsg: the Core began or took back a drain (one asked for in
 	// the bucket, say): the drainer follows it.
-	drainSeenMsg struct{ c ownership.DrainChanged }
+	drainSeenMsg  struct{ c ownership.DrainChanged }
 	drainedMsg    struct{}
 	drainWaitMsg  struct{ done chan struct{} }
 	drainPollTick struct{}
@@ -284,6 +286,10 @@ type moveState struct {
 	mu                   sync.Mutex
 	asked, taken, failed int
 	pending              map[ownership.Actor]*pendingMove
+	// requests: the key of the bucket's move request a move under way
+	// came from; handled: the request keys read or being acted on.
+	requests map[ownership.Actor]string
+	handled  map[string]bool
 }
 
 // pendingMove is a move under way: take is nil until its release landed.
@@ -303,6 +309,7 @@ func (s *moveState) pruneLocked(now time.Time) {
 	for a, p := range s.pending {
 		if p.take == nil && now.Sub(p.since) > moveForget {
 			delete(s.pending, a)
+			delete(s.requests, a) // its request stays handled: not asked again
 			s.failed++
 		}
 	}
@@ -330,7 +337,22 @@ type (
 	moveMsg struct {
 		actor  ownership.Actor
 		target ownership.NodeID
-		reply  chan error
+		reply  chan error // nil for a request from the bucket
+		key    string     // the request's key, for one from the bucket
+	}
+	// moveRequestsMsg: the Core found move requests for this node.
+	moveRequestsMsg struct{ keys []string }
+	// requestReadMsg: a move request was read (or could not be).
+	requestReadMsg struct {
+		key string
+		req cluster.MoveRequest
+		err error
+	}
+	// takenHereMsg: this node took an actor a request asked it to.
+	takenHereMsg struct {
+		key string
+		a   ownership.Actor
+		err error
 	}
 	takeMsg struct {
 		t       ownership.Take
@@ -359,6 +381,11 @@ type mover struct {
 	take    TakeFunc
 	log     *slog.Logger
 	asks    []*moveMsg // waiting for a status answer
+	// For the move requests in the bucket (cluster move): the bucket, this
+	// node, and how it takes an actor itself (actors.Host.Take).
+	bucket   ownership.Bucket
+	self     ownership.NodeID
+	takeHere func(ctx context.Context, a ownership.Actor) error
 }
 
 func (mv *mover) Receive(ctx actor.Context) {
@@ -372,8 +399,34 @@ func (mv *mover) Receive(ctx actor.Context) {
 		asks := mv.asks
 		mv.asks = nil
 		for _, a := range asks {
-			a.reply <- mv.begin(m, a)
+			err := mv.begin(m, a)
+			if a.reply != nil {
+				a.reply <- err
+			}
+			if a.key == "" {
+				continue
+			}
+			if err != nil {
+				mv.log.Warn("move request refused", slog.String("key", a.key), slog.String("err", err.Error()))
+				mv.finishRequest(a.key)
+				continue
+			}
+			mv.st.mu.Lock()
+			mv.st.requests[a.actor] = a.key
+			mv.st.mu.Unlock()
 		}
+	case *moveRequestsMsg:
+		mv.readRequests(ctx, m.keys)
+	case *requestReadMsg:
+		mv.requestRead(ctx, m)
+	case *takenHereMsg:
+		if m.err != nil {
+			mv.log.Warn("move request: could not take the actor here", slog.String("class", m.a.Class), slog.String("name", m.a.Name),
+				slog.String("err", m.err.Error()))
+		} else {
+			mv.log.Info("took an actor a move request placed here", slog.String("class", m.a.Class), slog.String("name", m.a.Name))
+		}
+		mv.finishRequest(m.key)
 	case *actor.Started:
 		// A restart resumes the take calls of the moves whose release
 		// landed: the one that failed may have been among them.
@@ -396,7 +449,11 @@ func (mv *mover) Receive(ctx actor.Context) {
 		closeSockets(mv.sockets, m.c)
 	case *actor.Restarting, *actor.Stopping:
 		for _, a := range mv.asks {
-			a.reply <- fmt.Errorf("%w: the mover stopped", ErrMoveRefused)
+			if a.reply != nil {
+				a.reply <- fmt.Errorf("%w: the mover stopped", ErrMoveRefused)
+			} else {
+				mv.forgetRequest(a.key) // read again when listed again
+			}
 		}
 		mv.asks = nil
 	}
@@ -457,8 +514,11 @@ func (mv *mover) done(ctx actor.Context, m *takeDoneMsg) {
 		mv.st.mu.Lock()
 		mv.st.taken++
 		delete(mv.st.pending, a)
+		key := mv.st.requests[a]
+		delete(mv.st.requests, a)
 		mv.st.mu.Unlock()
 		mv.log.Info("moved", slog.String("class", a.Class), slog.String("name", a.Name), slog.String("to", string(m.t.Target)))
+		mv.finishRequest(key)
 		return
 	}
 	if m.attempt+1 < takeAttempts {
@@ -472,8 +532,95 @@ func (mv *mover) done(ctx actor.Context, m *takeDoneMsg) {
 	mv.st.mu.Lock()
 	mv.st.failed++
 	delete(mv.st.pending, a)
+	key := mv.st.requests[a]
+	delete(mv.st.requests, a)
 	mv.st.mu.Unlock()
+	mv.finishRequest(key)
 	mv.log.Warn("move: the target did not take the actor; its next event acquires it where it lands",
 		slog.String("class", a.Class), slog.String("name", a.Name), slog.String("to", string(m.t.Target)),
 		slog.Int("attempts", takeAttempts), slog.String("err", m.err.Error()))
+}
+
+// readRequests reads the move requests not yet handled, each on a
+// goroutine of its own.
+func (mv *mover) readRequests(ctx actor.Context, keys []string) {
+	if mv.bucket == nil {
+		return
+	}
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	for _, key := range keys {
+		mv.st.mu.Lock()
+		seen := mv.st.handled[key]
+		mv.st.handled[key] = true
+		mv.st.mu.Unlock()
+		if seen {
+			continue
+		}
+		go func() {
+			rctx, cancel := context.WithTimeout(context.Background(), takeTimeout)
+			defer cancel()
+			m := &requestReadMsg{key: key}
+			obj, err := mv.bucket.Get(rctx, key)
+			if err == nil {
+				err = json.Unmarshal(obj.Body, &m.req)
+			}
+			m.err = err
+			root.Send(self, m)
+		}()
+	}
+}
+
+// requestRead acts on a move request: this node takes the actor when it is
+// the target (nobody held the actor), and moves it otherwise.
+func (mv *mover) requestRead(ctx actor.Context, m *requestReadMsg) {
+	if errors.Is(m.err, ownership.ErrNotFound) {
+		mv.forgetRequest(m.key)
+		return
+	}
+	if m.err != nil {
+		mv.log.Warn("move request unreadable: deleted", slog.String("key", m.key), slog.String("err", m.err.Error()))
+		mv.finishRequest(m.key)
+		return
+	}
+	a := m.req.Actor()
+	if m.req.Target == mv.self {
+		self, root, take := ctx.Self(), ctx.ActorSystem().Root, mv.takeHere
+		go func() {
+			err := errors.New("no way to take an actor here")
+			if take != nil {
+				tctx, cancel := context.WithTimeout(context.Background(), takeTimeout)
+				err = take(tctx, a)
+				cancel()
+			}
+			root.Send(self, &takenHereMsg{key: m.key, a: a, err: err})
+		}()
+		return
+	}
+	mv.asks = append(mv.asks, &moveMsg{actor: a, target: m.req.Target, key: m.key})
+	if len(mv.asks) == 1 {
+		mv.k.RequestStatus(ctx.Self())
+	}
+}
+
+// finishRequest deletes a move request that was acted on (or could not
+// be), on a goroutine of its own.
+func (mv *mover) finishRequest(key string) {
+	if key == "" || mv.bucket == nil {
+		return
+	}
+	go func() {
+		dctx, cancel := context.WithTimeout(context.Background(), takeTimeout)
+		defer cancel()
+		if err := mv.bucket.Delete(dctx, key, ownership.Always()); err != nil {
+			mv.log.Warn("move request not deleted; it is read again at the next listing", slog.String("key", key), slog.String("err", err.Error()))
+			mv.forgetRequest(key)
+		}
+	}()
+}
+
+// forgetRequest lets a request be read again when it is listed again.
+func (mv *mover) forgetRequest(key string) {
+	mv.st.mu.Lock()
+	delete(mv.st.handled, key)
+	mv.st.mu.Unlock()
 }

@@ -77,7 +77,9 @@ func TestDrainRequestedInTheBucket(t *testing.T) {
 	require.ErrorIs(t, err, cluster.ErrUnknownNode)
 	_, err = cluster.RequestDrain(t.Context(), b, "n1", "test", time.Now())
 	require.NoError(t, err)
-	awaitLine(t, n1, "drainer", func(l supervisors.Line) bool { return strings.Contains(l.Progress, "drained (requested in the bucket)") })
+	awaitLine(t, n1, "drainer", func(l supervisors.Line) bool {
+		return strings.Contains(l.Progress, "drained (requested in the bucket)")
+	})
 	st := n1.Status()
 	assert.True(t, st.Draining)
 	assert.Zero(t, st.Live+st.Parked+st.Pending, "%+v", st)
@@ -96,4 +98,40 @@ func TestDrainRequestedInTheBucket(t *testing.T) {
 	status, _ = get(t, n1.URL+"/readyz")
 	assert.Equal(t, http.StatusOK, status)
 	require.ErrorIs(t, cluster.TakeBackDrain(t.Context(), b, "n1"), cluster.ErrNoDrainRequest)
+}
+
+// TestMoveRequestedInTheBucket: cluster move's request reaches the
+// holder through its membership listing: it moves the actor to the
+// target, which holds it, and the request is deleted. An actor nobody
+// holds is taken by the target itself; a move to an unknown node is
+// refused before anything is written.
+func TestMoveRequestedInTheBucket(t *testing.T) {
+	dir := t.TempDir()
+	n1 := nodetest.Start(t, nodetest.Options{Dir: dir, Node: "n1", Instance: "i1", Configure: shortLeases})
+	n2 := nodetest.Start(t, nodetest.Options{Dir: dir, Node: "n2", Instance: "i2", Configure: shortLeases})
+	require.Equal(t, "1", count(t, n1, "m"))
+	awaitLivePeer(t, n1, "n2")
+	b, err := dirstore.Open(dir)
+	require.NoError(t, err)
+	defer b.Close()
+	m := ownership.Actor{Class: "counter", Name: "m"}
+	_, err = cluster.RequestMove(t.Context(), b, m, "n9", "test", "a", time.Now())
+	require.ErrorIs(t, err, cluster.ErrUnknownNode)
+	mv, err := cluster.RequestMove(t.Context(), b, m, "n2", "test", "b", time.Now())
+	require.NoError(t, err)
+	assert.True(t, mv.Held)
+	assert.Equal(t, ownership.NodeID("n1"), mv.To)
+	awaitLine(t, n1, "mover", func(l supervisors.Line) bool { return strings.Contains(l.Progress, "1 taken") })
+	require.Eventually(t, func() bool { _, err := b.Get(t.Context(), mv.Key); return err != nil }, nodetest.Wait, 10*time.Millisecond,
+		"the request is deleted")
+	assert.Equal(t, 1, n2.Status().Live)
+	assert.Equal(t, "2", count(t, n1, "m"), "served on n2, its count intact")
+
+	free := ownership.Actor{Class: "counter", Name: "free"}
+	mv, err = cluster.RequestMove(t.Context(), b, free, "n2", "test", "c", time.Now())
+	require.NoError(t, err)
+	assert.False(t, mv.Held)
+	require.Eventually(t, func() bool { return n2.Status().Live == 2 }, nodetest.Wait, 10*time.Millisecond, "n2 takes the free actor")
+	_, err = cluster.RequestMove(t.Context(), b, free, "n2", "test", "d", time.Now())
+	require.ErrorIs(t, err, cluster.ErrAlreadyThere)
 }

@@ -225,10 +225,18 @@ func (n *Node) spawnDrivers(cfg NodeConfig, k *keeper.Keeper, take TakeFunc, hoo
 	if err != nil {
 		return err
 	}
-	mv := &moveState{pending: map[ownership.Actor]*pendingMove{}}
+	mv := &moveState{pending: map[ownership.Actor]*pendingMove{}, requests: map[ownership.Actor]string{}, handled: map[string]bool{}}
 	mlog := log.With(slog.String("component", "mover"))
+	takeHere := func(ctx context.Context, a ownership.Actor) error {
+		at, err := n.host.Take(ctx, a)
+		if err == nil && at != nil {
+			err = fmt.Errorf("held by node %s", at.Node)
+		}
+		return err
+	}
 	n.mover, err = n.tree.Spawn(RoleMover, "mover", actor.PropsFromProducer(func() actor.Actor {
-		return &mover{st: mv, k: k, sockets: n.sockets, take: take, log: mlog}
+		return &mover{st: mv, k: k, sockets: n.sockets, take: take, log: mlog,
+			bucket: cfg.Bucket, self: cfg.Core.Node, takeHere: takeHere}
 	}), mv.progress)
 	if err != nil {
 		return err
@@ -436,6 +444,13 @@ func (h *nodeHooks) Take(t ownership.Take) {
 func (h *nodeHooks) DrainChanged(c ownership.DrainChanged) {
 	if d := h.drivers.Load(); d != nil {
 		h.system.Root.Send(d.drainer, &drainSeenMsg{c: c})
+	}
+}
+
+// MoveRequests tells the mover.
+func (h *nodeHooks) MoveRequests(m ownership.MoveRequests) {
+	if d := h.drivers.Load(); d != nil {
+		h.system.Root.Send(d.mover, &moveRequestsMsg{keys: m.Keys})
 	}
 }
 

@@ -144,6 +144,7 @@ func (r *recorder) Drained() {
 }
 
 func (r *recorder) DrainChanged(ownership.DrainChanged) {}
+func (r *recorder) MoveRequests(ownership.MoveRequests) {}
 
 func (r *recorder) LeaseChanged(e ownership.LeaseChanged) {
 	r.mu.Lock()

@@ -23,6 +23,9 @@ type Hooks interface {
 	Drained()
 	// DrainChanged: the node began draining, or a drain was taken back.
 	DrainChanged(ownership.DrainChanged)
+	// MoveRequests: the membership listing found move requests for this
+	// node (cluster move).
+	MoveRequests(ownership.MoveRequests)
 	// LeaseChanged: the node's lease became valid, or stopped being valid.
 	LeaseChanged(ownership.LeaseChanged)
 	// Abandoned: an acquisition was granted after its caller stopped
@@ -47,6 +50,7 @@ func (NopHooks) CloseSockets(ownership.CloseSockets)             {}
 func (NopHooks) Take(ownership.Take)                             {}
 func (NopHooks) Drained()                                        {}
 func (NopHooks) DrainChanged(ownership.DrainChanged)             {}
+func (NopHooks) MoveRequests(ownership.MoveRequests)             {}
 func (NopHooks) LeaseChanged(ownership.LeaseChanged)             {}
 func (NopHooks) Abandoned(ownership.Actor, ownership.Generation) {}
 func (NopHooks) Exit(ownership.Exit)                             {}

@@ -297,6 +297,8 @@ func (s *shell) apply(ctx actor.Context, now time.Time, e ownership.Effect) {
 		s.hooks.Drained()
 	case ownership.DrainChanged:
 		s.hooks.DrainChanged(e)
+	case ownership.MoveRequests:
+		s.hooks.MoveRequests(e)
 	case ownership.Exit:
 		var err error
 		if e.Clean {

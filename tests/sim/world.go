@@ -490,7 +490,7 @@ func (w *World) effect(n *node, e ownership.Effect) {
 		n.sockets = map[ownership.Actor][]uint64{}
 		n.resident = map[ownership.Actor]*resident{}
 		w.after(w.uniform(time.Second, 8*time.Second), evRestart{node: n.id, life: n.life})
-	case ownership.Report, ownership.SetGauge, ownership.Observe, ownership.LeaseChanged, ownership.DrainChanged:
+	case ownership.Report, ownership.SetGauge, ownership.Observe, ownership.LeaseChanged, ownership.DrainChanged, ownership.MoveRequests:
 	default:
 		panic(fmt.Sprintf("sim: unknown effect %T", e))
 	}
