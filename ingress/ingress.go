@@ -17,6 +17,8 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -123,6 +125,8 @@ type Config struct {
 	// it is answered 503 with a Retry-After estimating when the holder is
 	// taken for dead. Zero: DefaultFailoverWait.
 	FailoverWait time.Duration
+	// Status, when set, serves GET /status (the node's status page).
+	Status http.Handler
 	// Debug, when set, serves GET /debug/ paths (the node's tree at
 	// /debug/tree).
 	Debug http.Handler
@@ -227,6 +231,9 @@ func New(cfg Config) (*Handler, error) {
 	}
 	if cfg.Debug != nil {
 		h.mux.Handle("GET /debug/", cfg.Debug)
+	}
+	if cfg.Status != nil {
+		h.mux.Handle("GET /status", cfg.Status)
 	}
 	return h, nil
 }
@@ -498,6 +505,46 @@ func (f *failover) wait(ctx context.Context) bool {
 	}
 }
 
+// watchHolder calls dead once this node takes peer for dead (its DeadIn
+// reaches 0), until the returned stop is called. It looks at the peer's
+// status when it would be dead if it renewed nothing meanwhile, and again
+// after each renewal: one timer, on the lease's own schedule.
+func (h *Handler) watchHolder(peer ownership.NodeID, dead func()) (stop func()) {
+	var mu sync.Mutex
+	var t *time.Timer
+	stopped := false
+	var look func()
+	look = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		for _, p := range h.cfg.Keeper.Status().Peers {
+			if p.Node != peer {
+				continue
+			}
+			if p.DeadIn <= 0 {
+				stopped = true
+				go dead()
+				return
+			}
+			t = time.AfterFunc(p.DeadIn+10*time.Millisecond, look)
+			return
+		}
+		// Not a peer this node knows: nothing to watch.
+	}
+	look()
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		if t != nil {
+			t.Stop()
+		}
+	}
+}
+
 // deadIn estimates when this node takes peer for dead, freeing what it
 // holds: a client's Retry-After.
 func (h *Handler) deadIn(peer ownership.NodeID) time.Duration {
@@ -586,6 +633,17 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, a ownership.Ac
 		unavailable(w, time.Second, fmt.Sprintf("actor held by node %s, whose address is not known here", d.Node))
 		return nil
 	}
+	// A holder that hangs (stopped, cut off) takes the connection and
+	// never answers: once this node takes it for dead (its lease unchanged
+	// for ttl + grace, when peers fence it) the forward ends and the event
+	// is dispatched again, to the record freed by the fence. A late run on
+	// the hung holder cannot land: the fence and the seal of the new hold
+	// refuse its writes, and its lease no longer lets it answer.
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	var holderDead atomic.Bool
+	defer h.watchHolder(d.Node, func() { holderDead.Store(true); cancel() })()
+	r = r.WithContext(ctx)
 	transport := h.cfg.Transport
 	if websocket.IsWebSocketUpgrade(r) {
 		// A relayed socket holds two descriptors while it lives, the
@@ -621,8 +679,13 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, a ownership.Ac
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			h.peerLog.failed(d.Node, d.Addr, "forward", err)
 			var op *net.OpError
-			if !last && errors.As(err, &op) && op.Op == "dial" {
+			switch {
+			case last:
+			case errors.As(err, &op) && op.Op == "dial":
 				dialErr = err // nothing written: the caller tries again
+				return
+			case holderDead.Load():
+				dialErr = fmt.Errorf("node %s taken for dead while it did not answer", d.Node)
 				return
 			}
 			unavailable(w, time.Second, fmt.Sprintf("actor held by node %s, which did not answer", d.Node))

@@ -322,9 +322,25 @@ func (c *Core) checkValidAgain() {
 // MayAct says whether the event granted at gen may release its output now:
 // the hold is live and the lease is valid. Shells check it when a response
 // or a storage commit is about to be released, not only when work starts.
+//
+// A hold a drain or a move ends may still act until its instance confirms
+// it ended (or EndWait runs out): the events it runs already finish and
+// answer, as a hand-over should, and nothing else may act meanwhile, since
+// its record is released only after.
 func (c *Core) MayAct(a Actor, gen Generation, now time.Time) bool {
 	e := c.entries[a]
-	return e != nil && e.live != nil && e.live.gen == gen && c.LeaseValid(now) && c.mode != modeStopping
+	if e == nil || !c.LeaseValid(now) || c.mode == modeStopping {
+		return false
+	}
+	if e.live != nil && e.live.gen == gen {
+		return true
+	}
+	for _, x := range e.ending {
+		if x.h.gen == gen && (x.reason == "drain" || x.move) && now.Before(x.due) {
+			return true
+		}
+	}
+	return false
 }
 
 // Serving says whether an Acquire of a, at now, would be granted at once

@@ -191,7 +191,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		Sockets: n.sockets, ClusterKey: cfg.ClusterKey, Registerer: reg, PeerConns: cfg.PeerConns,
 		MaxBodyInflight: cfg.MaxBodyInflight, BodyTimeout: cfg.BodyTimeout, BodyMinRate: cfg.BodyMinRate,
 		MaxConns: cfg.MaxConns, OverflowConns: cfg.OverflowConns, HTTPIdleTimeout: cfg.HTTPIdleTimeout,
-		Debug: debugHandler(tree), FailoverWait: cfg.FailoverWait,
+		Debug: debugHandler(tree), FailoverWait: cfg.FailoverWait, Status: n.statusHandler(),
 	})
 	if err != nil {
 		return fail(err)

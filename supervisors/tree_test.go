@@ -141,6 +141,15 @@ func TestTreeShowsEveryRole(t *testing.T) {
 	for _, role := range []string{"keeper", "director", "sweeper", "drainer", "mover"} {
 		assert.NotEmpty(t, series(t, n, `wasmkeep_supervisor_failures_total{role="`+role+`"}`), role)
 	}
+	status, body = get(t, n.URL+"/status")
+	require.Equal(t, http.StatusOK, status)
+	assert.Contains(t, body, "<h1>Node n1</h1>")
+	assert.Contains(t, body, "Supervision tree")
+	status, body = get(t, n.URL+"/status?format=json")
+	require.Equal(t, http.StatusOK, status)
+	assert.Contains(t, body, `"node":"n1"`)
+	assert.Contains(t, body, `"lease_valid":true`)
+	assert.Contains(t, body, `"held":2`)
 }
 
 // TestSweeperFailureRestarts: a sweeper that fails is restarted after its

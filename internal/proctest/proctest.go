@@ -32,8 +32,9 @@ import (
 const nodeEnv = "WASMKEEP_PROCTEST_NODE"
 
 // Main is a test package's TestMain: it runs the node when the binary was
-// started as one, and the tests otherwise.
-func Main(m *testing.M) {
+// started as one (with opts: the classes it serves beside the built-in
+// ones), and the tests otherwise.
+func Main(m *testing.M, opts ...cli.Option) {
 	if args := os.Getenv(nodeEnv); args != "" {
 		var a []string
 		if err := json.Unmarshal([]byte(args), &a); err != nil {
@@ -41,7 +42,7 @@ func Main(m *testing.M) {
 			os.Exit(2)
 		}
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		code := cli.Run(ctx, append([]string{"serve"}, a...), os.Stdout, os.Stderr)
+		code := cli.Run(ctx, append([]string{"serve"}, a...), os.Stdout, os.Stderr, opts...)
 		stop()
 		os.Exit(code)
 	}

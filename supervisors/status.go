@@ -1,0 +1,95 @@
+package supervisors
+
+import (
+	"encoding/json"
+	"html/template"
+	"net/http"
+	"time"
+)
+
+// statusPage is what GET /status shows: the node, its lease, its drain,
+// what it holds, its peers as its membership view sees them, and its tree.
+type statusPage struct {
+	Node       string       `json:"node"`
+	Instance   string       `json:"instance"`
+	Addr       string       `json:"address"`
+	Phase      string       `json:"phase"`
+	LeaseValid bool         `json:"lease_valid"`
+	Draining   bool         `json:"draining"`
+	DrainStuck bool         `json:"drain_stuck"`
+	Held       int          `json:"held"`
+	Parked     int          `json:"parked"`
+	Pending    int          `json:"pending"`
+	Unresolved int          `json:"unresolved"`
+	Sockets    int          `json:"sockets"`
+	Peers      []statusPeer `json:"peers"`
+	Tree       []Line       `json:"tree"`
+	At         time.Time    `json:"at"`
+}
+
+type statusPeer struct {
+	Node      string `json:"node"`
+	Instance  string `json:"instance"`
+	State     string `json:"state"`
+	Live      bool   `json:"live"`
+	Addr      string `json:"address"`
+	Unchanged string `json:"lease_unchanged_for"`
+	DeadIn    string `json:"taken_for_dead_in,omitempty"`
+}
+
+func (n *Node) statusPage() statusPage {
+	st := n.keeper.Status()
+	p := statusPage{Node: string(st.Node), Instance: string(st.Instance), Addr: n.addr, Phase: st.Phase, LeaseValid: st.LeaseValid,
+		Draining: st.Draining, DrainStuck: st.DrainStuck, Held: st.Live, Parked: st.Parked, Pending: st.Pending,
+		Unresolved: st.Unresolved, Sockets: n.sockets.Held(), Peers: []statusPeer{}, Tree: n.tree.Lines(), At: time.Now().UTC()}
+	for _, q := range st.Peers {
+		sp := statusPeer{Node: string(q.Node), Instance: string(q.Instance), State: string(q.State), Live: q.Live, Addr: q.Addr,
+			Unchanged: q.Unchanged.Truncate(100 * time.Millisecond).String()}
+		if q.State == "live" || q.State == "draining" {
+			sp.DeadIn = q.DeadIn.Truncate(100 * time.Millisecond).String()
+		}
+		p.Peers = append(p.Peers, sp)
+	}
+	return p
+}
+
+// statusHandler serves GET /status: a page for people, or JSON with
+// ?format=json.
+func (n *Node) statusHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := n.statusPage()
+		if r.URL.Query().Get("format") == "json" {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(p)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_ = statusTemplate.Execute(w, p)
+	})
+}
+
+var statusTemplate = template.Must(template.New("status").Parse(`<!doctype html>
+<html><head><meta charset="utf-8"><meta http-equiv="refresh" content="5">
+<title>wasmkeep {{.Node}}</title>
+<style>
+body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}
+table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{padding:.25em .8em;border-bottom:1px solid #ddd;text-align:left}
+th{font-weight:600}.bad{color:#b00}.ok{color:#070}code{font-size:13px}
+</style></head><body>
+<h1>Node {{.Node}}</h1>
+<p>instance <code>{{.Instance}}</code> at <code>{{.Addr}}</code>, {{.Phase}};
+lease {{if .LeaseValid}}<span class="ok">valid</span>{{else}}<span class="bad">not valid</span>{{end}}
+{{- if .Draining}}; <span class="bad">draining{{if .DrainStuck}} (stuck: no live peer, serving meanwhile){{end}}</span>{{end}}.</p>
+<table><tr><th>held</th><th>parked</th><th>pending releases</th><th>unresolved</th><th>WebSockets</th></tr>
+<tr><td>{{.Held}}</td><td>{{.Parked}}</td><td>{{.Pending}}</td><td>{{.Unresolved}}</td><td>{{.Sockets}}</td></tr></table>
+<h2>Peers</h2>
+{{if .Peers}}<table><tr><th>node</th><th>instance</th><th>lease</th><th>live</th><th>address</th><th>unchanged for</th><th>taken for dead in</th></tr>
+{{range .Peers}}<tr><td>{{.Node}}</td><td><code>{{.Instance}}</code></td><td>{{.State}}</td><td>{{if .Live}}<span class="ok">yes</span>{{else}}<span class="bad">no</span>{{end}}</td><td><code>{{.Addr}}</code></td><td>{{.Unchanged}}</td><td>{{.DeadIn}}</td></tr>
+{{end}}</table>{{else}}<p>none seen</p>{{end}}
+<h2>Supervision tree</h2>
+<table><tr><th>role</th><th>name</th><th>state</th><th>restarts</th><th>mailbox</th><th>progress</th></tr>
+{{range .Tree}}<tr><td>{{.Role}}</td><td>{{.Name}}</td><td>{{.State}}</td><td>{{.Restarts}}</td><td>{{.Mailbox}}</td><td>{{.Progress}}</td></tr>
+{{end}}</table>
+<p><small>{{.At.Format "2006-01-02 15:04:05 UTC"}} · <a href="/status?format=json">JSON</a> · <a href="/metrics">metrics</a> · <a href="/debug/tree">tree as text</a></small></p>
+</body></html>
+`))
