@@ -64,8 +64,12 @@ func serveCommand() *command {
 type serveConfig struct {
 	Listen    string
 	Advertise string
-	// DebugListen, when set, serves Go's profiles (net/http/pprof) there.
-	DebugListen string
+	// AdminListen, when set, serves the admin pages there: the status
+	// page, the tree, the metrics and Go's profiles (net/http/pprof).
+	// PublicAdmin serves the status page and the tree on the public
+	// listener too.
+	AdminListen string
+	PublicAdmin bool
 	// ClusterKeyFile names the file holding the cluster key ("" reads
 	// $WASMKEEP_CLUSTER_KEY, and none is none).
 	ClusterKeyFile string
@@ -284,7 +288,9 @@ func setupServe(fs *flag.FlagSet) action {
 	fs.TextVar(&cfg.LogLevel, "log-level", slog.LevelInfo, "least level logged: debug (also each actor's wake and hibernation), info, warn or error")
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "host:port to serve HTTP on (loopback unless told otherwise)")
 	fs.StringVar(&cfg.Advertise, "advertise", "", "host:port peers forward requests to (default: the address --listen bound)")
-	fs.StringVar(&cfg.DebugListen, "debug-listen", "", "host:port to serve Go's runtime profiles on (/debug/pprof/), apart from the node's listener; unset: not served")
+	fs.StringVar(&cfg.AdminListen, "admin-listen", "", "host:port of the admin listener, apart from the node's: the status page (/status, JSON with Accept: application/json), the supervision tree (/debug/tree), /metrics and Go's runtime profiles (/debug/pprof/); unset: not served. Keep it off the public network")
+	fs.StringVar(&cfg.AdminListen, "debug-listen", "", "the same as --admin-listen (its former name)")
+	fs.BoolVar(&cfg.PublicAdmin, "public-admin", false, "serve the status page and the supervision tree on the public listener too (anyone who reaches the port sees the node's peers and counts)")
 	fs.StringVar(&cfg.ClusterKeyFile, "cluster-key-file", "", "file holding the cluster key (at least 16 bytes; surrounding white space is dropped) that signs and checks requests between nodes; give every node the same. Unset: $"+clusterKeyEnv+", and without either, requests between nodes are not authenticated")
 	fs.StringVar(&cfg.BucketURL, "bucket", cfg.BucketURL, bucketURLHelp)
 	fs.StringVar(&cfg.Node, "node", "", "node id: 1 to 64 letters, digits, '.', '_' or '-' (default \"n\" and the --listen port, so local nodes on different ports differ)")
@@ -457,13 +463,13 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 	if err != nil {
 		return err
 	}
-	if cfg.DebugListen != "" {
-		stopDebug, err := serveDebug(cfg.DebugListen, log)
-		if err != nil {
+	var admin net.Listener
+	if cfg.AdminListen != "" {
+		if admin, err = net.Listen("tcp", cfg.AdminListen); err != nil {
 			lis.Close()
-			return err
+			return fmt.Errorf("--admin-listen: %w", err)
 		}
-		defer stopDebug()
+		defer admin.Close()
 	}
 	node, err := supervisors.StartNode(ctx, supervisors.NodeConfig{
 		Core: cfg.core(instance), Bucket: b, Listener: lis, Registry: registry, Logger: log,
@@ -473,9 +479,13 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 		CallTimeout: cfg.CallTimeout, ClusterKey: clusterKey, FailoverWait: cfg.FailoverWait,
 		MaxConns: fds.Conns, OverflowConns: fds.Overflow, HTTPIdleTimeout: cfg.HTTPIdle, PeerConns: max(8, fds.Reserve/4),
 		MaxBodyInflight: bodies, BodyTimeout: cfg.BodyTimeout, BodyMinRate: int64(cfg.BodyMinRate),
+		PublicAdmin: cfg.PublicAdmin,
 	})
 	if err != nil {
 		return err
+	}
+	if admin != nil {
+		defer serveAdmin(admin, node.AdminHandler(), log)()
 	}
 	fmt.Fprintf(e.out, "wasmkeep node %s serving on http://%s (bucket %s)\n", cfg.nodeID(), lis.Addr(), target)
 	if e.started != nil {
@@ -580,14 +590,11 @@ func loopback(hostPort string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// serveDebug serves Go's runtime profiles on addr until the returned
-// function is called.
-func serveDebug(addr string, log *slog.Logger) (stop func(), err error) {
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--debug-listen: %w", err)
-	}
+// serveAdmin serves the admin pages and Go's runtime profiles on lis until
+// the returned function is called.
+func serveAdmin(lis net.Listener, pages http.Handler, log *slog.Logger) (stop func()) {
 	mux := http.NewServeMux()
+	mux.Handle("/", pages)
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -595,6 +602,7 @@ func serveDebug(addr string, log *slog.Logger) (stop func(), err error) {
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(lis) }()
-	log.Info("serving runtime profiles", slog.String("addr", lis.Addr().String()))
-	return func() { _ = srv.Close() }, nil
+	log.Info("serving the admin pages", slog.String("addr", lis.Addr().String()),
+		slog.String("status", "http://"+lis.Addr().String()+"/status"))
+	return func() { _ = srv.Close() }
 }

@@ -74,6 +74,9 @@ type PeerStatus struct {
 	// Live: its lease is live (not draining) and has changed recently
 	// enough that it is not taken for dead: it can take actors.
 	Live bool
+	// Held and Parked are the counts the peer published at its last
+	// lease write (at most a lease period ago while it is live).
+	Held, Parked uint64
 	// DeadIn is how long until this node takes it for dead (its lease
 	// unchanged for ttl + grace) and fences it; 0 once it is.
 	DeadIn    time.Duration
@@ -108,7 +111,8 @@ func (c *Core) Status(now time.Time) Status {
 	}
 	for _, n := range c.sortedPeers() {
 		p := c.peers[n]
-		s.Peers = append(s.Peers, PeerStatus{Node: n, Instance: p.lease.Instance, State: p.lease.State, Addr: p.lease.Addr, Live: c.peerLive(p), DeadIn: max(0, c.cfg.deadAfter()-now.Sub(p.changedAt)), Unchanged: now.Sub(p.changedAt)})
+		s.Peers = append(s.Peers, PeerStatus{Node: n, Instance: p.lease.Instance, State: p.lease.State, Addr: p.lease.Addr, Live: c.peerLive(p), DeadIn: max(0, c.cfg.deadAfter()-now.Sub(p.changedAt)),
+			Held: p.lease.Held, Parked: p.lease.Parked, Unchanged: now.Sub(p.changedAt)})
 	}
 	return s
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/ingress"
@@ -85,6 +86,10 @@ type NodeConfig struct {
 	BodyTimeout     time.Duration
 	BodyMinRate     int64
 
+	// PublicAdmin serves the admin pages (/status, /debug/tree) on the
+	// public listener too; otherwise only AdminHandler serves them.
+	PublicAdmin bool
+
 	// faults is set by tests only (export_test.go): see Tree.faults.
 	faults func(Role, any)
 }
@@ -105,6 +110,7 @@ type Node struct {
 	drain   *drainState
 	mover   *actor.PID
 	done    chan struct{} // the keeper ended, or the tree failed
+	metrics http.Handler  // the registry's /metrics
 }
 
 // StartNode starts the keeper (it returns once the node's lease is taken),
@@ -186,16 +192,22 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	hooks.host.Store(n.host)
 	sink.host.Store(n.host)
 	tree.SetResidents(func() []ResidentCount { return sm.residents(n.host.ResidentByClass()) })
+	var debug, status http.Handler
+	if cfg.PublicAdmin {
+		debug, status = debugHandler(tree), n.statusHandler()
+	}
 	h, err := ingress.New(ingress.Config{
+		Debug: debug, Status: status,
 		Node: cfg.Core.Node, Keeper: k, Host: n.host, Registry: cfg.Registry, Gatherer: reg, Logger: log, MaxBody: cfg.MaxBody,
 		Sockets: n.sockets, ClusterKey: cfg.ClusterKey, Registerer: reg, PeerConns: cfg.PeerConns,
 		MaxBodyInflight: cfg.MaxBodyInflight, BodyTimeout: cfg.BodyTimeout, BodyMinRate: cfg.BodyMinRate,
 		MaxConns: cfg.MaxConns, OverflowConns: cfg.OverflowConns, HTTPIdleTimeout: cfg.HTTPIdleTimeout,
-		Debug: debugHandler(tree), FailoverWait: cfg.FailoverWait, Status: n.statusHandler(),
+		FailoverWait: cfg.FailoverWait,
 	})
 	if err != nil {
 		return fail(err)
 	}
+	n.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	caller.h.Store(h)
 	if err := n.spawnDrivers(cfg, k, h.Take, hooks, log); err != nil {
 		return fail(err)

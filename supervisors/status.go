@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"html/template"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -35,6 +36,9 @@ type statusPeer struct {
 	Addr      string `json:"address"`
 	Unchanged string `json:"lease_unchanged_for"`
 	DeadIn    string `json:"taken_for_dead_in,omitempty"`
+	// Held and Parked: as the peer published them in its lease.
+	Held   uint64 `json:"held"`
+	Parked uint64 `json:"parked"`
 }
 
 func (n *Node) statusPage() statusPage {
@@ -44,7 +48,7 @@ func (n *Node) statusPage() statusPage {
 		Unresolved: st.Unresolved, Sockets: n.sockets.Held(), Peers: []statusPeer{}, Tree: n.tree.Lines(), At: time.Now().UTC()}
 	for _, q := range st.Peers {
 		sp := statusPeer{Node: string(q.Node), Instance: string(q.Instance), State: string(q.State), Live: q.Live, Addr: q.Addr,
-			Unchanged: q.Unchanged.Truncate(100 * time.Millisecond).String()}
+			Unchanged: q.Unchanged.Truncate(100 * time.Millisecond).String(), Held: q.Held, Parked: q.Parked}
 		if q.State == "live" || q.State == "draining" {
 			sp.DeadIn = q.DeadIn.Truncate(100 * time.Millisecond).String()
 		}
@@ -53,12 +57,13 @@ func (n *Node) statusPage() statusPage {
 	return p
 }
 
-// statusHandler serves GET /status: a page for people, or JSON with
+// statusHandler serves GET /status: a page for people (no external
+// assets), or JSON when asked with Accept: application/json or
 // ?format=json.
 func (n *Node) statusHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := n.statusPage()
-		if r.URL.Query().Get("format") == "json" {
+		if r.URL.Query().Get("format") == "json" || strings.Contains(r.Header.Get("Accept"), "application/json") {
 			w.Header().Set("Content-Type", "application/json")
 			_ = json.NewEncoder(w).Encode(p)
 			return
@@ -83,13 +88,24 @@ lease {{if .LeaseValid}}<span class="ok">valid</span>{{else}}<span class="bad">n
 <table><tr><th>held</th><th>parked</th><th>pending releases</th><th>unresolved</th><th>WebSockets</th></tr>
 <tr><td>{{.Held}}</td><td>{{.Parked}}</td><td>{{.Pending}}</td><td>{{.Unresolved}}</td><td>{{.Sockets}}</td></tr></table>
 <h2>Peers</h2>
-{{if .Peers}}<table><tr><th>node</th><th>instance</th><th>lease</th><th>live</th><th>address</th><th>unchanged for</th><th>taken for dead in</th></tr>
-{{range .Peers}}<tr><td>{{.Node}}</td><td><code>{{.Instance}}</code></td><td>{{.State}}</td><td>{{if .Live}}<span class="ok">yes</span>{{else}}<span class="bad">no</span>{{end}}</td><td><code>{{.Addr}}</code></td><td>{{.Unchanged}}</td><td>{{.DeadIn}}</td></tr>
-{{end}}</table>{{else}}<p>none seen</p>{{end}}
+{{if .Peers}}<table id="peers"><tr><th>node</th><th>instance</th><th>lease</th><th>live</th><th>address</th><th>lease unchanged for</th><th>taken for dead in</th><th>held*</th><th>parked*</th></tr>
+{{range .Peers}}<tr><td>{{.Node}}</td><td><code>{{.Instance}}</code></td><td>{{.State}}</td><td>{{if .Live}}<span class="ok">yes</span>{{else}}<span class="bad">no</span>{{end}}</td><td><code>{{.Addr}}</code></td><td>{{.Unchanged}}</td><td>{{.DeadIn}}</td><td>{{.Held}}</td><td>{{.Parked}}</td></tr>
+{{end}}</table><p><small>* as the peer published them at its last lease write; a draining peer's fall to 0.</small></p>{{else}}<p>none seen</p>{{end}}
 <h2>Supervision tree</h2>
-<table><tr><th>role</th><th>name</th><th>state</th><th>restarts</th><th>mailbox</th><th>progress</th></tr>
+<table id="tree"><tr><th>role</th><th>name</th><th>state</th><th>restarts</th><th>mailbox</th><th>progress</th></tr>
 {{range .Tree}}<tr><td>{{.Role}}</td><td>{{.Name}}</td><td>{{.State}}</td><td>{{.Restarts}}</td><td>{{.Mailbox}}</td><td>{{.Progress}}</td></tr>
 {{end}}</table>
 <p><small>{{.At.Format "2006-01-02 15:04:05 UTC"}} · <a href="/status?format=json">JSON</a> · <a href="/metrics">metrics</a> · <a href="/debug/tree">tree as text</a></small></p>
 </body></html>
 `))
+
+// AdminHandler serves the node's admin pages: /status, /debug/tree and
+// /metrics, for an admin listener apart from the public one (serve's
+// --admin-listen).
+func (n *Node) AdminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /status", n.statusHandler())
+	mux.Handle("GET /debug/tree", debugHandler(n.tree))
+	mux.Handle("GET /metrics", n.metrics)
+	return mux
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -309,4 +310,31 @@ func TestKeeperFailureEndsNode(t *testing.T) {
 	assert.Equal(t, `wasmkeep_supervisor_failures_total{role="keeper"} 1`, series(t, n, `wasmkeep_supervisor_failures_total{role="keeper"}`))
 	assert.Equal(t, "failed", line(t, n, "ownership-n1").State)
 	assert.Equal(t, 1, n.Status().Live, "the hold on counter/k is kept, not released")
+}
+
+// TestAdminPagesOffThePublicListener: without PublicAdmin the node's
+// listener does not serve the status page or the tree; the admin handler
+// does, with JSON for Accept: application/json.
+func TestAdminPagesOffThePublicListener(t *testing.T) {
+	n := nodetest.Start(t, nodetest.Options{Configure: func(c *supervisors.NodeConfig) { c.PublicAdmin = false }})
+	for _, path := range []string{"/status", "/debug/tree"} {
+		status, _ := get(t, n.URL+path)
+		assert.Equal(t, http.StatusNotFound, status, path)
+	}
+	admin := httptest.NewServer(n.AdminHandler())
+	defer admin.Close()
+	req, err := http.NewRequest(http.MethodGet, admin.URL+"/status", nil)
+	require.NoError(t, err)
+	req.Header.Set("Accept", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	assert.Equal(t, "application/json", res.Header.Get("Content-Type"))
+	assert.Contains(t, string(body), `"node":"n1"`)
+	status, body2 := get(t, admin.URL+"/debug/tree")
+	assert.Equal(t, http.StatusOK, status)
+	assert.Contains(t, body2, "sweeper")
+	status, _ = get(t, admin.URL+"/metrics")
+	assert.Equal(t, http.StatusOK, status)
 }

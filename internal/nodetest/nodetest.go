@@ -76,7 +76,7 @@ func Start(t testing.TB, o Options) *Node {
 	hib := make(chan string, 256)
 	cfg := supervisors.NodeConfig{
 		Core:   ownership.DefaultConfig(ownership.NodeID(o.Node), ownership.InstanceID(o.Instance)),
-		Bucket: b, Listener: lis, Registry: reg, IdleTimeout: o.IdleTimeout,
+		Bucket: b, Listener: lis, Registry: reg, IdleTimeout: o.IdleTimeout, PublicAdmin: true,
 		OnHibernate: func(a ownership.Actor, _ ownership.Generation, reason string) {
 			select {
 			case hib <- a.String() + " " + reason:

@@ -47,7 +47,7 @@ func startCluster(t *testing.T, n int, extra ...string) []*member {
 	ms := make([]*member, n)
 	for i := range ms {
 		name := fmt.Sprintf("n%d", i+1)
-		args := append([]string{"--node", name, "--bucket", dir, "--listen", proctest.Free(t)}, lease...)
+		args := append([]string{"--node", name, "--bucket", dir, "--listen", proctest.Free(t), "--public-admin"}, lease...)
 		ms[i] = &member{name: name, args: append(args, extra...)}
 		ms[i].start(t)
 	}
