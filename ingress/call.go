@@ -39,7 +39,8 @@ func (h *Handler) Call(ctx context.Context, to ownership.Actor, req *actors.Requ
 	for at != nil {
 		resp, err = h.forwardCall(ctx, to, *at, req)
 		var op *net.OpError
-		if !errors.As(err, &op) || op.Op != "dial" || !f.wait(ctx) {
+		refused := err == nil && resp.Status == http.StatusServiceUnavailable && resp.Header.Get(NotRunHeader) != ""
+		if !refused && (!errors.As(err, &op) || op.Op != "dial") || !f.wait(ctx) {
 			return resp, err
 		}
 		// The holder took no connection: the call never left; asked

@@ -37,6 +37,14 @@ import (
 // is the forwarding node's id.
 const ForwardedHeader = "Wasmkeep-Forwarded-By"
 
+// NotRunHeader marks a 503 for an event that did not run (the node refused
+// it: its lease lapsed, it is starting, the record was contended). A node
+// that forwarded the event may send it again, within the failover wait.
+const NotRunHeader = "Wasmkeep-Not-Run"
+
+// errHolderRefused: the holder answered that it did not run the event.
+var errHolderRefused = errors.New("the holder refused the event without running it")
+
 // MaxNameLen bounds a class or actor name, in bytes.
 const MaxNameLen = 256
 
@@ -571,6 +579,9 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, a ownership.Act
 	var damaged *actors.DamagedError
 	switch {
 	case errors.As(err, &ua):
+		if ua.NotRun {
+			w.Header().Set(NotRunHeader, "1")
+		}
 		unavailable(w, ua.RetryAfter, "actor unavailable here now: "+ua.Reason)
 		return
 	case errors.As(err, &damaged):
@@ -626,10 +637,12 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, a ownership.Ac
 	if r.Header.Get(ForwardedHeader) != "" {
 		h.log.Warn("not forwarding a forwarded request", slog.String("class", a.Class), slog.String("name", a.Name),
 			slog.String("from", r.Header.Get(ForwardedHeader)), slog.String("holder", string(d.Node)))
+		w.Header().Set(NotRunHeader, "1")
 		unavailable(w, time.Second, fmt.Sprintf("actor held by node %s; request already forwarded", d.Node))
 		return nil
 	}
 	if d.Addr == "" {
+		w.Header().Set(NotRunHeader, "1")
 		unavailable(w, time.Second, fmt.Sprintf("actor held by node %s, whose address is not known here", d.Node))
 		return nil
 	}
@@ -672,12 +685,17 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, a ownership.Ac
 			}
 		},
 		Transport: transport,
-		ModifyResponse: func(*http.Response) error {
+		ModifyResponse: func(res *http.Response) error {
 			h.peerLog.answered(d.Node)
+			if !last && res.StatusCode == http.StatusServiceUnavailable && res.Header.Get(NotRunHeader) != "" {
+				return errHolderRefused // the event did not run there: dispatched again
+			}
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-			h.peerLog.failed(d.Node, d.Addr, "forward", err)
+			if !errors.Is(err, errHolderRefused) {
+				h.peerLog.failed(d.Node, d.Addr, "forward", err)
+			}
 			var op *net.OpError
 			switch {
 			case last:
@@ -686,6 +704,9 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, a ownership.Ac
 				return
 			case holderDead.Load():
 				dialErr = fmt.Errorf("node %s taken for dead while it did not answer", d.Node)
+				return
+			case errors.Is(err, errHolderRefused):
+				dialErr = fmt.Errorf("node %s: %w", d.Node, err)
 				return
 			}
 			unavailable(w, time.Second, fmt.Sprintf("actor held by node %s, which did not answer", d.Node))

@@ -35,8 +35,11 @@ var lease = []string{"--lease-period", "500ms", "--lease-ttl", "4s", "--lease-sa
 type member struct {
 	name string
 	args []string
-	proc *proctest.Node
+	p    atomic.Pointer[proctest.Node] // replaced by a restart
 }
+
+// node is the member's process now.
+func (m *member) node() *proctest.Node { return m.p.Load() }
 
 // startCluster starts n nodes on one directory bucket, each on an address
 // of its own that it keeps across restarts, and waits until every node
@@ -59,14 +62,14 @@ func startCluster(t *testing.T, n int, extra ...string) []*member {
 
 func (m *member) start(t *testing.T) {
 	t.Helper()
-	m.proc = proctest.Start(t, proctest.Options{Args: m.args})
+	m.p.Store(proctest.Start(t, proctest.Options{Args: m.args}))
 	m.awaitReady(t)
 }
 
 func (m *member) awaitReady(t *testing.T) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		code, _, err := m.proc.Get("/readyz")
+		code, _, err := m.node().Get("/readyz")
 		return err == nil && code == http.StatusOK
 	}, 30*time.Second, 50*time.Millisecond, "%s ready", m.name)
 }
@@ -76,7 +79,7 @@ func (m *member) awaitReady(t *testing.T) {
 func (m *member) awaitPeers(t *testing.T, want int) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		code, body, err := m.proc.Get("/status?format=json")
+		code, body, err := m.node().Get("/status?format=json")
 		return err == nil && code == http.StatusOK && strings.Count(body, `"live":true`) >= want
 	}, 30*time.Second, 50*time.Millisecond, "%s sees %d live peers", m.name, want)
 }
@@ -88,6 +91,9 @@ type balancer struct {
 	ms     []*member
 	next   atomic.Int64
 	client *http.Client
+	// refusals, when set, hears of each 503 that does not say the event
+	// did not run.
+	refusals func(path string, err error)
 }
 
 func newBalancer(ms []*member) *balancer {
@@ -102,7 +108,7 @@ func (b *balancer) get(path string, wait time.Duration) (int, string, error) {
 	for time.Now().Before(deadline) {
 		for range b.ms {
 			m := b.ms[int(b.next.Add(1))%len(b.ms)]
-			proc := m.proc
+			proc := m.node()
 			res, err := b.client.Get("http://" + proc.Addr + path)
 			if err != nil {
 				last = err
@@ -112,6 +118,9 @@ func (b *balancer) get(path string, wait time.Duration) (int, string, error) {
 			_, err = fmt.Fprint(body, readAll(res))
 			if res.StatusCode == http.StatusServiceUnavailable {
 				last = fmt.Errorf("%s: 503 %s", m.name, strings.TrimSpace(body.String()))
+				if res.Header.Get("Wasmkeep-Not-Run") == "" && b.refusals != nil {
+					b.refusals(path, last)
+				}
 				continue
 			}
 			return res.StatusCode, strings.TrimSpace(body.String()), err
@@ -175,6 +184,7 @@ func (l *load) run(stop <-chan struct{}, counters int, done *sync.WaitGroup) {
 func TestRollingRestart(t *testing.T) {
 	ms := startCluster(t, 3)
 	b := newBalancer(ms)
+	b.refusals = func(path string, err error) { t.Logf("%s: %v", path, err) }
 	l := &load{b: b, acked: map[string]int{}}
 	stop := make(chan struct{})
 	var running sync.WaitGroup
@@ -184,7 +194,7 @@ func TestRollingRestart(t *testing.T) {
 	}
 	for _, m := range ms {
 		time.Sleep(500 * time.Millisecond) // load on every node
-		ws, _, err := websocket.DefaultDialer.Dial("ws://"+m.proc.Addr+"/actor/chat/lobby-"+m.name, nil)
+		ws, _, err := websocket.DefaultDialer.Dial("ws://"+m.node().Addr+"/actor/chat/lobby-"+m.name, nil)
 		require.NoError(t, err)
 		closed := make(chan int, 1)
 		go func() {
@@ -199,9 +209,9 @@ func TestRollingRestart(t *testing.T) {
 				}
 			}
 		}()
-		m.proc.Signal(t, syscall.SIGTERM)
-		assert.Equal(t, 0, m.proc.Wait(t, 30*time.Second), "%s exits 0 after its drain and stop", m.name)
-		assert.Contains(t, m.proc.Stderr.String(), "drained before the stop", "%s drained first", m.name)
+		m.node().Signal(t, syscall.SIGTERM)
+		assert.Equal(t, 0, m.node().Wait(t, 30*time.Second), "%s exits 0 after its drain and stop", m.name)
+		assert.Contains(t, m.node().Stderr.String(), "drained before the stop", "%s drained first", m.name)
 		select {
 		case code := <-closed:
 			assert.Equal(t, 1012, code, "the socket on %s closes with 1012", m.name)
@@ -240,15 +250,15 @@ func TestRollingRestart(t *testing.T) {
 func TestKilledNodeFailsOver(t *testing.T) {
 	ms := startCluster(t, 3)
 	for i := range 10 {
-		code, body, err := ms[0].proc.Get(fmt.Sprintf("/actor/counter/k%d", i))
+		code, body, err := ms[0].node().Get(fmt.Sprintf("/actor/counter/k%d", i))
 		require.NoError(t, err)
 		require.Equal(t, http.StatusOK, code, body)
 	}
-	ms[0].proc.Signal(t, syscall.SIGKILL)
-	ms[0].proc.Wait(t, 10*time.Second)
+	ms[0].node().Signal(t, syscall.SIGKILL)
+	ms[0].node().Wait(t, 10*time.Second)
 	start := time.Now()
 	for i := range 10 {
-		code, body, err := ms[1+i%2].proc.Get(fmt.Sprintf("/actor/counter/k%d", i))
+		code, body, err := ms[1+i%2].node().Get(fmt.Sprintf("/actor/counter/k%d", i))
 		require.NoError(t, err)
 		require.Equal(t, http.StatusOK, code, "k%d: %s", i, body)
 		require.Equal(t, "2", strings.TrimSpace(body), "k%d: the count n1 acknowledged survives", i)
@@ -263,16 +273,16 @@ func TestKilledNodeFailsOver(t *testing.T) {
 // non-zero without acting.
 func TestHungNodeFailsOver(t *testing.T) {
 	ms := startCluster(t, 2)
-	code, body, err := ms[0].proc.Get("/actor/counter/h")
+	code, body, err := ms[0].node().Get("/actor/counter/h")
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, code, body)
-	ms[0].proc.Signal(t, syscall.SIGSTOP)
+	ms[0].node().Signal(t, syscall.SIGSTOP)
 	start := time.Now()
-	code, body, err = ms[1].proc.Get("/actor/counter/h")
+	code, body, err = ms[1].node().Get("/actor/counter/h")
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusOK, code, body)
 	assert.Equal(t, "2", strings.TrimSpace(body))
 	t.Logf("served after the hang in %s", time.Since(start).Round(time.Millisecond))
-	ms[0].proc.Signal(t, syscall.SIGCONT)
-	assert.NotEqual(t, 0, ms[0].proc.Wait(t, 30*time.Second), "the fenced node exits non-zero")
+	ms[0].node().Signal(t, syscall.SIGCONT)
+	assert.NotEqual(t, 0, ms[0].node().Wait(t, 30*time.Second), "the fenced node exits non-zero")
 }

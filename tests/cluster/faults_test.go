@@ -1,0 +1,205 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmkeep/wasmkeep/internal/proctest"
+	"github.com/wasmkeep/wasmkeep/internal/s3test"
+)
+
+// faultProxy is a toxiproxy proxy in the test process: the link it carries
+// can be slowed (a latency toxic), cut (the proxy stops: its connections
+// close and new ones are refused) and restored.
+type faultProxy struct {
+	t *testing.T
+	p *toxiproxy.Proxy
+}
+
+func newFaultProxy(t *testing.T, name, upstream string) *faultProxy {
+	t.Helper()
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	p := toxiproxy.NewProxy(srv, name, "127.0.0.1:0", upstream)
+	require.NoError(t, p.Start())
+	t.Cleanup(p.Stop)
+	return &faultProxy{t: t, p: p}
+}
+
+func (f *faultProxy) addr() string { return f.p.Listen }
+
+// slow delays every byte on the link by d, both ways, until fast.
+func (f *faultProxy) slow(d time.Duration) {
+	f.t.Helper()
+	for _, stream := range []string{"upstream", "downstream"} {
+		_, err := f.p.Toxics.AddToxicJson(strings.NewReader(fmt.Sprintf(
+			`{"name":"slow-%s","type":"latency","stream":"%s","toxicity":1,"attributes":{"latency":%d}}`, stream, stream, d.Milliseconds())))
+		require.NoError(f.t, err)
+	}
+}
+
+func (f *faultProxy) fast() {
+	f.t.Helper()
+	for _, stream := range []string{"upstream", "downstream"} {
+		require.NoError(f.t, f.p.Toxics.RemoveToxic(context.Background(), "slow-"+stream))
+	}
+}
+
+// cut closes the link's connections and refuses new ones until restore.
+// (A cut that holds the bytes instead stalls versitygw for every client.)
+func (f *faultProxy) cut() { f.p.Stop() }
+
+func (f *faultProxy) restore() {
+	f.t.Helper()
+	require.NoError(f.t, f.p.Start())
+}
+
+// s3Bucket returns the bucket URL of srv, reached at endpoint (the
+// server's own, or a proxy's in front of it).
+func s3Bucket(srv *s3test.Server, endpoint, prefix string) string {
+	u, _ := url.Parse(srv.URL(prefix))
+	q := u.Query()
+	q.Set("endpoint", endpoint)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// TestBucketCutForOneNode cuts one node of two off from the bucket (S3 on
+// versitygw, through a fault proxy): its lease lapses and it stops acting
+// (its sockets close with 1012, its requests are answered 503), the peer
+// fences it and serves its actors with every acknowledged count, and once
+// the link is back the cut node finds itself fenced and exits non-zero.
+func TestBucketCutForOneNode(t *testing.T) {
+	srv := s3test.Start(t)
+	for k, v := range srv.Env() {
+		t.Setenv(k, v)
+	}
+	endpoint := strings.TrimPrefix(srv.Endpoint, "http://")
+	link := newFaultProxy(t, "n1-bucket", endpoint)
+	n1 := &member{name: "n1", args: append([]string{"--node", "n1", "--bucket", s3Bucket(srv, "http://"+link.addr(), "cut"),
+		"--listen", proctest.Free(t), "--public-admin"}, lease...)}
+	n2 := &member{name: "n2", args: append([]string{"--node", "n2", "--bucket", s3Bucket(srv, srv.Endpoint, "cut"),
+		"--listen", proctest.Free(t), "--public-admin"}, lease...)}
+	n1.start(t)
+	n2.start(t)
+	n1.awaitPeers(t, 1)
+	n2.awaitPeers(t, 1)
+	for range 3 {
+		code, body, err := n1.node().Get("/actor/counter/cut")
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, code, body)
+	}
+	// A slow bucket (300 ms each way, under the lease period and the
+	// attempt timeout) slows the node down and takes nothing from it.
+	link.slow(300 * time.Millisecond)
+	start := time.Now()
+	code, body, err := n1.node().Get("/actor/counter/cut")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code, body)
+	require.Equal(t, "4", strings.TrimSpace(body))
+	t.Logf("a write over the slow bucket: %s", time.Since(start).Round(time.Millisecond))
+	time.Sleep(2 * time.Second) // four lease periods
+	code, _, err = n1.node().Get("/readyz")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code, "the slow bucket keeps the lease")
+	link.fast()
+
+	ws, _, err := websocket.DefaultDialer.Dial("ws://"+n1.node().Addr+"/actor/chat/cut", nil)
+	require.NoError(t, err)
+	defer ws.Close()
+	closed := make(chan int, 1)
+	go func() {
+		for {
+			if _, _, err := ws.ReadMessage(); err != nil {
+				code := -1
+				if ce, ok := err.(*websocket.CloseError); ok {
+					code = ce.Code
+				}
+				closed <- code
+				return
+			}
+		}
+	}()
+
+	link.cut()
+	select {
+	case code := <-closed:
+		assert.Equal(t, 1012, code, "the cut node's sockets close with 1012 when its lease lapses")
+	case <-time.After(20 * time.Second):
+		t.Fatal("the cut node's socket stayed open")
+	}
+	code, _, err = n1.node().Get("/readyz")
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusServiceUnavailable, code, "a node whose lease lapsed is not ready")
+	code, _, err = n1.node().Get("/actor/counter/cut")
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusServiceUnavailable, code, "a node whose lease lapsed serves nothing")
+
+	start = time.Now()
+	code, body, err = n2.node().Get("/actor/counter/cut")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, "5", strings.TrimSpace(body), "every count n1 acknowledged survives")
+	t.Logf("served by n2 %s after the cut was seen", time.Since(start).Round(time.Millisecond))
+
+	link.restore()
+	assert.NotEqual(t, 0, n1.node().Wait(t, 30*time.Second), "the cut node, fenced, exits non-zero")
+	assert.Contains(t, n1.node().Stderr.String(), "fenced")
+}
+
+// TestPeerLinkCut cuts the link from one node to another (the partition
+// case of ADR 0024 section 4): both still reach the bucket, so neither is
+// fenced; the holder keeps serving its actors directly, and a request for
+// them through the cut-off node waits --failover-wait and is answered 503
+// with a Retry-After, never served twice or by two owners.
+func TestPeerLinkCut(t *testing.T) {
+	dir := t.TempDir()
+	n1Addr := proctest.Free(t)
+	link := newFaultProxy(t, "to-n1", n1Addr)
+	n1 := &member{name: "n1", args: append([]string{"--node", "n1", "--bucket", dir, "--listen", n1Addr,
+		"--advertise", link.addr(), "--public-admin"}, lease...)}
+	n2 := &member{name: "n2", args: append([]string{"--node", "n2", "--bucket", dir, "--listen", proctest.Free(t),
+		"--public-admin", "--failover-wait", "2s"}, lease...)}
+	n1.start(t)
+	n2.start(t)
+	n2.awaitPeers(t, 1)
+	code, body, err := n2.node().Get("/actor/counter/far")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code, body)
+	code, body, err = n1.node().Get("/actor/counter/near")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code, body)
+	code, body, err = n2.node().Get("/actor/counter/near") // forwarded to n1 through the link
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code, body)
+	require.Equal(t, "2", strings.TrimSpace(body))
+
+	link.p.Stop() // connections to n1 through the link are refused from now on
+	start := time.Now()
+	res, err := http.Get("http://" + n2.node().Addr + "/actor/counter/near")
+	require.NoError(t, err)
+	res.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
+	assert.NotEmpty(t, res.Header.Get("Retry-After"))
+	assert.GreaterOrEqual(t, time.Since(start), 2*time.Second, "it waited the failover wait")
+	code, body, err = n1.node().Get("/actor/counter/near")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, "3", strings.TrimSpace(body), "the holder serves on; the refused request never ran")
+	n1.node().Alive(t)
+	n2.node().Alive(t)
+	n1.node().Signal(t, syscall.SIGTERM)
+	assert.Equal(t, 0, n1.node().Wait(t, 30*time.Second))
+}
