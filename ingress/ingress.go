@@ -709,7 +709,11 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, a ownership.Ac
 				dialErr = fmt.Errorf("node %s: %w", d.Node, err)
 				return
 			}
-			unavailable(w, time.Second, fmt.Sprintf("actor held by node %s, which did not answer", d.Node))
+			retry := time.Second
+			if errors.As(err, &op) && op.Op == "dial" {
+				retry = h.deadIn(d.Node) // when peers free its actors
+			}
+			unavailable(w, retry, fmt.Sprintf("actor held by node %s, which did not answer", d.Node))
 		},
 	}
 	proxy.ServeHTTP(w, r)

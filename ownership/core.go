@@ -234,6 +234,11 @@ func (c *Core) Step(now time.Time, in Input) []Effect {
 		}
 	case Move:
 		c.move(in)
+	case Moved:
+		if e := c.entries[in.Actor]; e != nil && e.moving != nil {
+			e.moving = nil
+			c.advance(e)
+		}
 	case Sweep:
 		c.sweepPass()
 	case DamageFound:

@@ -110,6 +110,11 @@ type Move struct {
 // releases and closes. A core that is not serving ignores it.
 type Sweep struct{}
 
+// Moved says a move's target took the actor (its take call was
+// answered): events for it are no longer sent to the target blindly, but
+// routed by its record like any other's.
+type Moved struct{ Actor Actor }
+
 // SecretsLost says the app's secrets cannot be opened here: the node drains.
 type SecretsLost struct{}
 
@@ -135,6 +140,7 @@ func (Undrain) isInput()      {}
 func (Stop) isInput()         {}
 func (StopNow) isInput()      {}
 func (Move) isInput()         {}
+func (Moved) isInput()        {}
 func (Sweep) isInput()        {}
 func (SecretsLost) isInput()  {}
 func (DamageFound) isInput()  {}

@@ -32,6 +32,7 @@ type driverKeeper interface {
 	Drain()
 	Undrain()
 	Move(a ownership.Actor, target ownership.NodeID)
+	Moved(a ownership.Actor)
 	RequestStatus(replyTo *actor.PID)
 }
 
@@ -124,7 +125,8 @@ type drainState struct {
 	state   string // serving, draining, drained
 	why     string
 	since   time.Time
-	stuck   bool // draining with no live peer to take the actors
+	took    time.Duration // from since to drained
+	stuck   bool          // draining with no live peer to take the actors
 	status  ownership.Status
 	waiters []chan struct{}
 }
@@ -141,7 +143,7 @@ func (d *drainState) progress() string {
 		}
 		return s
 	case "drained":
-		return fmt.Sprintf("drained (%s) after %s", d.why, time.Since(d.since).Truncate(time.Second))
+		return fmt.Sprintf("drained (%s) in %s, %s ago", d.why, d.took.Round(time.Millisecond), time.Since(d.since.Add(d.took)).Truncate(time.Second))
 	}
 	return "serving"
 }
@@ -153,7 +155,7 @@ func (d *drainState) drained() {
 	if d.state == "drained" {
 		return
 	}
-	d.state = "drained"
+	d.state, d.took = "drained", time.Since(d.since)
 	for _, w := range d.waiters {
 		close(w)
 	}
@@ -518,6 +520,7 @@ func (mv *mover) done(ctx actor.Context, m *takeDoneMsg) {
 		delete(mv.st.requests, a)
 		mv.st.mu.Unlock()
 		mv.log.Info("moved", slog.String("class", a.Class), slog.String("name", a.Name), slog.String("to", string(m.t.Target)))
+		mv.k.Moved(a) // the record names the target now: route by it
 		mv.finishRequest(key)
 		return
 	}

@@ -286,6 +286,15 @@ func TestMoveAndMoverFailure(t *testing.T) {
 	assert.Equal(t, 1, n2.Status().Live, "n2 holds the moved actor")
 	assert.Equal(t, 0, n1.Status().Live)
 	assert.Equal(t, "2", count(t, n1, "m"), "an event through n1 reaches the actor on n2, its count intact")
+
+	// And back: n2 moves it to n1, which n1 takes though it moved it away
+	// moments ago (its own move is over once n2 took the actor).
+	awaitLivePeer(t, n2, "n1")
+	require.NoError(t, n2.Move(ctx, a, "n1"))
+	awaitLine(t, n2, "mover", func(l supervisors.Line) bool { return strings.Contains(l.Progress, "1 taken") })
+	assert.Equal(t, 1, n1.Status().Live, "n1 holds it again")
+	assert.Equal(t, "3", count(t, n2, "m"))
+	assert.Equal(t, "4", count(t, n1, "m"))
 }
 
 // TestKeeperFailureEndsNode: a keeper that fails is not restarted: the

@@ -134,6 +134,8 @@ func inputActor(in ownership.Input) (ownership.Actor, bool) {
 		return in.Actor, true
 	case ownership.Move:
 		return in.Actor, true
+	case ownership.Moved:
+		return in.Actor, true
 	}
 	return ownership.Actor{}, false
 }

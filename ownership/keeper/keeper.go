@@ -360,6 +360,9 @@ func (k *Keeper) Undrain() { k.input(ownership.Undrain{}) }
 // sweeper sends it every sweep period.
 func (k *Keeper) Sweep() { k.input(ownership.Sweep{}) }
 
+// Moved says a move's target took a (ownership.Moved).
+func (k *Keeper) Moved(a ownership.Actor) { k.input(ownership.Moved{Actor: a}) }
+
 // Drain hands this node's actors over to its peers; Hooks.Drained says when
 // nothing is left.
 func (k *Keeper) Drain() { k.input(ownership.Drain{}) }
