@@ -118,42 +118,35 @@ func setupClusterDrain(undrain bool) func(fs *flag.FlagSet) action {
 func runClusterDrain(ctx context.Context, cfg clusterDrainConfig, undrain bool, e env) (err error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	b, closeBucket, err := openExistingBucket(ctx, e, cfg.BucketURL)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := closeBucket(); cerr != nil && err == nil {
-			err = fmt.Errorf("close %s: %w", describeBucket(cfg.BucketURL), cerr)
-		}
-	}()
-	if undrain {
-		if err := cluster.TakeBackDrain(ctx, b, cfg.Node); err != nil {
-			if errors.Is(err, cluster.ErrNoDrainRequest) {
-				return fmt.Errorf("refusing to undrain: %w (a drain begun by the node's own stop is not taken back)", err)
+	return withBucket(ctx, e, cfg.BucketURL, func(b ownership.Bucket) error {
+		if undrain {
+			if err := cluster.TakeBackDrain(ctx, b, cfg.Node); err != nil {
+				if errors.Is(err, cluster.ErrNoDrainRequest) {
+					return fmt.Errorf("refusing to undrain: %w (a drain begun by the node's own stop is not taken back)", err)
+				}
+				return err
 			}
+			fmt.Fprintf(e.out, "drain of node %s taken back in %s: it serves again within a lease period.\n", cfg.Node, describeBucket(cfg.BucketURL))
+			return nil
+		}
+		host, _ := os.Hostname()
+		l, err := cluster.RequestDrain(ctx, b, cfg.Node, "wasmkeep cluster drain on "+host, e.clock())
+		switch {
+		case errors.Is(err, cluster.ErrUnknownNode), errors.Is(err, ownership.ErrUnreadable):
+			return fmt.Errorf("refusing to drain: %w", err)
+		case err != nil:
 			return err
 		}
-		fmt.Fprintf(e.out, "drain of node %s taken back in %s: it serves again within a lease period.\n", cfg.Node, describeBucket(cfg.BucketURL))
+		fmt.Fprintf(e.out, "drain of node %s requested in %s: it drains within a lease period.\n", cfg.Node, describeBucket(cfg.BucketURL))
+		switch l.State {
+		case ownership.LeaseLive, ownership.LeaseDraining:
+			fmt.Fprintf(e.out, "follow it with 'wasmkeep cluster status': its state turns draining, its held and parked counts fall to 0.\n")
+		default:
+			fmt.Fprintf(e.err, "warning: node %s is not running (its lease is %s): it drains when it starts, until 'wasmkeep cluster undrain %s'.\n",
+				cfg.Node, l.State, cfg.Node)
+		}
 		return nil
-	}
-	host, _ := os.Hostname()
-	l, err := cluster.RequestDrain(ctx, b, cfg.Node, "wasmkeep cluster drain on "+host, e.clock())
-	switch {
-	case errors.Is(err, cluster.ErrUnknownNode), errors.Is(err, ownership.ErrUnreadable):
-		return fmt.Errorf("refusing to drain: %w", err)
-	case err != nil:
-		return err
-	}
-	fmt.Fprintf(e.out, "drain of node %s requested in %s: it drains within a lease period.\n", cfg.Node, describeBucket(cfg.BucketURL))
-	switch l.State {
-	case ownership.LeaseLive, ownership.LeaseDraining:
-		fmt.Fprintf(e.out, "follow it with 'wasmkeep cluster status': its state turns draining, its held and parked counts fall to 0.\n")
-	default:
-		fmt.Fprintf(e.err, "warning: node %s is not running (its lease is %s): it drains when it starts, until 'wasmkeep cluster undrain %s'.\n",
-			cfg.Node, l.State, cfg.Node)
-	}
-	return nil
+	})
 }
 
 // clusterStatusConfig is what `wasmkeep cluster status` runs with.
@@ -192,29 +185,22 @@ func setupClusterStatus(fs *flag.FlagSet) action {
 func runClusterStatus(ctx context.Context, cfg clusterStatusConfig, e env) (err error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	b, closeBucket, err := openExistingBucket(ctx, e, cfg.BucketURL)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := closeBucket(); cerr != nil && err == nil {
-			err = fmt.Errorf("close %s: %w", describeBucket(cfg.BucketURL), cerr)
+	return withBucket(ctx, e, cfg.BucketURL, func(b ownership.Bucket) error {
+		st, err := cluster.ReadStatus(ctx, b, e.clock())
+		if err != nil {
+			return fmt.Errorf("%s: %w", describeBucket(cfg.BucketURL), err)
 		}
-	}()
-	st, err := cluster.ReadStatus(ctx, b, e.clock())
-	if err != nil {
-		return fmt.Errorf("%s: %w", describeBucket(cfg.BucketURL), err)
-	}
-	if cfg.JSON {
-		enc := json.NewEncoder(e.out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
-			Bucket string `json:"bucket"`
-			cluster.Status
-		}{describeBucket(cfg.BucketURL), st})
-	}
-	printStatus(e.out, describeBucket(cfg.BucketURL), st)
-	return nil
+		if cfg.JSON {
+			enc := json.NewEncoder(e.out)
+			enc.SetIndent("", "  ")
+			return enc.Encode(struct {
+				Bucket string `json:"bucket"`
+				cluster.Status
+			}{describeBucket(cfg.BucketURL), st})
+		}
+		printStatus(e.out, describeBucket(cfg.BucketURL), st)
+		return nil
+	})
 }
 
 // openExistingBucket opens the bucket a URL names, refusing a directory
@@ -324,47 +310,40 @@ func runClusterFence(ctx context.Context, cfg clusterFenceConfig, e env) (err er
 	if err != nil {
 		return err
 	}
-	b, closeBucket, err := openExistingBucket(ctx, e, cfg.BucketURL)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := closeBucket(); cerr != nil && err == nil {
-			err = fmt.Errorf("close %s: %w", describeBucket(cfg.BucketURL), cerr)
-		}
-	}()
+	return withBucket(ctx, e, cfg.BucketURL, func(b ownership.Bucket) error {
 
-	f, err := cluster.Fence(ctx, b, cfg.Node, "fence-"+nonce)
-	switch {
-	case errors.Is(err, ownership.ErrUnknownOutcome):
-		fmt.Fprintf(e.out, "sent a fence for node %s (instance %s) but got no answer: it may have landed, or may still land.\n",
-			cfg.Node, f.Before.Instance)
-		fmt.Fprintf(e.out, "run 'wasmkeep cluster status' to see the lease's state.\n")
-		return err
-	case errors.Is(err, cluster.ErrChanged):
-		return fmt.Errorf("%w; nothing written: if the node renewed its lease it is alive; "+
-			"run 'wasmkeep cluster status' and fence again only if it is dead", err)
-	case errors.Is(err, cluster.ErrUnknownNode), errors.Is(err, cluster.ErrAlreadyFenced),
-		errors.Is(err, cluster.ErrReleased), errors.Is(err, ownership.ErrUnreadable):
-		return fmt.Errorf("refusing to fence: %w", err)
-	case err != nil:
-		return err
-	}
-
-	fmt.Fprintf(e.out, "fenced node %s (instance %s) in %s: lease %s -> %s, seq %d -> %d\n",
-		cfg.Node, f.Before.Instance, describeBucket(cfg.BucketURL), f.Before.State, f.After.State, f.Before.Seq, f.After.Seq)
-	if f.Before.WrittenAt > 0 {
-		age := now.Sub(time.UnixMilli(f.Before.WrittenAt)).Round(100 * time.Millisecond)
-		fmt.Fprintf(e.out, "its lease was last written %v ago (by its own clock, read against this machine's)\n", age)
-		if age < time.Duration(f.Before.TTLMilli)*time.Millisecond {
-			fmt.Fprintf(e.err, "warning: node %s wrote its lease less than a ttl (%v) ago: it may well be alive.\n",
-				cfg.Node, time.Duration(f.Before.TTLMilli)*time.Millisecond)
+		f, err := cluster.Fence(ctx, b, cfg.Node, "fence-"+nonce)
+		switch {
+		case errors.Is(err, ownership.ErrUnknownOutcome):
+			fmt.Fprintf(e.out, "sent a fence for node %s (instance %s) but got no answer: it may have landed, or may still land.\n",
+				cfg.Node, f.Before.Instance)
+			fmt.Fprintf(e.out, "run 'wasmkeep cluster status' to see the lease's state.\n")
+			return err
+		case errors.Is(err, cluster.ErrChanged):
+			return fmt.Errorf("%w; nothing written: if the node renewed its lease it is alive; "+
+				"run 'wasmkeep cluster status' and fence again only if it is dead", err)
+		case errors.Is(err, cluster.ErrUnknownNode), errors.Is(err, cluster.ErrAlreadyFenced),
+			errors.Is(err, cluster.ErrReleased), errors.Is(err, ownership.ErrUnreadable):
+			return fmt.Errorf("refusing to fence: %w", err)
+		case err != nil:
+			return err
 		}
-	}
-	fmt.Fprintf(e.out, "ownership records naming node %s are free to acquire now.\n", cfg.Node)
-	fmt.Fprintf(e.err, "warning: if node %s is still running, it finds the fence at its next renewal, "+
-		"drops every actor, closes its sockets and exits non-zero.\n", cfg.Node)
-	return nil
+
+		fmt.Fprintf(e.out, "fenced node %s (instance %s) in %s: lease %s -> %s, seq %d -> %d\n",
+			cfg.Node, f.Before.Instance, describeBucket(cfg.BucketURL), f.Before.State, f.After.State, f.Before.Seq, f.After.Seq)
+		if f.Before.WrittenAt > 0 {
+			age := now.Sub(time.UnixMilli(f.Before.WrittenAt)).Round(100 * time.Millisecond)
+			fmt.Fprintf(e.out, "its lease was last written %v ago (by its own clock, read against this machine's)\n", age)
+			if age < time.Duration(f.Before.TTLMilli)*time.Millisecond {
+				fmt.Fprintf(e.err, "warning: node %s wrote its lease less than a ttl (%v) ago: it may well be alive.\n",
+					cfg.Node, time.Duration(f.Before.TTLMilli)*time.Millisecond)
+			}
+		}
+		fmt.Fprintf(e.out, "ownership records naming node %s are free to acquire now.\n", cfg.Node)
+		fmt.Fprintf(e.err, "warning: if node %s is still running, it finds the fence at its next renewal, "+
+			"drops every actor, closes its sockets and exits non-zero.\n", cfg.Node)
+		return nil
+	})
 }
 
 // clusterMoveConfig is what `wasmkeep cluster move` runs with.
@@ -408,31 +387,39 @@ func runClusterMove(ctx context.Context, cfg clusterMoveConfig, e env) (err erro
 	if err != nil {
 		return err
 	}
-	b, closeBucket, err := openExistingBucket(ctx, e, cfg.BucketURL)
+	return withBucket(ctx, e, cfg.BucketURL, func(b ownership.Bucket) error {
+		host, _ := os.Hostname()
+		m, err := cluster.RequestMove(ctx, b, cfg.Actor, cfg.To, "wasmkeep cluster move on "+host, nonce, now)
+		switch {
+		case errors.Is(err, cluster.ErrUnknownNode), errors.Is(err, cluster.ErrTargetNotLive), errors.Is(err, cluster.ErrTargetDraining),
+			errors.Is(err, cluster.ErrAlreadyThere), errors.Is(err, ownership.ErrUnreadable):
+			return fmt.Errorf("refusing to move: %w", err)
+		case err != nil:
+			return err
+		}
+		a := cfg.Actor
+		if m.Held {
+			fmt.Fprintf(e.out, "move of %s/%s to node %s requested from its holder, node %s: it moves within a lease period.\n",
+				a.Class, a.Name, cfg.To, m.To)
+		} else {
+			fmt.Fprintf(e.out, "nobody holds %s/%s: node %s is asked to take it, within a lease period.\n", a.Class, a.Name, cfg.To)
+		}
+		fmt.Fprintf(e.out, "request %s (deleted once acted on)\n", m.Key)
+		return nil
+	})
+}
+
+// withBucket opens the existing bucket at raw, runs f with it, and closes
+// it, reporting a close that fails when f did not.
+func withBucket(ctx context.Context, e env, raw string, f func(ownership.Bucket) error) (err error) {
+	b, closeBucket, err := openExistingBucket(ctx, e, raw)
 	if err != nil {
 		return err
 	}
 	defer func() {
 		if cerr := closeBucket(); cerr != nil && err == nil {
-			err = fmt.Errorf("close %s: %w", describeBucket(cfg.BucketURL), cerr)
+			err = fmt.Errorf("close %s: %w", describeBucket(raw), cerr)
 		}
 	}()
-	host, _ := os.Hostname()
-	m, err := cluster.RequestMove(ctx, b, cfg.Actor, cfg.To, "wasmkeep cluster move on "+host, nonce, now)
-	switch {
-	case errors.Is(err, cluster.ErrUnknownNode), errors.Is(err, cluster.ErrTargetNotLive), errors.Is(err, cluster.ErrTargetDraining),
-		errors.Is(err, cluster.ErrAlreadyThere), errors.Is(err, ownership.ErrUnreadable):
-		return fmt.Errorf("refusing to move: %w", err)
-	case err != nil:
-		return err
-	}
-	a := cfg.Actor
-	if m.Held {
-		fmt.Fprintf(e.out, "move of %s/%s to node %s requested from its holder, node %s: it moves within a lease period.\n",
-			a.Class, a.Name, cfg.To, m.To)
-	} else {
-		fmt.Fprintf(e.out, "nobody holds %s/%s: node %s is asked to take it, within a lease period.\n", a.Class, a.Name, cfg.To)
-	}
-	fmt.Fprintf(e.out, "request %s (deleted once acted on)\n", m.Key)
-	return nil
+	return f(b)
 }

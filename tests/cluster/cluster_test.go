@@ -84,6 +84,25 @@ func (m *member) awaitPeers(t *testing.T, want int) {
 	}, 30*time.Second, 50*time.Millisecond, "%s sees %d live peers", m.name, want)
 }
 
+// closeCode reads ws until it ends and then sends its close code (-1 for
+// an end without a close frame).
+func closeCode(ws *websocket.Conn) <-chan int {
+	closed := make(chan int, 1)
+	go func() {
+		for {
+			if _, _, err := ws.ReadMessage(); err != nil {
+				code := -1
+				if ce, ok := err.(*websocket.CloseError); ok {
+					code = ce.Code
+				}
+				closed <- code
+				return
+			}
+		}
+	}()
+	return closed
+}
+
 // balancer sends each request to the members in turn, as a load balancer
 // would: a node that refuses it (503), does not answer, or is gone is
 // passed over for the next, with a short pause after a whole round.
@@ -196,19 +215,7 @@ func TestRollingRestart(t *testing.T) {
 		time.Sleep(500 * time.Millisecond) // load on every node
 		ws, _, err := websocket.DefaultDialer.Dial("ws://"+m.node().Addr+"/actor/chat/lobby-"+m.name, nil)
 		require.NoError(t, err)
-		closed := make(chan int, 1)
-		go func() {
-			for {
-				if _, _, err := ws.ReadMessage(); err != nil {
-					code := -1
-					if ce, ok := err.(*websocket.CloseError); ok {
-						code = ce.Code
-					}
-					closed <- code
-					return
-				}
-			}
-		}()
+		closed := closeCode(ws)
 		m.node().Signal(t, syscall.SIGTERM)
 		assert.Equal(t, 0, m.node().Wait(t, 30*time.Second), "%s exits 0 after its drain and stop", m.name)
 		assert.Contains(t, m.node().Stderr.String(), "drained before the stop", "%s drained first", m.name)

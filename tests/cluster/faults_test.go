@@ -119,19 +119,7 @@ func TestBucketCutForOneNode(t *testing.T) {
 	ws, _, err := websocket.DefaultDialer.Dial("ws://"+n1.node().Addr+"/actor/chat/cut", nil)
 	require.NoError(t, err)
 	defer ws.Close()
-	closed := make(chan int, 1)
-	go func() {
-		for {
-			if _, _, err := ws.ReadMessage(); err != nil {
-				code := -1
-				if ce, ok := err.(*websocket.CloseError); ok {
-					code = ce.Code
-				}
-				closed <- code
-				return
-			}
-		}
-	}()
+	closed := closeCode(ws)
 
 	link.cut()
 	select {
