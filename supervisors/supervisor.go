@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Policy bounds the restarts of one resident actor.
@@ -85,6 +86,19 @@ func (s *Supervisor) Strategy(class string) actor.SupervisorStrategy {
 // receiveMiddleware times each user message in Receive and counts the
 // panics that leave Receive, then lets them go on to the supervisor.
 func receiveMiddleware(cm classMetrics) actor.ReceiverMiddleware {
+	return measured(cm.event, func() {
+		cm.failures.Inc()
+		// The mailbox takes a message out (MessageReceived) only once it
+		// has been handled; this one never will.
+		cm.depth.Dec()
+	}, nil)
+}
+
+// measured is the receive middleware of every supervised actor: it times
+// each user message into observe, calls failed for a panic that leaves
+// Receive and lets the panic go on to the supervisor, and calls before,
+// when set, ahead of each user message (tests inject failures with it).
+func measured(observe prometheus.Observer, failed func(), before func(msg any)) actor.ReceiverMiddleware {
 	return func(next actor.ReceiverFunc) actor.ReceiverFunc {
 		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
 			var start time.Time
@@ -96,16 +110,16 @@ func receiveMiddleware(cm classMetrics) actor.ReceiverMiddleware {
 			}
 			defer func() {
 				if !start.IsZero() {
-					cm.event.Observe(time.Since(start).Seconds())
+					observe.Observe(time.Since(start).Seconds())
 				}
 				if p := recover(); p != nil {
-					cm.failures.Inc()
-					// The mailbox takes a message out (MessageReceived)
-					// only once it has been handled; this one never will.
-					cm.depth.Dec()
+					failed()
 					panic(p) // the mailbox hands it to the supervisor
 				}
 			}()
+			if before != nil && !start.IsZero() {
+				before(env.Message)
+			}
 			next(c, env)
 		}
 	}

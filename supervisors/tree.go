@@ -376,32 +376,16 @@ func (t *Tree) Stop() {
 }
 
 // roleMiddleware times each user message of a child and counts the panics
-// that leave its Receive, then lets them go on to the root.
+// that leave its Receive, then lets them go on to the root (measured).
 func roleMiddleware(rm roleMetrics, c *child, faults func(Role, any)) actor.ReceiverMiddleware {
-	return func(next actor.ReceiverFunc) actor.ReceiverFunc {
-		return func(ctx actor.ReceiverContext, env *actor.MessageEnvelope) {
-			var start time.Time
-			switch env.Message.(type) {
-			case actor.SystemMessage, actor.AutoReceiveMessage:
-			default:
-				start = time.Now()
-			}
-			defer func() {
-				if !start.IsZero() {
-					rm.message.Observe(time.Since(start).Seconds())
-				}
-				if p := recover(); p != nil {
-					rm.failures.Inc()
-					c.depth.Add(-1) // never reported received (see depth)
-					panic(p)
-				}
-			}()
-			if faults != nil && !start.IsZero() {
-				faults(c.role, env.Message)
-			}
-			next(ctx, env)
-		}
+	var before func(any)
+	if faults != nil {
+		before = func(msg any) { faults(c.role, msg) }
 	}
+	return measured(rm.message, func() {
+		rm.failures.Inc()
+		c.depth.Add(-1) // never reported received (see depth)
+	}, before)
 }
 
 // childDepth keeps the child's count of queued messages, as depth does
