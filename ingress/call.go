@@ -40,7 +40,11 @@ func (h *Handler) Call(ctx context.Context, to ownership.Actor, req *actors.Requ
 		resp, err = h.forwardCall(ctx, to, *at, req)
 		var op *net.OpError
 		refused := err == nil && resp.Status == http.StatusServiceUnavailable && resp.Header.Get(NotRunHeader) != ""
-		if !refused && (!errors.As(err, &op) || op.Op != "dial") || !f.wait(ctx) {
+		dial := errors.As(err, &op) && op.Op == "dial"
+		if dial {
+			h.cfg.Keeper.PeerUnreachable(at.Node)
+		}
+		if !refused && !dial || !f.wait(ctx) {
 			return resp, err
 		}
 		// The holder took no connection: the call never left; asked

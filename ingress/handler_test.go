@@ -22,7 +22,8 @@ type fakeKeeper struct {
 	valid bool
 }
 
-func (k fakeKeeper) Status() ownership.Status { return ownership.Status{LeaseValid: k.valid} }
+func (k fakeKeeper) Status() ownership.Status       { return ownership.Status{LeaseValid: k.valid} }
+func (fakeKeeper) PeerUnreachable(ownership.NodeID) {}
 
 // fakeHost dispatches by its keeper's decision: a granted event is
 // answered with the actor's name (a panic for the name "panic").

@@ -68,10 +68,12 @@ const DefaultFailoverWait = 20 * time.Second
 // DefaultMaxBody bounds a request body unless Config says otherwise.
 const DefaultMaxBody = 1 << 20
 
-// Keeper is what the ingress needs of the ownership keeper: its status,
-// for /readyz.
+// Keeper is what the ingress needs of the ownership keeper: its status
+// (for /readyz and the failover wait), and to hear of a peer that refused
+// a connection.
 type Keeper interface {
 	Status() ownership.Status
+	PeerUnreachable(node ownership.NodeID)
 }
 
 // Host is what the ingress hands events to: the actors side, which
@@ -701,6 +703,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, a ownership.Ac
 			case last:
 			case errors.As(err, &op) && op.Op == "dial":
 				dialErr = err // nothing written: the caller tries again
+				h.cfg.Keeper.PeerUnreachable(d.Node)
 				return
 			case holderDead.Load():
 				dialErr = fmt.Errorf("node %s taken for dead while it did not answer", d.Node)

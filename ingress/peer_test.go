@@ -184,7 +184,8 @@ func TestNoncesForgottenAfterTwoWindows(t *testing.T) {
 
 type stubKeeper struct{}
 
-func (stubKeeper) Status() ownership.Status { return ownership.Status{} }
+func (stubKeeper) Status() ownership.Status         { return ownership.Status{} }
+func (stubKeeper) PeerUnreachable(ownership.NodeID) {}
 
 type stubHost struct{}
 

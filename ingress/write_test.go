@@ -16,7 +16,8 @@ import (
 
 type grantingKeeper struct{}
 
-func (grantingKeeper) Status() ownership.Status { return ownership.Status{LeaseValid: true} }
+func (grantingKeeper) Status() ownership.Status         { return ownership.Status{LeaseValid: true} }
+func (grantingKeeper) PeerUnreachable(ownership.NodeID) {}
 
 type bigAnswer struct{}
 

@@ -234,6 +234,10 @@ func (c *Core) Step(now time.Time, in Input) []Effect {
 		}
 	case Move:
 		c.move(in)
+	case PeerUnreachable:
+		if p := c.peers[in.Node]; p != nil && c.phase == phaseRunning && c.now.Sub(p.readSentAt) >= c.cfg.LeasePeriod/4 {
+			c.readPeer(p)
+		}
 	case Moved:
 		if e := c.entries[in.Actor]; e != nil && e.moving != nil {
 			e.moving = nil

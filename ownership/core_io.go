@@ -115,6 +115,12 @@ type Sweep struct{}
 // routed by its record like any other's.
 type Moved struct{ Actor Actor }
 
+// PeerUnreachable says a connection to a peer could not be made (a
+// forward to it was refused): the core reads the peer's lease again now,
+// rather than at its next listing, so that a fence an operator wrote (or
+// a release) is seen at once. At most one read a quarter lease period.
+type PeerUnreachable struct{ Node NodeID }
+
 // SecretsLost says the app's secrets cannot be opened here: the node drains.
 type SecretsLost struct{}
 
@@ -127,23 +133,24 @@ type DamageFound struct {
 	Err error
 }
 
-func (Start) isInput()        {}
-func (Tick) isInput()         {}
-func (Reply) isInput()        {}
-func (Acquire) isInput()      {}
-func (Idle) isInput()         {}
-func (HoldEnded) isInput()    {}
-func (SocketOpened) isInput() {}
-func (SocketGone) isInput()   {}
-func (Drain) isInput()        {}
-func (Undrain) isInput()      {}
-func (Stop) isInput()         {}
-func (StopNow) isInput()      {}
-func (Move) isInput()         {}
-func (Moved) isInput()        {}
-func (Sweep) isInput()        {}
-func (SecretsLost) isInput()  {}
-func (DamageFound) isInput()  {}
+func (Start) isInput()           {}
+func (Tick) isInput()            {}
+func (Reply) isInput()           {}
+func (Acquire) isInput()         {}
+func (Idle) isInput()            {}
+func (HoldEnded) isInput()       {}
+func (SocketOpened) isInput()    {}
+func (SocketGone) isInput()      {}
+func (Drain) isInput()           {}
+func (Undrain) isInput()         {}
+func (Stop) isInput()            {}
+func (StopNow) isInput()         {}
+func (Move) isInput()            {}
+func (Moved) isInput()           {}
+func (PeerUnreachable) isInput() {}
+func (Sweep) isInput()           {}
+func (SecretsLost) isInput()     {}
+func (DamageFound) isInput()     {}
 
 // Effect is what a Core asks its shell to do. Effects are data; the order in
 // which a step returns them is the order to carry them out.

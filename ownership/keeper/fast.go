@@ -140,9 +140,15 @@ func inputActor(in ownership.Input) (ownership.Actor, bool) {
 	return ownership.Actor{}, false
 }
 
+// isPureReport says whether an input from outside changes no hold by
+// itself: a damage report, or a peer found unreachable (the lease read it
+// starts changes what it changes in a step of its own).
 func isPureReport(in ownership.Input) bool {
-	_, ok := in.(ownership.DamageFound)
-	return ok
+	switch in.(type) {
+	case ownership.DamageFound, ownership.PeerUnreachable:
+		return true
+	}
+	return false
 }
 
 // pureGrant says whether a step for input in, which gave effects, only
@@ -175,12 +181,17 @@ func pureGrant(in ownership.Input, effects []ownership.Effect) (ownership.Actor,
 // and an actor whose state is damaged, met on every one of its events,
 // does not send every other actor's acquisitions through the mailbox.
 func pureReport(in ownership.Input, effects []ownership.Effect) bool {
-	if _, ok := in.(ownership.DamageFound); !ok {
+	_, unreachable := in.(ownership.PeerUnreachable)
+	if _, ok := in.(ownership.DamageFound); !ok && !unreachable {
 		return false
 	}
 	for _, e := range effects {
 		switch e.(type) {
 		case ownership.Count, ownership.Report, ownership.SetGauge, ownership.Observe, ownership.SetTimer:
+		case ownership.Request:
+			if !unreachable { // the peer's lease read; its reply is a step of its own
+				return false
+			}
 		default:
 			return false
 		}

@@ -360,6 +360,12 @@ func (k *Keeper) Undrain() { k.input(ownership.Undrain{}) }
 // sweeper sends it every sweep period.
 func (k *Keeper) Sweep() { k.input(ownership.Sweep{}) }
 
+// PeerUnreachable says a connection to node could not be made
+// (ownership.PeerUnreachable).
+func (k *Keeper) PeerUnreachable(node ownership.NodeID) {
+	k.input(ownership.PeerUnreachable{Node: node})
+}
+
 // Moved says a move's target took a (ownership.Moved).
 func (k *Keeper) Moved(a ownership.Actor) { k.input(ownership.Moved{Actor: a}) }
 
