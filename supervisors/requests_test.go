@@ -1,0 +1,101 @@
+package supervisors_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/examples/chat"
+	"github.com/wasmkeep/wasmkeep/internal/nodetest"
+	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/supervisors"
+)
+
+// countingBucket counts the node's bucket calls by operation and by the
+// kind of key (owners/, actors/, nodes/).
+type countingBucket struct {
+	ownership.Bucket
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (c *countingBucket) count(op, key string) {
+	kind, _, _ := strings.Cut(key, "/")
+	c.mu.Lock()
+	c.counts[op+" "+kind]++
+	c.mu.Unlock()
+}
+
+func (c *countingBucket) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.counts
+	c.counts = map[string]int{}
+	return out
+}
+
+func (c *countingBucket) Get(ctx context.Context, key string) (ownership.Object, error) {
+	c.count("GET", key)
+	return c.Bucket.Get(ctx, key)
+}
+
+func (c *countingBucket) Put(ctx context.Context, key string, body []byte, cond ownership.Condition) (ownership.ETag, error) {
+	c.count("PUT", key)
+	return c.Bucket.Put(ctx, key, body, cond)
+}
+
+func (c *countingBucket) Delete(ctx context.Context, key string, cond ownership.Condition) error {
+	c.count("DELETE", key)
+	return c.Bucket.Delete(ctx, key, cond)
+}
+
+func (c *countingBucket) List(ctx context.Context, prefix, after string, limit int) (ownership.ListPage, error) {
+	c.count("LIST", prefix)
+	return c.Bucket.List(ctx, prefix, after, limit)
+}
+
+// TestBucketRequestsPerOperation counts what a parked room's wake and a
+// lease period cost in bucket requests, from a bucket that counts them:
+// the wake reads and writes the room's record (2) and seals its state (a
+// read and a write: 2), the room's state load reads it once more, and the
+// event commits (6 in all with the commit; sharing the seal's read with the
+// load, 5, is not done yet); a lease period costs one lease write and one
+// membership listing per node, and a parked room costs nothing per period.
+func TestBucketRequestsPerOperation(t *testing.T) {
+	var b *countingBucket
+	n := nodetest.Start(t, nodetest.Options{Classes: map[string]actors.Class{"chat": chat.Room{}}, IdleTimeout: 100 * time.Millisecond,
+		Configure: func(c *supervisors.NodeConfig) {
+			b = &countingBucket{Bucket: c.Bucket, counts: map[string]int{}}
+			c.Bucket = b
+		}})
+	ada := n.Join(t, "chat", "lobby", "ada")
+	ada.AwaitPresence("ada")
+	n.AwaitIdle(t, "chat/lobby")
+	require.Eventually(t, func() bool { return n.Status().Parked == 1 }, nodetest.Wait, 5*time.Millisecond, "the room parks")
+
+	// A lease period with the room parked: the lease and the listing only.
+	time.Sleep(100 * time.Millisecond) // what the park started has landed
+	b.take()
+	period := ownership.DefaultConfig("n1", "i1").LeasePeriod
+	time.Sleep(2 * period)
+	idle := b.take()
+	assert.Zero(t, idle["GET owners"]+idle["PUT owners"]+idle["GET actors"]+idle["PUT actors"],
+		"a parked room costs no request per period: %v", idle)
+	assert.InDelta(t, 2, idle["PUT nodes"], 1, "one lease write per period: %v", idle)
+
+	// The wake: a message to the parked room.
+	ada.Say("wake up")
+	ada.AwaitSaid("ada", "wake up")
+	wake := b.take()
+	t.Logf("a wake of a parked room: %v", wake)
+	assert.Equal(t, 1, wake["GET owners"], "the record's read: %v", wake)
+	assert.Equal(t, 1, wake["PUT owners"], "the record's write: %v", wake)
+	assert.Equal(t, 2, wake["GET actors"], "the seal's read and the state load: %v", wake)
+	assert.Equal(t, 2, wake["PUT actors"], "the seal and the event's commit: %v", wake)
+}
