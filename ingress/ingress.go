@@ -517,8 +517,9 @@ func (f *failover) wait(ctx context.Context) bool {
 
 // watchHolder calls dead once this node takes peer for dead (its DeadIn
 // reaches 0), until the returned stop is called. It looks at the peer's
-// status when it would be dead if it renewed nothing meanwhile, and again
-// after each renewal: one timer, on the lease's own schedule.
+// status a second after the forward began, then when the peer would be
+// dead if it renewed nothing meanwhile, and again after each renewal: one
+// timer, on the lease's own schedule.
 func (h *Handler) watchHolder(peer ownership.NodeID, dead func()) (stop func()) {
 	var mu sync.Mutex
 	var t *time.Timer
@@ -544,7 +545,11 @@ func (h *Handler) watchHolder(peer ownership.NodeID, dead func()) (stop func()) 
 		}
 		// Not a peer this node knows: nothing to watch.
 	}
-	look()
+	// The first look waits a second: most forwards are answered well
+	// before, and a look asks the keeper for its whole status.
+	mu.Lock()
+	t = time.AfterFunc(time.Second, look)
+	mu.Unlock()
 	return func() {
 		mu.Lock()
 		defer mu.Unlock()
