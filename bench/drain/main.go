@@ -17,7 +17,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -25,10 +24,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/wasmkeep/wasmkeep/bench/internal/procs"
 )
 
 func main() {
@@ -38,19 +38,15 @@ func main() {
 	flag.Parse()
 	dir, err := os.MkdirTemp("", "wasmkeep-drain-")
 	if err != nil {
-		fail(err)
+		procs.Fail(err)
 	}
 	bucket := filepath.Join(dir, "bucket")
-	n1 := &node{name: "n1", addr: free(), admin: free(), bin: *bin, bucket: bucket, log: filepath.Join(dir, "n1.log"),
-		extra: []string{"--idle-timeout", "2s"}}
-	n2 := &node{name: "n2", addr: free(), admin: free(), bin: *bin, bucket: bucket, log: filepath.Join(dir, "n2.log")}
-	started = []*node{n1, n2}
-	n1.start()
-	n2.start()
+	n1 := procs.New(*bin, dir, bucket, "n1", true, "--idle-timeout", "2s")
+	n2 := procs.New(*bin, dir, bucket, "n2", true)
+	n1.Start()
+	n2.Start()
 	defer func() {
-		for _, n := range started {
-			n.stop()
-		}
+		procs.StopAll()
 		os.RemoveAll(dir)
 	}()
 	time.Sleep(6 * time.Second) // the nodes list each other
@@ -59,9 +55,9 @@ func main() {
 	var lastClose atomic.Int64 // unix nanoseconds
 	var conns []*websocket.Conn
 	for i := range *rooms {
-		ws, _, err := websocket.DefaultDialer.Dial(fmt.Sprintf("ws://%s/actor/chat/room%d?name=u%d", n1.addr, i, i), nil)
+		ws, _, err := websocket.DefaultDialer.Dial(fmt.Sprintf("ws://%s/actor/chat/room%d?name=u%d", n1.Addr, i, i), nil)
 		if err != nil {
-			fail(fmt.Errorf("room %d: %w", i, err))
+			procs.Fail(fmt.Errorf("room %d: %w", i, err))
 		}
 		conns = append(conns, ws)
 		go func() {
@@ -82,21 +78,21 @@ func main() {
 		go func() {
 			defer wg.Done()
 			for i := w; i < *actors; i += 16 {
-				get(client, n1.addr, fmt.Sprintf("/actor/counter/c%d", i), "1")
+				get(client, n1.Addr, fmt.Sprintf("/actor/counter/c%d", i), "1")
 			}
 		}()
 	}
 	wg.Wait()
-	st := n1.status()
+	st := status(n1)
 	fmt.Printf("before: %d held, %d parked on n1, %d sockets\n", st.Held, st.Parked, st.Sockets)
 	start := time.Now()
 	if out, err := exec.Command(*bin, "cluster", "drain", "n1", "--bucket", bucket).CombinedOutput(); err != nil {
-		fail(fmt.Errorf("cluster drain: %v\n%s", err, out))
+		procs.Fail(fmt.Errorf("cluster drain: %v\n%s", err, out))
 	}
 	deadline := start.Add(2 * time.Minute)
 	var drained time.Duration
 	for time.Now().Before(deadline) {
-		st := n1.status()
+		st := status(n1)
 		if st.Draining && st.Held == 0 && st.Parked == 0 && st.Pending == 0 && st.Unresolved == 0 {
 			drained = time.Since(start)
 			break
@@ -104,14 +100,14 @@ func main() {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if drained == 0 {
-		fail(fmt.Errorf("n1 did not drain within 2 minutes: %+v", n1.status()))
+		procs.Fail(fmt.Errorf("n1 did not drain within 2 minutes: %+v", status(n1)))
 	}
 	socketsAt := time.Duration(0)
 	if l := lastClose.Load(); l > 0 {
 		socketsAt = time.Unix(0, l).Sub(start)
 	}
 	for i := range *actors {
-		get(client, n2.addr, fmt.Sprintf("/actor/counter/c%d", i), "2")
+		get(client, n2.Addr, fmt.Sprintf("/actor/counter/c%d", i), "2")
 	}
 	for _, ws := range conns {
 		ws.Close()
@@ -122,23 +118,17 @@ func main() {
 		*actors, *rooms, drained.Milliseconds(), closed.Load(), socketsAt.Milliseconds())
 }
 
-type node struct {
-	name, addr, admin, bin, bucket, log string
-	extra                               []string
-	cmd                                 *exec.Cmd
-}
-
-type status struct {
+type nodeStatus struct {
 	Draining                                   bool
 	Held, Parked, Pending, Unresolved, Sockets int
 }
 
-func (n *node) status() status {
-	req, _ := http.NewRequest(http.MethodGet, "http://"+n.admin+"/status", nil)
+func status(n *procs.Node) nodeStatus {
+	req, _ := http.NewRequest(http.MethodGet, "http://"+n.Admin+"/status", nil)
 	req.Header.Set("Accept", "application/json")
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		fail(err)
+		procs.Fail(err)
 	}
 	defer res.Body.Close()
 	var s struct {
@@ -150,78 +140,19 @@ func (n *node) status() status {
 		Sockets    int  `json:"sockets"`
 	}
 	if err := json.NewDecoder(res.Body).Decode(&s); err != nil {
-		fail(err)
+		procs.Fail(err)
 	}
-	return status{s.Draining, s.Held, s.Parked, s.Pending, s.Unresolved, s.Sockets}
-}
-
-func (n *node) start() {
-	f, err := os.OpenFile(n.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		fail(err)
-	}
-	args := append([]string{"serve", "--node", n.name, "--bucket", n.bucket, "--listen", n.addr, "--admin-listen", n.admin,
-		"--cache-dir", "", "--classes", filepath.Join(filepath.Dir(n.bucket), "none")}, n.extra...)
-	n.cmd = exec.Command(n.bin, args...)
-	n.cmd.Stdout, n.cmd.Stderr = f, f
-	if err := n.cmd.Start(); err != nil {
-		fail(err)
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		if res, err := http.Get("http://" + n.addr + "/readyz"); err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	fail(fmt.Errorf("%s did not get ready; see %s", n.name, n.log))
-}
-
-func (n *node) stop() {
-	if n.cmd == nil || n.cmd.ProcessState != nil {
-		return
-	}
-	_ = n.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = n.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		_ = n.cmd.Process.Kill()
-	}
+	return nodeStatus{s.Draining, s.Held, s.Parked, s.Pending, s.Unresolved, s.Sockets}
 }
 
 func get(c *http.Client, addr, path, want string) {
 	res, err := c.Get("http://" + addr + path)
 	if err != nil {
-		fail(err)
+		procs.Fail(err)
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
 	if res.StatusCode != http.StatusOK || strings.TrimSpace(string(b)) != want {
-		fail(fmt.Errorf("%s via %s: %d %q, want %q", path, addr, res.StatusCode, b, want))
+		procs.Fail(fmt.Errorf("%s via %s: %d %q, want %q", path, addr, res.StatusCode, b, want))
 	}
-}
-
-func free() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fail(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// started are the node processes to stop, also when the run fails.
-var started []*node
-
-func fail(err error) {
-	fmt.Fprintln(os.Stderr, "drain:", err)
-	for _, n := range started {
-		n.stop()
-	}
-	os.Exit(1)
 }

@@ -17,15 +17,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/wasmkeep/wasmkeep/bench/internal/procs"
 )
 
 func main() {
@@ -37,50 +37,44 @@ func main() {
 	flag.Parse()
 	dir, err := os.MkdirTemp("", "wasmkeep-failover-")
 	if err != nil {
-		fail(err)
+		procs.Fail(err)
 	}
 	defer os.RemoveAll(dir)
 	bucket := filepath.Join(dir, "bucket")
-	var nodes []*node
+	var nodes []*procs.Node
 	for i := range 3 {
-		n := &node{name: fmt.Sprintf("n%d", i+1), addr: free(), bin: *bin, bucket: bucket, extra: strings.Fields(*extra),
-			log: filepath.Join(dir, fmt.Sprintf("n%d.log", i+1))}
-		started = append(started, n)
-		n.start()
+		n := procs.New(*bin, dir, bucket, fmt.Sprintf("n%d", i+1), false, strings.Fields(*extra)...)
+		n.Start()
 		nodes = append(nodes, n)
 	}
-	defer func() {
-		for _, n := range nodes {
-			n.stop()
-		}
-	}()
+	defer procs.StopAll()
 	time.Sleep(6 * time.Second) // every node lists the others
 	var lasts, firsts []time.Duration
 	client := &http.Client{Timeout: 60 * time.Second}
 	for round := range *kills {
 		victim := nodes[round%3]
-		peers := []*node{}
+		peers := []*procs.Node{}
 		for _, n := range nodes {
 			if n != victim {
 				peers = append(peers, n)
 			}
 		}
 		for i := range *actors {
-			get(client, victim.addr, fmt.Sprintf("/actor/counter/r%d-%d", round, i))
+			get(client, victim.Addr, fmt.Sprintf("/actor/counter/r%d-%d", round, i))
 		}
 		killed := time.Now()
-		victim.kill()
+		victim.Kill()
 		if *fence {
-			out, err := exec.Command(*bin, "cluster", "fence", victim.name, "--bucket", bucket).CombinedOutput()
+			out, err := exec.Command(*bin, "cluster", "fence", victim.Name, "--bucket", bucket).CombinedOutput()
 			if err != nil {
-				fail(fmt.Errorf("fence: %v\n%s", err, out))
+				procs.Fail(fmt.Errorf("fence: %v\n%s", err, out))
 			}
 		}
 		var first time.Duration
 		for i := range *actors {
 			p := peers[i%2]
-			if code, body := get(client, p.addr, fmt.Sprintf("/actor/counter/r%d-%d", round, i)); code != http.StatusOK || body != "2" {
-				fail(fmt.Errorf("round %d: r%d-%d through %s: %d %q", round, round, i, p.name, code, body))
+			if code, body := get(client, p.Addr, fmt.Sprintf("/actor/counter/r%d-%d", round, i)); code != http.StatusOK || body != "2" {
+				procs.Fail(fmt.Errorf("round %d: r%d-%d through %s: %d %q", round, round, i, p.Name, code, body))
 			}
 			if i == 0 {
 				first = time.Since(killed)
@@ -88,9 +82,9 @@ func main() {
 		}
 		last := time.Since(killed)
 		firsts, lasts = append(firsts, first), append(lasts, last)
-		fmt.Printf("round %d: %s killed; first actor served after %s, all %d after %s\n", round, victim.name,
+		fmt.Printf("round %d: %s killed; first actor served after %s, all %d after %s\n", round, victim.Name,
 			first.Round(time.Millisecond), *actors, last.Round(time.Millisecond))
-		victim.start()
+		victim.Start()
 		time.Sleep(3 * time.Second)
 	}
 	slices.Sort(firsts)
@@ -100,82 +94,12 @@ func main() {
 		lasts[len(lasts)/2].Milliseconds(), lasts[len(lasts)-1].Milliseconds())
 }
 
-type node struct {
-	name, addr, bin, bucket, log string
-	extra                        []string
-	cmd                          *exec.Cmd
-}
-
-func (n *node) start() {
-	f, err := os.OpenFile(n.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		fail(err)
-	}
-	args := append([]string{"serve", "--node", n.name, "--bucket", n.bucket, "--listen", n.addr, "--cache-dir", "",
-		"--classes", filepath.Join(filepath.Dir(n.bucket), "none")}, n.extra...)
-	n.cmd = exec.Command(n.bin, args...)
-	n.cmd.Stdout, n.cmd.Stderr = f, f
-	if err := n.cmd.Start(); err != nil {
-		fail(err)
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		if res, err := http.Get("http://" + n.addr + "/readyz"); err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	fail(fmt.Errorf("%s did not get ready; see %s", n.name, n.log))
-}
-
-func (n *node) kill() {
-	_ = n.cmd.Process.Signal(syscall.SIGKILL)
-	_ = n.cmd.Wait()
-}
-
-func (n *node) stop() {
-	if n.cmd == nil || n.cmd.ProcessState != nil {
-		return
-	}
-	_ = n.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = n.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		_ = n.cmd.Process.Kill()
-	}
-}
-
 func get(c *http.Client, addr, path string) (int, string) {
 	res, err := c.Get("http://" + addr + path)
 	if err != nil {
-		fail(err)
+		procs.Fail(err)
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
 	return res.StatusCode, strings.TrimSpace(string(b))
-}
-
-func free() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fail(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// started are the node processes to stop, also when the run fails.
-var started []*node
-
-func fail(err error) {
-	fmt.Fprintln(os.Stderr, "failover:", err)
-	for _, n := range started {
-		n.stop()
-	}
-	os.Exit(1)
 }

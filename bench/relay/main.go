@@ -17,19 +17,18 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/wasmkeep/wasmkeep/bench/internal/procs"
 )
 
 func main() {
@@ -41,30 +40,27 @@ func main() {
 	flag.Parse()
 	dir, err := os.MkdirTemp("", "wasmkeep-relay-")
 	if err != nil {
-		fail(err)
+		procs.Fail(err)
 	}
 	bucket := filepath.Join(dir, "bucket")
-	n1 := &node{name: "n1", addr: free(), bin: *bin, bucket: bucket, log: filepath.Join(dir, "n1.log")}
-	n2 := &node{name: "n2", addr: free(), bin: *bin, bucket: bucket, log: filepath.Join(dir, "n2.log")}
-	started = []*node{n1, n2}
-	n1.start()
-	n2.start()
+	n1 := procs.New(*bin, dir, bucket, "n1", false, "--idle-timeout", "5m")
+	n2 := procs.New(*bin, dir, bucket, "n2", false, "--idle-timeout", "5m")
+	n1.Start()
+	n2.Start()
 	defer func() {
-		for _, n := range started {
-			n.stop()
-		}
+		procs.StopAll()
 		os.RemoveAll(dir)
 	}()
 	time.Sleep(6 * time.Second) // the nodes list each other
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: *conns}}
-	get(client, n1.addr, "/actor/counter/hot?read") // n1 holds it
+	get(client, n1.Addr, "/actor/counter/hot?read") // n1 holds it
 	type sample struct{ rate, p50, p99, cpu float64 }
 	results := map[string][]sample{}
 	for range *reps {
-		for _, via := range []*node{n1, n2} {
-			cpu0 := n1.cpu() + n2.cpu()
-			rate, p50, p99 := httpRun(client, via.addr, *requests, *conns)
-			cpu := (n1.cpu() + n2.cpu() - cpu0) / float64(*requests)
+		for _, via := range []*procs.Node{n1, n2} {
+			cpu0 := n1.CPU() + n2.CPU()
+			rate, p50, p99 := httpRun(client, via.Addr, *requests, *conns)
+			cpu := (n1.CPU() + n2.CPU() - cpu0) / float64(*requests)
 			key := "http direct"
 			if via == n2 {
 				key = "http relayed"
@@ -72,9 +68,9 @@ func main() {
 			results[key] = append(results[key], sample{rate, p50, p99, cpu})
 			fmt.Printf("%s: %.0f req/s, p50 %.0f us, p99 %.0f us, %.1f us CPU per request\n", key, rate, p50, p99, cpu*1e6)
 
-			cpu0 = n1.cpu() + n2.cpu()
-			erate := echoRun(via.addr, *echoes)
-			ecpu := (n1.cpu() + n2.cpu() - cpu0) / float64(*echoes)
+			cpu0 = n1.CPU() + n2.CPU()
+			erate := echoRun(via.Addr, *echoes)
+			ecpu := (n1.CPU() + n2.CPU() - cpu0) / float64(*echoes)
 			ekey := "echo direct"
 			if via == n2 {
 				ekey = "echo relayed"
@@ -137,14 +133,14 @@ func httpRun(c *http.Client, addr string, n, conns int) (rate, p50, p99 float64)
 func echoRun(addr string, n int) float64 {
 	ws, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/actor/chat/relayroom?name=bench", nil)
 	if err != nil {
-		fail(err)
+		procs.Fail(err)
 	}
 	defer ws.Close()
 	read := func(want string) {
 		for {
 			_, b, err := ws.ReadMessage()
 			if err != nil {
-				fail(err)
+				procs.Fail(err)
 			}
 			if strings.Contains(string(b), want) {
 				return
@@ -152,102 +148,27 @@ func echoRun(addr string, n int) float64 {
 		}
 	}
 	if err := ws.WriteMessage(websocket.TextMessage, []byte(`{"type":"join","name":"bench"}`)); err != nil {
-		fail(err)
+		procs.Fail(err)
 	}
 	start := time.Now()
 	for k := range n {
 		text := "m" + strconv.Itoa(k)
 		if err := ws.WriteMessage(websocket.TextMessage, []byte(`{"type":"say","text":"`+text+`"}`)); err != nil {
-			fail(err)
+			procs.Fail(err)
 		}
 		read(`"` + text + `"`)
 	}
 	return float64(n) / time.Since(start).Seconds()
 }
 
-type node struct {
-	name, addr, bin, bucket, log string
-	cmd                          *exec.Cmd
-}
-
-// cpu is the process's user and system time so far, in seconds.
-func (n *node) cpu() float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", n.cmd.Process.Pid))
-	if err != nil {
-		fail(err)
-	}
-	fields := strings.Fields(string(b)[strings.LastIndexByte(string(b), ')')+2:])
-	utime, _ := strconv.ParseFloat(fields[11], 64)
-	stime, _ := strconv.ParseFloat(fields[12], 64)
-	return (utime + stime) / 100 // clock ticks of 10 ms
-}
-
-func (n *node) start() {
-	f, err := os.OpenFile(n.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		fail(err)
-	}
-	n.cmd = exec.Command(n.bin, "serve", "--node", n.name, "--bucket", n.bucket, "--listen", n.addr, "--cache-dir", "",
-		"--classes", filepath.Join(filepath.Dir(n.bucket), "none"), "--idle-timeout", "5m")
-	n.cmd.Stdout, n.cmd.Stderr = f, f
-	if err := n.cmd.Start(); err != nil {
-		fail(err)
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		if res, err := http.Get("http://" + n.addr + "/readyz"); err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	fail(fmt.Errorf("%s did not get ready; see %s", n.name, n.log))
-}
-
-func (n *node) stop() {
-	if n.cmd == nil || n.cmd.ProcessState != nil {
-		return
-	}
-	_ = n.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = n.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		_ = n.cmd.Process.Kill()
-	}
-}
-
 func get(c *http.Client, addr, path string) {
 	res, err := c.Get("http://" + addr + path)
 	if err != nil {
-		fail(err)
+		procs.Fail(err)
 	}
 	defer res.Body.Close()
 	_, _ = io.Copy(io.Discard, res.Body)
 	if res.StatusCode != http.StatusOK {
-		fail(fmt.Errorf("%s via %s: %d", path, addr, res.StatusCode))
+		procs.Fail(fmt.Errorf("%s via %s: %d", path, addr, res.StatusCode))
 	}
-}
-
-func free() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		fail(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// started are the node processes to stop, also when the run fails.
-var started []*node
-
-func fail(err error) {
-	fmt.Fprintln(os.Stderr, "relay:", err)
-	for _, n := range started {
-		n.stop()
-	}
-	os.Exit(1)
 }
