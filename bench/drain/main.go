@@ -6,7 +6,7 @@
 // is recorded, with when its last socket was closed (1012) and the counters
 // served through its peer afterwards, every count intact.
 //
-//	go run ./bench/drain -bin /tmp/wasmkeep [-actors 1000] [-rooms 1000]
+//	go run ./bench/drain -bin ./bin/wasmkeep [-actors 1000] [-rooms 1000]
 //
 // Every process is started here on 127.0.0.1 and stopped by PID; every
 // wait is bounded.

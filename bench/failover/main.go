@@ -7,7 +7,7 @@
 // round. With -fence, `wasmkeep cluster fence` runs right after the kill,
 // which is the takeover an operator can force.
 //
-//	go run ./bench/failover -bin /tmp/wasmkeep [-kills 10] [-fence]
+//	go run ./bench/failover -bin ./bin/wasmkeep [-kills 10] [-fence]
 //
 // Every process is started here on 127.0.0.1 and stopped by PID; every
 // wait is bounded.

@@ -7,7 +7,7 @@
 // node processes spent per request or round trip (from /proc), with the
 // ratios relayed / direct.
 //
-//	go run ./bench/relay -bin /tmp/wasmkeep [-requests 20000] [-echoes 20000] [-reps 3]
+//	go run ./bench/relay -bin ./bin/wasmkeep [-requests 20000] [-echoes 20000] [-reps 3]
 //
 // Every process is started here on 127.0.0.1 and stopped by PID; every
 // run is bounded in count.
