@@ -34,7 +34,7 @@ func (h *Handler) Call(ctx context.Context, to ownership.Actor, req *actors.Requ
 	if _, ok := h.cfg.Registry.Lookup(to.Class); !ok {
 		return nil, fmt.Errorf("call %s/%s: %w", to.Class, to.Name, actors.ErrUnknownClass)
 	}
-	f := h.failover()
+	f := failover{wait: h.cfg.FailoverWait}
 	resp, at, err := h.cfg.Host.Dispatch(ctx, to, req)
 	for at != nil {
 		resp, err = h.forwardCall(ctx, to, *at, req)
@@ -44,7 +44,7 @@ func (h *Handler) Call(ctx context.Context, to ownership.Actor, req *actors.Requ
 		if dial {
 			h.cfg.Keeper.PeerUnreachable(at.Node)
 		}
-		if !refused && !dial || !f.wait(ctx) {
+		if !refused && !dial || !f.next(ctx) {
 			return resp, err
 		}
 		// The holder took no connection: the call never left; asked

@@ -94,7 +94,7 @@ func TestRequests(t *testing.T) {
 		{"method", granted, "PATCH", "/actor/counter/a", "", nil, 405, "method not allowed", ""},
 		{"refused", refused, "GET", "/actor/counter/a", "", nil, 503, "node lease not valid", "3"},
 		{"no second forward", routed, "GET", "/actor/counter/a", "", forwarded, 503, "already forwarded", "1"},
-		{"holder unreachable", routed, "GET", "/actor/counter/a", "", nil, 503, "did not answer", "1"},
+		{"holder unreachable", routed, "GET", "/actor/counter/a", "", nil, 503, "does not answer (dial tcp 127.0.0.1:1", "1"},
 		{"panic", granted, "GET", "/actor/counter/panic", "", nil, 500, "internal error", ""},
 		{"healthz", refused, "GET", "/healthz", "", nil, 200, "ok", ""},
 		{"readyz", granted, "GET", "/readyz", "", nil, 200, "ready", ""},

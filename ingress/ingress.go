@@ -453,7 +453,7 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(actors.WithCallChain(r.Context(), chain))
 	}
 	req := &actors.Request{Method: r.Method, Path: rest, Query: r.URL.Query(), Header: r.Header.Clone(), Body: body}
-	f := h.failover()
+	f := failover{wait: h.cfg.FailoverWait}
 	for {
 		resp, at, err := h.cfg.Host.Dispatch(r.Context(), a, req)
 		var ua *actors.UnavailableError
@@ -473,33 +473,46 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 		// The holder did not take the connection: the request never left,
 		// so it is asked again once the holder answers or the record is
 		// free (the holder fenced), within the failover wait.
-		if !f.wait(r.Context()) {
-			unavailable(w, h.deadIn(at.Node), fmt.Sprintf("actor held by node %s, which does not answer (%v); waited %s for it or for its record to be freed",
-				at.Node, dialErr, h.cfg.FailoverWait))
+		if !f.next(r.Context()) {
+			unavailable(w, h.deadIn(at.Node), holderGone(at.Node, dialErr, h.cfg.FailoverWait))
 			return
 		}
 	}
 }
 
+// holderGone is the refusal of a request whose holder did not answer for
+// the whole failover wait.
+func holderGone(node ownership.NodeID, err error, wait time.Duration) string {
+	return fmt.Sprintf("actor held by node %s, which does not answer (%v); waited %s for it or for its record to be freed", node, err, wait)
+}
+
 // failover paces the tries of one request while the actor's holder does
-// not answer: 100 ms after the first, doubling to 1 s, until
-// Config.FailoverWait has gone by.
+// not answer: 100 ms after the first, doubling to 1 s, until the wait
+// (Config.FailoverWait) has gone by since the first forward. The zero value
+// with its wait set has not begun: an event served here costs no clock read.
 type failover struct {
+	wait     time.Duration
 	deadline time.Time
 	pause    time.Duration
 }
 
-func (h *Handler) failover() *failover {
-	return &failover{deadline: time.Now().Add(h.cfg.FailoverWait), pause: 100 * time.Millisecond}
+func (f *failover) begin() {
+	if f.deadline.IsZero() {
+		f.deadline, f.pause = time.Now().Add(f.wait), 100*time.Millisecond
+	}
 }
 
 // last says whether the failover wait is over: the next failure is
 // answered.
-func (f *failover) last() bool { return !time.Now().Before(f.deadline) }
+func (f *failover) last() bool {
+	f.begin()
+	return !time.Now().Before(f.deadline)
+}
 
-// wait sleeps until the next try, and reports false when the wait is over
+// next sleeps until the next try, and reports false when the wait is over
 // (or ctx ended) instead.
-func (f *failover) wait(ctx context.Context) bool {
+func (f *failover) next(ctx context.Context) bool {
+	f.begin()
 	left := time.Until(f.deadline)
 	if left <= 0 {
 		return false
@@ -717,11 +730,12 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, a ownership.Ac
 				dialErr = fmt.Errorf("node %s: %w", d.Node, err)
 				return
 			}
-			retry := time.Second
 			if errors.As(err, &op) && op.Op == "dial" {
-				retry = h.deadIn(d.Node) // when peers free its actors
+				// The failover wait is over: as serveActor answers it.
+				unavailable(w, h.deadIn(d.Node), holderGone(d.Node, err, h.cfg.FailoverWait))
+				return
 			}
-			unavailable(w, retry, fmt.Sprintf("actor held by node %s, which did not answer", d.Node))
+			unavailable(w, time.Second, fmt.Sprintf("actor held by node %s, which did not answer", d.Node))
 		},
 	}
 	proxy.ServeHTTP(w, r)

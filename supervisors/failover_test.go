@@ -46,11 +46,10 @@ func TestRequestWaitsOutAFailover(t *testing.T) {
 		t.Fatal("n1 did not end")
 	}
 	n1.Abort()
-	start := time.Now()
+	// Within the failover wait (5 s), or it would be 503.
 	status, body := get(t, n2.URL+"/actor/counter/f")
 	assert.Equal(t, http.StatusOK, status, body)
 	assert.Equal(t, "2", body, "the count n1 acknowledged survives")
-	assert.Less(t, time.Since(start), 5*time.Second)
 	var n1Peer ownership.PeerStatus
 	for _, p := range n2.Status().Peers {
 		if p.Node == "n1" {

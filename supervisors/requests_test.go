@@ -79,8 +79,8 @@ func TestBucketRequestsPerOperation(t *testing.T) {
 	n.AwaitIdle(t, "chat/lobby")
 	require.Eventually(t, func() bool { return n.Status().Parked == 1 }, nodetest.Wait, 5*time.Millisecond, "the room parks")
 
-	// A lease period with the room parked: the lease and the listing only.
-	time.Sleep(100 * time.Millisecond) // what the park started has landed
+	// Two lease periods with the room parked (parking writes nothing):
+	// the lease and the listing only.
 	b.take()
 	period := ownership.DefaultConfig("n1", "i1").LeasePeriod
 	time.Sleep(2 * period)
