@@ -58,6 +58,9 @@ type Status struct {
 	// DrainStuck: draining with no live peer to take the actors, so the
 	// node serves them meanwhile.
 	DrainStuck bool
+	// Drained: the drain has nothing left (no hold, parked record or
+	// request pending), as Drained reported.
+	Drained    bool
 	Live       int
 	Parked     int
 	Pending    int
@@ -85,7 +88,8 @@ type PeerStatus struct {
 
 // Status returns a summary at the given time.
 func (c *Core) Status(now time.Time) Status {
-	s := Status{Node: c.cfg.Node, Instance: c.cfg.Instance, LeaseValid: c.LeaseValid(now), Draining: c.mode == modeDraining, DrainStuck: c.DrainStuck()}
+	s := Status{Node: c.cfg.Node, Instance: c.cfg.Instance, LeaseValid: c.LeaseValid(now), Draining: c.mode == modeDraining, DrainStuck: c.DrainStuck(),
+		Drained: c.mode == modeDraining && c.drainedSet}
 	switch c.phase {
 	case phaseNew:
 		s.Phase = "new"

@@ -266,7 +266,7 @@ func (d *drainer) observe(ctx actor.Context, m *keeper.StatusAnswer) {
 	if !draining {
 		return
 	}
-	if m.Ended || (!s.DrainStuck && s.Live == 0 && s.Parked == 0 && s.Pending == 0 && s.Unresolved == 0) {
+	if m.Ended || s.Drained {
 		d.st.drained()
 		return
 	}
