@@ -59,19 +59,29 @@ func TestRequestWaitsOutAFailover(t *testing.T) {
 	assert.Equal(t, ownership.LeaseFenced, n1Peer.State)
 }
 
+// operatedPair starts two nodes with short leases on one directory bucket,
+// waits until n1 sees n2 live, and opens the bucket as an operator's
+// command would.
+func operatedPair(t *testing.T) (n1, n2 *nodetest.Node, b *dirstore.Store) {
+	t.Helper()
+	dir := t.TempDir()
+	n1 = nodetest.Start(t, nodetest.Options{Dir: dir, Node: "n1", Instance: "i1", Configure: shortLeases})
+	n2 = nodetest.Start(t, nodetest.Options{Dir: dir, Node: "n2", Instance: "i2", Configure: shortLeases})
+	awaitLivePeer(t, n1, "n2")
+	b, err := dirstore.Open(dir)
+	require.NoError(t, err)
+	t.Cleanup(func() { b.Close() })
+	return n1, n2, b
+}
+
 // TestDrainRequestedInTheBucket: an operator's drain request (cluster
 // drain) reaches the node through the membership listing: it drains, its
 // actor is served by its peer, its /readyz says not ready and its tree
 // shows the drain; taking the request back makes it serve again.
 func TestDrainRequestedInTheBucket(t *testing.T) {
-	dir := t.TempDir()
-	n1 := nodetest.Start(t, nodetest.Options{Dir: dir, Node: "n1", Instance: "i1", Configure: shortLeases})
-	n2 := nodetest.Start(t, nodetest.Options{Dir: dir, Node: "n2", Instance: "i2", Configure: shortLeases})
+	n1, n2, b := operatedPair(t)
 	require.Equal(t, "1", count(t, n1, "d"))
-	awaitLivePeer(t, n1, "n2")
-	b, err := dirstore.Open(dir)
-	require.NoError(t, err)
-	defer b.Close()
+	var err error
 	_, err = cluster.RequestDrain(t.Context(), b, "n9", "test", time.Now())
 	require.ErrorIs(t, err, cluster.ErrUnknownNode)
 	_, err = cluster.RequestDrain(t.Context(), b, "n1", "test", time.Now())
@@ -105,14 +115,9 @@ func TestDrainRequestedInTheBucket(t *testing.T) {
 // holds is taken by the target itself; a move to an unknown node is
 // refused before anything is written.
 func TestMoveRequestedInTheBucket(t *testing.T) {
-	dir := t.TempDir()
-	n1 := nodetest.Start(t, nodetest.Options{Dir: dir, Node: "n1", Instance: "i1", Configure: shortLeases})
-	n2 := nodetest.Start(t, nodetest.Options{Dir: dir, Node: "n2", Instance: "i2", Configure: shortLeases})
+	n1, n2, b := operatedPair(t)
 	require.Equal(t, "1", count(t, n1, "m"))
-	awaitLivePeer(t, n1, "n2")
-	b, err := dirstore.Open(dir)
-	require.NoError(t, err)
-	defer b.Close()
+	var err error
 	m := ownership.Actor{Class: "counter", Name: "m"}
 	_, err = cluster.RequestMove(t.Context(), b, m, "n9", "test", "a", time.Now())
 	require.ErrorIs(t, err, cluster.ErrUnknownNode)

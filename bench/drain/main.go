@@ -18,9 +18,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,19 +34,12 @@ func main() {
 	actors := flag.Int("actors", 1000, "resident counters on the drained node")
 	rooms := flag.Int("rooms", 1000, "parked chat rooms on the drained node, one socket each")
 	flag.Parse()
-	dir, err := os.MkdirTemp("", "wasmkeep-drain-")
-	if err != nil {
-		procs.Fail(err)
-	}
-	bucket := filepath.Join(dir, "bucket")
+	dir, bucket := procs.Workdir("drain")
 	n1 := procs.New(*bin, dir, bucket, "n1", true, "--idle-timeout", "2s")
 	n2 := procs.New(*bin, dir, bucket, "n2", true)
 	n1.Start()
 	n2.Start()
-	defer func() {
-		procs.StopAll()
-		os.RemoveAll(dir)
-	}()
+	defer procs.StopAll()
 	time.Sleep(6 * time.Second) // the nodes list each other
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	var closed atomic.Int64

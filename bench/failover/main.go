@@ -18,9 +18,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -35,12 +33,7 @@ func main() {
 	fence := flag.Bool("fence", false, "run cluster fence on the victim right after the kill")
 	extra := flag.String("serve-flags", "", "more flags for every node, space separated (e.g. --lease-ttl 5s)")
 	flag.Parse()
-	dir, err := os.MkdirTemp("", "wasmkeep-failover-")
-	if err != nil {
-		procs.Fail(err)
-	}
-	defer os.RemoveAll(dir)
-	bucket := filepath.Join(dir, "bucket")
+	dir, bucket := procs.Workdir("failover")
 	var nodes []*procs.Node
 	for i := range 3 {
 		n := procs.New(*bin, dir, bucket, fmt.Sprintf("n%d", i+1), false, strings.Fields(*extra)...)

@@ -18,8 +18,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,19 +36,12 @@ func main() {
 	conns := flag.Int("conns", 16, "concurrent HTTP clients")
 	reps := flag.Int("reps", 3, "alternated repetitions")
 	flag.Parse()
-	dir, err := os.MkdirTemp("", "wasmkeep-relay-")
-	if err != nil {
-		procs.Fail(err)
-	}
-	bucket := filepath.Join(dir, "bucket")
+	dir, bucket := procs.Workdir("relay")
 	n1 := procs.New(*bin, dir, bucket, "n1", false, "--idle-timeout", "5m")
 	n2 := procs.New(*bin, dir, bucket, "n2", false, "--idle-timeout", "5m")
 	n1.Start()
 	n2.Start()
-	defer func() {
-		procs.StopAll()
-		os.RemoveAll(dir)
-	}()
+	defer procs.StopAll()
 	time.Sleep(6 * time.Second) // the nodes list each other
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: *conns}}
 	get(client, n1.Addr, "/actor/counter/hot?read") // n1 holds it

@@ -103,10 +103,28 @@ func (n *Node) CPU() float64 {
 	return (utime + stime) / 100 // clock ticks of 10 ms
 }
 
-// StopAll stops every node New made.
+// workdirs are the directories StopAll removes.
+var workdirs []string
+
+// Workdir makes a temporary directory for a run, named after prefix, and
+// returns it with the path of a directory bucket in it. StopAll removes
+// it.
+func Workdir(prefix string) (dir, bucket string) {
+	dir, err := os.MkdirTemp("", "wasmkeep-"+prefix+"-")
+	if err != nil {
+		Fail(err)
+	}
+	workdirs = append(workdirs, dir)
+	return dir, filepath.Join(dir, "bucket")
+}
+
+// StopAll stops every node New made and removes the run's directories.
 func StopAll() {
 	for _, n := range started {
 		n.Stop()
+	}
+	for _, d := range workdirs {
+		os.RemoveAll(d)
 	}
 }
 
