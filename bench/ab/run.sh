@@ -2,7 +2,9 @@
 # A/B: two builds of wasmkeep side by side in one run, each its own node on a
 # mem:// bucket, under the peer benchmark's load generator: the scenarios
 # alternate between the two nodes, rep by rep, so the machine's swings hit
-# both alike. Reports each scenario's median for A and B and the ratio B/A.
+# both alike. Reports each scenario's median for A and B and the ratio B/A, and
+# the ratio of the node's CPU per unit of work over the load generator's (a
+# measure the machine's swings in speed cancel out of).
 #
 #   bench/ab/run.sh                          A = WASMKEEP_REF (default HEAD~1), B = the working tree
 #   WASMKEEP_REF=c5437b7 bench/ab/run.sh     A = that commit
@@ -102,14 +104,26 @@ metric = {
     "ws-echo": ("msg/s", lambda r: r["msgs_per_s"]), "ws-bcast": ("deliveries/s", lambda r: r["deliveries_per_s"]),
     "ws-idle": ("B/socket held (lower is better)", lambda r: r["server_bytes_per_socket_after_hold"]),
 }
-print("| scenario | unit | A (median) | B (median) | B/A | reps |")
-print("| --- | --- | ---: | ---: | ---: | --- |")
+# cost: the node's CPU per unit of work over the load generator's. The load
+# generator does the same work for either side, so its CPU per unit follows
+# the machine's speed of the moment (it swings by 20% over minutes here),
+# and the quotient cancels it: a steadier measure than throughput.
+def cost(r):
+    c = r.get("cpu") or {}
+    if c.get("server_cpu_s", -1) <= 0 or not c.get("loadgen_cpu_s"):
+        return None
+    return c["server_cpu_s"] / c["loadgen_cpu_s"]
+print("| scenario | unit | A (median) | B (median) | B/A | node CPU over load CPU, B/A | reps |")
+print("| --- | --- | ---: | ---: | ---: | ---: | --- |")
 for name, (unit, f) in metric.items():
     a = [f(r) for r in rows if r["label"] == name + "-A"]
     b = [f(r) for r in rows if r["label"] == name + "-B"]
     if not a or not b:
         continue
     ma, mb = st.median(a), st.median(b)
-    print(f"| {name} | {unit} | {ma:,.0f} | {mb:,.0f} | {mb / ma:.3f} | A {', '.join(f'{x:,.0f}' for x in a)}; B {', '.join(f'{x:,.0f}' for x in b)} |")
+    ca = [x for x in (cost(r) for r in rows if r["label"] == name + "-A") if x]
+    cb = [x for x in (cost(r) for r in rows if r["label"] == name + "-B") if x]
+    cr = f"{st.median(cb) / st.median(ca):.3f}" if ca and cb and name != "ws-idle" else ""
+    print(f"| {name} | {unit} | {ma:,.0f} | {mb:,.0f} | {mb / ma:.3f} | {cr} | A {', '.join(f'{x:,.0f}' for x in a)}; B {', '.join(f'{x:,.0f}' for x in b)} |")
 PY
 say "results in $OUT"
