@@ -19,10 +19,13 @@ type (
 		actor ownership.Actor
 		class Class
 		gen   ownership.Generation
-		req   *Request
-		sock  *SocketEvent // instead of req: a socket event
-		reply chan result
-		id    uint64 // set by the director: names the event until it is done
+		// sealed: the state as the grant's acquisition sealed it, or nil
+		// (see ownership.Sealed); the hold's first load takes it.
+		sealed *ownership.Sealed
+		req    *Request
+		sock   *SocketEvent // instead of req: a socket event
+		reply  chan result
+		id     uint64 // set by the director: names the event until it is done
 		// spawned: the director spawned the actor's proto.actor actor for
 		// this event (the actor was not resident: the event woke it).
 		spawned bool

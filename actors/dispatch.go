@@ -40,10 +40,10 @@ const notRunTries = 10
 // ErrInvalidActor, or ctx's error (the event may still run).
 func (h *Host) Dispatch(ctx context.Context, a ownership.Actor, req *Request) (*Response, *Elsewhere, error) {
 	var resp *Response
-	at, err := h.dispatch(ctx, a, 0, func(gen ownership.Generation) error {
-		var err error
-		resp, err = h.Deliver(ctx, a, gen, req)
-		return err
+	at, err := h.dispatch(ctx, a, 0, func(gen ownership.Generation, state *ownership.Sealed) error {
+		r := h.run(ctx, &eventMsg{ctx: ctx, actor: a, gen: gen, sealed: state, req: req})
+		resp = r.resp
+		return r.err
 	})
 	return resp, at, err
 }
@@ -55,10 +55,10 @@ func (h *Host) Dispatch(ctx context.Context, a ownership.Actor, req *Request) (*
 // after the first refusal, since a socket's client cannot be told to retry.
 // woke reports that the actor was not resident: the event woke it.
 func (h *Host) DispatchSocket(ctx context.Context, a ownership.Actor, ev *SocketEvent, patience time.Duration) (woke bool, at *Elsewhere, err error) {
-	at, err = h.dispatch(ctx, a, patience, func(gen ownership.Generation) error {
-		var err error
-		woke, err = h.DeliverSocket(ctx, a, gen, ev)
-		return err
+	at, err = h.dispatch(ctx, a, patience, func(gen ownership.Generation, state *ownership.Sealed) error {
+		r := h.run(ctx, &eventMsg{ctx: ctx, actor: a, gen: gen, sealed: state, sock: ev})
+		woke = r.woke
+		return r.err
 	})
 	return woke, at, err
 }
@@ -67,7 +67,7 @@ func (h *Host) DispatchSocket(ctx context.Context, a ownership.Actor, ev *Socket
 // move's target takes the actor; see Adopt). It returns where a is held
 // when another live node holds it.
 func (h *Host) Take(ctx context.Context, a ownership.Actor) (*Elsewhere, error) {
-	return h.dispatch(ctx, a, 0, func(gen ownership.Generation) error { return h.Adopt(a, gen) })
+	return h.dispatch(ctx, a, 0, func(gen ownership.Generation, _ *ownership.Sealed) error { return h.Adopt(a, gen) })
 }
 
 // Bounds on the waits between the tries of a patient dispatch.
@@ -79,7 +79,7 @@ const (
 // dispatch acquires a and runs deliver under the grant, at most
 // notRunTries times while deliver is refused before it ran; with patience,
 // it tries again after a refusal that may pass.
-func (h *Host) dispatch(ctx context.Context, a ownership.Actor, patience time.Duration, deliver func(ownership.Generation) error) (*Elsewhere, error) {
+func (h *Host) dispatch(ctx context.Context, a ownership.Actor, patience time.Duration, deliver func(ownership.Generation, *ownership.Sealed) error) (*Elsewhere, error) {
 	if _, ok := h.cfg.Registry.Lookup(a.Class); !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownClass, a.Class)
 	}
@@ -109,7 +109,7 @@ func (h *Host) dispatch(ctx context.Context, a ownership.Actor, patience time.Du
 
 // tryDispatch is one acquisition and its deliveries. refusal is set when
 // the keeper refused the event (it did not run).
-func (h *Host) tryDispatch(ctx context.Context, a ownership.Actor, deliver func(ownership.Generation) error) (at *Elsewhere, refusal *UnavailableError, err error) {
+func (h *Host) tryDispatch(ctx context.Context, a ownership.Actor, deliver func(ownership.Generation, *ownership.Sealed) error) (at *Elsewhere, refusal *UnavailableError, err error) {
 	for range notRunTries {
 		d, err := h.cfg.Keeper.Acquire(ctx, a)
 		if err != nil {
@@ -126,7 +126,7 @@ func (h *Host) tryDispatch(ctx context.Context, a ownership.Actor, deliver func(
 			ua := &UnavailableError{Actor: a, Reason: d.Reason, RetryAfter: d.RetryAfter, NotRun: true, Draining: d.Draining}
 			return nil, ua, ua
 		}
-		err = deliver(d.Gen)
+		err = deliver(d.Gen, d.State)
 		var ua *UnavailableError
 		if !errors.As(err, &ua) || !ua.NotRun || ctx.Err() != nil {
 			return nil, nil, err

@@ -38,6 +38,11 @@ type residentActor struct {
 	gen    ownership.Generation
 	etag   ownership.ETag
 	state  stateObject
+	// sealTaken is the generation whose seal's copy of the state a load
+	// took: a load again under it (after a failed commit dropped the
+	// state) reads the bucket, as the copy may be older than what the
+	// failed commit wrote.
+	sealTaken ownership.Generation
 
 	version  uint64     // events with writes applied to state
 	durable  uint64     // the version the bucket holds
@@ -173,7 +178,7 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 			ra.answer(ctx, m, result{err: ra.h.notRun(ra.actor, "hold no longer live")})
 			return
 		}
-		if err := ra.load(ioCtx, m.gen); err != nil {
+		if err := ra.load(ioCtx, m.gen, m.sealed); err != nil {
 			ra.drop()
 			ra.answer(ctx, m, result{err: err})
 			return
@@ -372,15 +377,23 @@ func (ra *residentActor) failed(err error) *Response {
 
 // load reads the state object for the hold at gen. The acquisition sealed
 // it with gen before the hold existed (see ownership/seal.go), so it is
-// normally read as is. An object stamped with a later generation means this
-// hold was superseded: it ends. One stamped earlier was not sealed (a hold
-// granted without the ownership core, in tests and tools): it is fenced here,
-// rewritten stamped with gen, so no older hold's write can land after this.
-func (ra *residentActor) load(ctx context.Context, gen ownership.Generation) error {
+// normally read as is, and the seal's own copy (sealed, when the grant
+// carried it for gen) is taken without a read. An object stamped with a
+// later generation means this hold was superseded: it ends. One stamped
+// earlier was not sealed (a hold granted without the ownership core, in
+// tests and tools): it is fenced here, rewritten stamped with gen, so no
+// older hold's write can land after this.
+func (ra *residentActor) load(ctx context.Context, gen ownership.Generation, sealed *ownership.Sealed) error {
 	key := StateKey(ra.actor)
-	rctx, cancel := context.WithTimeout(ctx, ra.h.cfg.IOTimeout)
-	obj, err := ra.h.cfg.Bucket.Get(rctx, key)
-	cancel()
+	var obj ownership.Object
+	var err error
+	if sealed != nil && sealed.Gen == gen && ra.sealTaken != gen {
+		obj, ra.sealTaken = ownership.Object{Body: sealed.Body, ETag: sealed.ETag}, gen
+	} else {
+		rctx, cancel := context.WithTimeout(ctx, ra.h.cfg.IOTimeout)
+		obj, err = ra.h.cfg.Bucket.Get(rctx, key)
+		cancel()
+	}
 	var st stateObject
 	var cond ownership.Condition
 	switch ownership.OutcomeOf(err) {

@@ -161,7 +161,8 @@ type flight struct {
 	sentAt   time.Time
 	gen      Generation
 	nonce    string
-	prior    ETag // the version an acquire's write was conditioned on ("" for a create)
+	prior    ETag   // the version an acquire's write was conditioned on ("" for a create)
+	body     []byte // a seal's write: what it wrote
 	seq      uint64
 	rel      *pendingRelease
 	wake     bool

@@ -168,11 +168,14 @@ type Request struct {
 	Limit      int
 }
 
-// Grant: the event of Ref may run, as owner at generation Gen.
+// Grant: the event of Ref may run, as owner at generation Gen. State, when
+// set, is the actor's state object as this acquisition's seal left it (see
+// Sealed): the hold's first load may take it instead of reading it again.
 type Grant struct {
 	Actor Actor
 	Ref   uint64
 	Gen   Generation
+	State *Sealed
 }
 
 // Route: another live process holds the actor; send the event there.

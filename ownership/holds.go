@@ -77,6 +77,12 @@ type acquireJob struct {
 	// seenETag is the record version last read, first read at seenAt.
 	seenETag ETag
 	seenAt   time.Time
+	// unread: a wake of a parked hold that writes the record over the
+	// version it holds without reading it first (see wakeUnread); set once
+	// tried, so a refused write reads the record.
+	unread bool
+	// sealed is the state as this acquisition's last seal wrote it.
+	sealed *Sealed
 }
 
 type waiter struct {
@@ -318,6 +324,9 @@ func (c *Core) advance(e *entry) {
 	if e.acq != nil {
 		if c.expireWaiters(e) {
 			if !c.now.Before(e.acq.retryAt) {
+				if c.wakeUnread(e) {
+					return
+				}
 				e.busy = c.send(fAcqRead, OpGet, e.key, nil, Always(), &flight{actor: e.actor})
 				return
 			}
@@ -574,6 +583,12 @@ func (c *Core) onAcquireRead(e *entry, r Reply) {
 		c.writeRecord(e, gen, prior, false)
 		return
 	}
+	c.takeAt(e, gen, prior)
+}
+
+// takeAt seals the actor's state at gen, then writes the record at gen
+// over the version prior.
+func (c *Core) takeAt(e *entry, gen Generation, prior ETag) {
 	c.seal(e, gen, prior, e.parked != nil)
 }
 

@@ -146,9 +146,34 @@ func (c *Core) granted(e *entry, h hold) {
 	}
 	c.count(MetricAcquisitions, label)
 	if e.acq != nil {
+		state := e.acq.sealed
+		if state != nil && state.Gen != h.gen {
+			state = nil // sealed for another round's generation
+		}
 		for _, w := range e.acq.waiters {
-			c.emit(Grant{Actor: e.actor, Ref: w.ref, Gen: h.gen})
+			c.emit(Grant{Actor: e.actor, Ref: w.ref, Gen: h.gen, State: state})
 		}
 		e.acq = nil
 	}
+}
+
+// wakeUnread starts the wake of a parked hold without reading its record:
+// the record names this node at the parked generation, at the version the
+// parked hold knows (no node writes a record whose holder's lease is live,
+// and a release of ours, or a write of ours whose outcome is unknown,
+// rules this path out), so the wake seals the state and writes the next
+// generation over that version. The write's condition keeps it safe: a
+// record that moved after all refuses it, and the acquisition reads the
+// record as any other does. A wake so costs three requests, the seal's read
+// and write and the record's write, and its state is not read again.
+func (c *Core) wakeUnread(e *entry) bool {
+	if e.parked == nil || e.acq.unread || e.acq.attempts > 0 || len(e.unresolved) > 0 || len(e.pending) > 0 {
+		return false
+	}
+	e.acq.unread = true
+	if !c.LeaseValid(c.now) || !c.serving() {
+		return false // the record's read refuses it, as any
+	}
+	c.takeAt(e, e.parked.gen+1, e.parked.etag)
+	return true
 }

@@ -23,9 +23,26 @@ import "time"
 // object already stamped with a later generation means a later acquisition
 // sealed it, and this one takes that generation (see onSealRead).
 
+// Sealed is an actor's state object as an acquisition's seal wrote it: its
+// body and the version it landed at, for the hold at Gen. The Grant of that
+// hold carries it, and the hold's first load takes it instead of reading
+// the object again (a wake then costs the seal's read and write and the
+// record's write): no hold but that one can have written the object
+// since, as every older hold's write is conditioned on a version from
+// before the seal. A later acquisition's seal may have rewritten it (this
+// hold was superseded meanwhile): the hold's first commit, conditioned on
+// ETag, is then refused, and its output is withheld as for any hold that
+// is no longer live.
+type Sealed struct {
+	Gen  Generation
+	Body []byte
+	ETag ETag
+}
+
 // seal starts the seal of an acquisition that will write the record at gen
 // over the version prior ("" to create it).
 func (c *Core) seal(e *entry, gen Generation, prior ETag, wake bool) {
+	e.acq.sealed = nil
 	e.busy = c.send(fSealRead, OpGet, StateKey(e.actor), nil, Always(), &flight{
 		actor: e.actor, gen: gen, prior: prior, wake: wake,
 	})
@@ -70,7 +87,7 @@ func (c *Core) onSealRead(e *entry, f *flight, r Reply) {
 		return
 	}
 	e.busy = c.send(fSealWrite, OpPut, StateKey(e.actor), body, cond, &flight{
-		actor: e.actor, gen: f.gen, prior: f.prior, wake: f.wake,
+		actor: e.actor, gen: f.gen, prior: f.prior, wake: f.wake, body: body,
 	})
 }
 
@@ -84,6 +101,7 @@ func (c *Core) onSealWrite(e *entry, f *flight, r Reply) {
 			c.refuseWaiters(e, "node lease not valid", c.mode == modeDraining)
 			return
 		}
+		e.acq.sealed = &Sealed{Gen: f.gen, Body: f.body, ETag: r.ETag}
 		c.writeRecord(e, f.gen, f.prior, f.wake)
 	case Refused, NotFound:
 		// A commit landed between the read and the seal, or another

@@ -39,6 +39,9 @@ type Decision struct {
 
 	// Gen is the generation of the live hold (Granted).
 	Gen ownership.Generation
+	// State, when set, is the actor's state as the acquisition that made
+	// the hold sealed it (Granted; see ownership.Sealed).
+	State *ownership.Sealed
 
 	// Node and Addr name the holder (Routed). Addr is what that node wrote
 	// in its lease record; it may be empty when this node has not read it.
@@ -75,7 +78,9 @@ func (d Decision) String() string {
 	return s
 }
 
-func grantDecision(g ownership.Grant) Decision { return Decision{Verdict: Granted, Gen: g.Gen} }
+func grantDecision(g ownership.Grant) Decision {
+	return Decision{Verdict: Granted, Gen: g.Gen, State: g.State}
+}
 
 func routeDecision(r ownership.Route) Decision {
 	return Decision{Verdict: Routed, Node: r.Node, Addr: r.Addr}

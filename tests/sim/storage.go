@@ -186,6 +186,12 @@ func (w *World) runEvent(n *node, ev evOutput) {
 		w.commit(n, r, ev)
 		return
 	}
+	if s := r.sealed; s != nil && s.Gen == r.gen {
+		// The seal's copy, as the actors layer takes it: once.
+		r.sealed = nil
+		w.loaded(n, r, ev, ownership.Reply{Outcome: ownership.Landed, Body: s.Body, ETag: s.ETag})
+		return
+	}
 	w.stateIO(n, r, ev, ownership.Request{Op: ownership.OpGet, Key: ownership.StateKey(ev.actor)}, func(op *stateOp, reply ownership.Reply) {
 		w.loaded(n, r, ev, reply)
 	})

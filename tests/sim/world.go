@@ -163,6 +163,9 @@ type resident struct {
 	etag   ownership.ETag
 	seq    uint64
 	value  uint64
+	// sealed: the state as the grant's acquisition sealed it, taken by
+	// the residency's first load instead of a read (then cleared).
+	sealed *ownership.Sealed
 	busy   bool       // an event runs
 	queue  []evOutput // events waiting for it
 }
@@ -782,7 +785,7 @@ func (w *World) granted(n *node, g ownership.Grant) {
 	}
 	r := n.resident[g.Actor]
 	if r == nil || r.gen != g.Gen {
-		r = &resident{gen: g.Gen}
+		r = &resident{gen: g.Gen, sealed: g.State}
 		n.resident[g.Actor] = r
 	}
 	r.active = w.now
