@@ -44,6 +44,9 @@ func (h *Handler) Call(ctx context.Context, to ownership.Actor, req *actors.Requ
 		if dial {
 			h.cfg.Keeper.PeerUnreachable(at.Node)
 		}
+		if refused || err != nil {
+			h.cfg.Keeper.RouteFailed(to, at.Node)
+		}
 		if !refused && !dial || !f.next(ctx) {
 			return resp, err
 		}

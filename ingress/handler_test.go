@@ -24,6 +24,7 @@ type fakeKeeper struct {
 
 func (k fakeKeeper) Status() ownership.Status       { return ownership.Status{LeaseValid: k.valid} }
 func (fakeKeeper) PeerUnreachable(ownership.NodeID) {}
+func (fakeKeeper) RouteFailed(ownership.Actor, ownership.NodeID) {}
 
 // fakeHost dispatches by its keeper's decision: a granted event is
 // answered with the actor's name (a panic for the name "panic").

@@ -74,6 +74,10 @@ const DefaultMaxBody = 1 << 20
 type Keeper interface {
 	Status() ownership.Status
 	PeerUnreachable(node ownership.NodeID)
+	// RouteFailed says an event sent on to node for a was refused there
+	// before it ran, or not sent: the keeper reads a's record again
+	// rather than routing the next event the same way.
+	RouteFailed(a ownership.Actor, node ownership.NodeID)
 }
 
 // Host is what the ingress hands events to: the actors side, which
@@ -707,12 +711,18 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, a ownership.Ac
 		Transport: transport,
 		ModifyResponse: func(res *http.Response) error {
 			h.peerLog.answered(d.Node)
-			if !last && res.StatusCode == http.StatusServiceUnavailable && res.Header.Get(NotRunHeader) != "" {
-				return errHolderRefused // the event did not run there: dispatched again
+			if res.StatusCode == http.StatusServiceUnavailable && res.Header.Get(NotRunHeader) != "" {
+				h.cfg.Keeper.RouteFailed(a, d.Node)
+				if !last {
+					return errHolderRefused // the event did not run there: dispatched again
+				}
 			}
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			if !errors.Is(err, errHolderRefused) {
+				h.cfg.Keeper.RouteFailed(a, d.Node)
+			}
 			if !errors.Is(err, errHolderRefused) {
 				h.peerLog.failed(d.Node, d.Addr, "forward", err)
 			}

@@ -186,6 +186,7 @@ type stubKeeper struct{}
 
 func (stubKeeper) Status() ownership.Status         { return ownership.Status{} }
 func (stubKeeper) PeerUnreachable(ownership.NodeID) {}
+func (stubKeeper) RouteFailed(ownership.Actor, ownership.NodeID) {}
 
 type stubHost struct{}
 

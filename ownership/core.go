@@ -35,6 +35,7 @@ type Core struct {
 	listing listing
 
 	entries map[Actor]*entry
+	routes  map[Actor]cachedRoute // see routes.go
 	timers  timerHeap
 	parked  int
 
@@ -180,6 +181,7 @@ func NewCore(cfg Config) (*Core, error) {
 		flights:    map[RequestID]*flight{},
 		peers:      map[NodeID]*peer{},
 		entries:    map[Actor]*entry{},
+		routes:     map[Actor]cachedRoute{},
 		damaged:    map[string]bool{},
 		absent:     map[NodeID]time.Time{},
 		waiting:    map[Actor]struct{}{},
@@ -235,6 +237,8 @@ func (c *Core) Step(now time.Time, in Input) []Effect {
 		}
 	case Move:
 		c.move(in)
+	case RouteFailed:
+		c.routeFailed(in)
 	case PeerUnreachable:
 		if p := c.peers[in.Node]; p != nil && c.phase == phaseRunning && c.now.Sub(p.readSentAt) >= c.cfg.LeasePeriod/4 {
 			c.readPeer(p)

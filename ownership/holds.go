@@ -557,8 +557,12 @@ func (c *Core) onAcquireRead(e *entry, r Reply) {
 			e.acq.seenETag, e.acq.seenAt = r.ETag, c.now
 		}
 		v, why := c.judge(*rec, e.acq.seenAt)
+		if v != verdictRoute {
+			delete(c.routes, e.actor)
+		}
 		switch v {
 		case verdictRoute:
+			c.rememberRoute(e.actor, *rec)
 			if e.parked != nil {
 				// The parked record moved to another holder.
 				c.dropParked(e)

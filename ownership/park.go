@@ -47,6 +47,13 @@ func (c *Core) acquire(in Acquire) {
 		c.emit(Grant{Actor: in.Actor, Ref: in.Ref, Gen: e.live.gen})
 		return
 	}
+	if e.acq == nil && e.parked == nil && len(e.pending) == 0 && len(e.unresolved) == 0 && len(e.ending) == 0 {
+		if n, ok := c.routeFor(in.Actor); ok {
+			c.route(e, in.Ref, n) // see routes.go
+			c.gc(e)
+			return
+		}
+	}
 	if e.acq == nil {
 		e.acq = &acquireJob{}
 	}

@@ -141,11 +141,12 @@ func inputActor(in ownership.Input) (ownership.Actor, bool) {
 }
 
 // isPureReport says whether an input from outside changes no hold by
-// itself: a damage report, or a peer found unreachable (the lease read it
-// starts changes what it changes in a step of its own).
+// itself: a damage report, a peer found unreachable (the lease read it
+// starts changes what it changes in a step of its own), or a route that
+// failed (it drops a route, never a hold).
 func isPureReport(in ownership.Input) bool {
 	switch in.(type) {
-	case ownership.DamageFound, ownership.PeerUnreachable:
+	case ownership.DamageFound, ownership.PeerUnreachable, ownership.RouteFailed:
 		return true
 	}
 	return false
@@ -177,12 +178,13 @@ func pureGrant(in ownership.Input, effects []ownership.Effect) (ownership.Actor,
 
 // pureReport says whether a step for input in, which gave effects, only
 // counted and reported the damage a reader outside the keeper found
-// (DamageFound): then, too, it changed nothing the fast entries depend on,
+// (DamageFound), or another pure report (isPureReport): then, too, it
+// changed nothing the fast entries depend on,
 // and an actor whose state is damaged, met on every one of its events,
 // does not send every other actor's acquisitions through the mailbox.
 func pureReport(in ownership.Input, effects []ownership.Effect) bool {
 	_, unreachable := in.(ownership.PeerUnreachable)
-	if _, ok := in.(ownership.DamageFound); !ok && !unreachable {
+	if !isPureReport(in) {
 		return false
 	}
 	for _, e := range effects {

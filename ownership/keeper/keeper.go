@@ -366,6 +366,12 @@ func (k *Keeper) PeerUnreachable(node ownership.NodeID) {
 	k.input(ownership.PeerUnreachable{Node: node})
 }
 
+// RouteFailed says an event routed to node for a was refused there before
+// it ran, or could not be sent (ownership.RouteFailed).
+func (k *Keeper) RouteFailed(a ownership.Actor, node ownership.NodeID) {
+	k.input(ownership.RouteFailed{Actor: a, Node: node})
+}
+
 // Moved says a move's target took a (ownership.Moved).
 func (k *Keeper) Moved(a ownership.Actor) { k.input(ownership.Moved{Actor: a}) }
 
