@@ -22,8 +22,8 @@ type fakeKeeper struct {
 	valid bool
 }
 
-func (k fakeKeeper) Status() ownership.Status       { return ownership.Status{LeaseValid: k.valid} }
-func (fakeKeeper) PeerUnreachable(ownership.NodeID) {}
+func (k fakeKeeper) Status() ownership.Status                    { return ownership.Status{LeaseValid: k.valid} }
+func (fakeKeeper) PeerUnreachable(ownership.NodeID)              {}
 func (fakeKeeper) RouteFailed(ownership.Actor, ownership.NodeID) {}
 
 // fakeHost dispatches by its keeper's decision: a granted event is

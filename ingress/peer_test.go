@@ -184,8 +184,8 @@ func TestNoncesForgottenAfterTwoWindows(t *testing.T) {
 
 type stubKeeper struct{}
 
-func (stubKeeper) Status() ownership.Status         { return ownership.Status{} }
-func (stubKeeper) PeerUnreachable(ownership.NodeID) {}
+func (stubKeeper) Status() ownership.Status                      { return ownership.Status{} }
+func (stubKeeper) PeerUnreachable(ownership.NodeID)              {}
 func (stubKeeper) RouteFailed(ownership.Actor, ownership.NodeID) {}
 
 type stubHost struct{}

@@ -16,8 +16,8 @@ import (
 
 type grantingKeeper struct{}
 
-func (grantingKeeper) Status() ownership.Status         { return ownership.Status{LeaseValid: true} }
-func (grantingKeeper) PeerUnreachable(ownership.NodeID) {}
+func (grantingKeeper) Status() ownership.Status                      { return ownership.Status{LeaseValid: true} }
+func (grantingKeeper) PeerUnreachable(ownership.NodeID)              {}
 func (grantingKeeper) RouteFailed(ownership.Actor, ownership.NodeID) {}
 
 type bigAnswer struct{}
