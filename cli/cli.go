@@ -40,6 +40,8 @@ type env struct {
 	// started, when set, is told the address a node serves on once it
 	// serves (tests use it to reach a node listening on port 0).
 	started func(addr string)
+	// fetchStatus reads a node's status page (fetchNodeStatus when nil).
+	fetchStatus func(ctx context.Context, addr string, node ownership.NodeID, key []byte) (nodeNow, error)
 	// classes are Go-native classes added by an embedding program.
 	classes []namedClass
 }

@@ -151,9 +151,10 @@ func runClusterDrain(ctx context.Context, cfg clusterDrainConfig, undrain bool, 
 
 // clusterStatusConfig is what `wasmkeep cluster status` runs with.
 type clusterStatusConfig struct {
-	BucketURL string
-	JSON      bool
-	Timeout   time.Duration
+	BucketURL      string
+	JSON           bool
+	Timeout        time.Duration
+	ClusterKeyFile string
 }
 
 func (c clusterStatusConfig) Validate() error { return validateClusterFlags(c.BucketURL, c.Timeout) }
@@ -174,6 +175,7 @@ func setupClusterStatus(fs *flag.FlagSet) action {
 	fs.StringVar(&cfg.BucketURL, "bucket", cfg.BucketURL, bucketURLHelp)
 	fs.BoolVar(&cfg.JSON, "json", false, "print the status as one JSON object (durations in milliseconds, times in RFC 3339)")
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound on the whole read")
+	fs.StringVar(&cfg.ClusterKeyFile, "cluster-key-file", "", "file holding the cluster key the nodes were given, to read each serving node's counts as they are now from its status page (unset: $"+clusterKeyEnv+"; without either, only nodes started with --public-admin answer, and the others' counts are their lease's)")
 	return func(ctx context.Context, e env, _ []string) error {
 		if err := cfg.Validate(); err != nil {
 			return usageError{err}
@@ -183,6 +185,10 @@ func setupClusterStatus(fs *flag.FlagSet) action {
 }
 
 func runClusterStatus(ctx context.Context, cfg clusterStatusConfig, e env) (err error) {
+	key, err := loadClusterKey(cfg.ClusterKeyFile)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	return withBucket(ctx, e, cfg.BucketURL, func(b ownership.Bucket) error {
@@ -190,15 +196,18 @@ func runClusterStatus(ctx context.Context, cfg clusterStatusConfig, e env) (err 
 		if err != nil {
 			return fmt.Errorf("%s: %w", describeBucket(cfg.BucketURL), err)
 		}
+		now := readNodesNow(ctx, e, st, key)
 		if cfg.JSON {
 			enc := json.NewEncoder(e.out)
 			enc.SetIndent("", "  ")
 			return enc.Encode(struct {
 				Bucket string `json:"bucket"`
 				cluster.Status
-			}{describeBucket(cfg.BucketURL), st})
+				// Now: each serving node's counts from its status page.
+				Now map[ownership.NodeID]nodeNow `json:"now"`
+			}{describeBucket(cfg.BucketURL), st, now})
 		}
-		printStatus(e.out, describeBucket(cfg.BucketURL), st)
+		printStatus(e.out, describeBucket(cfg.BucketURL), st, now)
 		return nil
 	})
 }
@@ -226,29 +235,45 @@ func openExistingBucket(ctx context.Context, e env, raw string) (ownership.Bucke
 	return e.openBucket(ctx, raw)
 }
 
-func printStatus(w io.Writer, bucket string, st cluster.Status) {
+func printStatus(w io.Writer, bucket string, st cluster.Status, now map[ownership.NodeID]nodeNow) {
 	fmt.Fprintf(w, "bucket: %s\n", bucket)
 	fmt.Fprintf(w, "read at: %s\n\n", st.ReadAt.UTC().Format(time.RFC3339))
 	if len(st.Nodes) == 0 {
 		fmt.Fprintln(w, "no nodes")
 	} else {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NODE\tINSTANCE\tSTATE\tADDRESS\tLEASE AGE\tHELD*\tPARKED*\tRECORDS HELD\tENDED**\tRECORDS FREE")
+		fmt.Fprintln(tw, "NODE\tINSTANCE\tSTATE\tADDRESS\tLEASE AGE\tHELD\tPARKED\tPENDING\tSOCKETS\tRECORDS HELD\tENDED**\tRECORDS FREE")
+		var unread []string
 		for _, n := range st.Nodes {
-			if l := n.Lease; l != nil {
-				state := string(l.State)
-				if n.DrainRequested && l.State != ownership.LeaseDraining {
-					state += " (drain requested)"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", n.Node, l.Instance, state, orDash(l.Addr),
-					leaseAge(l), l.Held, l.Parked, n.RecordsHeld, n.RecordsHeldEnded, n.RecordsFree)
-			} else {
-				fmt.Fprintf(tw, "%s\t-\t(no lease record)\t-\t-\t-\t-\t%d\t-\t%d\n", n.Node, n.RecordsHeld, n.RecordsFree)
+			l := n.Lease
+			if l == nil {
+				fmt.Fprintf(tw, "%s\t-\t(no lease record)\t-\t-\t-\t-\t-\t-\t%d\t-\t%d\n", n.Node, n.RecordsHeld, n.RecordsFree)
+				continue
 			}
+			state := string(l.State)
+			if n.DrainRequested && l.State != ownership.LeaseDraining {
+				state += " (drain requested)"
+			}
+			counts := fmt.Sprintf("%d*\t%d*\t-\t-", l.Held, l.Parked)
+			if c, ok := now[n.Node]; ok && c.Err == "" {
+				counts = fmt.Sprintf("%d\t%d\t%d\t%d", c.Held, c.Parked, c.Pending, c.Sockets)
+				if c.DrainStuck {
+					state += " (stuck: no live peer)"
+				}
+			} else if ok {
+				unread = append(unread, fmt.Sprintf("%s: %s", n.Node, c.Err))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", n.Node, l.Instance, state, orDash(l.Addr),
+				leaseAge(l), counts, n.RecordsHeld, n.RecordsHeldEnded, n.RecordsFree)
 		}
 		tw.Flush()
-		fmt.Fprintln(w, "\n*  as the node published in its lease at its last write. Lease age: this machine's clock")
-		fmt.Fprintln(w, "   minus the writer's clock at that write; a negative age means the writer's clock is ahead.")
+		fmt.Fprintln(w, "\nHeld, parked, pending and sockets: as each node's status page says now; marked *, as the")
+		fmt.Fprintln(w, "   node published them in its lease at its last write (its page was not read).")
+		for _, u := range unread {
+			fmt.Fprintf(w, "   not read: %s\n", u)
+		}
+		fmt.Fprintln(w, "Lease age: this machine's clock minus the writer's clock at the lease's last write; a")
+		fmt.Fprintln(w, "   negative age means the writer's clock is ahead.")
 		fmt.Fprintln(w, "** of the records held, those whose holder has ended (an earlier instance, or a lease fenced")
 		fmt.Fprintln(w, "   or released): any node may acquire them.")
 	}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -119,11 +121,20 @@ func dirCluster(t *testing.T) string {
 	return dir
 }
 
+// statusPages stands in for the nodes' status pages in the tests that run
+// the command line: node n1 answers; any other is not reached.
+var statusPages = func(_ context.Context, addr string, node ownership.NodeID, key []byte) (nodeNow, error) {
+	if node == "n1" {
+		return nodeNow{Held: 3, Parked: 2, Pending: 1, Sockets: 4}, nil
+	}
+	return nodeNow{}, fmt.Errorf("dial %s: connection refused", addr)
+}
+
 // runAt runs the command line with the clock at now; "mem://" opens mem.
 func runAt(t *testing.T, now time.Time, mem ownership.Bucket, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	e := env{out: &out, err: &errOut, now: func() time.Time { return now },
+	e := env{out: &out, err: &errOut, now: func() time.Time { return now }, fetchStatus: statusPages,
 		openBucket: func(ctx context.Context, raw string) (ownership.Bucket, func() error, error) {
 			if raw == "mem://" && mem != nil {
 				return mem, func() error { return nil }, nil
@@ -146,10 +157,10 @@ func TestClusterStatus(t *testing.T) {
 		}
 		lines := strings.Split(stdout, "\n")
 		for _, row := range []string{
-			"NODE INSTANCE STATE ADDRESS LEASE AGE HELD* PARKED* RECORDS HELD ENDED** RECORDS FREE",
-			"n1 n1-i1 live n1.test:7000 1.5s 1 1 2 0 1",
-			"n2 n2-i1 released n2.test:7000 1.5s 0 0 0 0 1",
-			"n3 - (no lease record) - - - - 1 - 0",
+			"NODE INSTANCE STATE ADDRESS LEASE AGE HELD PARKED PENDING SOCKETS RECORDS HELD ENDED** RECORDS FREE",
+			"n1 n1-i1 live n1.test:7000 1.5s 3 2 1 4 2 0 1",       // its status page, now
+			"n2 n2-i1 released n2.test:7000 1.5s 0* 0* - - 0 0 1", // released: its page is not asked
+			"n3 - (no lease record) - - - - - - 1 - 0",
 			"ownership records: 3 held, 2 free, 1 unreadable",
 			"owners/room/zz: unreadable record: owner: not a wasmkeep record",
 		} {
@@ -159,6 +170,29 @@ func TestClusterStatus(t *testing.T) {
 		}
 		if !strings.Contains(stdout, "writer's clock") {
 			t.Errorf("%s: the output does not say whose clock the lease age reads:\n%s", bucket, stdout)
+		}
+	}
+}
+
+// A serving node whose status page cannot be read shows its lease's counts,
+// marked, and why its page was not read.
+func TestClusterStatusUnreadPage(t *testing.T) {
+	was := statusPages
+	t.Cleanup(func() { statusPages = was })
+	statusPages = func(_ context.Context, addr string, _ ownership.NodeID, _ []byte) (nodeNow, error) {
+		return nodeNow{}, fmt.Errorf("dial %s: connection refused", addr)
+	}
+	code, stdout, stderr := runAt(t, clusterT0.Add(4*time.Second), nil, "cluster", "status", "--bucket", dirCluster(t))
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	lines := strings.Split(stdout, "\n")
+	for _, row := range []string{
+		"n1 n1-i1 live n1.test:7000 1.5s 1* 1* - - 2 0 1",
+		"not read: n1: dial n1.test:7000: connection refused",
+	} {
+		if !hasRow(lines, row) {
+			t.Errorf("no line %q:\n%s", row, stdout)
 		}
 	}
 }
@@ -203,6 +237,7 @@ func TestClusterStatusJSON(t *testing.T) {
 			Key string `json:"key"`
 			Err string `json:"error"`
 		} `json:"unreadable"`
+		Now map[string]nodeNow `json:"now"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
 		t.Fatalf("%v:\n%s", err, stdout)
@@ -218,6 +253,9 @@ func TestClusterStatusJSON(t *testing.T) {
 	}
 	if got.Held != 3 || got.Free != 2 || len(got.Unreadable) != 1 || !strings.Contains(got.Bucket, dir) {
 		t.Errorf("totals: %s", stdout)
+	}
+	if len(got.Now) != 1 || got.Now["n1"] != (nodeNow{Held: 3, Parked: 2, Pending: 1, Sockets: 4}) {
+		t.Errorf("now: want n1's status page only (n2 released, n3 without a lease): %+v", got.Now)
 	}
 }
 
@@ -252,7 +290,7 @@ func TestClusterFence(t *testing.T) {
 		t.Errorf("lease after the fence: %+v %v", l, err)
 	}
 	_, stdout, _ = runAt(t, now, nil, "cluster", "status", "--bucket", dir)
-	if !hasRow(strings.Split(stdout, "\n"), "n1 n1-i1 fenced n1.test:7000 57.5s 1 1 2 2 1") {
+	if !hasRow(strings.Split(stdout, "\n"), "n1 n1-i1 fenced n1.test:7000 57.5s 1* 1* - - 2 2 1") {
 		t.Errorf("status after the fence:\n%s", stdout)
 	}
 
@@ -386,5 +424,64 @@ func TestClusterMove(t *testing.T) {
 	}
 	if code, _, stderr := runAt(t, soon, nil, "cluster", "move", "room", "--to", "n1", "--bucket", dir); code != exitUsage || !strings.Contains(stderr, "want CLASS/NAME") {
 		t.Errorf("bad address: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestClusterStatusReadsNodesNow runs a node with a cluster key: `cluster
+// status` with the key shows its counts as its status page says now; without
+// it, the page is not served (the node's public listener serves /status to
+// signed requests only) and the lease's counts show, marked.
+func TestClusterStatusReadsNodesNow(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(keyFile, []byte("a-cluster-key-of-32-bytes-000000\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServe(t, "--listen", "127.0.0.1:0", "--bucket", dir, "--node", "n1", "--cluster-key-file", keyFile)
+	defer s.stop(t)
+	for _, name := range []string{"a", "b", "c"} {
+		s.get(t, "/actor/counter/"+name, "1")
+	}
+	row := func(stdout string) []string {
+		t.Helper()
+		for _, l := range strings.Split(stdout, "\n") {
+			if f := strings.Fields(l); len(f) == 12 && f[0] == "n1" {
+				return f
+			}
+		}
+		t.Fatalf("no row for n1:\n%s", stdout)
+		return nil
+	}
+
+	code, stdout, stderr := runTest(t, "cluster", "status", "--bucket", dir, "--cluster-key-file", keyFile)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if f := row(stdout); f[2] != "live" || f[3] != s.addr || f[5] != "3" || f[6] != "0" || f[7] != "0" || f[8] != "0" {
+		t.Errorf("with the key: row %v, want live at %s holding 3 now, nothing parked, pending or open:\n%s", f, s.addr, stdout)
+	}
+
+	code, stdout, stderr = runTest(t, "cluster", "status", "--bucket", dir)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if f := row(stdout); !strings.HasSuffix(f[5], "*") || f[7] != "-" {
+		t.Errorf("without the key: row %v, want the lease's counts, marked", f)
+	}
+	if !strings.Contains(stdout, "not read: n1: status page answered 404 Not Found (give the cluster key") {
+		t.Errorf("without the key: no word of why n1's page was not read:\n%s", stdout)
+	}
+
+	// The page itself: not there unsigned, refused under another key.
+	resp, err := http.Get("http://" + s.addr + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("unsigned GET /status: %d, want 404", resp.StatusCode)
+	}
+	if _, err := fetchNodeStatus(t.Context(), s.addr, "n1", []byte("another-key-of-32-bytes-00000000")); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("GET /status signed with another key: %v, want 401", err)
 	}
 }

@@ -141,6 +141,11 @@ type Config struct {
 	FailoverWait time.Duration
 	// Status, when set, serves GET /status (the node's status page).
 	Status http.Handler
+	// PeerStatus, when set and Status is not, serves GET /status to a
+	// request signed with ClusterKey only (SignStatusRequest): `wasmkeep
+	// cluster status` reads each node's counts as they are now with it.
+	// Any other request for /status is not found.
+	PeerStatus http.Handler
 	// Debug, when set, serves GET /debug/ paths (the node's tree at
 	// /debug/tree).
 	Debug http.Handler
@@ -248,6 +253,8 @@ func New(cfg Config) (*Handler, error) {
 	}
 	if cfg.Status != nil {
 		h.mux.Handle("GET /status", cfg.Status)
+	} else if cfg.PeerStatus != nil && len(cfg.ClusterKey) > 0 {
+		h.mux.Handle("GET /status", h.signedOnly(cfg.PeerStatus))
 	}
 	return h, nil
 }
