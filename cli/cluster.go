@@ -26,9 +26,11 @@ func clusterCommands() *command {
 				name:    "status",
 				summary: "list every node and count the ownership records in the bucket",
 				detail: "Reads every node lease record (nodes/) and every ownership record (owners/) and prints, per node:\n" +
-					"its instance, lease state, address, lease age, the held and parked counts it published in\n" +
-					"its lease, and how many ownership records name it: held (and of those, held by an ended\n" +
-					"instance, which any node may acquire) and free. The lease age is this\n" +
+					"its instance, lease state, address, lease age, what it holds, parks and has pending and its\n" +
+					"open sockets, and how many ownership records name it: held (and of those, held by an ended\n" +
+					"instance, which any node may acquire) and free. The counts are read now from each serving\n" +
+					"node's status page, with the cluster key (--cluster-key-file); a node whose page is not read\n" +
+					"shows those its lease published at its last write, marked *. The lease age is this\n" +
 					"machine's clock minus the writer's clock at its last write: machines' clocks may disagree.\n" +
 					"Records that cannot be read are counted and named. Only reads; exits 1 when the bucket\n" +
 					"cannot be listed.",
