@@ -1,0 +1,333 @@
+/*
+ * wasmkeep.h: the C SDK of the wasmkeep guest ABI (wasmhost/ABI.md).
+ *
+ * A class is a WASI reactor that includes this header, is linked with
+ * wasmkeep.c, and registers its handlers with WK_HANDLE_REQUEST and
+ * WK_HANDLE_SOCKET (README.md beside this file shows a whole class).
+ *
+ * Memory. Everything the SDK returns (requests, values, lists, buffers,
+ * responses) lives in the event's arena and is freed when the event ends:
+ * a class never frees, and keeps nothing from one event to the next. The
+ * host may discard the wasm instance after any event anyway.
+ *
+ * Bytes are wk_str: a pointer and a length, not NUL-terminated. Running
+ * out of memory, or a malformed encoding from the host, traps: the event
+ * fails with 500 and the wasm instance is discarded.
+ */
+#ifndef WASMKEEP_H
+#define WASMKEEP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * The ABI version the SDK speaks; the export wasmkeep_abi_version returns
+ * it. Define it otherwise only to see a host refuse the module.
+ */
+#ifndef WASMKEEP_ABI_VERSION
+#define WASMKEEP_ABI_VERSION 1
+#endif
+
+/* ---- Host functions: module "wasmkeep", as ABI.md lists them ---- */
+
+#define WK_IMPORT(name) __attribute__((import_module("wasmkeep"), import_name(#name)))
+
+WK_IMPORT(abi_version) int32_t wasmkeep_host_abi_version(void);
+WK_IMPORT(request_len) int32_t wasmkeep_host_request_len(void);
+WK_IMPORT(request_read) int32_t wasmkeep_host_request_read(void *ptr, uint32_t len);
+WK_IMPORT(response_write) int32_t wasmkeep_host_response_write(const void *ptr, uint32_t len);
+WK_IMPORT(storage_get_len) int32_t wasmkeep_host_storage_get_len(const void *key, uint32_t key_len);
+WK_IMPORT(storage_get_read) int32_t wasmkeep_host_storage_get_read(void *ptr, uint32_t len);
+WK_IMPORT(storage_put)
+int32_t wasmkeep_host_storage_put(const void *key, uint32_t key_len, const void *val, uint32_t val_len);
+WK_IMPORT(storage_delete) void wasmkeep_host_storage_delete(const void *key, uint32_t key_len);
+WK_IMPORT(storage_list_len) int32_t wasmkeep_host_storage_list_len(const void *opts, uint32_t opts_len);
+WK_IMPORT(storage_list_read) int32_t wasmkeep_host_storage_list_read(void *ptr, uint32_t len);
+WK_IMPORT(storage_batch) int32_t wasmkeep_host_storage_batch(const void *ptr, uint32_t len);
+WK_IMPORT(log) void wasmkeep_host_log(int32_t level, const void *msg, uint32_t msg_len);
+WK_IMPORT(ws_accept) int32_t wasmkeep_host_ws_accept(const void *tags, uint32_t tags_len);
+WK_IMPORT(ws_send) int32_t wasmkeep_host_ws_send(uint64_t id, uint32_t flags, const void *ptr, uint32_t len);
+WK_IMPORT(ws_broadcast)
+int32_t wasmkeep_host_ws_broadcast(const void *tag, uint32_t tag_len, uint32_t flags, const void *ptr, uint32_t len);
+WK_IMPORT(ws_close)
+int32_t wasmkeep_host_ws_close(uint64_t id, int32_t code, const void *reason, uint32_t reason_len);
+WK_IMPORT(ws_list_len) int32_t wasmkeep_host_ws_list_len(const void *tag, uint32_t tag_len);
+WK_IMPORT(ws_list_read) int32_t wasmkeep_host_ws_list_read(void *ptr, uint32_t len);
+WK_IMPORT(ws_attachment_set) int32_t wasmkeep_host_ws_attachment_set(uint64_t id, const void *ptr, uint32_t len);
+WK_IMPORT(ws_attachment_len) int32_t wasmkeep_host_ws_attachment_len(uint64_t id);
+WK_IMPORT(ws_attachment_read) int32_t wasmkeep_host_ws_attachment_read(void *ptr, uint32_t len);
+WK_IMPORT(ws_auto_response)
+int32_t wasmkeep_host_ws_auto_response(const void *req, uint32_t req_len, const void *resp, uint32_t resp_len);
+WK_IMPORT(ws_last_auto_response) int64_t wasmkeep_host_ws_last_auto_response(uint64_t id);
+WK_IMPORT(socket_event_len) int32_t wasmkeep_host_socket_event_len(void);
+WK_IMPORT(socket_event_read) int32_t wasmkeep_host_socket_event_read(void *ptr, uint32_t len);
+WK_IMPORT(actor_call)
+int32_t wasmkeep_host_actor_call(const void *target, uint32_t target_len, const void *req, uint32_t req_len);
+WK_IMPORT(actor_call_read) int32_t wasmkeep_host_actor_call_read(void *ptr, uint32_t len);
+
+/* Return codes of the exports wasmkeep_on_request and wasmkeep_on_socket. */
+enum { WK_OK = 0, WK_FAILED = 1, WK_NOT_HANDLED = 2 };
+
+/* ---- Bytes, the event's arena, buffers ---- */
+
+typedef struct {
+	const char *ptr;
+	size_t len;
+} wk_str;
+
+/* WK_STR makes a wk_str of a string literal (not of a pointer). */
+#define WK_STR(lit) ((wk_str){(lit), sizeof(lit) - 1})
+
+wk_str wk_cstr(const char *s);
+bool wk_str_eq(wk_str a, wk_str b);
+/* wk_str_eq_fold compares ASCII letters case-insensitively. */
+bool wk_str_eq_fold(wk_str a, wk_str b);
+bool wk_str_has_prefix(wk_str s, wk_str prefix);
+
+/* wk_alloc returns n zeroed bytes that live until the event ends. */
+void *wk_alloc(size_t n);
+/* wk_dup copies s into the arena. */
+wk_str wk_dup(wk_str s);
+
+/* wk_buf is a growable byte buffer in the arena; the zero value is empty. */
+typedef struct {
+	char *ptr;
+	size_t len, cap;
+} wk_buf;
+
+void wk_buf_write(wk_buf *b, const void *p, size_t n);
+void wk_buf_write_str(wk_buf *b, wk_str s);
+void wk_buf_write_cstr(wk_buf *b, const char *s);
+void wk_buf_write_byte(wk_buf *b, uint8_t c);
+/* wk_buf_write_int writes v in decimal. */
+void wk_buf_write_int(wk_buf *b, int64_t v);
+wk_str wk_buf_str(const wk_buf *b);
+
+/* The ABI's encodings: little-endian integers, strings as a u32 length
+ * then the bytes. */
+void wk_buf_u8(wk_buf *b, uint8_t v);
+void wk_buf_u32(wk_buf *b, uint32_t v);
+void wk_buf_u64(wk_buf *b, uint64_t v);
+void wk_buf_string(wk_buf *b, wk_str s);
+
+/*
+ * wk_reader decodes front to back. After the first short read every read
+ * returns zero values and err is set, so a decoder checks once, at its
+ * end. Strings point into the decoded bytes.
+ */
+typedef struct {
+	const uint8_t *p;
+	size_t len, off;
+	bool err;
+} wk_reader;
+
+wk_reader wk_reader_of(wk_str b);
+uint8_t wk_read_u8(wk_reader *r);
+uint32_t wk_read_u32(wk_reader *r);
+uint64_t wk_read_u64(wk_reader *r);
+wk_str wk_read_string(wk_reader *r);
+/* wk_read_count reads a count of items each at least min_size bytes long;
+ * one the remaining bytes cannot hold is an error (so that a bad count
+ * never makes a huge allocation). */
+uint32_t wk_read_count(wk_reader *r, size_t min_size);
+/* wk_read_done reports whether everything was read without error: an
+ * encoding with bytes left over is malformed too. */
+bool wk_read_done(const wk_reader *r);
+
+/* ---- HTTP events ---- */
+
+/* wk_field is one header: a name and one value. */
+typedef struct {
+	wk_str name, value;
+} wk_field;
+
+typedef struct {
+	wk_str method;
+	/* path is what follows /actor/<class>/<name>, unescaped: "" or "/...". */
+	wk_str path;
+	/* query is the query string without '?', still escaped, keys sorted. */
+	wk_str query;
+	/* headers: names canonical ("Content-Type"), sorted by name; a header
+	 * with several values appears once per value. */
+	const wk_field *headers;
+	size_t n_headers;
+	wk_str body;
+} wk_request;
+
+/* wk_header finds the first value of header name (ASCII case-insensitive). */
+bool wk_header(const wk_request *r, const char *name, wk_str *value);
+/* wk_query finds the first value of query parameter key, both unescaped
+ * ('+' is a space, %XX a byte; a malformed %XX is kept as is). */
+bool wk_query(const wk_request *r, const char *key, wk_str *value);
+
+typedef struct {
+	/* status: 0 means 200; otherwise 100 to 999. */
+	uint32_t status;
+	wk_field *headers;
+	size_t n_headers, cap_headers;
+	wk_str body;
+} wk_response;
+
+wk_response *wk_response_new(uint32_t status);
+void wk_response_header(wk_response *resp, const char *name, wk_str value);
+/* wk_text is a text/plain response. */
+wk_response *wk_text(uint32_t status, wk_str body);
+
+/* A request handler returns the response, or NULL to fail the event (500). */
+typedef wk_response *(*wk_request_handler)(const wk_request *req);
+
+/* ---- WebSockets ---- */
+
+enum { WK_SOCKET_MESSAGE = 1, WK_SOCKET_CLOSE = 2, WK_SOCKET_ERROR = 3 };
+
+/* Limits the host checks (ABI.md). */
+enum {
+	WK_MAX_TAGS = 10,
+	WK_MAX_TAG_BYTES = 256,
+	WK_MAX_ATTACHMENT = 16384,
+	WK_MAX_CLOSE_REASON = 123,
+};
+
+typedef struct {
+	uint8_t kind;
+	uint64_t socket;
+	bool text;    /* a message: text, not binary */
+	bool clean;   /* a close: the close handshake ran */
+	int32_t code; /* a close: the peer's code (1006 without a close frame);
+	                 an error: the code the node closed the socket with */
+	wk_str data;  /* a message: its bytes; a close: the reason; an error:
+	                 what went wrong */
+} wk_socket_event;
+
+/* A socket handler returns 0, or anything else to fail the event. By the
+ * time of a close or error event the socket is no longer listed. */
+typedef int (*wk_socket_handler)(const wk_socket_event *ev);
+
+/*
+ * wk_accept accepts the WebSocket upgrade of the request being served,
+ * the socket carrying tags (at most WK_MAX_TAGS, each 1 to
+ * WK_MAX_TAG_BYTES bytes). Return its response from the request handler:
+ * a 101, or a 500 saying why if the host refused.
+ */
+wk_response *wk_accept(const wk_str *tags, size_t n_tags);
+
+typedef struct {
+	uint64_t id;
+	const wk_str *tags;
+	size_t n_tags;
+	wk_str attachment; /* empty if none */
+} wk_socket;
+
+/* Sends, broadcasts and closes go out with the event's output, once its
+ * writes are durable, and not at all if it fails. */
+void wk_ws_send(uint64_t id, bool text, wk_str data);
+/* wk_ws_broadcast sends to every open socket carrying tag (every socket
+ * for an empty tag). */
+void wk_ws_broadcast(wk_str tag, bool text, wk_str data);
+/* wk_ws_close closes with code and reason; a code that cannot be sent or
+ * a reason over WK_MAX_CLOSE_REASON bytes closes with 1011 and no reason. */
+void wk_ws_close(uint64_t id, int32_t code, wk_str reason);
+/* wk_ws_list lists the open sockets carrying tag (all for an empty tag),
+ * in the order they were accepted, and returns how many. */
+size_t wk_ws_list(wk_str tag, const wk_socket **list);
+/* wk_ws_set_attachment keeps data with the socket until it closes, across
+ * wasm instances and hibernation; empty removes it. Immediate. Returns 0,
+ * or 1 if over WK_MAX_ATTACHMENT bytes or the socket is gone. */
+int wk_ws_set_attachment(uint64_t id, wk_str data);
+/* wk_ws_attachment finds the socket's attachment: false if it has none
+ * (or an empty one) or is gone. */
+bool wk_ws_attachment(uint64_t id, wk_str *data);
+/* wk_ws_set_auto_response makes the node answer a text message equal to
+ * req with resp, without an event; both empty remove it. Returns 0, or 1
+ * if refused. */
+int wk_ws_set_auto_response(wk_str req, wk_str resp);
+/* wk_ws_last_auto_response: Unix milliseconds of the socket's last
+ * auto-response, 0 if never, -1 if the socket is gone. */
+int64_t wk_ws_last_auto_response(uint64_t id);
+
+/* ---- Storage: the actor's own; reads see the event's writes ---- */
+
+/* Results of writes. */
+enum { WK_STORED = 0, WK_LIMIT = 1 };
+
+/* wk_storage_get finds the value under key; without one it returns false
+ * and leaves *value as it was. */
+bool wk_storage_get(wk_str key, wk_str *value);
+/* wk_storage_put returns WK_STORED, or WK_LIMIT for an empty or too long
+ * key, or a too large value or state. */
+int wk_storage_put(wk_str key, wk_str value);
+void wk_storage_delete(wk_str key);
+
+typedef struct {
+	wk_str prefix, start, end; /* "": no filter, no bound */
+	uint32_t limit;            /* 0: all */
+	bool reverse;              /* descending; the limit keeps the last keys */
+} wk_list_options;
+
+typedef struct {
+	wk_str key, value;
+} wk_entry;
+
+/* wk_storage_list returns the count of entries, or -1 for options the
+ * host refuses (a flag it does not know). */
+int32_t wk_storage_list(const wk_list_options *opt, const wk_entry **entries);
+
+enum { WK_MAX_BATCH_OPS = 128 };
+
+typedef struct {
+	bool del; /* a delete (value unused), else a put */
+	wk_str key, value;
+} wk_op;
+
+/* wk_storage_batch applies ops all or nothing: WK_STORED, or WK_LIMIT and
+ * none applied. */
+int wk_storage_batch(const wk_op *ops, size_t n_ops);
+
+/* ---- Logs, calls, time ---- */
+
+enum { WK_DEBUG = -4, WK_INFO = 0, WK_WARN = 4, WK_ERROR = 8 };
+
+void wk_log(int level, wk_str msg);
+
+/* Refusals of wk_call (ABI.md, actor_call). */
+enum {
+	WK_CALL_BAD = -1,
+	WK_CALL_CYCLE = -2,
+	WK_CALL_NO_CLASS = -3,
+	WK_CALL_UNAVAILABLE = -4,
+	WK_CALL_FAILED = -5,
+};
+
+/* wk_call sends req to the actor name of class and waits for its answer:
+ * 0 and *resp, or a WK_CALL_ code. The event's writes so far are committed
+ * before the request leaves. */
+int wk_call(wk_str class_name, wk_str name, const wk_request *req, wk_response **resp);
+
+/* wk_now_ms is the time in Unix milliseconds. */
+int64_t wk_now_ms(void);
+
+/* ---- Registration ---- */
+
+/* The exports' bodies: decode the event, run the handler, hand out the
+ * result, free the arena. */
+int32_t wk_serve_request(wk_request_handler h);
+int32_t wk_serve_socket(wk_socket_handler h);
+
+/* WK_HANDLE_REQUEST(fn) exports wasmkeep_on_request, serving requests
+ * with fn. Once per module. */
+#define WK_HANDLE_REQUEST(fn)                                                                      \
+	int32_t wasmkeep_on_request(void);                                                         \
+	__attribute__((export_name("wasmkeep_on_request"))) int32_t wasmkeep_on_request(void) {     \
+		return wk_serve_request(fn);                                                       \
+	}
+
+/* WK_HANDLE_SOCKET(fn) exports wasmkeep_on_socket, serving socket events
+ * with fn. Once per module; without it socket events are dropped. */
+#define WK_HANDLE_SOCKET(fn)                                                                       \
+	int32_t wasmkeep_on_socket(void);                                                          \
+	__attribute__((export_name("wasmkeep_on_socket"))) int32_t wasmkeep_on_socket(void) {       \
+		return wk_serve_socket(fn);                                                        \
+	}
+
+#endif
