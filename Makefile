@@ -3,7 +3,7 @@
 GO ?= go
 BIN ?= bin/wasmkeep
 
-.PHONY: test vet versitygw chromium build examples check sim-long run fuzz
+.PHONY: test vet versitygw chromium wasm-c build examples check sim-long run fuzz
 
 # Every package but the simulation runs under the race detector. The
 # simulation is single-threaded per run (it spreads seeds over the cores
@@ -14,7 +14,7 @@ RACE_PKGS = $(shell $(GO) list ./... | grep -v /tests/sim)
 # test: vet, then every package with the race detector, then the
 # simulation. -p 1 runs one test binary at a time: several of them start
 # their own S3 server, and the machines this runs on have two cores.
-test: versitygw chromium vet
+test: versitygw chromium wasm-c vet
 	$(GO) test -race -p 1 $(RACE_PKGS)
 	$(GO) test -count=1 ./tests/sim
 	@GO=$(GO) FUZZTIME=3s ./scripts/fuzz.sh
@@ -42,18 +42,40 @@ versitygw:
 chromium:
 	@if [ "$${WASMKEEP_NO_BROWSER:-}" != 1 ]; then ./scripts/chromium.sh >/dev/null; fi
 
+# wasm-c installs Debian's clang-16, lld-16 and wasi-libc if they are
+# missing: wasmhost/cguest_test.go builds the C guests with them (set
+# WASMKEEP_NO_WASM_C=1 to skip installing them; the test then skips, or
+# fails where CI is set).
+wasm-c:
+	@if [ "$${WASMKEEP_NO_WASM_C:-}" != 1 ]; then ./scripts/wasm-c.sh >/dev/null; fi
+
 build:
 	$(GO) build -o $(BIN) ./cmd/wasmkeep
 
 # examples builds every wasm example class examples/NAME into
 # classes/NAME.wasm, where `wasmkeep serve` finds it as class NAME
-# (examples/counter-wasm is class counter-wasm).
+# (examples/counter-wasm is class counter-wasm): those ending in -wasm with
+# Go, those ending in -c with clang on the C SDK (wasmhost/sdk/c), when
+# clang can build for wasm32-wasi (make wasm-c installs it). A C class may
+# include chat_page.inc, the chat page's bytes as a C initialiser list.
+WASM_CFLAGS = --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -O2 -Wall -Wextra -Wl,--strip-debug
 examples:
 	@mkdir -p classes
 	@for dir in examples/*-wasm; do \
 		name="$$(basename "$$dir")"; \
 		echo "GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o classes/$$name.wasm ./$$dir"; \
 		GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o "classes/$$name.wasm" "./$$dir" || exit 1; \
+	done
+	@if ! clang="$$(./scripts/wasm-c.sh --check 2>/dev/null)"; then \
+		echo "examples: skipped the C classes (examples/*-c): no clang for wasm32-wasi (make wasm-c installs it)"; \
+		exit 0; \
+	fi; \
+	inc="$$(mktemp -d)" && trap 'rm -rf "$$inc"' EXIT && \
+	od -An -v -tx1 examples/chat/page/page.html | sed 's/[0-9a-f][0-9a-f]/0x&,/g' >"$$inc/chat_page.inc" && \
+	for dir in examples/*-c; do \
+		name="$$(basename "$$dir")"; \
+		echo "$$clang $(WASM_CFLAGS) -I wasmhost/sdk/c -I $$inc -o classes/$$name.wasm wasmhost/sdk/c/wasmkeep.c $$dir/*.c"; \
+		"$$clang" $(WASM_CFLAGS) -I wasmhost/sdk/c -I "$$inc" -o "classes/$$name.wasm" wasmhost/sdk/c/wasmkeep.c "$$dir"/*.c || exit 1; \
 	done
 
 # run builds the binary and the wasm examples and starts a node on

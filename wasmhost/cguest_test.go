@@ -1,0 +1,721 @@
+package wasmhost_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/tetratelabs/wazero"
+
+	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/internal/nodetest"
+	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/keeper"
+	"github.com/wasmkeep/wasmkeep/ownership/memstore"
+	"github.com/wasmkeep/wasmkeep/wasmhost"
+)
+
+// Guests in C: the C SDK (sdk/c) and the C classes (examples/counter-c,
+// examples/room-c), built with clang for wasm32-wasi and run by the real
+// host, as a class of an actors.Host and on whole nodes.
+
+const (
+	cSDK     = "sdk/c"
+	cCounter = "../examples/counter-c"
+	cRoom    = "../examples/room-c"
+	chatPage = "../examples/chat/page/page.html"
+)
+
+// cFlags build a C class as `make examples` does, warnings made errors.
+// Debian's wasi-libc is in /usr (lib/wasm32-wasi, include/wasm32-wasi).
+var cFlags = []string{
+	"--target=wasm32-wasi", "--sysroot=/usr", "-mexec-model=reactor", "-O2",
+	"-Wall", "-Wextra", "-Werror", "-Wl,--strip-debug",
+}
+
+// cClang returns the clang that scripts/wasm-c.sh finds. Without one the
+// test fails where CI is set (its setup installs clang) and skips
+// elsewhere.
+func cClang(t *testing.T) string {
+	t.Helper()
+	cmd := exec.Command("sh", "../scripts/wasm-c.sh", "--check")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err == nil {
+		return strings.TrimSpace(string(out))
+	}
+	why := strings.TrimSpace(stderr.String())
+	if os.Getenv("CI") != "" {
+		t.Fatalf("no clang for wasm32-wasi under CI, where `make wasm-c` (scripts/wasm-c.sh) installs it: %v: %s", err, why)
+	}
+	t.Skipf("no clang for wasm32-wasi: install it with scripts/wasm-c.sh (%s)", why)
+	return ""
+}
+
+// buildC compiles the C files of dir with the SDK into a module, adding
+// flags. The chat page is there as chat_page.inc, as `make examples`
+// makes it.
+func buildC(t *testing.T, clang, dir string, flags ...string) []byte {
+	t.Helper()
+	out := t.TempDir()
+	page, err := os.ReadFile(chatPage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inc strings.Builder
+	for i, c := range page {
+		fmt.Fprintf(&inc, "0x%02x,", c)
+		if i%16 == 15 {
+			inc.WriteByte('\n')
+		}
+	}
+	if err := os.WriteFile(filepath.Join(out, "chat_page.inc"), []byte(inc.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srcs, err := filepath.Glob(filepath.Join(dir, "*.c"))
+	if err != nil || len(srcs) == 0 {
+		t.Fatalf("no C files in %s (%v)", dir, err)
+	}
+	wasm := filepath.Join(out, filepath.Base(dir)+".wasm")
+	args := append(slices.Clone(cFlags), flags...)
+	args = append(args, "-I", cSDK, "-I", out, "-o", wasm, filepath.Join(cSDK, "wasmkeep.c"))
+	cmd := exec.Command(clang, append(args, srcs...)...)
+	if msg, err := cmd.CombinedOutput(); err != nil || len(msg) > 0 {
+		t.Fatalf("%s %s: %v\n%s", clang, strings.Join(cmd.Args[1:], " "), err, msg)
+	}
+	b, err := os.ReadFile(wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func cRuntime(t *testing.T) *wasmhost.Runtime {
+	t.Helper()
+	r, err := wasmhost.NewRuntime(context.Background(), wasmhost.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	return r
+}
+
+func cCompile(t *testing.T, r *wasmhost.Runtime, class string, wasm []byte) *wasmhost.Module {
+	t.Helper()
+	m, err := r.Compile(t.Context(), class, wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestCGuestSDKWarnings: the SDK compiles with no warning under strict C11
+// and the stricter warnings, and the examples' modules are WASI reactors
+// exporting what the ABI names and importing only the host and WASI.
+func TestCGuestSDKWarnings(t *testing.T) {
+	clang := cClang(t)
+	obj := filepath.Join(t.TempDir(), "wasmkeep.o")
+	cmd := exec.Command(clang, "--target=wasm32-wasi", "--sysroot=/usr", "-O2", "-std=c11", "-pedantic",
+		"-Wall", "-Wextra", "-Werror", "-Wshadow", "-Wconversion", "-Wsign-conversion",
+		"-Wmissing-prototypes", "-Wstrict-prototypes", "-c", "-o", obj, filepath.Join(cSDK, "wasmkeep.c"))
+	if msg, err := cmd.CombinedOutput(); err != nil || len(msg) > 0 {
+		t.Fatalf("strict build of the SDK: %v\n%s", err, msg)
+	}
+
+	rt := wazero.NewRuntime(t.Context())
+	defer rt.Close(context.Background())
+	for _, tt := range []struct {
+		dir    string
+		socket bool
+	}{{cCounter, false}, {cRoom, true}} {
+		wasm := buildC(t, clang, tt.dir)
+		t.Logf("%s: %d bytes", filepath.Base(tt.dir), len(wasm))
+		cm, err := rt.CompileModule(t.Context(), wasm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exports := cm.ExportedFunctions()
+		for _, name := range []string{"_initialize", "wasmkeep_abi_version", "wasmkeep_on_request"} {
+			if _, ok := exports[name]; !ok {
+				t.Errorf("%s does not export %s", tt.dir, name)
+			}
+		}
+		if _, ok := exports["wasmkeep_on_socket"]; ok != tt.socket {
+			t.Errorf("%s exports wasmkeep_on_socket: %v, want %v", tt.dir, ok, tt.socket)
+		}
+		if _, ok := exports["_start"]; ok {
+			t.Errorf("%s is a command (exports _start)", tt.dir)
+		}
+		if _, ok := cm.ExportedMemories()["memory"]; !ok {
+			t.Errorf("%s exports no memory", tt.dir)
+		}
+		for _, f := range cm.ImportedFunctions() {
+			if mod, name, _ := f.Import(); mod != "wasmkeep" && mod != "wasi_snapshot_preview1" {
+				t.Errorf("%s imports %s.%s", tt.dir, mod, name)
+			}
+		}
+	}
+}
+
+// grantAll lets every hold act.
+type grantAll struct{}
+
+func (grantAll) Acquire(context.Context, ownership.Actor) (keeper.Decision, error) {
+	return keeper.Decision{Verdict: keeper.Granted, Gen: 1}, nil
+}
+func (grantAll) MayAct(ownership.Actor, ownership.Generation) bool       { return true }
+func (grantAll) Idle(ownership.Actor, ownership.Generation)              {}
+func (grantAll) HoldEnded(ownership.Actor, ownership.Generation, string) {}
+func (grantAll) DamageFound(string, error)                               {}
+
+func cGet(path, rawQuery string) *actors.Request {
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		panic(err)
+	}
+	return &actors.Request{Method: http.MethodGet, Path: path, Query: q, Header: http.Header{}}
+}
+
+// TestCGuestCounter runs the C counter as a class of an actors.Host, as
+// TestClassInHost runs the Go one: counts per actor, ?read, 405, and the
+// counts going on after the host and its runtime are replaced (the module
+// compiled again) over the same bucket.
+func TestCGuestCounter(t *testing.T) {
+	clang := cClang(t)
+	wasm := buildC(t, clang, cCounter)
+	bucket := memstore.New(memstore.Faults{})
+	ctx := context.Background()
+	start := func() *actors.Host {
+		t.Helper()
+		reg := actors.NewRegistry()
+		if err := reg.Register("counter-c", cCompile(t, cRuntime(t), "counter-c", wasm)); err != nil {
+			t.Fatal(err)
+		}
+		h, err := actors.NewHost(actors.Config{Keeper: grantAll{}, Bucket: bucket, Registry: reg, System: keeper.NewSystem(nil)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	h := start()
+	deliver := func(name string, req *actors.Request) *actors.Response {
+		t.Helper()
+		resp, err := h.Deliver(t.Context(), ownership.Actor{Class: "counter-c", Name: name}, 1, req)
+		if err != nil {
+			t.Fatalf("%s %s?%s: %v", name, req.Method, req.Query.Encode(), err)
+		}
+		return resp
+	}
+	expect := func(name, rawQuery, want string) {
+		t.Helper()
+		resp := deliver(name, cGet("", rawQuery))
+		if resp.Status != http.StatusOK || string(resp.Body) != want+"\n" {
+			t.Fatalf("%s ?%s = %d %q, want 200 %q", name, rawQuery, resp.Status, resp.Body, want)
+		}
+		if ct := resp.Header.Get("Content-Type"); ct != "text/plain; charset=utf-8" {
+			t.Fatalf("Content-Type = %q", ct)
+		}
+	}
+	expect("room", "", "1")
+	expect("room", "", "2")
+	expect("hall", "", "1")
+	expect("room", "", "3")
+	expect("room", "read", "3")
+	expect("room", "x=1&read=no", "3")
+	expect("room", "reading", "4")
+	resp := deliver("room", &actors.Request{Method: http.MethodPost, Header: http.Header{}})
+	if resp.Status != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET" || string(resp.Body) != "counter: only GET\n" {
+		t.Fatalf("POST = %d %q, Allow %q", resp.Status, resp.Body, resp.Header.Get("Allow"))
+	}
+
+	// A new host on a new runtime: the module loaded again, the counts
+	// from the bucket.
+	if err := h.HibernateAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h = start()
+	defer func() { _ = h.HibernateAll(ctx) }()
+	expect("room", "", "5")
+	expect("hall", "", "2")
+}
+
+// TestCGuestABIVersion: a module whose wasmkeep_abi_version is not the
+// host's compiles, but no wasm instance of it starts, and the error says
+// why.
+func TestCGuestABIVersion(t *testing.T) {
+	clang := cClang(t)
+	m := cCompile(t, cRuntime(t), "counter-c", buildC(t, clang, cCounter, "-DWASMKEEP_ABI_VERSION=2"))
+	_, err := m.Handle(t.Context(), cGet("", ""), nil)
+	if !errors.Is(err, wasmhost.ErrGuest) || !strings.Contains(err.Error(), "guest speaks ABI version 2, host 1") {
+		t.Fatalf("start of a version 2 guest: err = %v", err)
+	}
+}
+
+// cProbe uses what the examples do not: batches, lists, deletes, the
+// storage limits, query parameters and headers, and calls.
+const cProbe = `#include "wasmkeep.h"
+
+static void list(wk_buf *out, wk_list_options opt) {
+	const wk_entry *e;
+	int32_t n = wk_storage_list(&opt, &e);
+	wk_buf_write_cstr(out, "list");
+	for (int32_t i = 0; i < n; i++) {
+		wk_buf_write_byte(out, ' ');
+		wk_buf_write_str(out, e[i].key);
+		wk_buf_write_byte(out, '=');
+		wk_buf_write_str(out, e[i].value);
+	}
+	wk_buf_write_byte(out, '\n');
+}
+
+static wk_response *serve(const wk_request *req) {
+	wk_buf out = {0};
+	if (wk_str_eq(req->path, WK_STR("/storage"))) {
+		wk_op ops[] = {
+			{false, WK_STR("a/1"), WK_STR("one")},
+			{false, WK_STR("a/2"), WK_STR("two")},
+			{false, WK_STR("a/3"), WK_STR("three")},
+			{false, WK_STR("b/1"), WK_STR("bee")},
+			{true, WK_STR("a/2"), WK_STR("")},
+		};
+		wk_buf_write_cstr(&out, wk_storage_batch(ops, 5) == WK_STORED ? "batch stored\n" : "batch refused\n");
+		wk_op many[WK_MAX_BATCH_OPS + 1];
+		for (int i = 0; i < WK_MAX_BATCH_OPS + 1; i++)
+			many[i] = (wk_op){false, WK_STR("m"), WK_STR("x")};
+		wk_buf_write_cstr(&out, wk_storage_batch(many, WK_MAX_BATCH_OPS + 1) == WK_LIMIT ? "129 ops refused\n" : "129 ops stored\n");
+		wk_buf_write_cstr(&out, wk_storage_put(WK_STR(""), WK_STR("x")) == WK_LIMIT ? "empty key refused\n" : "empty key stored\n");
+		list(&out, (wk_list_options){.prefix = WK_STR("a/")});
+		list(&out, (wk_list_options){.prefix = WK_STR("a/"), .limit = 1, .reverse = true});
+		list(&out, (wk_list_options){.start = WK_STR("a/2"), .end = WK_STR("b/")});
+		wk_storage_delete(WK_STR("b/1"));
+		wk_storage_delete(WK_STR("never"));
+		wk_str v;
+		wk_buf_write_cstr(&out, wk_storage_get(WK_STR("b/1"), &v) ? "b/1 kept\n" : "b/1 deleted\n");
+	} else if (wk_str_eq(req->path, WK_STR("/list"))) {
+		list(&out, (wk_list_options){0});
+	} else if (wk_str_eq(req->path, WK_STR("/echo"))) {
+		wk_response *resp = wk_response_new(201);
+		wk_str v;
+		wk_response_header(resp, "X-Method", req->method);
+		wk_response_header(resp, "X-Query", req->query);
+		if (wk_query(req, "q", &v))
+			wk_response_header(resp, "X-Q", v);
+		if (wk_header(req, "x-token", &v))
+			wk_response_header(resp, "X-Token", v);
+		resp->body = req->body;
+		return resp;
+	} else if (wk_str_eq(req->path, WK_STR("/call"))) {
+		wk_request call = {.method = WK_STR("GET"), .path = WK_STR(""), .query = WK_STR("")};
+		wk_response *resp;
+		int code = wk_call(WK_STR("counter-c"), WK_STR("called"), &call, &resp);
+		wk_buf_write_cstr(&out, "counter-c: ");
+		if (code == 0) {
+			wk_buf_write_int(&out, resp->status);
+			wk_buf_write_byte(&out, ' ');
+			wk_buf_write_str(&out, resp->body);
+		} else {
+			wk_buf_write_int(&out, code);
+			wk_buf_write_byte(&out, '\n');
+		}
+		wk_buf_write_cstr(&out, "nope: ");
+		wk_buf_write_int(&out, wk_call(WK_STR("nope"), WK_STR("x"), &call, &resp));
+		wk_buf_write_byte(&out, '\n');
+	} else {
+		return wk_text(404, WK_STR("no such probe\n"));
+	}
+	return wk_text(200, wk_buf_str(&out));
+}
+
+WK_HANDLE_REQUEST(serve)
+`
+
+// readmeClass returns the class of sdk/c/README.md, its only C block.
+func readmeClass(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(cSDK, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, code, ok := strings.Cut(string(b), "```c\n")
+	if ok {
+		code, _, ok = strings.Cut(code, "```")
+	}
+	if !ok {
+		t.Fatal("no C block in sdk/c/README.md")
+	}
+	return code
+}
+
+// TestCGuestProbe drives the rest of the SDK on a node: storage batches
+// and lists, the limits, query and header helpers, and a call to the C
+// counter; and the class of the SDK's README.
+func TestCGuestProbe(t *testing.T) {
+	clang := cClang(t)
+	build := func(name, src string) []byte {
+		dir := filepath.Join(t.TempDir(), name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name+".c"), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return buildC(t, clang, dir)
+	}
+	r := cRuntime(t)
+	n := nodetest.Start(t, nodetest.Options{Classes: map[string]actors.Class{
+		"c-probe":   cCompile(t, r, "c-probe", build("probe", cProbe)),
+		"c-readme":  cCompile(t, r, "c-readme", build("readme", readmeClass(t))),
+		"counter-c": cCompile(t, r, "counter-c", buildC(t, clang, cCounter)),
+	}})
+	do := func(method, path string, body string, header http.Header) *http.Response {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), method, n.URL+"/actor/"+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range header {
+			req.Header[k] = v
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	text := func(path string, status int, want string) {
+		t.Helper()
+		resp := do(http.MethodGet, path, "", nil)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != status || string(b) != want {
+			t.Fatalf("%s = %d:\n%s\nwant %d:\n%s", path, resp.StatusCode, b, status, want)
+		}
+	}
+	probe := func(path, want string) { t.Helper(); text("c-probe/x"+path, http.StatusOK, want) }
+	probe("/storage", "batch stored\n129 ops refused\nempty key refused\n"+
+		"list a/1=one a/3=three\nlist a/3=three\nlist a/3=three\nb/1 deleted\n")
+	probe("/list", "list a/1=one a/3=three\n") // committed with the event
+	probe("/call", "counter-c: 200 1\nnope: -3\n")
+	probe("/call", "counter-c: 200 2\nnope: -3\n")
+	text("c-readme/book?who=ada", http.StatusOK, "ada\n")
+	text("c-readme/book?who=bob", http.StatusOK, "ada\nbob\n")
+	text("c-readme/book", http.StatusBadRequest, "who?\n")
+
+	resp := do(http.MethodPut, "c-probe/x/echo?z=1&q=a+b%21", "hello", http.Header{"X-Token": {"secret"}})
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusCreated || string(b) != "hello" || resp.Header.Get("X-Method") != "PUT" ||
+		resp.Header.Get("X-Query") != "q=a+b%21&z=1" || resp.Header.Get("X-Q") != "a b!" || resp.Header.Get("X-Token") != "secret" {
+		t.Fatalf("echo = %d %q %v", resp.StatusCode, b, resp.Header)
+	}
+}
+
+// startCRoom starts a node serving the C room as class "room-c", with a
+// short idle timeout, and more classes if given.
+func startCRoom(t *testing.T, clang string, more map[string][]byte) *nodetest.Node {
+	t.Helper()
+	r := cRuntime(t)
+	classes := map[string]actors.Class{"room-c": cCompile(t, r, "room-c", buildC(t, clang, cRoom))}
+	for name, wasm := range more {
+		classes[name] = cCompile(t, r, name, wasm)
+	}
+	return nodetest.Start(t, nodetest.Options{Classes: classes, IdleTimeout: 150 * time.Millisecond})
+}
+
+// TestCGuestRoom: the C room on a real node, as TestRoomHibernatesWithItsSockets
+// and TestRoomEcho drive the Go one: the page, two people whose messages
+// reach both, presence as people come and go, the room hibernating with
+// its sockets open and woken by a message on a fresh wasm instance, the
+// socket's tag, and the plain echo and broadcast protocol.
+func TestCGuestRoom(t *testing.T) {
+	clang := cClang(t)
+	n := startCRoom(t, clang, nil)
+
+	resp, err := http.Get(n.URL + "/actor/room-c/lobby")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	page, err := os.ReadFile(chatPage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/html; charset=utf-8" || !bytes.Equal(got, page) {
+		t.Fatalf("page: %d %s, %d bytes (want %d)", resp.StatusCode, resp.Header.Get("Content-Type"), len(got), len(page))
+	}
+
+	ada := n.Join(t, "room-c", "lobby", "ada")
+	if h := ada.AwaitHistory(); len(h) != 0 {
+		t.Fatalf("history of a new room: %+v", h)
+	}
+	ada.AwaitPresence("ada")
+	bob := n.Join(t, "room-c", "lobby", "bob")
+	bob.AwaitHistory()
+	ada.AwaitPresence("ada", "bob")
+	bob.AwaitPresence("ada", "bob")
+
+	ada.Say("hello \"world\" ☃")
+	ada.AwaitSaid("ada", "hello \"world\" ☃")
+	bob.AwaitSaid("ada", "hello \"world\" ☃")
+
+	n.AwaitIdle(t, "room-c/lobby")
+	if s := n.Status(); s.Parked != 1 {
+		t.Fatalf("after hibernation: %d parked records, want 1", s.Parked)
+	}
+	// A message wakes it on a fresh wasm instance, with its storage and
+	// the sockets' attachments.
+	bob.Say("still here")
+	ada.AwaitSaid("bob", "still here")
+	bob.AwaitSaid("bob", "still here")
+
+	n.AwaitIdle(t, "room-c/lobby")
+	carol := n.Join(t, "room-c", "lobby", "carol")
+	h := carol.AwaitHistory()
+	if len(h) != 2 || h[0].From != "ada" || h[0].Text != "hello \"world\" ☃" || h[1].From != "bob" || h[1].Text != "still here" ||
+		h[1].At < time.Now().Add(-time.Minute).UnixMilli() || h[1].At > time.Now().UnixMilli() {
+		t.Fatalf("history after two hibernations: %+v", h)
+	}
+	ada.AwaitPresence("ada", "bob", "carol")
+
+	// A close event after hibernation: the others hear who is left.
+	n.AwaitIdle(t, "room-c/lobby")
+	carol.Conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "bye"))
+	ada.AwaitPresence("ada", "bob")
+	bob.AwaitPresence("ada", "bob")
+
+	// Saying before joining closes the socket with 1008.
+	eve := n.Dial(t, "room-c", "lobby")
+	if err := eve.WriteJSON(map[string]string{"type": "say", "text": "sneaky"}); err != nil {
+		t.Fatal(err)
+	}
+	eve.SetReadDeadline(time.Now().Add(nodetest.Wait))
+	for {
+		_, _, err := eve.ReadMessage()
+		if err == nil {
+			continue
+		}
+		if !websocket.IsCloseError(err, websocket.ClosePolicyViolation) {
+			t.Fatalf("say before join: %v, want close 1008", err)
+		}
+		break
+	}
+
+	// The plain protocol: an echo to the socket, "all:" to every socket of
+	// the room, members or not, and nothing to another room.
+	a, b := n.Dial(t, "room-c", "bench"), n.Dial(t, "room-c", "bench")
+	other := n.Dial(t, "room-c", "elsewhere")
+	read := func(c *websocket.Conn, who string, wantType int) string {
+		t.Helper()
+		c.SetReadDeadline(time.Now().Add(nodetest.Wait))
+		typ, msg, err := c.ReadMessage()
+		if err != nil || typ != wantType {
+			t.Fatalf("%s read: %v (type %d, want %d)", who, err, typ, wantType)
+		}
+		return string(msg)
+	}
+	for _, msg := range []string{"ping 0", "ping 1"} {
+		a.WriteMessage(websocket.TextMessage, []byte(msg))
+		if got := read(a, "a", websocket.TextMessage); got != msg {
+			t.Fatalf("echo: %q, want %q", got, msg)
+		}
+	}
+	a.WriteMessage(websocket.BinaryMessage, []byte("all:\x00"))
+	if got := read(a, "a", websocket.BinaryMessage); got != "all:\x00" {
+		t.Fatalf("binary echo: %q", got)
+	}
+	b.WriteMessage(websocket.TextMessage, []byte("all:hi"))
+	for _, c := range []*websocket.Conn{a, b} {
+		if got := read(c, "bench", websocket.TextMessage); got != "all:hi" {
+			t.Fatalf("broadcast: %q", got)
+		}
+	}
+	other.WriteMessage(websocket.TextMessage, []byte("me"))
+	if got := read(other, "other", websocket.TextMessage); got != "me" {
+		t.Fatalf("other room got %q", got)
+	}
+
+	// The tag the room accepts its sockets with, as the host hands it to
+	// the node.
+	mod := cCompile(t, cRuntime(t), "room-c", buildC(t, clang, cRoom))
+	up, err := mod.Handle(t.Context(), &actors.Request{Method: http.MethodGet, Header: http.Header{"Upgrade": {"WebSocket"}, "Connection": {"Upgrade"}}}, nil)
+	if err != nil || up.Accept == nil || !slices.Equal(up.Accept.Tags, []string{"member"}) {
+		t.Fatalf("upgrade = %+v, %v; want accepted with tag member", up, err)
+	}
+	if resp, err := mod.Handle(t.Context(), &actors.Request{Method: http.MethodPost, Header: http.Header{}}, nil); err != nil ||
+		resp.Status != http.StatusNotFound || string(resp.Body) != "not found\n" {
+		t.Fatalf("POST = %+v, %v; want 404", resp, err)
+	}
+}
+
+// step is one message a client sends in TestCGuestRoomMatchesGo.
+type step struct {
+	binary bool
+	msg    string
+}
+
+// roomSteps try the corners of the room's JSON and of its input cleaning.
+// After each close the client goes on in a fresh room.
+func roomSteps() []step {
+	s := func(msgs ...string) []step {
+		out := make([]step, len(msgs))
+		for i, m := range msgs {
+			out[i] = step{msg: m}
+		}
+		return out
+	}
+	var steps []step
+	steps = append(steps, s(
+		`{"type":"say","text":"early"}`, // closed: join first
+		`{"type":"join"}`,               // closed: a name is required
+		`{"type":"join","name":" \u00a0\u2003Ada\u0085\u0007\u3000 "}`,
+		`{"type":"say","text":"a \"quoted\" \\ back\/slash \b\f\n\r\t tab"}`,
+		`{"type":"say","text":"\ud83d\ude00 \ud800x \udc00\u0041 \uDBFF\uDFFF \ud800"}`,
+		`{"type":"say","text":"héllo ☃ \u00e9 \u0000nul\u007fdel\u0085nel\u200bzw\u2029"}`,
+		`{"type":"x","text":"dup1","o":{"a":[1,true,null,"]",{"b":-1.5e3}],"c":{}},"e":[],"text":"dup2","type":"say","n":1e}`,
+		`{"type":1,"text":"ignored"}`,
+		`{"type":"say","text":1}`,
+		`{"type":"say","text":"kept","text":2}`,
+		` {"type":"say","text":"a leading space: an echo"}`,
+		"{ \"type\" : \"say\" , \"text\" : \"  spaced  \" } \n\t",
+		`{"type":"say","text":"x`+strings.Repeat("é", 1050)+`"}`,
+		`{"type":"join","name":"`+strings.Repeat("ñ", 30)+`"}`,
+		"all:hi",
+		"plain",
+	)...)
+	steps = append(steps, step{binary: true, msg: `{"type":"say","text":"bin"}`})
+	steps = append(steps, s(
+		"",
+		`[1]`,
+		`{"type":"say","text":"ok"} x`, // closed: not one object
+		`{"a":`+strings.Repeat("[", 40)+strings.Repeat("]", 40)+`}`, // closed: too deep
+		`{}`,
+		`{"type":"join","name":"bob"}`,
+		`{"type":"say","text":"\t\n  "}`,
+	)...)
+	for i := range 103 {
+		steps = append(steps, step{msg: fmt.Sprintf(`{"type":"say","text":"n%d"}`, i)})
+	}
+	steps = append(steps, s(
+		`{"type":"join","name":"bob"}`, // the last 100
+		`{"type":"say","text":"\x"}`,   // closed: a bad escape
+		`{"type":"join","name":"\udfff"}`,
+		`{"type":"say","text":"`+strings.Repeat("a", 1999)+`é"}`,
+		"{\"type\":\"say\",\"text\":\"a\tb\"}",                  // closed: a raw control character
+		`{"type":"join","name":"\ud800\u12"}`,                   // closed: a short escape
+		`{"type":"join","name":"x"`,                             // closed: cut short
+		`{"type":"join","name":"zed","type":"say","text":"hi"}`, // closed: join first
+		`{"type":"join","name":"\u212a\u017f"}`,
+		`{"type":"say","text":"bye"}`,
+	)...)
+	return steps
+}
+
+var atField = regexp.MustCompile(`"at":-?[0-9]+`)
+
+// transcript runs roomSteps against class and returns what came back,
+// each message's time made 0. After each step it sends "sync", which the
+// room echoes, to know the step's answers are all in.
+func transcript(t *testing.T, n *nodetest.Node, class string) []string {
+	room := 0
+	conn := n.Dial(t, class, "diff-0")
+	var out []string
+	for i, st := range roomSteps() {
+		typ := websocket.TextMessage
+		if st.binary {
+			typ = websocket.BinaryMessage
+		}
+		if err := conn.WriteMessage(typ, []byte(st.msg)); err != nil {
+			t.Fatalf("%s step %d: %v", class, i, err)
+		}
+		_ = conn.WriteMessage(websocket.TextMessage, []byte("sync")) // the room may have closed the socket
+		conn.SetReadDeadline(time.Now().Add(nodetest.Wait))
+		for {
+			typ, b, err := conn.ReadMessage()
+			var ce *websocket.CloseError
+			if errors.As(err, &ce) {
+				out = append(out, fmt.Sprintf("%d: close %d %q", i, ce.Code, ce.Text))
+				room++
+				conn = n.Dial(t, class, fmt.Sprintf("diff-%d", room))
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s step %d: %v", class, i, err)
+			}
+			if typ == websocket.TextMessage && string(b) == "sync" {
+				break
+			}
+			out = append(out, fmt.Sprintf("%d: %d %s", i, typ, atField.ReplaceAll(b, []byte(`"at":0`))))
+		}
+	}
+	return out
+}
+
+// TestCGuestRoomMatchesGo: the C room and the Go room (examples/room-wasm)
+// answer the same frames and closes, byte for byte but the times, to the
+// same messages, and the same HTTP answers.
+func TestCGuestRoomMatchesGo(t *testing.T) {
+	clang := cClang(t)
+	goRoom := filepath.Join(t.TempDir(), "room-wasm.wasm")
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", goRoom, "../examples/room-wasm")
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the Go room: %v\n%s", err, msg)
+	}
+	wasm, err := os.ReadFile(goRoom)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := startCRoom(t, clang, map[string][]byte{"room-wasm": wasm})
+
+	for _, path := range []string{"", "/x"} {
+		for _, method := range []string{http.MethodGet, http.MethodPost} {
+			var answers [2]string
+			for i, class := range []string{"room-wasm", "room-c"} {
+				req, _ := http.NewRequestWithContext(t.Context(), method, n.URL+"/actor/"+class+"/page"+path, nil)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				answers[i] = fmt.Sprintf("%d %s %q", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+			}
+			if answers[0] != answers[1] {
+				t.Errorf("%s %s: Go %.200s, C %.200s", method, path, answers[0], answers[1])
+			}
+		}
+	}
+
+	want, got := transcript(t, n, "room-wasm"), transcript(t, n, "room-c")
+	if len(want) < 130 {
+		t.Fatalf("the Go room answered %d frames, want more", len(want))
+	}
+	for i := range max(len(want), len(got)) {
+		var w, g string
+		if i < len(want) {
+			w = want[i]
+		}
+		if i < len(got) {
+			g = got[i]
+		}
+		if w != g {
+			t.Fatalf("frame %d (of %d from Go, %d from C):\nGo: %.600q\nC:  %.600q", i, len(want), len(got), w, g)
+		}
+	}
+}
