@@ -7,12 +7,13 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/wasmkeep/wasmkeep/internal/uring"
 	"github.com/wasmkeep/wasmkeep/ownership"
 )
 
 // The operations of this file act for one actor: each takes the actor and
 // finds only that actor's sockets, so an actor can never reach another's.
+// Each is a boundary of the actor's room (contain, failure.go): a panic in
+// it closes the room's sockets with 1011, and it returns ErrInternal.
 
 // SocketInfo describes one open socket of an actor.
 type SocketInfo struct {
@@ -26,8 +27,10 @@ type SocketInfo struct {
 // ErrInvalid (over MaxMessage; or a text message that is not UTF-8, which
 // matches ErrInvalidUTF8 too: nothing is sent, and the socket stays open),
 // ErrSlowReader (the send queue was full, or the node's queues were and
-// this socket held the most: the socket is now closing with 1013).
-func (o *Owner) Send(a ownership.Actor, id ID, text bool, data []byte) error {
+// this socket held the most: the socket is now closing with 1013),
+// ErrInternal.
+func (o *Owner) Send(a ownership.Actor, id ID, text bool, data []byte) (err error) {
+	defer o.contain(a, opSend, &err)
 	if err := o.checkMessage(text, data); err != nil {
 		return fmt.Errorf("send on socket %v of %s: %w", id, a, err)
 	}
@@ -35,6 +38,7 @@ func (o *Owner) Send(a ownership.Actor, id ID, text bool, data []byte) error {
 	if err != nil {
 		return err
 	}
+	o.fault(a, opSend)
 	return s.send(kindOf(text), slices.Clone(data))
 }
 
@@ -45,18 +49,26 @@ func (o *Owner) Send(a ownership.Actor, id ID, text bool, data []byte) error {
 // socket whose upgrade is under way (its client may already hold the
 // handshake's answer) is not counted either, but gets the message first
 // once it is open.
-func (o *Owner) Broadcast(a ownership.Actor, tag string, text bool, data []byte) (int, error) {
+func (o *Owner) Broadcast(a ownership.Actor, tag string, text bool, data []byte) (n int, err error) {
+	b := batches.Get().(*batch)
+	defer func() {
+		// The room's boundary (contain), which first ends the claims the
+		// broadcast holds, so that the failure's closes do not wait for
+		// them.
+		if p := recover(); p != nil {
+			protect(func() { o.abandon(b) })
+			n, err = 0, o.recovered(a, opBroadcast, p)
+		}
+		b.reset()
+		batches.Put(b)
+	}()
 	if err := o.checkMessage(text, data); err != nil {
 		return 0, fmt.Errorf("broadcast to %s: %w", a, err)
 	}
 	kind, shared := kindOf(text), slices.Clone(data) // one copy, read by every writer
-	b := batches.Get().(*batch)
-	defer batches.Put(b)
-	defer b.reset()
 	targets := o.broadcastTargets(a, tag, kind, shared)
-	var ring *uring.Ring // got before any socket is claimed: making one takes a while
-	if len(targets) > 1 {
-		ring = o.rings.get()
+	if len(targets) > 1 { // got before any socket is claimed: making one takes a while
+		b.ring = o.rings.get()
 	}
 	for _, s := range targets {
 		switch {
@@ -69,11 +81,13 @@ func (o *Owner) Broadcast(a ownership.Actor, tag string, text bool, data []byte)
 			b.direct = append(b.direct, s)
 		}
 	}
-	n := o.writeDirect(b, ring, kind, shared)
+	o.fault(a, opBroadcast) // every target claimed
+	n = o.writeDirect(b, kind, shared)
 	for _, s := range b.unclaimed {
 		if s.directDone(kind, shared, 0, errNoDirect) == nil { // queued
 			n++
 		}
+		b.settled++
 	}
 	for _, s := range b.queue {
 		if s.send(kind, shared) == nil {
@@ -89,7 +103,8 @@ func (o *Owner) Broadcast(a ownership.Actor, tag string, text bool, data []byte)
 // messages already queued. Sink.Gone is called before Close returns;
 // Sink.Close follows when the client answers, or with 1006 after
 // WriteTimeout.
-func (o *Owner) Close(a ownership.Actor, id ID, code int, reason string) error {
+func (o *Owner) Close(a ownership.Actor, id ID, code int, reason string) (err error) {
+	defer o.contain(a, opClose, &err)
 	if err := checkClose(code, reason); err != nil {
 		return fmt.Errorf("close socket %v of %s: %w", id, a, err)
 	}
@@ -97,12 +112,15 @@ func (o *Owner) Close(a ownership.Actor, id ID, code int, reason string) error {
 	if err != nil {
 		return err
 	}
+	o.fault(a, opClose)
 	return s.close(code, reason, "actor")
 }
 
 // List returns a's open sockets (not closing) carrying tag, every open one
-// when tag is "", in ID order.
+// when tag is "", in ID order (none if the room failed meanwhile).
 func (o *Owner) List(a ownership.Actor, tag string) []SocketInfo {
+	defer o.contain(a, opList, nil)
+	o.fault(a, opList)
 	list := o.sockets(a)
 	slices.SortFunc(list, func(x, y *socket) int { return cmp.Compare(x.id, y.id) })
 	out := []SocketInfo{}
@@ -123,7 +141,8 @@ func (o *Owner) List(a ownership.Actor, tag string) []SocketInfo {
 // SetAttachment keeps data (copied, at most MaxAttachment bytes; nil
 // removes it) with socket id of a until its slot is freed: it outlives the
 // actor's hibernation.
-func (o *Owner) SetAttachment(a ownership.Actor, id ID, data []byte) error {
+func (o *Owner) SetAttachment(a ownership.Actor, id ID, data []byte) (err error) {
+	defer o.contain(a, opAttachment, &err)
 	if len(data) > MaxAttachment {
 		return fmt.Errorf("attachment of socket %v of %s: %w: %d bytes, limit %d", id, a, ErrInvalid, len(data), MaxAttachment)
 	}
@@ -131,6 +150,7 @@ func (o *Owner) SetAttachment(a ownership.Actor, id ID, data []byte) error {
 	if err != nil {
 		return err
 	}
+	o.fault(a, opAttachment)
 	att := slices.Clone(data)
 	s.mu.Lock()
 	s.attachment = att
@@ -140,7 +160,8 @@ func (o *Owner) SetAttachment(a ownership.Actor, id ID, data []byte) error {
 
 // Attachment returns a copy of the attachment of socket id of a (nil when
 // none).
-func (o *Owner) Attachment(a ownership.Actor, id ID) ([]byte, error) {
+func (o *Owner) Attachment(a ownership.Actor, id ID) (_ []byte, err error) {
+	defer o.contain(a, opAttachment, &err)
 	s, err := o.lookup(a, id)
 	if err != nil {
 		return nil, err
@@ -163,7 +184,9 @@ type AutoResponse struct {
 // future; a zero AutoResponse removes it. Each string is 1 to
 // MaxAutoResponse bytes. It stays until removed, whether the actor has
 // sockets or not: the node removes it when the actor leaves this node.
-func (o *Owner) SetAutoResponse(a ownership.Actor, ar AutoResponse) error {
+func (o *Owner) SetAutoResponse(a ownership.Actor, ar AutoResponse) (err error) {
+	defer o.contain(a, opAutoResponse, &err)
+	o.fault(a, opAutoResponse)
 	if ar.Request == "" && ar.Response == "" {
 		if r := o.rooms.find(a); r != nil {
 			r.auto.Store(nil)
@@ -185,8 +208,8 @@ func (o *Owner) SetAutoResponse(a ownership.Actor, ar AutoResponse) error {
 }
 
 // AutoResponseOf returns a's auto-response (zero when none).
-func (o *Owner) AutoResponseOf(a ownership.Actor) AutoResponse {
-	var ar AutoResponse
+func (o *Owner) AutoResponseOf(a ownership.Actor) (ar AutoResponse) {
+	defer o.contain(a, opAutoResponse, nil)
 	if r := o.rooms.find(a); r != nil {
 		if p := r.auto.Load(); p != nil {
 			ar = *p
@@ -198,7 +221,8 @@ func (o *Owner) AutoResponseOf(a ownership.Actor) AutoResponse {
 
 // LastAutoResponse returns when socket id of a was last auto-answered (the
 // zero time if never).
-func (o *Owner) LastAutoResponse(a ownership.Actor, id ID) (time.Time, error) {
+func (o *Owner) LastAutoResponse(a ownership.Actor, id ID) (_ time.Time, err error) {
+	defer o.contain(a, opAutoResponse, &err)
 	s, err := o.lookup(a, id)
 	if err != nil {
 		return time.Time{}, err

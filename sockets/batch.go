@@ -110,6 +110,15 @@ func (r *rings) put(ring *uring.Ring, err error) {
 	}
 }
 
+// drop closes a ring that a broadcast held when it failed: what the ring
+// was doing is not known.
+func (r *rings) drop(ring *uring.Ring) {
+	ring.Close()
+	r.mu.Lock()
+	r.made--
+	r.mu.Unlock()
+}
+
 // close ends the use of rings (Shutdown).
 func (r *rings) close() {
 	r.mu.Lock()
@@ -137,6 +146,12 @@ type batch struct {
 	res       []int32
 	rest      []int
 	errs      []error
+	// ring: the broadcast's, until given back. ended: the claims of
+	// direct's connections ended (wireConn.wrote), in order; settled: the
+	// claims of direct's, then unclaimed's, sockets ended (directDone).
+	// What a broadcast that fails midway still holds (abandon).
+	ring           *uring.Ring
+	ended, settled int
 }
 
 var batches = sync.Pool{New: func() any { return new(batch) }}
@@ -148,17 +163,50 @@ func (b *batch) reset() {
 	clear(b.errs)
 	b.direct, b.unclaimed, b.queue = b.direct[:0], b.unclaimed[:0], b.queue[:0]
 	b.fds, b.res, b.rest, b.errs = b.fds[:0], b.res[:0], b.rest[:0], b.errs[:0]
+	b.ring, b.ended, b.settled = nil, 0, 0
+}
+
+// abandon ends what a broadcast that failed midway still holds: its ring
+// (closed), and the claims it has not ended, writing nothing, so that the
+// closes of the failure do not wait for them. What a socket had queued
+// meanwhile gets a writer.
+func (o *Owner) abandon(b *batch) {
+	if b.ring != nil {
+		o.rings.drop(b.ring)
+		b.ring = nil
+	}
+	for _, s := range b.direct[b.ended:] {
+		_, _ = s.wc.wrote(nil, 0)
+	}
+	b.ended = len(b.direct)
+	for i := b.settled; i < len(b.direct)+len(b.unclaimed); i++ {
+		var s *socket
+		if i < len(b.direct) {
+			s = b.direct[i]
+		} else {
+			s = b.unclaimed[i-len(b.direct)]
+		}
+		s.mu.Lock()
+		s.writing = false
+		if len(s.queue) > 0 {
+			s.startWriterLocked()
+		}
+		s.mu.Unlock()
+	}
+	b.settled = len(b.direct) + len(b.unclaimed)
 }
 
 // writeDirect writes one data frame of data to every socket of b.direct,
 // each claimed for a direct write (socket.claimDirect, then
-// wireConn.claim), through ring if there is one (and gives it back), and
-// ends each claim: what a socket's send buffer did not take is written
-// later, or queued. It returns how many sockets were sent the message or
-// have it queued.
-func (o *Owner) writeDirect(b *batch, ring *uring.Ring, kind frameKind, data []byte) int {
+// wireConn.claim), through b.ring if there is one (and gives it back),
+// and ends each claim: what a socket's send buffer did not take is
+// written later, or queued. It returns how many sockets were sent the
+// message or have it queued.
+func (o *Owner) writeDirect(b *batch, kind frameKind, data []byte) int {
+	ring := b.ring
 	if len(b.direct) == 0 {
 		if ring != nil {
+			b.ring = nil
 			o.rings.put(ring, nil)
 		}
 		return 0
@@ -175,6 +223,7 @@ func (o *Owner) writeDirect(b *batch, ring *uring.Ring, kind frameKind, data []b
 	}
 	if ring != nil {
 		err := ring.SendEach(b.fds, f, b.res)
+		b.ring = nil
 		o.rings.put(ring, err)
 		o.m.uringWrites.Add(float64(len(b.fds)))
 	} else {
@@ -187,12 +236,14 @@ func (o *Owner) writeDirect(b *batch, ring *uring.Ring, kind frameKind, data []b
 	// Sink (a full queue closes its socket).
 	for i, s := range b.direct {
 		b.rest[i], b.errs[i] = s.wc.wrote(f, int(b.res[i]))
+		b.ended++
 	}
 	sent := 0
 	for i, s := range b.direct {
 		if s.directDone(kind, data, b.rest[i], b.errs[i]) == nil {
 			sent++
 		}
+		b.settled++
 	}
 	return sent
 }

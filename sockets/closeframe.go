@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"runtime/debug"
 	"unicode/utf8"
 )
 
@@ -69,10 +70,23 @@ func (f *frameScan) verdict() error {
 	return f.cf.verdict
 }
 
-// scan follows the frames in b, bytes just read. It returns how many of
+// scan follows the frames in b, bytes just read (follow). A panic in it
+// fails this read and every later one with a readerFailure (failure.go).
+func (f *frameScan) scan(b []byte) (n int, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			rf := &readerFailure{failure{op: opReader, panic: p, stack: debug.Stack()}}
+			f.cf = &closeRead{verdict: rf}
+			n, err = 0, rf
+		}
+	}()
+	return f.follow(b)
+}
+
+// follow follows the frames in b, bytes just read. It returns how many of
 // them go on to gorilla: all of them, or, once a close frame is whole,
 // those before its last byte, with the verdict.
-func (f *frameScan) scan(b []byte) (int, error) {
+func (f *frameScan) follow(b []byte) (int, error) {
 	for i := 0; i < len(b); {
 		if f.left > 0 {
 			k := int(min(f.left, uint64(len(b)-i)))

@@ -117,6 +117,21 @@
 //   - CloseActor and CloseAll also close the sockets whose upgrade is
 //     under way, as soon as they are open.
 //
+// # Failure
+//
+// The socket owner of one actor (its room) fails alone. A panic while
+// acting for a room, in one of its operations (Send, Broadcast, Close,
+// List, attachments, auto-responses; CloseActor and CloseAll per socket)
+// or on a goroutine of one of its sockets (the reader, a writer, the
+// pinger's work for it), is recovered there, logged once at error level
+// with the actor, the operation and the stack, counted
+// (wasmkeep_websocket_owner_failures_total{op}, and Config.Failed), and
+// closes every socket of the room with 1011 (ErrInternal) the way a fault
+// closes a socket: Gone for each, then its terminal Error, so the node
+// sees the actor's sockets go as when its clients leave. The operation
+// returns ErrInternal. Other rooms and the node carry on, and the room
+// takes new sockets. See failure.go.
+//
 // # Memory
 //
 // An idle socket costs about 5 KB of RSS, against about 11.5 KB for

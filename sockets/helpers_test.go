@@ -50,6 +50,9 @@ type recorder struct {
 	// onMessage, if set (before any socket opens), is called after each
 	// message is recorded: the actor's handling of it.
 	onMessage func(a ownership.Actor, id ID, text bool, data []byte)
+	// onGone, if set (before any socket opens), is called after each Gone
+	// is recorded.
+	onGone func(a ownership.Actor)
 }
 
 func newRecorder() *recorder {
@@ -68,10 +71,13 @@ func (r *recorder) Opened(a ownership.Actor) {
 
 func (r *recorder) Gone(a ownership.Actor) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.gone[a]++
 	if r.gone[a] > r.opened[a] {
 		r.problems = append(r.problems, fmt.Sprintf("%s: Gone %d times, Opened %d", a, r.gone[a], r.opened[a]))
+	}
+	r.mu.Unlock()
+	if r.onGone != nil {
+		r.onGone(a)
 	}
 }
 

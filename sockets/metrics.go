@@ -22,6 +22,7 @@ type metrics struct {
 	bytesOut      prometheus.Counter
 	autoResponses prometheus.Counter
 	nodeCloses    *prometheus.CounterVec // reason
+	failures      *prometheus.CounterVec // op (failure.go)
 	// broadcastWrites: sockets a broadcast wrote directly, by way.
 	uringWrites, eachWrites prometheus.Counter
 }
@@ -70,7 +71,9 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 		bytesOut:      bytes.WithLabelValues("out"),
 		autoResponses: counter("wasmkeep_websocket_auto_responses_total", "Messages answered by an actor's auto-response without waking it."),
 		nodeCloses: vec("wasmkeep_websocket_node_closes_total",
-			"Sockets whose close the node started, by reason: actor (the actor closed it), a reason of the ownership core (drain, stop, lapse, move, sweep, ...), message_too_big, slow_reader, ping_timeout, protocol_error, invalid_utf8.", "reason"),
+			"Sockets whose close the node started, by reason: actor (the actor closed it), a reason of the ownership core (drain, stop, lapse, move, sweep, ...), message_too_big, slow_reader, ping_timeout, protocol_error, invalid_utf8, internal_error (the socket owner of its actor failed).", "reason"),
+		failures: vec("wasmkeep_websocket_owner_failures_total",
+			"Failures of the socket owner of one actor (a panic recovered while acting for its sockets), each of which closed that actor's sockets with 1011, by where: send, broadcast, close, close_actor, close_all, list, attachment, auto_response, reader, writer, pinger.", "op"),
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("sockets metrics: %w", err)

@@ -76,9 +76,9 @@ type Sink interface {
 	// ended without one.
 	Close(a ownership.Actor, id ID, code int, reason string, clean bool)
 	// Error ends a socket the node closed because of a fault: err matches
-	// ErrMessageTooBig, ErrSlowReader, ErrPingTimeout, ErrProtocol or
-	// ErrInvalidUTF8 (errors.Is), and CloseCode(err) is the code the
-	// client was sent.
+	// ErrMessageTooBig, ErrSlowReader, ErrPingTimeout, ErrProtocol,
+	// ErrInvalidUTF8 or ErrInternal (errors.Is), and CloseCode(err) is the
+	// code the client was sent.
 	Error(a ownership.Actor, id ID, err error)
 }
 
@@ -130,6 +130,15 @@ type Config struct {
 	// Without io_uring (not Linux, refused by the kernel or a seccomp
 	// filter) the Owner does so anyway, and logs why once.
 	NoIOUring bool
+	// Failed, if set, is told of each failure of the socket owner of one
+	// actor (a panic recovered while acting for a's sockets; op says
+	// where, as the metric's label: failure.go), once it is logged and
+	// counted, before a's sockets close with 1011. It must not block.
+	Failed func(a ownership.Actor, op string)
+
+	// faults, set by tests only, is called at each point where a failure
+	// can be injected (Owner.fault); its panic is that failure.
+	faults func(a ownership.Actor, op string)
 }
 
 // Validate reports a configuration New cannot run with.
@@ -236,6 +245,8 @@ type Owner struct {
 	// called each time a socket's writer goroutine stops, once it has
 	// cleared socket.writing.
 	writerStopped func()
+	// faults is Config.faults: nil but in tests.
+	faults func(a ownership.Actor, op string)
 
 	// rooms holds each actor's sockets (rooms.go): what acts for one actor
 	// takes its room's lock only. held counts the slots reserved or held,
@@ -292,6 +303,7 @@ func New(cfg Config) (*Owner, error) {
 		writers:  gopool.New(maxIdleWriters, writerIdle),
 		pingDone: make(chan struct{}),
 		rooms:    newRoomIndex(),
+		faults:   cfg.faults,
 	}
 	o.rings = newRings(cfg.NoIOUring, o.log)
 	for i := range o.wheel {
@@ -380,6 +392,8 @@ func (o *Owner) Accept(w http.ResponseWriter, r *http.Request, a ownership.Actor
 
 	go s.read()
 	switch {
+	case p.failed: // its room failed while it was upgraded
+		s.fail(ErrInternal)
 	case code != 0: // its actor's or every socket was closed while it was upgraded
 		_ = s.close(code, reason, reason)
 	case p.overflow:
@@ -419,6 +433,9 @@ type pendingAccept struct {
 	// CloseActor or CloseAll made during the upgrade (the first one's).
 	closeCode   int
 	closeReason string
+	// failed: the room failed during the upgrade; closed with 1011 once
+	// open (failure.go).
+	failed bool
 }
 
 func (p *pendingAccept) closeWith(code int, reason string) {
@@ -592,13 +609,26 @@ func (o *Owner) closeEach(a ownership.Actor, all bool, code int, reason string) 
 		}
 		r.mu.Unlock()
 	}
+	op := opCloseActor
+	if all {
+		op = opCloseAll
+	}
 	n := 0
 	for _, s := range open {
-		if s.close(code, reason, reason) == nil {
+		if o.closeOne(s, op, code, reason) {
 			n++
 		}
 	}
 	return n
+}
+
+// closeOne closes s for closeEach. It is a boundary of s's room: a panic
+// is the room's failure (failure.go), and the others are closed all the
+// same.
+func (o *Owner) closeOne(s *socket, op string, code int, reason string) bool {
+	defer o.containSocket(s, op)
+	o.fault(s.actor, op)
+	return s.close(code, reason, reason) == nil
 }
 
 // Shutdown refuses new sockets, closes every socket with 1012, waits until

@@ -30,16 +30,29 @@ func (o *Owner) pingLoop() {
 		checked := n - pongLag
 		buf = o.slot(checked%wheelSlots, buf[:0])
 		for _, s := range buf {
-			if s.pingTick.Load() == checked && !s.answered.Load() {
-				s.fail(ErrPingTimeout)
-			}
+			o.pingOne(s, checked, true)
 		}
 		buf = o.slot(n%wheelSlots, buf[:0])
 		for _, s := range buf {
-			s.ping(n)
+			o.pingOne(s, n, false)
 		}
 		clear(buf) // keep no freed socket alive until the next tick
 	}
+}
+
+// pingOne closes s as dead if it has not answered the ping of tick
+// (check), or pings it at tick. A panic in it is a failure of s's room
+// (failure.go): the loop goes on with the other sockets.
+func (o *Owner) pingOne(s *socket, tick int64, check bool) {
+	defer o.containSocket(s, opPinger)
+	if check {
+		if s.pingTick.Load() == tick && !s.answered.Load() {
+			s.fail(ErrPingTimeout)
+		}
+		return
+	}
+	o.fault(s.actor, opPinger)
+	s.ping(tick)
 }
 
 // slot appends the sockets of wheel slot i to buf.

@@ -30,6 +30,9 @@ type actorSockets struct {
 	// auto is read by every message a socket of the room receives,
 	// without the lock.
 	auto atomic.Pointer[AutoResponse]
+	// failing: a failure of the room is being handled (failure.go); a
+	// panic meanwhile is part of it.
+	failing atomic.Bool
 }
 
 // emptyLocked says the room holds nothing that needs it.

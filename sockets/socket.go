@@ -35,6 +35,11 @@ var (
 	// Broadcast refuse such a text message with it too (and ErrInvalid),
 	// without closing the socket.
 	ErrInvalidUTF8 = errors.New("invalid UTF-8 in a text message or close reason")
+	// ErrInternal: the socket owner of the socket's actor failed (a panic
+	// recovered while acting for its sockets, failure.go), and closed every
+	// socket of that actor (1011, internal error). An operation that
+	// failed returns it too.
+	ErrInternal = errors.New("internal error")
 )
 
 // CloseCode returns the close code the node sends for a fault, 0 for any
@@ -51,6 +56,8 @@ func CloseCode(err error) int {
 		return websocket.CloseProtocolError
 	case errors.Is(err, ErrInvalidUTF8):
 		return websocket.CloseInvalidFramePayloadData
+	case errors.Is(err, ErrInternal):
+		return websocket.CloseInternalServerErr
 	}
 	return 0
 }
@@ -66,6 +73,8 @@ func faultLabel(err error) string {
 		return "ping_timeout"
 	case errors.Is(err, ErrInvalidUTF8):
 		return "invalid_utf8"
+	case errors.Is(err, ErrInternal):
+		return "internal_error"
 	}
 	return "protocol_error"
 }
@@ -113,7 +122,7 @@ type socket struct {
 	mu sync.Mutex
 	// closing: Gone has been (or is being) called. Invariant: set once, by
 	// closingLocked, whose caller then calls announce; goneDone is closed
-	// once Gone has returned.
+	// once Gone has returned (or panicked).
 	closing  bool
 	goneDone chan struct{}
 	// freed: the reader ended and the slot is gone. Invariant: no writer
@@ -123,8 +132,12 @@ type socket struct {
 	writing   bool // a writer goroutine runs
 	closeSent bool // a close frame was written or handed to a goroutine to write
 	aborted   bool // the connection is being dropped
-	fault     error
-	queue     []frame
+	// stage is how far the reader got in ending the socket, for a reader
+	// that fails (failure.go); read and written by the reader only, not
+	// under mu.
+	stage readerStage
+	fault error
+	queue []frame
 	// queued: the bytes the socket holds until written, those of queue
 	// and of the frame being written (inflight of them), counted in the
 	// node's total too (queued.go). Invariant: changed only by hold,
@@ -156,7 +169,9 @@ func (o *Owner) newSocket(id ID, r *actorSockets, tags []string, conn *websocket
 // stack to 4 KiB (BenchmarkIdleSocketMemory reports it as
 // stack-B/socket), and so did a frame of 16 bytes more in wireConn.Read,
 // under gorilla's read of the next frame header: the idle stack has
-// almost no room left.
+// almost no room left. A deferred recover in read doubled it too, so the
+// boundary of the reader's room (failure.go) is in what read calls out of
+// line.
 func (s *socket) read() {
 	for {
 		typ, r, err := s.conn.NextReader()
@@ -164,10 +179,27 @@ func (s *socket) read() {
 			err = s.receive(typ == websocket.TextMessage, r)
 		}
 		if err != nil {
-			s.end(err)
+			s.finish(err)
 			return
 		}
 	}
+}
+
+// finish ends the socket once reading ended with err: a failure of the
+// reader's code (readerFailure) fails its room, which ends the socket;
+// anything else ends it here (end). It is the boundary of the reader's
+// room for the end.
+//
+//go:noinline
+func (s *socket) finish(err error) {
+	defer s.readPanicked()
+	var rf *readerFailure
+	if errors.As(err, &rf) {
+		rf.actor = s.actor
+		s.o.roomFailed(s.room, rf.failure, s)
+		return
+	}
+	s.end(err)
 }
 
 // end frees the slot and sends the terminal event. err is what ended
@@ -178,6 +210,7 @@ func (s *socket) read() {
 //go:noinline
 func (s *socket) end(err error) {
 	defer s.o.wg.Done()
+	s.stage = stageEnding
 	var peer *closeVerdict
 	if errors.As(err, &peer) {
 		s.peerClosed(peer.code, peer.reason)
@@ -209,6 +242,7 @@ func (s *socket) end(err error) {
 		<-announced // Gone comes before the terminal event
 	}
 	s.o.free(s)
+	s.stage = stageFreed
 	_ = s.conn.NetConn().Close()
 
 	var ce *websocket.CloseError
@@ -232,15 +266,17 @@ func (s *socket) end(err error) {
 // the auto-response answers it. A text message is checked as it comes
 // (utf8.go): the first bytes that cannot be UTF-8 fail the socket with
 // 1007, before the rest of the message is read, and the Sink never sees
-// the message.
+// the message. A panic in it ends the reading with a readerFailure.
 //
 //go:noinline
-func (s *socket) receive(text bool, r io.Reader) error {
+func (s *socket) receive(text bool, r io.Reader) (err error) {
+	defer readerFailed(&err)
 	data, err := readMessage(r, text)
 	if err != nil {
 		return err
 	}
 	s.answered.Store(true)
+	s.o.fault(s.actor, opReader)
 	s.o.m.messagesIn.Inc()
 	s.o.m.bytesIn.Add(float64(len(data)))
 	if text && s.autoRespond(data) {
@@ -258,8 +294,8 @@ func readFault(err error) (fault error, sent bool) {
 	var cv *closeVerdict
 	var ne net.Error
 	switch {
-	case errors.Is(err, ErrProtocol), errors.Is(err, ErrInvalidUTF8):
-		return err, false // found here: a close frame's verdict, or a text message
+	case errors.Is(err, ErrProtocol), errors.Is(err, ErrInvalidUTF8), errors.Is(err, ErrInternal):
+		return err, false // found here: a close frame's verdict, a text message, or the reader's failure
 	case errors.Is(err, websocket.ErrReadLimit):
 		return ErrMessageTooBig, true // gorilla sent the 1009 close frame
 	case errors.As(err, &cv), errors.As(err, &ce), errors.As(err, &ne), errors.Is(err, net.ErrClosed):
@@ -416,10 +452,10 @@ func (s *socket) closingLocked() bool {
 }
 
 // announce calls Sink.Gone, then lets the terminal event go (end waits for
-// it when another goroutine started the close).
+// it when another goroutine started the close), also if Gone panics.
 func (s *socket) announce() {
+	defer close(s.goneDone)
 	s.o.cfg.Sink.Gone(s.actor)
-	close(s.goneDone)
 }
 
 // ping queues a ping ahead of any data.
@@ -454,7 +490,7 @@ const (
 
 // write empties the queue, on a writer goroutine (Owner.writers).
 func (s *socket) write() {
-	defer s.o.wg.Done()
+	defer s.writeEnded()
 	for {
 		s.mu.Lock()
 		if s.inflight > 0 { // the frame written last
@@ -480,6 +516,7 @@ func (s *socket) write() {
 		if skip {
 			continue
 		}
+		s.o.fault(s.actor, opWriter)
 		if err := s.writeFrame(f); err != nil {
 			// gorilla writes a large frame past wireConn.Write (with
 			// writev): the stream may end inside it either way.
@@ -559,10 +596,7 @@ func (s *socket) fail(fault error) {
 	s.closeSent = true
 	s.o.wg.Add(1)
 	s.mu.Unlock()
-	if first {
-		s.announce()
-		s.o.m.nodeCloses.WithLabelValues(faultLabel(fault)).Inc()
-	}
+	// Started before Gone: the connection closes even if the Sink panics.
 	go func() {
 		defer s.o.wg.Done()
 		if sendClose {
@@ -570,6 +604,10 @@ func (s *socket) fail(fault error) {
 		}
 		_ = s.conn.NetConn().Close()
 	}()
+	if first {
+		s.announce()
+		s.o.m.nodeCloses.WithLabelValues(faultLabel(fault)).Inc()
+	}
 }
 
 // drop closes the connection at once; the reader then frees the slot.
