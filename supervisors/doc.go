@@ -25,7 +25,8 @@
 //	│   └── <resident>...  resident  one per resident actor, by class (supervised by the director)
 //	├── sweeper            sweeper   sends the keeper a Sweep every sweep period
 //	├── drainer            drainer   starts and follows a drain (Node.Drain)
-//	└── mover              mover     starts a move (Node.Move), sends the take call
+//	├── mover              mover     starts a move (Node.Move), sends the take call
+//	└── sockets            sockets   the socket owner (package sockets): not an actor
 //
 // What a failure (a panic that leaves the actor's Receive) means, by role:
 //
@@ -57,10 +58,18 @@
 //     move whose release landed (a take is idempotent: the target takes a
 //     free record, or answers that it holds it). A message lost with the
 //     failure is never a protocol decision: those are the Core's.
-//
-// The socket owner (package sockets) is not yet an actor of the tree: it
-// is a value whose sockets run goroutines of their own (a reader, a writer,
-// the pinger), outside any supervisor.
+//   - sockets: never restarted, and the node carries on. The socket owner
+//     is a value, one locked room per actor, whose sockets run goroutines
+//     of their own (a reader, a writer, the pinger), not an actor (see
+//     RATIONALE.md), so it contains its failures itself, one actor's room
+//     at a time: a panic in an operation for one actor, or on a goroutine
+//     of one of its sockets, is recovered there, logged with the actor,
+//     the operation and the stack, and closes that actor's sockets with
+//     1011. Each socket is gone to the keeper as when its client leaves, so
+//     a parked record is released by the last-socket rule, and the actor
+//     gets each socket's error event (1011), as for any fault of a socket.
+//     The operation returns sockets.ErrInternal. Other actors' sockets are
+//     untouched.
 //
 // No Receive of the tree waits on another actor or on the bucket: the
 // keeper runs bucket calls on goroutines whose replies come back as
@@ -71,9 +80,11 @@
 //
 // The tree is visible at /debug/tree (text; JSON with ?format=json): one
 // line per actor with its role, state (running, restarting, stopped,
-// failed), restarts, mailbox depth and progress, and one per class of
-// resident actors. Its metrics, by role: wasmkeep_supervisor_restarts_total,
-// wasmkeep_supervisor_failures_total, wasmkeep_supervisor_mailbox_depth and
+// failed), restarts, mailbox depth and progress, one for the socket owner
+// (its sockets and failures), and one per class of resident actors. Its
+// metrics, by role: wasmkeep_supervisor_restarts_total,
+// wasmkeep_supervisor_failures_total (for sockets, the failures it
+// contained), wasmkeep_supervisor_mailbox_depth and
 // wasmkeep_supervisor_message_seconds (one message in 8 timed); the
 // resident actors' own, by class, are below.
 //

@@ -167,16 +167,25 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		return fail(err)
 	}
 	sink, err := newSocketSink(k, log, reg)
+	var socketFailures atomic.Int64 // each closed one actor's sockets (1011)
 	if err == nil {
+		sink.faults = cfg.faults
 		n.sockets, err = sockets.New(sockets.Config{
 			Sink: sink, MaxSockets: cfg.MaxSockets, MaxMessage: cfg.MaxMessage,
 			PingInterval: cfg.PingInterval, PongTimeout: cfg.PongTimeout, NoIOUring: cfg.NoIOUring, Logger: log, Registerer: reg,
 			SendQueueTotal: cfg.SendQueueTotal,
+			Failed: func(ownership.Actor, string) {
+				socketFailures.Add(1)
+				tree.Contained(RoleSockets)
+			},
 		})
 	}
 	if err != nil {
 		return fail(err)
 	}
+	tree.AddPart(RoleSockets, "sockets", func() string {
+		return fmt.Sprintf("%d sockets held, %d failures", n.sockets.Held(), socketFailures.Load())
+	})
 	sink.owner.Store(n.sockets)
 	hooks.sockets.Store(n.sockets)
 	caller := &lateCaller{}

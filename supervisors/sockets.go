@@ -39,6 +39,10 @@ type socketSink struct {
 	events   *prometheus.CounterVec
 	wakes    prometheus.Counter
 	failures *prometheus.CounterVec
+	// faults is NodeConfig.faults (tests only): called with RoleSockets
+	// before each message is delivered, on the socket's reader goroutine,
+	// its panic a failure of the socket owner.
+	faults func(Role, any)
 }
 
 func newSocketSink(k socketKeeper, log *slog.Logger, reg prometheus.Registerer) (*socketSink, error) {
@@ -67,7 +71,11 @@ func (s *socketSink) Opened(a ownership.Actor) { s.keeper.SocketOpened(a) }
 func (s *socketSink) Gone(a ownership.Actor)   { s.keeper.SocketGone(a) }
 
 func (s *socketSink) Message(a ownership.Actor, id sockets.ID, text bool, data []byte) {
-	s.deliver(a, &actors.SocketEvent{Kind: actors.SocketMessage, Socket: id, Text: text, Data: data})
+	ev := &actors.SocketEvent{Kind: actors.SocketMessage, Socket: id, Text: text, Data: data}
+	if s.faults != nil {
+		s.faults(RoleSockets, ev)
+	}
+	s.deliver(a, ev)
 }
 
 func (s *socketSink) Close(a ownership.Actor, id sockets.ID, code int, reason string, clean bool) {

@@ -27,10 +27,13 @@ const (
 	RoleSweeper  Role = "sweeper"
 	RoleDrainer  Role = "drainer"
 	RoleMover    Role = "mover"
+	// RoleSockets is the socket owner (package sockets): not an actor, but
+	// a part of the tree with a failure of its own (Tree.Contained).
+	RoleSockets Role = "sockets"
 )
 
 // roles lists the roles in the order the tree shows them.
-var roles = []Role{RoleKeeper, RoleDirector, RoleSweeper, RoleDrainer, RoleMover}
+var roles = []Role{RoleKeeper, RoleDirector, RoleSweeper, RoleDrainer, RoleMover, RoleSockets}
 
 // rolePolicy is what a failure of a role's actor leads to.
 type rolePolicy struct {
@@ -56,6 +59,9 @@ var policies = map[Role]rolePolicy{
 	RoleSweeper: {restart: true, maxRestarts: 10, within: time.Minute, backoff: 100 * time.Millisecond, backoffMax: 10 * time.Second},
 	RoleDrainer: {restart: true, maxRestarts: 10, within: time.Minute, backoff: 100 * time.Millisecond, backoffMax: 10 * time.Second},
 	RoleMover:   {restart: true, maxRestarts: 10, within: time.Minute, backoff: 100 * time.Millisecond, backoffMax: 10 * time.Second},
+	// The socket owner contains a failure itself: the failed actor's
+	// sockets close with 1011 and the node carries on. Nothing restarts.
+	RoleSockets: {},
 }
 
 // Tree is the supervision tree of one node: a root actor whose children
@@ -266,6 +272,22 @@ func (t *Tree) terminated(who *actor.PID) {
 	}
 }
 
+// AddPart shows a part of the node that is not an actor (the socket
+// owner) as a line of the tree under role, named name, its progress from
+// progress. A part is never restarted: its failures are Contained.
+func (t *Tree) AddPart(role Role, name string, progress func() string) {
+	t.mu.Lock()
+	t.children["part/"+name] = &child{role: role, name: name, state: "running", progress: progress}
+	t.mu.Unlock()
+}
+
+// Contained counts a failure of role that the role contained itself, and
+// the node carries on: the socket owner's, which closed the failed
+// actor's sockets (sockets.Config.Failed).
+func (t *Tree) Contained(role Role) {
+	t.m.role(role).failures.Inc()
+}
+
 // Report counts a failure that an actor handled itself (the keeper ends
 // itself on a panic rather than reaching its supervisor), and fails the
 // node.
@@ -362,7 +384,7 @@ func (t *Tree) Text() string {
 	fmt.Fprintf(&b, "%-9s %-28s %-12s %8s %8s  %s\n", "ROLE", "NAME", "STATE", "RESTARTS", "MAILBOX", "PROGRESS")
 	for _, l := range t.Lines() {
 		name := l.Name
-		if l.Role != "resident" {
+		if l.Role != "resident" && l.Role != string(RoleSockets) { // the actors of the tree
 			name = "node/" + name
 		}
 		fmt.Fprintf(&b, "%-9s %-28s %-12s %8d %8d  %s\n", l.Role, name, l.State, l.Restarts, l.Mailbox, l.Progress)

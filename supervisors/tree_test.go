@@ -11,9 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/examples/chat"
 	"github.com/wasmkeep/wasmkeep/internal/nodetest"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/supervisors"
@@ -125,21 +128,21 @@ func awaitLine(t *testing.T, n *nodetest.Node, name string, ok func(supervisors.
 }
 
 // TestTreeShowsEveryRole: /debug/tree lists the keeper, the director, the
-// three drivers and the resident actors by class.
+// three drivers, the socket owner and the resident actors by class.
 func TestTreeShowsEveryRole(t *testing.T) {
 	n := nodetest.Start(t, nodetest.Options{})
 	count(t, n, "a")
 	count(t, n, "b")
 	status, body := get(t, n.URL+"/debug/tree")
 	require.Equal(t, http.StatusOK, status)
-	for _, want := range []string{"keeper", "node/ownership-n1", "director", "node/director", "sweeper", "drainer", "mover"} {
+	for _, want := range []string{"keeper", "node/ownership-n1", "director", "node/director", "sweeper", "drainer", "mover", "sockets"} {
 		assert.Contains(t, body, want)
 	}
 	assert.Regexp(t, `resident\s+counter\s+2 resident`, body)
 	status, body = get(t, n.URL+"/debug/tree?format=json")
 	require.Equal(t, http.StatusOK, status)
 	assert.Contains(t, body, `"role":"director","name":"director","state":"running"`)
-	for _, role := range []string{"keeper", "director", "sweeper", "drainer", "mover"} {
+	for _, role := range []string{"keeper", "director", "sweeper", "drainer", "mover", "sockets"} {
 		assert.NotEmpty(t, series(t, n, `wasmkeep_supervisor_failures_total{role="`+role+`"}`), role)
 	}
 	status, body = get(t, n.URL+"/status")
@@ -346,4 +349,52 @@ func TestAdminPagesOffThePublicListener(t *testing.T) {
 	assert.Contains(t, body2, "sweeper")
 	status, _ = get(t, admin.URL+"/metrics")
 	assert.Equal(t, http.StatusOK, status)
+}
+
+// TestSocketsFailureClosesItsRoom: a failure of the socket owner of one
+// room (a panic on its socket's reader goroutine, as the socket's message
+// is handed to the node) closes that room's socket with 1011, and the
+// keeper learns it is gone: the room's parked record is released by the
+// last-socket rule. Another parked room's socket stays open and wakes its
+// room. The tree counts the failure under role sockets, restarts nothing,
+// and shows the socket owner's line.
+func TestSocketsFailureClosesItsRoom(t *testing.T) {
+	f := newFaults()
+	n := startFaulty(t, f, nodetest.Options{Classes: map[string]actors.Class{"chat": chat.Room{}}, IdleTimeout: 100 * time.Millisecond})
+	ada := n.Join(t, "chat", "failed", "ada")
+	ada.AwaitPresence("ada")
+	bob := n.Join(t, "chat", "kept", "bob")
+	bob.AwaitPresence("bob")
+	require.Eventually(t, func() bool { return n.Status().Parked == 2 }, nodetest.Wait, 5*time.Millisecond, "both rooms park")
+	lastSocket := `wasmkeep_parked_releases_total{reason="last_socket"}`
+	before := series(t, n, lastSocket)
+	require.True(t, before == "" || before == lastSocket+" 0", before)
+
+	f.arm(supervisors.RoleSockets, "*actors.SocketEvent")
+	ada.Say("boom")
+	f.awaitFired(t, supervisors.RoleSockets)
+	require.NoError(t, ada.Conn.SetReadDeadline(time.Now().Add(nodetest.Wait)))
+	var err error
+	for err == nil {
+		_, _, err = ada.Conn.ReadMessage()
+	}
+	var ce *websocket.CloseError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, websocket.CloseInternalServerErr, ce.Code)
+	require.Eventually(t, func() bool { return series(t, n, lastSocket) == lastSocket+" 1" }, nodetest.Wait, 5*time.Millisecond,
+		"the parked record of the failed room is released for its last socket")
+
+	require.Eventually(t, func() bool { return n.Sockets() == 1 }, nodetest.Wait, 5*time.Millisecond, "bob's socket only")
+	bob.Say("still here")
+	bob.AwaitSaid("bob", "still here")
+	assert.Equal(t, `wasmkeep_supervisor_failures_total{role="sockets"} 1`, series(t, n, `wasmkeep_supervisor_failures_total{role="sockets"}`))
+	assert.Equal(t, `wasmkeep_supervisor_restarts_total{role="sockets"} 0`, series(t, n, `wasmkeep_supervisor_restarts_total{role="sockets"}`))
+	l := line(t, n, "sockets")
+	assert.Equal(t, "sockets", l.Role)
+	assert.Equal(t, "running", l.State)
+	assert.Zero(t, l.Restarts)
+	assert.Equal(t, "1 sockets held, 1 failures", l.Progress)
+	_, body := get(t, n.URL+"/debug/tree")
+	assert.Regexp(t, `(?m)^sockets\s+sockets\s+running\s+0\s+0\s+1 sockets held, 1 failures$`, body)
+	assert.NoError(t, n.Err(), "the node carries on")
 }
