@@ -124,6 +124,9 @@ func (h *Host) tryDispatch(ctx context.Context, a ownership.Actor, deliver func(
 				return nil, nil, &DamagedError{Actor: a, Key: d.Damaged, Err: fmt.Errorf("%w: %s", ownership.ErrDamaged, d.Reason)}
 			}
 			ua := &UnavailableError{Actor: a, Reason: d.Reason, RetryAfter: d.RetryAfter, NotRun: true, Draining: d.Draining}
+			if d.Draining && d.Peer != "" {
+				ua.Peer = &Elsewhere{Node: d.Peer, Addr: d.PeerAddr}
+			}
 			return nil, ua, ua
 		}
 		err = deliver(d.Gen, d.State)

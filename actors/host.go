@@ -163,8 +163,9 @@ type UnavailableError struct {
 	// may have run, and its writes landed, with its output withheld.
 	NotRun bool
 	// Draining: this node takes no actors now (it drains or has stopped):
-	// a peer should be asked.
+	// a peer should be asked, Peer when the keeper named one.
 	Draining bool
+	Peer     *Elsewhere
 }
 
 func (e *UnavailableError) Error() string {

@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -326,22 +325,6 @@ func (h *Handler) serveReady(w http.ResponseWriter, _ *http.Request) {
 	}
 }
 
-// drainPeer returns a live peer to send an event to while this node
-// drains, or nil.
-func (h *Handler) drainPeer() *actors.Elsewhere {
-	var live []ownership.PeerStatus
-	for _, p := range h.cfg.Keeper.Status().Peers {
-		if p.Live && p.Addr != "" {
-			live = append(live, p)
-		}
-	}
-	if len(live) == 0 {
-		return nil
-	}
-	p := live[rand.IntN(len(live))]
-	return &actors.Elsewhere{Node: p.Node, Addr: p.Addr}
-}
-
 func text(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(status)
@@ -469,9 +452,10 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 		resp, at, err := h.cfg.Host.Dispatch(r.Context(), a, req)
 		var ua *actors.UnavailableError
 		if at == nil && errors.As(err, &ua) && ua.Draining && r.Header.Get(ForwardedHeader) == "" {
-			// This node hands its actors over: the event goes to a peer,
-			// which takes the actor (its record released here first).
-			at = h.drainPeer()
+			// This node hands its actors over: the event goes to the peer
+			// the keeper named, which takes the actor (its record released
+			// here first).
+			at = ua.Peer
 		}
 		if at == nil {
 			h.answer(w, r, a, resp, err)

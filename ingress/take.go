@@ -24,6 +24,9 @@ const TakeHeader = "Wasmkeep-Take"
 // find it here. 204 when taken; 409 when another live node holds it; 503
 // when it cannot be taken now.
 func (h *Handler) serveTake(w http.ResponseWriter, r *http.Request, a ownership.Actor) {
+	// The route this node may keep to the actor's holder, the sender, is
+	// over: the take reads the record it released.
+	h.cfg.Keeper.RouteFailed(a, "")
 	at, err := h.cfg.Host.Take(r.Context(), a)
 	if at != nil {
 		text(w, http.StatusConflict, fmt.Sprintf("held by node %s", at.Node))

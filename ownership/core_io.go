@@ -199,6 +199,10 @@ type Refuse struct {
 	RetryAfter time.Duration
 	Draining   bool
 	Damaged    string
+	// Peer and PeerAddr name the live peer to send the event on to, when
+	// Draining and there is one (see PeerFor).
+	Peer     NodeID
+	PeerAddr string
 }
 
 // StopActing: the hold at Gen is no longer live; drop the actor's instance

@@ -266,7 +266,11 @@ func (c *Core) refuseWaiters(e *entry, reason string, draining bool) {
 		return
 	}
 	for _, w := range e.acq.waiters {
-		c.emit(Refuse{Actor: e.actor, Ref: w.ref, Reason: reason, RetryAfter: c.cfg.LeasePeriod, Draining: draining})
+		r := Refuse{Actor: e.actor, Ref: w.ref, Reason: reason, RetryAfter: c.cfg.LeasePeriod, Draining: draining}
+		if draining {
+			r.Peer, r.PeerAddr = c.drainPeer(e.actor)
+		}
+		c.emit(r)
 	}
 	e.acq = nil
 }

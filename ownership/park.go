@@ -12,7 +12,11 @@ import (
 
 func (c *Core) acquire(in Acquire) {
 	refuse := func(reason string, draining bool) {
-		c.emit(Refuse{Actor: in.Actor, Ref: in.Ref, Reason: reason, RetryAfter: c.cfg.LeasePeriod, Draining: draining})
+		r := Refuse{Actor: in.Actor, Ref: in.Ref, Reason: reason, RetryAfter: c.cfg.LeasePeriod, Draining: draining}
+		if draining {
+			r.Peer, r.PeerAddr = c.drainPeer(in.Actor)
+		}
+		c.emit(r)
 	}
 	switch {
 	case c.phase != phaseRunning:

@@ -19,7 +19,9 @@ import "time"
 
 // RouteFailed says an event routed to Node for Actor was refused there
 // before it ran, or could not be sent: the route is not taken again, and
-// the next acquisition of Actor reads its record.
+// the next acquisition of Actor reads its record. An empty Node drops the
+// route whatever node it names: a move's take call says the node that sent
+// it gave the actor up for this one.
 type RouteFailed struct {
 	Actor Actor
 	Node  NodeID
@@ -68,7 +70,7 @@ func (c *Core) routeFor(a Actor) (NodeID, bool) {
 }
 
 func (c *Core) routeFailed(in RouteFailed) {
-	if r, ok := c.routes[in.Actor]; ok && r.node == in.Node {
+	if r, ok := c.routes[in.Actor]; ok && (in.Node == "" || r.node == in.Node) {
 		delete(c.routes, in.Actor)
 	}
 }

@@ -1,6 +1,7 @@
 package ownership_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -99,4 +100,83 @@ func count(list []string, s string) int {
 		}
 	}
 	return n
+}
+
+// A take call (RouteFailed without a node) drops the route whatever node it
+// names, so the take reads the record its sender released.
+func TestATakeDropsTheRoute(t *testing.T) {
+	h := newHarness(t)
+	theirs := withPeer(t, h)
+	routeOf(t, h, theirs)
+	free := ownership.Record{Class: "room", Name: "theirs", Node: "n9", Instance: "n9.a", Generation: 3, Held: false, Nonce: "s"}
+	if _, err := h.bucket.Put(ownership.OwnerKey(theirs), ownership.EncodeRecord(free), ownership.Always()); err != nil {
+		t.Fatal(err)
+	}
+	h.step(ownership.RouteFailed{Actor: theirs})
+	mustGrant(t, h.acquire(theirs), 4)
+}
+
+// A draining node refuses every acquisition and names the live peer to send
+// the event on to, the same for every event of an actor.
+func TestADrainNamesThePeer(t *testing.T) {
+	h := newHarness(t)
+	withPeer(t, h)
+	h.step(ownership.Drain{})
+	for range 2 {
+		r, ok := h.acquire(room).(ownership.Refuse)
+		if !ok || !r.Draining || r.Peer != "n9" || r.PeerAddr != "10.0.0.9:8080" {
+			t.Fatalf("acquire while draining: %#v, want a draining refusal naming n9 at its address", r)
+		}
+	}
+}
+
+// PeerFor spreads actors over the live peers with an address, and names
+// none when there is none.
+func TestPeerFor(t *testing.T) {
+	peers := []ownership.PeerStatus{
+		{Node: "a", Addr: "a:1", Live: true},
+		{Node: "b", Addr: "b:1", Live: false},
+		{Node: "c", Addr: "", Live: true},
+		{Node: "d", Addr: "d:1", Live: true},
+	}
+	seen := map[ownership.NodeID]int{}
+	for i := range 200 {
+		p, ok := ownership.PeerFor(peers, ownership.Actor{Class: "counter", Name: fmt.Sprint(i)})
+		if !ok {
+			t.Fatal("no peer picked")
+		}
+		seen[p.Node]++
+	}
+	if len(seen) != 2 || seen["a"] < 50 || seen["d"] < 50 {
+		t.Fatalf("picks %v, want a and d only, about evenly", seen)
+	}
+	if _, ok := ownership.PeerFor(peers[1:3], room); ok {
+		t.Fatal("picked a peer that is not live or has no address")
+	}
+}
+
+// The core refuses a move to a node that is not a live peer, whatever its
+// shell checked: the actor stays held here.
+func TestAMoveToANodeNotLiveIsRefused(t *testing.T) {
+	h := newHarness(t)
+	withPeer(t, h)
+	mustGrant(t, h.acquire(room), 1)
+	for target, why := range map[ownership.NodeID]string{"n7": "n7 is not a node of this cluster", "n1": ""} {
+		h.effects = nil
+		h.step(ownership.Move{Actor: room, Target: target})
+		if _, ok := h.core.Live(room); !ok || h.core.Moving(room) {
+			t.Fatalf("a move to %s ended the hold here", target)
+		}
+		if why != "" && !h.saw(ownership.Report{Level: "warn", Key: ownership.OwnerKey(room), Msg: "move refused: " + why}) {
+			t.Fatalf("a move to %s: no report of its refusal in %v", target, h.effects)
+		}
+	}
+	h.advance(h.core.Config().LeaseTTL + h.core.Config().Grace) // n9's lease unchanged: taken for dead
+	h.step(ownership.Move{Actor: room, Target: "n9"})
+	if _, ok := h.core.Live(room); !ok {
+		t.Fatal("a move to a peer taken for dead ended the hold here")
+	}
+	if got := ownership.MoveRefusal(h.core.Status(h.now), "n9"); got == "" {
+		t.Fatal("MoveRefusal accepts a peer taken for dead")
+	}
 }

@@ -1,6 +1,9 @@
 package ownership
 
-import "time"
+import (
+	"hash/fnv"
+	"time"
+)
 
 // Read-only views of a core, for its shell, `cluster status` and the
 // simulation's checks. Like Step, they are called from the core's goroutine.
@@ -119,4 +122,46 @@ func (c *Core) Status(now time.Time) Status {
 			Held: p.lease.Held, Parked: p.lease.Parked, Unchanged: now.Sub(p.changedAt)})
 	}
 	return s
+}
+
+// PeerFor picks, among peers, the one a node that takes no actors (it
+// drains, or has stopped) sends a's events to (ADR 0024 section 3): a live
+// peer with an address, the same one for every event of a while the peers
+// stay the same, and a's spread over them by a hash of its name. ok is
+// false when there is none.
+func PeerFor(peers []PeerStatus, a Actor) (p PeerStatus, ok bool) {
+	n := 0
+	for _, q := range peers {
+		if q.Live && q.Addr != "" {
+			n++
+		}
+	}
+	if n == 0 {
+		return PeerStatus{}, false
+	}
+	h := fnv.New32a()
+	h.Write([]byte(a.Class))
+	h.Write([]byte{'/'})
+	h.Write([]byte(a.Name))
+	pick := int(h.Sum32() % uint32(n))
+	for _, q := range peers {
+		if q.Live && q.Addr != "" {
+			if pick == 0 {
+				return q, true
+			}
+			pick--
+		}
+	}
+	return PeerStatus{}, false
+}
+
+// drainPeer is PeerFor over this core's view of its peers.
+func (c *Core) drainPeer(a Actor) (NodeID, string) {
+	var peers []PeerStatus
+	for _, n := range c.sortedPeers() {
+		p := c.peers[n]
+		peers = append(peers, PeerStatus{Node: n, Addr: p.lease.Addr, Live: c.peerLive(p)})
+	}
+	p, _ := PeerFor(peers, a)
+	return p.Node, p.Addr
 }

@@ -1,7 +1,10 @@
 package ownership
 
 import (
+	"fmt"
+	"slices"
 	"sort"
+	"time"
 )
 
 // sweepState is where the owner sweep (ADR 0024 section 5) stands between
@@ -294,6 +297,10 @@ func (c *Core) move(in Move) {
 	if c.phase != phaseRunning || in.Target == c.cfg.Node {
 		return
 	}
+	if why := MoveRefusal(c.Status(c.now), in.Target); why != "" {
+		c.emit(Report{Level: "warn", Key: OwnerKey(in.Actor), Msg: "move refused: " + why})
+		return
+	}
 	e := c.entries[in.Actor]
 	if e == nil || (e.live == nil && e.parked == nil) {
 		c.emit(Report{Level: "info", Key: OwnerKey(in.Actor), Msg: "move: the actor is neither held nor parked here"})
@@ -352,4 +359,31 @@ func (c *Core) onLookRead(e *entry, r Reply) {
 		c.closeRoom(e, "move")
 		e.look = nil
 	}
+}
+
+// MoveRefusal says why a node whose status is st refuses a move to target,
+// or "" when it does not: the node must be serving, and the target a live
+// peer (not this node, not unknown, draining, released, fenced or taken for
+// dead). The mover checks a move with it before handing it to the core,
+// and the core checks again as it takes the move.
+func MoveRefusal(st Status, target NodeID) string {
+	if st.Phase != "running" {
+		return "this node is not serving"
+	}
+	if target == st.Node {
+		return string(target) + " is this node"
+	}
+	i := slices.IndexFunc(st.Peers, func(p PeerStatus) bool { return p.Node == target })
+	if i < 0 {
+		return string(target) + " is not a node of this cluster"
+	}
+	switch p := st.Peers[i]; {
+	case p.State == LeaseDraining:
+		return string(target) + " is draining"
+	case p.State != LeaseLive:
+		return fmt.Sprintf("%s is not live (its lease is %s)", target, p.State)
+	case !p.Live:
+		return fmt.Sprintf("%s has not renewed its lease for %s: it is taken for dead", target, p.Unchanged.Truncate(time.Second))
+	}
+	return ""
 }

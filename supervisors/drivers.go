@@ -464,27 +464,11 @@ func (mv *mover) Receive(ctx actor.Context) {
 // begin refuses a move to a node that is not a live peer, and hands the
 // rest to the keeper.
 func (mv *mover) begin(st *keeper.StatusAnswer, m *moveMsg) error {
-	if st.Ended || st.Status.Phase != "running" {
+	if st.Ended {
 		return fmt.Errorf("%w: this node is not serving", ErrMoveRefused)
 	}
-	if m.target == st.Status.Node {
-		return fmt.Errorf("%w: %s is this node", ErrMoveRefused, m.target)
-	}
-	var peer *ownership.PeerStatus
-	for i := range st.Status.Peers {
-		if st.Status.Peers[i].Node == m.target {
-			peer = &st.Status.Peers[i]
-		}
-	}
-	switch {
-	case peer == nil:
-		return fmt.Errorf("%w: %s is not a node of this cluster", ErrMoveRefused, m.target)
-	case peer.State == ownership.LeaseDraining:
-		return fmt.Errorf("%w: %s is draining", ErrMoveRefused, m.target)
-	case peer.State != ownership.LeaseLive:
-		return fmt.Errorf("%w: %s is not live (its lease is %s)", ErrMoveRefused, m.target, peer.State)
-	case !peer.Live:
-		return fmt.Errorf("%w: %s has not renewed its lease for %s: it is taken for dead", ErrMoveRefused, m.target, peer.Unchanged.Truncate(time.Second))
+	if why := ownership.MoveRefusal(st.Status, m.target); why != "" {
+		return fmt.Errorf("%w: %s", ErrMoveRefused, why)
 	}
 	mv.st.mu.Lock()
 	mv.st.asked++

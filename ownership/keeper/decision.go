@@ -54,6 +54,10 @@ type Decision struct {
 	Reason     string
 	RetryAfter time.Duration
 	Draining   bool
+	// Peer and PeerAddr, when Draining, name the live peer to send the
+	// event on to (ownership.Refuse).
+	Peer     ownership.NodeID
+	PeerAddr string
 	// Damaged, when set, is the key of the actor's object (its ownership
 	// record or its state) that is damaged in the bucket: the refusal is an
 	// error (HTTP 500 naming the key), not a 503, since no retry, here or on
@@ -87,7 +91,8 @@ func routeDecision(r ownership.Route) Decision {
 }
 
 func refuseDecision(r ownership.Refuse) Decision {
-	return Decision{Verdict: Refused, Reason: r.Reason, RetryAfter: r.RetryAfter, Draining: r.Draining, Damaged: r.Damaged}
+	return Decision{Verdict: Refused, Reason: r.Reason, RetryAfter: r.RetryAfter, Draining: r.Draining, Damaged: r.Damaged,
+		Peer: r.Peer, PeerAddr: r.PeerAddr}
 }
 
 // AcquireAnswer is the message RequestAcquire's requester receives.

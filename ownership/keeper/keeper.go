@@ -188,12 +188,17 @@ func (k *Keeper) post(msg any) bool {
 	return true
 }
 
-// stoppedDecision is the refusal of an acquisition after the end. A stopped
-// node takes no actors, so it says Draining: ask a peer.
-func (k *Keeper) stoppedDecision() Decision {
+// stoppedDecision is the refusal of an acquisition of a after the end. A
+// stopped node takes no actors, so it says Draining, and names the peer to
+// ask as its Core last saw them (ownership.PeerFor).
+func (k *Keeper) stoppedDecision(a ownership.Actor) Decision {
 	k.gate.RLock()
 	defer k.gate.RUnlock()
-	return Decision{Verdict: Refused, Reason: "node stopped: " + k.reason, RetryAfter: k.retry, Draining: true}
+	d := Decision{Verdict: Refused, Reason: "node stopped: " + k.reason, RetryAfter: k.retry, Draining: true}
+	if p, ok := ownership.PeerFor(k.final.Peers, a); ok {
+		d.Peer, d.PeerAddr = p.Node, p.Addr
+	}
+	return d
 }
 
 func validActor(a ownership.Actor) error {
@@ -222,7 +227,7 @@ func (k *Keeper) Acquire(ctx context.Context, a ownership.Actor) (Decision, erro
 	}
 	w := &waiter{actor: a, ch: make(chan Decision, 1)}
 	if !k.post(&acquireMsg{w: w}) {
-		return k.stoppedDecision(), nil
+		return k.stoppedDecision(a), nil
 	}
 	select {
 	case d := <-w.ch:
@@ -235,7 +240,7 @@ func (k *Keeper) Acquire(ctx context.Context, a ownership.Actor) (Decision, erro
 	case <-k.done:
 		// Only an actor stopped from outside drops an admitted message.
 		if w.abandon() {
-			return k.stoppedDecision(), nil
+			return k.stoppedDecision(a), nil
 		}
 		return <-w.ch, nil
 	}
@@ -251,7 +256,7 @@ func (k *Keeper) RequestAcquire(a ownership.Actor, replyTo *actor.PID, tag uint6
 	}
 	w := &waiter{actor: a, pid: replyTo, tag: tag}
 	if !k.post(&acquireMsg{w: w}) {
-		k.system.Root.Send(replyTo, &AcquireAnswer{Actor: a, Tag: tag, Decision: k.stoppedDecision()})
+		k.system.Root.Send(replyTo, &AcquireAnswer{Actor: a, Tag: tag, Decision: k.stoppedDecision(a)})
 	}
 	return nil
 }

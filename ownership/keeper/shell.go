@@ -181,7 +181,7 @@ func (s *shell) Receive(ctx actor.Context) {
 		}
 	case *acquireMsg:
 		if s.ended {
-			m.w.deliver(ctx, s.k.stoppedDecision(), s.hooks)
+			m.w.deliver(ctx, s.k.stoppedDecision(m.w.actor), s.hooks)
 			return
 		}
 		s.nextRef++
@@ -445,7 +445,6 @@ func (s *shell) end(ctx actor.Context, exit ownership.Exit, err error, poison bo
 	s.k.closed, s.k.final, s.k.reason, s.k.err = true, final, exit.Reason, err
 	s.k.gate.Unlock()
 
-	refusal := s.k.stoppedDecision()
 	refs := make([]uint64, 0, len(s.waiting))
 	for ref := range s.waiting {
 		refs = append(refs, ref)
@@ -453,7 +452,7 @@ func (s *shell) end(ctx actor.Context, exit ownership.Exit, err error, poison bo
 	slices.Sort(refs)
 	for _, ref := range refs {
 		w := s.waiting[ref]
-		s.safeHook("answer", func() { w.deliver(ctx, refusal, s.hooks) })
+		s.safeHook("answer", func() { w.deliver(ctx, s.k.stoppedDecision(w.actor), s.hooks) })
 	}
 	s.waiting = nil
 

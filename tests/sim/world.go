@@ -814,9 +814,14 @@ func (w *World) refused(n *node, r ownership.Refuse) {
 	}
 	w.noteEv("refused", n, ce.id, r.Actor, r.Reason)
 	if r.Draining {
-		// A draining node sends the client to another node, as a balancer
+		// A draining node sends the event on to the peer its core names
+		// (the ingress does), or the client to another node, as a balancer
 		// would retry elsewhere; with no other node up, the client waits.
-		if other := w.pickNode(n); other != nil && ce.attempts < 60 {
+		other := w.nodeByName(r.Peer)
+		if other == nil || !other.up {
+			other = w.pickNode(n)
+		}
+		if other != nil && ce.attempts < 60 {
 			ce.attempts++
 			ce.hops = 0
 			w.noteEv("redirect", other, ce.id, ce.room, "")
