@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -414,13 +415,22 @@ func TestPanicEndsKeeper(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := newChecked(t, memstore.New(memstore.Faults{}))
 		n1 := startNode(t, b, "n1", "n1-i1")
+		n2 := startNode(t, b, "n2", "n2-i1") // the move's target: a live peer
 		n1.mustGrant(t, roomA, 1)
+		for !slices.ContainsFunc(n1.Status().Peers, func(p ownership.PeerStatus) bool { return p.Node == "n2" && p.Live }) {
+			time.Sleep(100 * time.Millisecond)
+		}
 		n1.hooks.mu.Lock()
 		n1.hooks.panicOn = "StopActing"
 		n1.hooks.mu.Unlock()
 		n1.Move(roomA, "n2") // the move stops acting first: the hook panics
 
 		<-n1.Done()
+		// n2 stops too: the lease writes counted below are n1's own, not a
+		// peer's fence of the instance that broke.
+		if err := n2.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
 		var exit *keeper.ExitError
 		if !errors.As(n1.Err(), &exit) || exit.Panic == nil || len(exit.Stack) == 0 ||
 			!strings.Contains(exit.Reason, "test hook StopActing panics") {
