@@ -415,7 +415,7 @@ func TestPanicEndsKeeper(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := newChecked(t, memstore.New(memstore.Faults{}))
 		n1 := startNode(t, b, "n1", "n1-i1")
-		n2 := startNode(t, b, "n2", "n2-i1") // the move's target: a live peer
+		n2 := startNode(t, newChecked(t, b.Bucket), "n2", "n2-i1") // the move's target: a live peer (its own check: the rule is per node)
 		n1.mustGrant(t, roomA, 1)
 		for !slices.ContainsFunc(n1.Status().Peers, func(p ownership.PeerStatus) bool { return p.Node == "n2" && p.Live }) {
 			time.Sleep(100 * time.Millisecond)
