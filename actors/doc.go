@@ -28,11 +28,14 @@
 // version this hold last saw).
 //
 // Within an event, Storage reads see the event's own writes: Get one key,
-// List a window of keys in byte order (a prefix, a start and an end, a
-// limit, ascending or descending). Batch applies several puts and deletes
-// all or nothing, checking all of them against the storage limits (Put's,
-// and MaxBatchOps) before applying any; a refused batch leaves the event's
-// earlier writes as they were.
+// GetMany several, List a window of keys in byte order (a prefix, a start
+// and an end, a limit, ascending or descending). Batch applies several
+// puts and deletes all or nothing, checking all of them against the
+// storage limits (Put's, and MaxBatchOps) before applying any; a refused
+// batch leaves the event's earlier writes as they were. DeleteAll removes
+// every key, the event's own writes so far included. GetMany and DeleteAll
+// are functions over Storage, built on its methods, so that the interface
+// stays what a test's fake implements.
 //
 // # The owner fence
 //

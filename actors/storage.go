@@ -9,7 +9,9 @@ import (
 
 // Storage is an actor's durable key-value store, seen from one event: reads
 // see the event's own writes, and the writes commit together at the end of
-// the event.
+// the event. What can be built from its methods is a function over it
+// (GetMany, DeleteAll), so that a test's fake or a wrapper implements only
+// these.
 type Storage interface {
 	// Get returns the value under key, and whether there is one.
 	Get(key string) ([]byte, bool)
@@ -29,6 +31,34 @@ type Storage interface {
 	// refused, it fails with an error wrapping ErrLimit that names the op's
 	// index, and the storage is as before the call.
 	Batch(ops ...Op) error
+}
+
+// GetMany returns the values under keys, by key; a key without a value is
+// not in the map. Like Get it sees the event's own writes, and the values
+// are copies.
+func GetMany(st Storage, keys ...string) map[string][]byte {
+	vals := make(map[string][]byte, len(keys))
+	for _, k := range keys {
+		if v, ok := st.Get(k); ok {
+			vals[k] = v
+		}
+	}
+	return vals
+}
+
+// DeleteAll removes every key of the actor, the event's own writes so far
+// included; writes after it start from an empty storage. Like every write
+// it commits with the event's others or not at all: an event that fails
+// after it leaves every key as it was. It fails only if st's List does.
+func DeleteAll(st Storage) error {
+	entries, err := st.List(ListOptions{})
+	if err != nil {
+		return fmt.Errorf("delete all: %w", err)
+	}
+	for _, e := range entries {
+		st.Delete(e.Key)
+	}
+	return nil
 }
 
 // ListOptions selects the entries List returns: the keys that start with

@@ -248,3 +248,27 @@ func TestPutAfterBatchKeepsSize(t *testing.T) {
 	}
 	checkSize(t, tx)
 }
+
+// DeleteAll leaves the txn's size that of the state it would commit (none
+// of the base, none of the event's writes), so the bound counts from zero.
+func TestDeleteAllKeepsSize(t *testing.T) {
+	tx, _ := listTxn(t)
+	if err := DeleteAll(tx); err != nil {
+		t.Fatal(err)
+	}
+	checkSize(t, tx)
+	if tx.size != 0 || len(tx.result()) != 0 {
+		t.Fatalf("after DeleteAll: size %d, state %q", tx.size, tx.result())
+	}
+	tx.maxSize = 10
+	if err := tx.Put("a", make([]byte, 9)); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Put("b", nil); !errors.Is(err, ErrLimit) {
+		t.Fatalf("Put past the bound after DeleteAll: err = %v", err)
+	}
+	checkSize(t, tx)
+	if got := tx.result(); len(got) != 1 || len(got["a"]) != 9 {
+		t.Fatalf("state after DeleteAll and a put: %q", got)
+	}
+}
