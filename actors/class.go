@@ -1,7 +1,9 @@
 package actors
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -13,9 +15,11 @@ import (
 
 // Class is a Go-native actor class. Handle runs one event of one actor;
 // events of one actor never run concurrently. Writes to st become durable
-// together when Handle returns without error, and are discarded otherwise.
-// Handle must not keep st, req or the response after it returns. A nil
-// response with a nil error fails the event with 500 (its writes
+// together when Handle returns without error, and are discarded otherwise:
+// an error answers 500, logged, or 413 when it wraps ErrLimit, and
+// Rollback's answers the response the class chose. ActorOf(ctx) names the
+// actor. Handle must not keep st, req or the response after it returns. A
+// nil response with a nil error fails the event with 500 (its writes
 // discarded, the failure logged), as a wasm guest's nil response does.
 type Class interface {
 	Handle(ctx context.Context, req *Request, st Storage) (*Response, error)
@@ -78,6 +82,43 @@ func (r *Request) IsUpgrade() bool {
 	}
 	return false
 }
+
+// ActorOf returns the actor whose event ctx belongs to (the context Handle
+// or HandleSocket was given, or one derived from it): its class, as
+// registered, and its name. Outside an event it is the zero Actor.
+func ActorOf(ctx context.Context) ownership.Actor {
+	if ev, ok := ctx.Value(eventValuesKey{}).(*eventValues); ok {
+		return ev.actor
+	}
+	return ownership.Actor{}
+}
+
+// Rollback returns the error with which Handle discards the event's writes
+// and still answers resp, status, headers and body, as the class chose. It
+// is found wrapped too (errors.As), so code deep in a handler may return
+// it. Everything else is as for a failed event: the storage is as before
+// the event (its writes before a Call it made are durable already, and
+// stay), and what it queued on its sockets (sends, broadcasts, closes) is
+// not carried out, since it could tell of the discarded writes; attachments
+// and auto-responses were set at once and stay. Nothing is logged. A nil
+// resp, or one that accepts a WebSocket, fails the event with 500. From
+// HandleSocket, which has no response, it discards the event's writes and
+// output without logging a failure.
+func Rollback(resp *Response) error { return &rollbackError{resp: resp} }
+
+// ErrRollback is matched (errors.Is) by the errors Rollback returns.
+var ErrRollback = errors.New("event rolled back")
+
+type rollbackError struct{ resp *Response }
+
+func (e *rollbackError) Error() string {
+	if e.resp == nil {
+		return "event rolled back, with no response"
+	}
+	return fmt.Sprintf("event rolled back, answering %d", cmp.Or(e.resp.Status, http.StatusOK))
+}
+
+func (e *rollbackError) Is(target error) bool { return target == ErrRollback }
 
 // Response is an actor's answer to a Request. Status 0 means 200.
 type Response struct {

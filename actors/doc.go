@@ -35,7 +35,25 @@
 // batch leaves the event's earlier writes as they were. DeleteAll removes
 // every key, the event's own writes so far included. GetMany and DeleteAll
 // are functions over Storage, built on its methods, so that the interface
-// stays what a test's fake implements.
+// stays what a test's fake implements. The event's context names its actor
+// (ActorOf).
+//
+// # Failed and rolled-back events
+//
+// An event is all or nothing. One whose handler returns an error or panics
+// has its writes discarded and its socket output (sends, broadcasts,
+// closes) dropped; it answers 500 and is logged, or 413 when the error
+// wraps ErrLimit. One whose handler returns Rollback(resp), perhaps
+// wrapped, is a failure the class chose: the same, except that it answers
+// resp and is not logged (from HandleSocket there is nothing to answer).
+// The socket output goes too because it could tell of the discarded
+// writes: a class that must answer a socket still writes nothing before it
+// knows it will keep its writes. (Durable Objects sends what an event sent
+// before it threw, and keeps its writes; here the event is the unit of
+// both.) What was already out stays: writes committed before a Call the
+// event made, and attachments and auto-responses, which are set at once. A
+// rolled-back response still waits at the output gate, like any other, for
+// the earlier writes it could have read.
 //
 // # The owner fence
 //

@@ -146,8 +146,10 @@ func (ra *residentActor) answer(ctx actor.Context, m *eventMsg, r result) {
 	}
 }
 
-// eventValues is what the event's context carries for SocketsOf and Call.
+// eventValues is what the event's context carries for ActorOf, SocketsOf
+// and Call.
 type eventValues struct {
+	actor ownership.Actor
 	socks eventSockets // owner nil: the node serves no sockets
 	call  eventCall
 }
@@ -185,8 +187,10 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 		}
 	}
 	t := newTxn(ra.state.KV, ra.h.cfg.MaxState)
-	// What SocketsOf and Call reach through the event's context: one value.
+	// What ActorOf, SocketsOf and Call reach through the event's context:
+	// one value.
 	ev := &eventValues{
+		actor: ra.actor,
 		socks: eventSockets{owner: ra.h.cfg.Sockets, actor: ra.actor},
 		call:  eventCall{ra: ra, actx: ctx, t: t, outer: CallChain(m.ctx)},
 	}
@@ -199,7 +203,10 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 		return
 	}
 	var r result
+	var rb *rollbackError
 	switch {
+	case errors.As(err, &rb):
+		r = result{resp: ra.rolledBack(m, rb)}
 	case err != nil:
 		r = result{resp: ra.failed(err)}
 	default:
@@ -373,6 +380,21 @@ func (ra *residentActor) failed(err error) *Response {
 	}
 	ra.log().Warn("actor event failed", slog.Any("err", err))
 	return Text(http.StatusInternalServerError, "actor error\n")
+}
+
+// rolledBack answers an event whose class rolled it back: its writes and
+// socket output are discarded, like a failed event's, and it answers the
+// response the class chose. A socket event has no response to answer.
+func (ra *residentActor) rolledBack(m *eventMsg, rb *rollbackError) *Response {
+	switch {
+	case m.sock != nil:
+		return nil
+	case rb.resp == nil:
+		return ra.failed(errors.New("the class rolled back its event with no response"))
+	case rb.resp.Accept != nil:
+		return ra.failed(errors.New("the class rolled back its event with a response that accepts a WebSocket"))
+	}
+	return rb.resp
 }
 
 // load reads the state object for the hold at gen. The acquisition sealed

@@ -18,7 +18,7 @@ import (
 // implement SocketClass. During any event, SocketsOf(ctx) reaches the
 // actor's sockets: what it sends or closes goes out with the event's
 // output, once the event's writes are durable (the output gate), and not at
-// all if the event fails.
+// all if the event fails or rolls back (Rollback).
 
 // SocketID names one of the actor's sockets.
 type SocketID = sockets.ID
@@ -64,7 +64,8 @@ type SocketEvent struct {
 
 // SocketClass is implemented by classes whose actors take WebSocket
 // events. HandleSocket runs like Handle: one event at a time, its writes to
-// st committed together when it returns nil. Events of a class that does
+// st committed together when it returns nil; an error, Rollback's too,
+// discards them and the event's socket output. Events of a class that does
 // not implement it are dropped.
 type SocketClass interface {
 	Class

@@ -48,8 +48,9 @@ func GetMany(st Storage, keys ...string) map[string][]byte {
 
 // DeleteAll removes every key of the actor, the event's own writes so far
 // included; writes after it start from an empty storage. Like every write
-// it commits with the event's others or not at all: an event that fails
-// after it leaves every key as it was. It fails only if st's List does.
+// it commits with the event's others or not at all: an event that fails or
+// rolls back after it leaves every key as it was. It fails only if st's
+// List does.
 func DeleteAll(st Storage) error {
 	entries, err := st.List(ListOptions{})
 	if err != nil {
