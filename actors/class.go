@@ -174,9 +174,11 @@ func (r *Registry) Names() []string {
 	return names
 }
 
-// BuiltIn returns a registry with the classes every node ships: counter.
+// BuiltIn returns a registry with the classes every node ships: counter
+// and kv.
 func BuiltIn() *Registry {
 	r := NewRegistry()
 	_ = r.Register("counter", Counter{})
+	_ = r.Register("kv", KV{})
 	return r
 }
