@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"sync/atomic"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -29,13 +30,15 @@ const abiModule = "wasmkeep"
 // wasm instance. Invariant: an event is touched only by the goroutine that
 // calls the guest, while the call runs.
 type event struct {
-	req       []byte // encoded request; nil in a socket event
-	resp      []byte // encoded response, once the guest handed it out
+	actor     *actorRef // the actor the event is for
+	leave     bool      // the actor left memory: a call of wasmkeep_on_leave
+	req       []byte    // encoded request; nil in a socket event
+	resp      []byte    // encoded response, once the guest handed it out
 	responded bool
+	response  *actors.Response // resp decoded, once the call returned
 	st        actors.Storage
 	value     []byte // value of the last storage_get_len, for storage_get_read
 	list      []byte // encoded result of the last storage_list_len, for storage_list_read
-	log       *slog.Logger
 
 	// WebSockets (sockets.go).
 	request  bool           // a request event (else a socket event)
@@ -51,6 +54,47 @@ type event struct {
 
 type eventKey struct{}
 
+// logger is the log of the event's actor.
+func (ev *event) logger() *slog.Logger { return ev.actor.logger() }
+
+// actorRef is a resident actor as guests see it: the id its events carry
+// (unique in the runtime: one per residency), and its class and name,
+// encoded for event_actor_read. It is made once per residency and not
+// changed after, but for its logger, made at its first use.
+type actorRef struct {
+	id    uint64
+	enc   []byte // class string, name string
+	name  string // "": the base logger names the actor already, or none
+	base  *slog.Logger
+	named atomic.Pointer[slog.Logger]
+}
+
+// newActorRef returns the reference of a new residency of the actor name
+// of class, logging to base (with the actor's name added, if named).
+func (r *Runtime) newActorRef(class, name string, base *slog.Logger, named bool) *actorRef {
+	enc := make([]byte, 0, 8+len(class)+len(name))
+	enc = wire.AppendString(wire.AppendString(enc, class), name)
+	ref := &actorRef{id: r.ids.Add(1), enc: enc, base: base}
+	if named {
+		ref.name = name
+	}
+	return ref
+}
+
+// logger returns the actor's logger, made at its first use: most actors
+// never log, and a logger per resident actor would cost them memory.
+func (ref *actorRef) logger() *slog.Logger {
+	if ref.name == "" {
+		return ref.base
+	}
+	if l := ref.named.Load(); l != nil {
+		return l
+	}
+	l := ref.base.With(slog.String("name", ref.name))
+	ref.named.CompareAndSwap(nil, l)
+	return ref.named.Load()
+}
+
 // errNoEvent fails a host call made outside an event (for example from a
 // guest's initialisers).
 var errNoEvent = errors.New("wasmkeep host function called outside an event")
@@ -58,13 +102,28 @@ var errNoEvent = errors.New("wasmkeep host function called outside an event")
 // errOutOfRange fails a host call given memory outside the guest's.
 var errOutOfRange = errors.New("wasmkeep host function given memory out of range")
 
-// eventOf returns the event a host call serves. A panic inside a host
-// function fails the guest call with an error, which discards the
-// wasm instance: the guest broke the ABI.
-func eventOf(ctx context.Context) *event {
+// errLeave fails a host call that acts for an actor (its storage, its
+// sockets, its calls) made while the guest is told that actor left memory.
+var errLeave = errors.New("wasmkeep host function called in wasmkeep_on_leave, where only event_actor_len, event_actor_read and log may be")
+
+// frameOf returns the event a host call serves, whatever its kind. A
+// panic inside a host function fails the guest call with an error, which
+// discards the wasm instance: the guest broke the ABI.
+func frameOf(ctx context.Context) *event {
 	ev, ok := ctx.Value(eventKey{}).(*event)
 	if !ok {
 		panic(errNoEvent)
+	}
+	return ev
+}
+
+// eventOf returns the request or socket event a host call serves: the
+// host functions that act for an actor take it from here, and so act for
+// the event's actor alone, whatever the guest asks.
+func eventOf(ctx context.Context) *event {
+	ev := frameOf(ctx)
+	if ev.leave {
+		panic(errLeave)
 	}
 	return ev
 }
@@ -110,6 +169,17 @@ func instantiateABI(ctx context.Context, rt wazero.Runtime) error {
 	fn("abi_version", func(_ context.Context, _ api.Module, stack []uint64) {
 		stack[0] = api.EncodeU32(wire.Version)
 	}, nil, []api.ValueType{i32})
+	// event_actor_len() -> i32: the size of the encoded actor of the
+	// event (its class and name).
+	fn("event_actor_len", func(ctx context.Context, _ api.Module, stack []uint64) {
+		stack[0] = api.EncodeU32(uint32(len(frameOf(ctx).actor.enc)))
+	}, nil, []api.ValueType{i32})
+	// event_actor_read(ptr, len) -> i32: copies the encoded actor into the
+	// buffer.
+	fn("event_actor_read", func(ctx context.Context, mod api.Module, stack []uint64) {
+		ev := frameOf(ctx)
+		stack[0] = api.EncodeU32(write(mod, api.DecodeU32(stack[0]), api.DecodeU32(stack[1]), ev.actor.enc))
+	}, []api.ValueType{i32, i32}, []api.ValueType{i32})
 	// request_len() -> i32: the size of the encoded request.
 	fn("request_len", func(ctx context.Context, _ api.Module, stack []uint64) {
 		stack[0] = api.EncodeU32(uint32(len(eventOf(ctx).req)))
@@ -160,7 +230,7 @@ func instantiateABI(ctx context.Context, rt wazero.Runtime) error {
 		key := read(mod, api.DecodeU32(stack[0]), api.DecodeU32(stack[1]))
 		val := read(mod, api.DecodeU32(stack[2]), api.DecodeU32(stack[3]))
 		if err := ev.st.Put(string(key), val); err != nil {
-			ev.log.Debug("guest storage put refused", slog.Any("err", err))
+			ev.logger().Debug("guest storage put refused", slog.Any("err", err))
 			stack[0] = 1
 			return
 		}
@@ -174,20 +244,20 @@ func instantiateABI(ctx context.Context, rt wazero.Runtime) error {
 		ev.list = nil
 		opt, ok := decodeListOptions(read(mod, api.DecodeU32(stack[0]), api.DecodeU32(stack[1])))
 		if !ok {
-			ev.log.Debug("guest storage list refused: options malformed")
+			ev.logger().Debug("guest storage list refused: options malformed")
 			stack[0] = api.EncodeI32(-1)
 			return
 		}
 		entries, err := ev.st.List(opt)
 		if err != nil {
-			ev.log.Debug("guest storage list refused", slog.Any("err", err))
+			ev.logger().Debug("guest storage list refused", slog.Any("err", err))
 			stack[0] = api.EncodeI32(-1)
 			return
 		}
 		ev.list = encodeEntries(entries)
 		if len(ev.list) > math.MaxInt32 { // an i32 cannot size it
 			ev.list = nil
-			ev.log.Debug("guest storage list refused: result over 2 GiB")
+			ev.logger().Debug("guest storage list refused: result over 2 GiB")
 			stack[0] = api.EncodeI32(-1)
 			return
 		}
@@ -210,12 +280,12 @@ func instantiateABI(ctx context.Context, rt wazero.Runtime) error {
 			panic(errBadBatch)
 		}
 		if n > actors.MaxBatchOps {
-			ev.log.Debug("guest storage batch refused", slog.Int("ops", n), slog.Int("max", actors.MaxBatchOps))
+			ev.logger().Debug("guest storage batch refused", slog.Int("ops", n), slog.Int("max", actors.MaxBatchOps))
 			stack[0] = 1
 			return
 		}
 		if err := ev.st.Batch(ops...); err != nil {
-			ev.log.Debug("guest storage batch refused", slog.Any("err", err))
+			ev.logger().Debug("guest storage batch refused", slog.Any("err", err))
 			stack[0] = 1
 			return
 		}
@@ -228,9 +298,9 @@ func instantiateABI(ctx context.Context, rt wazero.Runtime) error {
 	}, []api.ValueType{i32, i32}, nil)
 	// log(level, msg, msg_len)
 	fn("log", func(ctx context.Context, mod api.Module, stack []uint64) {
-		ev := eventOf(ctx)
+		ev := frameOf(ctx)
 		msg := read(mod, api.DecodeU32(stack[1]), api.DecodeU32(stack[2]))
-		ev.log.Log(ctx, slog.Level(api.DecodeI32(stack[0])), string(msg), slog.Bool("guest", true))
+		ev.logger().Log(ctx, slog.Level(api.DecodeI32(stack[0])), string(msg), slog.Bool("guest", true))
 	}, []api.ValueType{i32, i32, i32}, nil)
 	_, err := b.Instantiate(ctx)
 	return err

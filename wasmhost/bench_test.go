@@ -97,7 +97,7 @@ func BenchmarkStart(b *testing.B) {
 				if _, err := in.Handle(ctx, req, st); err != nil {
 					b.Fatal(err)
 				}
-				size = in.mod.Memory().Size()
+				size = in.w.mod.Memory().Size()
 				in.Close()
 			}
 			reportVsBaseline(b, p.name, "cpu-ns/op", float64(cpuTime(b)-cpu0)/float64(b.N))

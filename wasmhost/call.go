@@ -48,7 +48,7 @@ func callFunctions(fn hostFunc) {
 		resp, err := actors.Call(ctx, to, req)
 		if err != nil {
 			code := callCode(err)
-			ev.log.Info("guest actor call failed", slog.String("to_class", to.Class), slog.String("to_name", to.Name),
+			ev.logger().Info("guest actor call failed", slog.String("to_class", to.Class), slog.String("to_name", to.Name),
 				slog.Int("code", int(code)), slog.Any("err", err))
 			stack[0] = api.EncodeI32(code)
 			return

@@ -150,7 +150,7 @@ func TestCGuestSDKWarnings(t *testing.T) {
 			t.Fatal(err)
 		}
 		exports := cm.ExportedFunctions()
-		for _, name := range []string{"_initialize", "wasmkeep_abi_version", "wasmkeep_on_request"} {
+		for _, name := range []string{"_initialize", "wasmkeep_abi_version", "wasmkeep_on_request", "wasmkeep_on_leave", "wasmkeep_isolation"} {
 			if _, ok := exports[name]; !ok {
 				t.Errorf("%s does not export %s", tt.dir, name)
 			}
@@ -255,14 +255,19 @@ func TestCGuestCounter(t *testing.T) {
 }
 
 // TestCGuestABIVersion: a module whose wasmkeep_abi_version is not the
-// host's compiles, but no wasm instance of it starts, and the error says
-// why.
+// host's is refused when it is compiled (at the node's start), and the
+// error names both versions.
 func TestCGuestABIVersion(t *testing.T) {
 	clang := cClang(t)
-	m := cCompile(t, cRuntime(t), "counter-c", buildC(t, clang, cCounter, "-DWASMKEEP_ABI_VERSION=2"))
-	_, err := m.Handle(t.Context(), cGet("", ""), nil)
-	if !errors.Is(err, wasmhost.ErrGuest) || !strings.Contains(err.Error(), "guest speaks ABI version 2, host 1") {
-		t.Fatalf("start of a version 2 guest: err = %v", err)
+	r := cRuntime(t)
+	for _, v := range []string{"1", "3"} {
+		_, err := r.Compile(t.Context(), "counter-c", buildC(t, clang, cCounter, "-DWASMKEEP_ABI_VERSION="+v))
+		if err == nil || !strings.Contains(err.Error(), "the module speaks guest ABI version "+v+", and this host serves version 2") {
+			t.Fatalf("compile a version %s guest: err = %v", v, err)
+		}
+	}
+	if m := cCompile(t, r, "counter-c", buildC(t, clang, cCounter)); m.Stats().Declared != wasmhost.IsolationClass {
+		t.Fatalf("counter-c declares isolation %v, want class", m.Stats().Declared)
 	}
 }
 

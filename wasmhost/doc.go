@@ -1,11 +1,12 @@
 // Package wasmhost runs actor classes written in WebAssembly next to the
-// Go-native ones: it compiles a class's module once, gives each resident
-// actor its own wasm instance, and serves the guest ABI (ABI.md) through
-// which a guest reads its request, uses its actor's storage, logs, and
-// hands out its response; it may also accept a WebSocket upgrade, serve
-// its actor's socket events (an Instance is an actors.SocketClass) and use
-// the actor's sockets in any event. The Go SDK for guests is
-// wasmhost/guest.
+// Go-native ones: it compiles a class's module once, serves its resident
+// actors on wasm instances (one each, or a few shared by the whole class:
+// see Isolation), and serves the guest ABI (ABI.md) through which a guest
+// reads its request, uses its actor's storage, logs, and hands out its
+// response; it may also accept a WebSocket upgrade, serve its actor's
+// socket events (every Resident is an actors.SocketClass) and use the
+// actor's sockets in any event. The Go SDK for guests is wasmhost/guest,
+// the C SDK wasmhost/sdk/c.
 //
 // # Use
 //
@@ -14,26 +15,64 @@
 //	err = registry.Register("counter", mod) // mod is an actors.ResidentClass
 //
 // actors.Host then calls mod.NewResident when an actor of the class becomes
-// resident, sends that actor's events to the returned Instance, and closes
+// resident, sends that actor's events to the returned Resident, and closes
 // it when the actor hibernates, is evicted or stops.
+//
+// # Isolation
+//
+// A module declares (its export wasmkeep_isolation; ABI.md, Actors) how
+// the resident actors of its class share wasm instances, and
+// Config.Isolation may override it per class:
+//
+//   - actor (the default): each resident actor has a wasm instance of its
+//     own (an Instance), started at its first event and closed when it
+//     leaves memory. It costs about 1.3 MB of resident memory per actor
+//     for a Go guest.
+//   - class: the resident actors of the class share a few wasm instances
+//     per node (Config.SharedInstances, as many as GOMAXPROCS by default),
+//     each serving many of them (shared.go). An actor is placed on one at
+//     its first event and stays there while resident; the guest keeps an
+//     object per actor, made at its first event and dropped when the host
+//     calls wasmkeep_on_leave as the actor leaves memory. A resident actor
+//     then costs its object in the guest and a small one in the host.
+//
+// Every event names its actor, whatever the isolation: the guest learns
+// it from the call, and the host functions act for that actor alone.
 //
 // # Guarantees
 //
-//   - Isolation: one wasm instance per resident actor, never shared, so
+//   - Isolation: a guest reaches only the storage, the sockets and the
+//     calls of the actor whose event it serves, which the host binds to
+//     the call (the guest names no actor to a host function), in both
+//     isolations. In isolation actor a wasm instance serves one actor, so
 //     one actor's guest memory is never seen by another (memory reused
 //     from a closed wasm instance is cleared first, and the pages of a
-//     module's data image are shared copy-on-write); a guest reaches
-//     only the storage of the event it serves. Guests get real clocks and a
-//     cryptographic random source, and no files, network, arguments or
-//     environment.
+//     module's data image are shared copy-on-write). In isolation class
+//     the actors of a shared wasm instance share its memory: keeping each
+//     actor's data apart there is the guest's (its SDK keeps an object per
+//     actor), as the objects of one class share a heap in other runtimes.
+//     Guests get real clocks and a cryptographic random source, and no
+//     files, network, arguments or environment.
+//   - Order: an actor's events never overlap (its mailbox serialises
+//     them); the events of the actors of one shared wasm instance run one
+//     at a time, each waiting for the instance's token.
 //   - Limits: a wasm instance's linear memory is bounded by
-//     Config.MemoryLimit; an event's guest time by Config.EventTimeout
-//     (unless Config.NoEventTimeout), past which the guest is stopped.
+//     Config.MemoryLimit, shared or not; an event's guest time by
+//     Config.EventTimeout (unless Config.NoEventTimeout), past which the
+//     guest is stopped; in isolation class the time runs from the moment
+//     the event holds its shared wasm instance.
 //   - Failure: any error of a guest call (a trap, an exit, an unrecovered
 //     panic, a limit, an ABI violation) fails the event with an error
 //     (actors turns it into a 500, discarding the event's writes) and
-//     discards the wasm instance; the next event starts a fresh one. A
-//     guest panic that the guest recovers is not an error and keeps the
+//     discards the wasm instance. In isolation actor the actor's next
+//     event starts a fresh one. In isolation class the shared wasm
+//     instance goes with the in-memory objects of every actor placed on
+//     it: they stay resident with their state in storage, and their next
+//     events run on a fresh wasm instance, which meets them as new (the
+//     guest makes their objects again, from storage). Each failure is
+//     counted (Module.Stats; wasmkeep_wasm_guest_failures_total, and
+//     wasmkeep_wasm_shared_actors_dropped_total for the objects dropped).
+//     A guest panic that the guest recovers is not an error and keeps the
 //     wasm instance.
 //   - A module without the wasmkeep_on_request export is valid: its events
 //     are answered 501 Not Implemented; without wasmkeep_on_socket, its
@@ -43,9 +82,11 @@
 //
 // # Goroutines
 //
-// Runtime and Module are safe for concurrent use. An Instance is not: it
-// is called from one goroutine at a time, the owning actor's (a wasm
-// instance must never run two calls at once).
+// Runtime and Module are safe for concurrent use. A Resident (an Instance,
+// or a member of the shared wasm instances) is not: it is called from one
+// goroutine at a time, the owning actor's. A wasm instance never runs two
+// calls at once: an Instance's is its actor's alone, and a shared one is
+// used by the goroutine holding its token.
 //
 // # Costs (2 cores, Go 1.26.8, wazero v1.12.0; see the benchmarks)
 //

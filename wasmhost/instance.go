@@ -16,49 +16,201 @@ import (
 	"github.com/wasmkeep/wasmkeep/wasmhost/internal/wire"
 )
 
-// Errors of Instance.Handle, for callers that branch on them. Each event
-// error means the wasm instance was discarded.
+// Errors of Instance.Handle and of the Residents of a class in class
+// isolation, for callers that branch on them. ErrTimeout and ErrGuest mean
+// the wasm instance was discarded.
 var (
 	// ErrTimeout: the guest ran past Config.EventTimeout and was stopped.
 	ErrTimeout = errors.New("guest ran past its event timeout")
 	// ErrGuest: the guest trapped, exited, panicked without recovering,
 	// broke the ABI or reported failure.
 	ErrGuest = errors.New("guest failed")
-	// ErrClosed: the wasm instance was closed.
+	// ErrClosed: the wasm instance (or the class's module) was closed.
 	ErrClosed = errors.New("wasm instance closed")
+	// ErrWait: the event's context ended while it waited for the shared
+	// wasm instance its actor is placed on (class isolation); the event
+	// did not run, and nothing was discarded.
+	ErrWait = errors.New("event gave up waiting for its shared wasm instance")
 )
 
-// Instance runs the events of one actor on a wasm instance of a Module,
-// kept between events while the actor is resident. It implements
-// actors.Resident. It starts the wasm instance at the first event, and again
-// after one was discarded.
+// wasm is one started wasm instance of a Module, and the guest exports
+// the host calls on it. It must never run two calls at once.
+type wasm struct {
+	mod     api.Module
+	mem     experimental.LinearMemory // mod's memory, if the host allocated it
+	request api.Function              // wasmkeep_on_request, if exported
+	socket  api.Function              // wasmkeep_on_socket, if exported
+	leave   api.Function              // wasmkeep_on_leave, if exported
+	stack   [1]uint64                 // a call's argument, then its result
+}
+
+// startWasm starts a wasm instance of m: taken from the pool of started
+// ones (pool.go) if pooled, else started now.
+func (m *Module) startWasm(ctx context.Context, pooled bool) (*wasm, error) {
+	var mod api.Module
+	var mem experimental.LinearMemory
+	var err error
+	if pooled {
+		mod, mem, err = m.take(ctx)
+	} else {
+		mod, mem, err = m.instantiate(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &wasm{
+		mod: mod, mem: mem,
+		request: mod.ExportedFunction(exportOnRequest),
+		socket:  mod.ExportedFunction(exportOnSocket),
+		leave:   mod.ExportedFunction(exportOnLeave),
+	}, nil
+}
+
+func (w *wasm) close(ctx context.Context) { closeModule(ctx, w.mod, w.mem) }
+
+// call calls fn, an export of w, for ev, with the event's actor id as its
+// argument, and returns the guest's code.
+func (w *wasm) call(ctx context.Context, fn api.Function, ev *event) (int32, error) {
+	w.stack[0] = ev.actor.id
+	if err := fn.CallWithStack(context.WithValue(ctx, eventKey{}, ev), w.stack[:]); err != nil {
+		return 0, err
+	}
+	return int32(w.stack[0]), nil
+}
+
+// exec runs ev on w (wasmkeep_on_socket if socket, else
+// wasmkeep_on_request) and checks what the guest handed out. It returns
+// wire.OK or wire.NotHandled; an error means the wasm instance must be
+// discarded.
+func (w *wasm) exec(ctx context.Context, socket bool, ev *event) (int32, error) {
+	fn := w.request
+	if socket {
+		fn = w.socket
+	}
+	code, err := w.call(ctx, fn, ev)
+	if err != nil {
+		return 0, err
+	}
+	switch code {
+	case wire.OK, wire.NotHandled:
+		return code, ev.settle(code)
+	default:
+		return 0, fmt.Errorf("returned code %d", code)
+	}
+}
+
+// settle checks what the guest handed out in a request event that
+// returned code, and decodes its response. An error is an ABI violation.
+func (ev *event) settle(code int32) error {
+	if !ev.request || code == wire.NotHandled || ev.accepted {
+		return nil
+	}
+	if !ev.responded {
+		return errors.New("returned without a response")
+	}
+	resp, err := decodeResponse(ev.resp)
+	if err != nil {
+		return err
+	}
+	ev.response = resp
+	return nil
+}
+
+// bound returns ctx bounded by the event timeout for ev's call, and the
+// cancel to pass to unbound when the call is over (nil without a timeout).
+func (r *Runtime) bound(ctx context.Context, ev *event) (context.Context, context.CancelFunc) {
+	if r.cfg.NoEventTimeout {
+		return ctx, nil
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	r.watch.start(ev, time.Now().Add(r.cfg.EventTimeout), cancel)
+	return cctx, cancel
+}
+
+// unbound ends the bound of ev's call.
+func (r *Runtime) unbound(ev *event, cancel context.CancelFunc) {
+	if cancel != nil {
+		r.watch.stop(ev)
+		cancel()
+	}
+}
+
+// eventError is the error of an event whose guest call failed with err:
+// ErrTimeout if the bound (cctx) ended it while the caller (ctx) still
+// waited, else ErrGuest.
+func eventError(ctx, cctx context.Context, what string, err error) error {
+	kind := ErrGuest
+	if cctx.Err() != nil && ctx.Err() == nil {
+		kind = ErrTimeout
+	}
+	return fmt.Errorf("%w: %s: %w", kind, what, err)
+}
+
+// runner runs an event on the wasm instance that serves its actor.
+type runner interface {
+	run(ctx context.Context, what string, socket bool, ev *event) (int32, error)
+}
+
+// handleOn runs req, an event of the actor ref, on the wasm instance that
+// run serves it on; see Instance.Handle.
+func (m *Module) handleOn(ctx context.Context, run runner, ref *actorRef, req *actors.Request, st actors.Storage) (*actors.Response, error) {
+	if !m.onRequest {
+		return notImplemented(), nil
+	}
+	ev := &event{actor: ref, req: encodeRequest(req), request: true, st: st, ws: socketsOf(ctx)}
+	code, err := run.run(ctx, "request", false, ev)
+	switch {
+	case err != nil:
+		return nil, err
+	case code == wire.NotHandled:
+		return notImplemented(), nil
+	case ev.accepted:
+		return actors.AcceptSocket(ev.accept...), nil
+	}
+	return ev.response, nil
+}
+
+// handleSocketOn runs a socket event of the actor ref on the wasm instance
+// that run serves it on; see Instance.HandleSocket.
+func (m *Module) handleSocketOn(ctx context.Context, run runner, ref *actorRef, sev *actors.SocketEvent, st actors.Storage) error {
+	if !m.onSocket {
+		return nil
+	}
+	ev := &event{actor: ref, sock: encodeSocketEvent(sev), st: st, ws: socketsOf(ctx)}
+	_, err := run.run(ctx, "socket event", true, ev)
+	return err
+}
+
+// Instance runs the events of one actor on a wasm instance of a Module of
+// its own, kept between events while the actor is resident (isolation
+// actor). It implements actors.Resident. It starts the wasm instance at
+// the first event, and again after one was discarded.
 //
 // An Instance is not safe for concurrent use: call it from one goroutine
 // at a time, as an actor's events are (a wasm instance must never run two
 // calls at once).
 type Instance struct {
 	m      *Module
-	mod    api.Module                // nil: no wasm instance started
-	mem    experimental.LinearMemory // mod's memory, if the host allocated it
-	handle api.Function              // wasmkeep_on_request of mod
-	socket api.Function              // wasmkeep_on_socket of mod, if exported
+	w      *wasm // nil: no wasm instance started
+	ref    *actorRef
 	closed bool
-	log    *slog.Logger
 }
 
 // NewInstance returns an Instance of m with no wasm instance yet: it is
 // started by the first event. log, if not nil, replaces the module's
-// logger (for example to name the actor).
+// logger (for example to name the actor). Whatever the module declares,
+// the Instance has a wasm instance of its own; its events name an actor
+// of the class with an empty name.
 func (m *Module) NewInstance(log *slog.Logger) *Instance {
 	if log == nil {
 		log = m.log
 	}
-	return &Instance{m: m, log: log}
+	return &Instance{m: m, ref: m.r.newActorRef(m.class, "", log, false)}
 }
 
 // Started reports whether a wasm instance is started (and not discarded
 // since).
-func (in *Instance) Started() bool { return in.mod != nil }
+func (in *Instance) Started() bool { return in.w != nil }
 
 // Handle runs req on the guest with st as the actor's storage, and
 // returns the guest's response. It implements the actors.Class contract
@@ -76,28 +228,7 @@ func (in *Instance) Handle(ctx context.Context, req *actors.Request, st actors.S
 	if in.closed {
 		return nil, ErrClosed
 	}
-	if !in.m.onRequest {
-		return notImplemented(), nil
-	}
-	ev := &event{req: encodeRequest(req), request: true, st: st, ws: socketsOf(ctx), log: in.log}
-	code, err := in.call(ctx, "request", false, ev)
-	if err != nil {
-		return nil, err
-	}
-	if code == wire.NotHandled {
-		return notImplemented(), nil
-	}
-	if ev.accepted {
-		return actors.AcceptSocket(ev.accept...), nil
-	}
-	if !ev.responded {
-		return nil, in.fail(ctx, ctx, "request", errors.New("returned without a response"))
-	}
-	resp, err := decodeResponse(ev.resp)
-	if err != nil {
-		return nil, in.fail(ctx, ctx, "request", err)
-	}
-	return resp, nil
+	return in.m.handleOn(ctx, in, in.ref, req, st)
 }
 
 // HandleSocket runs a socket event on the guest's wasmkeep_on_socket,
@@ -108,78 +239,44 @@ func (in *Instance) HandleSocket(ctx context.Context, sev *actors.SocketEvent, s
 	if in.closed {
 		return ErrClosed
 	}
-	if !in.m.onSocket {
-		return nil
-	}
-	ev := &event{sock: encodeSocketEvent(sev), st: st, ws: socketsOf(ctx), log: in.log}
-	_, err := in.call(ctx, "socket event", true, ev)
-	return err
+	return in.m.handleSocketOn(ctx, in, in.ref, sev, st)
 }
 
-// call runs the guest export wasmkeep_on_request, or wasmkeep_on_socket
-// if socket, for ev, starting a wasm instance if none is
-// started, and returns its code: wire.OK or wire.NotHandled. Any other
-// code, and any error, discards the wasm instance and is returned as an
-// error (what names the event in it).
-func (in *Instance) call(ctx context.Context, what string, socket bool, ev *event) (int32, error) {
-	cctx := ctx
-	if r := in.m.r; !r.cfg.NoEventTimeout {
-		var cancel context.CancelFunc
-		cctx, cancel = context.WithCancel(ctx)
-		r.watch.start(in, time.Now().Add(r.cfg.EventTimeout), cancel)
-		defer func() {
-			r.watch.stop(in)
-			cancel()
-		}()
-	}
-	if in.mod == nil {
-		if err := in.start(cctx); err != nil {
+// run implements runner: it runs ev on the Instance's wasm instance,
+// starting one if none is started, within the event timeout. Any error
+// discards the wasm instance and is returned (what names the event in
+// it).
+func (in *Instance) run(ctx context.Context, what string, socket bool, ev *event) (int32, error) {
+	r := in.m.r
+	cctx, cancel := r.bound(ctx, ev)
+	defer r.unbound(ev, cancel)
+	if in.w == nil {
+		w, err := in.m.startWasm(cctx, true)
+		if err != nil {
 			return 0, in.fail(ctx, cctx, "start", err)
 		}
+		in.w = w
 	}
-	fn := in.handle
-	if socket {
-		fn = in.socket
-	}
-	res, err := fn.Call(context.WithValue(cctx, eventKey{}, ev))
+	code, err := in.w.exec(cctx, socket, ev)
 	if err != nil {
 		return 0, in.fail(ctx, cctx, what, err)
 	}
-	switch code := int32(res[0]); code {
-	case wire.OK, wire.NotHandled:
-		return code, nil
-	default:
-		return 0, in.fail(ctx, cctx, what, fmt.Errorf("returned code %d", code))
-	}
+	return code, nil
 }
 
-// start takes a started wasm instance of the module (pool.go).
-func (in *Instance) start(ctx context.Context) error {
-	mod, mem, err := in.m.take(ctx)
-	if err != nil {
-		return err
-	}
-	in.mod, in.mem = mod, mem
-	in.handle, in.socket = mod.ExportedFunction(exportOnRequest), mod.ExportedFunction(exportOnSocket)
-	return nil
-}
-
-// fail discards the wasm instance after an error and says why. ctx is the
-// caller's context, cctx the one bounded by the event timeout.
+// fail discards the wasm instance after an error, counts it and says why.
+// ctx is the caller's context, cctx the one bounded by the event timeout.
 func (in *Instance) fail(ctx, cctx context.Context, what string, err error) error {
 	in.discard(context.WithoutCancel(ctx))
-	kind := ErrGuest
-	if cctx.Err() != nil && ctx.Err() == nil {
-		kind = ErrTimeout
-	}
-	in.log.Warn("wasm instance discarded", slog.String("during", what), slog.Any("err", err))
-	return fmt.Errorf("%w: %s: %w", kind, what, err)
+	in.m.failed(0)
+	in.ref.logger().Warn("wasm instance discarded", slog.String("during", what), slog.Any("err", err))
+	return eventError(ctx, cctx, what, err)
 }
 
 func (in *Instance) discard(ctx context.Context) {
-	if in.mod != nil {
-		closeModule(ctx, in.mod, in.mem)
-		in.mod, in.mem, in.handle, in.socket = nil, nil, nil, nil
+	if in.w != nil {
+		in.w.close(ctx)
+		in.w = nil
 	}
 }
 
@@ -194,16 +291,20 @@ func notImplemented() *actors.Response {
 	return actors.Text(http.StatusNotImplemented, "class does not handle requests\n")
 }
 
-// NewResident returns the Instance that serves the events of actor a while
-// it is resident. It implements actors.ResidentClass, so that a Module
-// registered as a class gets one wasm instance per resident actor.
+// NewResident returns the Resident that serves the events of actor a
+// while it is resident. It implements actors.ResidentClass: in isolation
+// actor it is an Instance, with a wasm instance of its own; in isolation
+// class, a member of the class's shared wasm instances (shared.go).
 func (m *Module) NewResident(a ownership.Actor) actors.Resident {
-	return m.NewInstance(m.log.With(slog.String("name", a.Name)))
+	if m.isolation == IsolationClass {
+		return m.shared.newMember(a)
+	}
+	return &Instance{m: m, ref: m.r.newActorRef(m.class, a.Name, m.log, true)}
 }
 
 // Handle runs one event on a wasm instance started for it alone and
 // discarded after it. It makes a Module an actors.Class; Host does not call
-// it, since it calls NewResident and keeps the wasm instance for the actor's
+// it, since it calls NewResident and keeps the actor's place for its
 // residency (a fresh wasm instance per event costs a few milliseconds).
 func (m *Module) Handle(ctx context.Context, req *actors.Request, st actors.Storage) (*actors.Response, error) {
 	in := m.NewInstance(nil)
@@ -211,9 +312,10 @@ func (m *Module) Handle(ctx context.Context, req *actors.Request, st actors.Stor
 	return in.Handle(ctx, req, st)
 }
 
-// A Module is a class whose actors each get their own wasm instance, and
-// an Instance takes socket events.
+// A Module is a class whose actors each get a Resident, and Residents take
+// socket events.
 var (
 	_ actors.ResidentClass = (*Module)(nil)
 	_ actors.SocketClass   = (*Instance)(nil)
+	_ actors.SocketClass   = (*member)(nil)
 )

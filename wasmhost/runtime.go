@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
@@ -89,9 +91,57 @@ type Config struct {
 	// means DefaultTrimInterval; a negative value keeps the memory until
 	// Close. A positive value must be at least a millisecond.
 	TrimInterval time.Duration
+	// Isolation overrides, by class name, the isolation a module
+	// declares (its export wasmkeep_isolation; IsolationActor if it
+	// declares none); the key "" applies to every class not named. Nil:
+	// each class as its module declares.
+	Isolation map[string]Isolation
+	// SharedInstances is how many wasm instances serve the resident actors
+	// of a class in class isolation on this node, each many actors (one
+	// more is started for an event whose every shared wasm instance is held
+	// by an event waiting, through actor calls, for it). Zero means
+	// GOMAXPROCS, as many as the events that can run at once.
+	SharedInstances int
+	// Registerer takes the runtime's metrics (metrics.go). Nil: they are
+	// kept (Module.Stats) but not exported.
+	Registerer prometheus.Registerer
 	// Logger receives guest logs and wasm instance lifecycle messages. Nil
 	// means slog.Default().
 	Logger *slog.Logger
+}
+
+// Isolation is how the resident actors of a class share wasm instances
+// (see the package doc).
+type Isolation int
+
+// Isolations, as a module declares them (ABI.md, wasmkeep_isolation).
+const (
+	// IsolationActor: a wasm instance of its own for each resident actor.
+	IsolationActor Isolation = wire.IsolationActor
+	// IsolationClass: a few wasm instances per class
+	// (Config.SharedInstances), each serving many resident actors.
+	IsolationClass Isolation = wire.IsolationClass
+)
+
+func (i Isolation) String() string {
+	switch i {
+	case IsolationActor:
+		return "actor"
+	case IsolationClass:
+		return "class"
+	}
+	return fmt.Sprintf("Isolation(%d)", int(i))
+}
+
+// ParseIsolation parses "actor" or "class".
+func ParseIsolation(s string) (Isolation, error) {
+	switch s {
+	case "actor":
+		return IsolationActor, nil
+	case "class":
+		return IsolationClass, nil
+	}
+	return 0, fmt.Errorf("isolation %q: want actor or class", s)
 }
 
 // Validate reports whether c is usable.
@@ -107,6 +157,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("wasmhost config: negative event timeout %v", c.EventTimeout)
 	case c.TrimInterval > 0 && c.TrimInterval < time.Millisecond:
 		return fmt.Errorf("wasmhost config: trim interval %v is under a millisecond", c.TrimInterval)
+	case c.SharedInstances < 0:
+		return fmt.Errorf("wasmhost config: negative shared instances %d", c.SharedInstances)
+	}
+	for class, iso := range c.Isolation {
+		if iso != IsolationActor && iso != IsolationClass {
+			return fmt.Errorf("wasmhost config: isolation of class %q: %v is neither actor nor class", class, iso)
+		}
 	}
 	return nil
 }
@@ -123,6 +180,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.TrimInterval == 0 {
 		c.TrimInterval = DefaultTrimInterval
+	}
+	if c.SharedInstances == 0 {
+		c.SharedInstances = runtime.GOMAXPROCS(0)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -164,6 +224,12 @@ type Runtime struct {
 
 	// watch stops the guests that run past their event timeout (watch.go).
 	watch watch
+
+	// ids numbers the residencies of actors, for the ids their events
+	// carry (actorRef).
+	ids atomic.Uint64
+
+	metrics *metrics
 }
 
 // goBackground runs f in a goroutine with a context cancelled by Close,
@@ -200,7 +266,11 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 	// No WithCloseOnContextDone: guests are metered (Compile, meter.go).
 	rc := wazero.NewRuntimeConfigCompiler().
 		WithMemoryLimitPages(uint32(cfg.MemoryLimit / pageSize))
-	r := &Runtime{cfg: cfg, alloc: newAllocator(), images: true, merge: true, warm: true}
+	met, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	r := &Runtime{cfg: cfg, alloc: newAllocator(), images: true, merge: true, warm: true, metrics: met}
 	r.bg, r.cancelBg = context.WithCancel(context.Background())
 	if cfg.CacheDir != "" {
 		cache, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
@@ -259,6 +329,7 @@ func (r *Runtime) trim() {
 	r.mu.Unlock()
 	for _, m := range mods {
 		m.trimPool(step, trimSteps)
+		m.shared.trim(step, trimSteps)
 	}
 	if r.alloc != nil {
 		r.alloc.trim(step, trimSteps)
@@ -291,13 +362,18 @@ func (r *Runtime) Close(ctx context.Context) error {
 // Module is one compiled wasm actor class. It is safe for concurrent use.
 type Module struct {
 	r         *Runtime
+	class     string
 	compiled  wazero.CompiledModule
-	onRequest bool   // exports wasmkeep_on_request
-	onSocket  bool   // exports wasmkeep_on_socket
-	img       *image // the data segments, not in compiled; nil if in it
-	dataEnd   uint64 // end of the data segments in memory, 0 if unknown
+	onRequest bool      // exports wasmkeep_on_request
+	onSocket  bool      // exports wasmkeep_on_socket
+	isolation Isolation // as declared, or as Config.Isolation overrides it
+	declared  Isolation // as the module declares it
+	img       *image    // the data segments, not in compiled; nil if in it
+	dataEnd   uint64    // end of the data segments in memory, 0 if unknown
 	pool      pool
+	shared    *classPool // the shared wasm instances, in class isolation
 	log       *slog.Logger
+	stats     moduleStats
 
 	// warmth is the pages a wasm instance touches as it starts, once
 	// learned from a wasm instance started on a fresh mapping (memory.go).
@@ -307,15 +383,20 @@ type Module struct {
 // Guest exports.
 const (
 	exportABIVersion = "wasmkeep_abi_version"
+	exportIsolation  = "wasmkeep_isolation"
 	exportOnRequest  = "wasmkeep_on_request"
 	exportOnSocket   = "wasmkeep_on_socket"
+	exportOnLeave    = "wasmkeep_on_leave"
 )
 
-// Compile compiles wasm as the module of the class named class (used in
-// logs). It fails for a module that is not valid wasm or that imports
-// what the host does not offer; a module that lacks the guest exports
-// compiles, and its events get 501. A module whose initial memory
-// is over Config.MemoryLimit fails to compile.
+// Compile compiles wasm as the module of the class named class (its name
+// in logs and metrics, and the class its events name to the guest). It
+// starts one wasm instance of it to learn what it declares, and fails for
+// a module that is not valid wasm, that imports what the host does not
+// offer, that speaks another ABI version than ABIVersion, or whose wasm
+// instance fails to start; a module that lacks the guest exports
+// compiles, and its events get 501. A module whose initial memory is over
+// Config.MemoryLimit fails to compile.
 func (r *Runtime) Compile(ctx context.Context, class string, wasm []byte) (*Module, error) {
 	wasm, err := instrument(wasm)
 	if err != nil {
@@ -341,37 +422,83 @@ func (r *Runtime) Compile(ctx context.Context, class string, wasm []byte) (*Modu
 		}
 		return nil, fmt.Errorf("compile class %q: %w", class, err)
 	}
-	m := &Module{r: r, compiled: cm, img: img, dataEnd: d.end(), log: r.cfg.Logger.With(slog.String("class", class))}
+	m := &Module{r: r, class: class, compiled: cm, img: img, dataEnd: d.end(), isolation: IsolationActor,
+		log: r.cfg.Logger.With(slog.String("class", class))}
+	m.shared = newClassPool(m)
 	r.mu.Lock()
 	if img != nil {
 		r.imgs = append(r.imgs, img)
 	}
 	r.mods = append(r.mods, m)
 	r.mu.Unlock()
-	exports := cm.ExportedFunctions()
+	if err := m.check(ctx); err != nil {
+		_ = m.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("compile class %q: %w", class, err)
+	}
+	m.declared = m.isolation
+	if iso, ok := r.cfg.Isolation[class]; ok {
+		m.isolation = iso
+	} else if iso, ok := r.cfg.Isolation[""]; ok {
+		m.isolation = iso
+	}
+	return m, nil
+}
+
+// Signatures of the guest exports (ABI.md).
+var (
+	resultI32 = []api.ValueType{api.ValueTypeI32}
+	actorI64  = []api.ValueType{api.ValueTypeI64}
+)
+
+// check checks the module's exports and starts a wasm instance of it to
+// ask the ABI version it speaks (first: a module of another version is
+// refused saying so, rather than for the signatures that changed) and the
+// isolation it declares.
+func (m *Module) check(ctx context.Context) error {
+	exports := m.compiled.ExportedFunctions()
 	if _, command := exports["_start"]; command {
 		if _, reactor := exports["_initialize"]; !reactor {
 			// Its runtime would never be started (the host runs
 			// _initialize), and every event would fail inside it.
-			return nil, fmt.Errorf("compile class %q: a command module (it exports _start, not _initialize): rebuild with -buildmode=c-shared (GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared)", class)
+			return errors.New("a command module (it exports _start, not _initialize): rebuild with -buildmode=c-shared (GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared)")
 		}
 	}
-	if fn, ok := exports[exportOnRequest]; ok {
-		if !sameSignature(fn, nil, []api.ValueType{api.ValueTypeI32}) {
-			return nil, fmt.Errorf("compile class %q: %s has the wrong signature", class, exportOnRequest)
+	for _, name := range []string{exportABIVersion, exportIsolation} {
+		if fn, ok := exports[name]; ok && !sameSignature(fn, nil, resultI32) {
+			return fmt.Errorf("%s has the wrong signature", name)
 		}
-		m.onRequest = true
 	}
-	if fn, ok := exports[exportOnSocket]; ok {
-		if !sameSignature(fn, nil, []api.ValueType{api.ValueTypeI32}) {
-			return nil, fmt.Errorf("compile class %q: %s has the wrong signature", class, exportOnSocket)
+	ictx, cancel := ctx, context.CancelFunc(func() {})
+	if !m.r.cfg.NoEventTimeout {
+		ictx, cancel = context.WithTimeout(ctx, m.r.cfg.EventTimeout)
+	}
+	defer cancel()
+	mod, mem, err := m.instantiate(ictx)
+	if err != nil {
+		return fmt.Errorf("start a wasm instance: %w", err)
+	}
+	defer closeModule(context.WithoutCancel(ctx), mod, mem)
+	for name, on := range map[string]*bool{exportOnRequest: &m.onRequest, exportOnSocket: &m.onSocket, exportOnLeave: new(bool)} {
+		if fn, ok := exports[name]; ok {
+			if !sameSignature(fn, actorI64, resultI32) {
+				return fmt.Errorf("%s has the wrong signature", name)
+			}
+			*on = true
 		}
-		m.onSocket = true
 	}
-	if fn, ok := exports[exportABIVersion]; ok && !sameSignature(fn, nil, []api.ValueType{api.ValueTypeI32}) {
-		return nil, fmt.Errorf("compile class %q: %s has the wrong signature", class, exportABIVersion)
+	if fn := mod.ExportedFunction(exportIsolation); fn != nil {
+		res, err := fn.Call(ictx)
+		if err != nil {
+			return fmt.Errorf("%s: %w", exportIsolation, err)
+		}
+		switch iso := Isolation(api.DecodeU32(res[0])); iso {
+		case IsolationActor, IsolationClass:
+			m.isolation = iso
+		default:
+			return fmt.Errorf("%s returned %d, neither %d (actor) nor %d (class)", exportIsolation, res[0], IsolationActor, IsolationClass)
+		}
 	}
-	return m, nil
+	return nil
 }
 
 func sameSignature(fn api.FunctionDefinition, params, results []api.ValueType) bool {
@@ -387,6 +514,7 @@ func (m *Module) Close(ctx context.Context) error {
 	}
 	m.r.mu.Unlock()
 	m.closePool(ctx)
+	m.shared.close(ctx)
 	if m.img != nil {
 		m.img.Close()
 	}
@@ -432,7 +560,7 @@ func (m *Module) instantiate(ctx context.Context) (mod api.Module, mem experimen
 		}
 		if v := api.DecodeU32(res[0]); v != wire.Version {
 			closeModule(ctx, mod, mem)
-			return nil, nil, fmt.Errorf("guest speaks ABI version %d, host %d", v, wire.Version)
+			return nil, nil, fmt.Errorf("the module speaks guest ABI version %d, and this host serves version %d: rebuild it with this host's SDK (wasmhost/guest, wasmhost/sdk/c)", v, wire.Version)
 		}
 	}
 	if m.r.warm && m.warmth.Load() == nil {

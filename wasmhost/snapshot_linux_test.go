@@ -262,7 +262,7 @@ func BenchmarkSnapshot(b *testing.B) {
 		}},
 	}
 	event := func(mod api.Module) {
-		in := &Instance{m: m, mod: mod, handle: mod.ExportedFunction(exportOnRequest), log: m.log}
+		in := instanceOn(m, mod)
 		if resp, err := in.Handle(ctx, req, st); err != nil || resp.Status != 200 {
 			b.Fatalf("first event: %v, %v", resp, err)
 		}
@@ -323,7 +323,7 @@ func TestSnapshotSharesSeeds(t *testing.T) {
 	s := newSnapshot(t, r, wasm)
 	draw := func(mod api.Module, mem experimental.LinearMemory) string {
 		defer closeModule(ctx, mod, mem)
-		in := &Instance{m: m, mod: mod, handle: mod.ExportedFunction(exportOnRequest), log: m.log}
+		in := instanceOn(m, mod)
 		return string(do(t, in, get("/rand", ""), memStorage{}).Body)
 	}
 	clone := func() string {

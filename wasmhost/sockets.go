@@ -58,13 +58,13 @@ func socketFunctions(fn hostFunc) {
 			panic(errBadTags)
 		}
 		if !ev.request || len(tags) > sockets.MaxTags {
-			ev.log.Debug("guest ws_accept refused", slog.Bool("request", ev.request), slog.Int("tags", len(tags)))
+			ev.logger().Debug("guest ws_accept refused", slog.Bool("request", ev.request), slog.Int("tags", len(tags)))
 			stack[0] = 1
 			return
 		}
 		for _, t := range tags {
 			if t == "" || len(t) > sockets.MaxTagBytes {
-				ev.log.Debug("guest ws_accept refused: tag of bad size", slog.Int("bytes", len(t)))
+				ev.logger().Debug("guest ws_accept refused: tag of bad size", slog.Int("bytes", len(t)))
 				stack[0] = 1
 				return
 			}
@@ -105,7 +105,7 @@ func socketFunctions(fn hostFunc) {
 		code := int(api.DecodeI32(stack[1]))
 		reason := read(mod, api.DecodeU32(stack[2]), api.DecodeU32(stack[3]))
 		if !closeCodeSendable(code) || len(reason) > maxCloseReason {
-			ev.log.Debug("guest ws_close refused", slog.Int("code", code), slog.Int("reason_bytes", len(reason)))
+			ev.logger().Debug("guest ws_close refused", slog.Int("code", code), slog.Int("reason_bytes", len(reason)))
 			stack[0] = 1
 			return
 		}
@@ -139,7 +139,7 @@ func socketFunctions(fn hostFunc) {
 		ev := eventOf(ctx)
 		data := read(mod, api.DecodeU32(stack[1]), api.DecodeU32(stack[2]))
 		if err := ev.ws.SetAttachment(actors.SocketID(stack[0]), data); err != nil {
-			ev.log.Debug("guest ws_attachment_set refused", slog.Any("err", err))
+			ev.logger().Debug("guest ws_attachment_set refused", slog.Any("err", err))
 			stack[0] = 1
 			return
 		}
@@ -173,7 +173,7 @@ func socketFunctions(fn hostFunc) {
 		req := read(mod, api.DecodeU32(stack[0]), api.DecodeU32(stack[1]))
 		resp := read(mod, api.DecodeU32(stack[2]), api.DecodeU32(stack[3]))
 		if err := ev.ws.SetAutoResponse(string(req), string(resp)); err != nil {
-			ev.log.Debug("guest ws_auto_response refused", slog.Any("err", err))
+			ev.logger().Debug("guest ws_auto_response refused", slog.Any("err", err))
 			stack[0] = 1
 			return
 		}

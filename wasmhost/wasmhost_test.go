@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tetratelabs/wazero/api"
+
 	"github.com/wasmkeep/wasmkeep/actors"
 )
 
@@ -96,6 +98,13 @@ func newInstance(tb testing.TB, cfg Config, pkg string) *Instance {
 	in := m.NewInstance(nil)
 	tb.Cleanup(in.Close)
 	return in
+}
+
+// instanceOn returns an Instance of m whose events run on mod, a wasm
+// instance of m started elsewhere; closing mod is the caller's.
+func instanceOn(m *Module, mod api.Module) *Instance {
+	w := &wasm{mod: mod, request: mod.ExportedFunction(exportOnRequest), socket: mod.ExportedFunction(exportOnSocket)}
+	return &Instance{m: m, w: w, ref: m.r.newActorRef(m.class, "", m.log, false)}
 }
 
 // memStorage stands in for the storage of one actor's events.

@@ -13,7 +13,7 @@ import (
 // than the rest of a short event's host side.
 type watch struct {
 	mu    sync.Mutex
-	calls map[*Instance]watchedCall
+	calls map[*event]watchedCall
 }
 
 type watchedCall struct {
@@ -26,20 +26,20 @@ type watchedCall struct {
 // event began.
 const watchTicks = 10
 
-// start watches the call of in that cancel stops, until stop.
-func (w *watch) start(in *Instance, deadline time.Time, cancel context.CancelFunc) {
+// start watches the call for ev that cancel stops, until stop.
+func (w *watch) start(ev *event, deadline time.Time, cancel context.CancelFunc) {
 	w.mu.Lock()
 	if w.calls == nil {
-		w.calls = map[*Instance]watchedCall{}
+		w.calls = map[*event]watchedCall{}
 	}
-	w.calls[in] = watchedCall{deadline: deadline, cancel: cancel}
+	w.calls[ev] = watchedCall{deadline: deadline, cancel: cancel}
 	w.mu.Unlock()
 }
 
-// stop ends the watch of in's call.
-func (w *watch) stop(in *Instance) {
+// stop ends the watch of the call for ev.
+func (w *watch) stop(ev *event) {
 	w.mu.Lock()
-	delete(w.calls, in)
+	delete(w.calls, ev)
 	w.mu.Unlock()
 }
 
@@ -47,10 +47,10 @@ func (w *watch) stop(in *Instance) {
 func (w *watch) check(now time.Time) {
 	var due []context.CancelFunc
 	w.mu.Lock()
-	for in, c := range w.calls {
+	for ev, c := range w.calls {
 		if !now.Before(c.deadline) {
 			due = append(due, c.cancel)
-			delete(w.calls, in)
+			delete(w.calls, ev)
 		}
 	}
 	w.mu.Unlock()

@@ -11,7 +11,7 @@ import (
 func TestWatchCancelsDueCalls(t *testing.T) {
 	var w watch
 	t0 := time.Unix(1000, 0)
-	a, b, c := &Instance{}, &Instance{}, &Instance{}
+	a, b, c := &event{}, &event{}, &event{}
 	ctxA, cancelA := context.WithCancel(context.Background())
 	ctxB, cancelB := context.WithCancel(context.Background())
 	ctxC, cancelC := context.WithCancel(context.Background())

@@ -3,6 +3,7 @@
  * a counter kept in the actor's storage. GET increments it and returns the
  * new value as text; GET with ?read returns it without writing; other
  * methods get 405. `make examples` builds it into classes/counter-c.wasm.
+ * Its counters share a few wasm instances per node (WK_ISOLATION_CLASS).
  */
 #include "wasmkeep.h"
 
@@ -53,4 +54,5 @@ static wk_response *serve(const wk_request *req) {
 	return wk_text(200, wk_buf_str(&out));
 }
 
+WK_ISOLATION(WK_ISOLATION_CLASS)
 WK_HANDLE_REQUEST(serve)

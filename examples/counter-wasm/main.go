@@ -1,7 +1,9 @@
 // Command counter-wasm is the example wasm actor class: a counter kept in
 // the actor's storage. GET increments it and returns the new value as
 // text; GET with ?read returns it without writing; other methods get 405.
-// It is the wasm twin of the Go-native actors.Counter.
+// It is the wasm twin of the Go-native actors.Counter. Its actors share a
+// few wasm instances per node (guest.IsolationClass): a resident counter
+// costs its object there, not an instance of its own.
 //
 // Build it with:
 //
@@ -14,7 +16,10 @@ import (
 	"github.com/wasmkeep/wasmkeep/wasmhost/guest"
 )
 
-func init() { guest.Handle(serve) }
+func init() {
+	guest.SetIsolation(guest.IsolationClass)
+	guest.Handle(serve)
+}
 
 func serve(r *guest.Request) *guest.Response {
 	if r.Method != "GET" {

@@ -55,9 +55,12 @@ func socketEventLen() uint32 { panic(notWasm) }
 
 func socketEventRead([]byte) { panic(notWasm) }
 
-// Keep onRequest and onSocket referenced: in a wasm guest the exports call
-// them.
-var _, _ = onRequest, onSocket
+func eventActorLen() uint32 { panic(notWasm) }
+
+func eventActorRead([]byte) { panic(notWasm) }
+
+// Keep what the exports call referenced: in a wasm guest they do.
+var _, _, _, _ = onRequest, onSocket, enter, leave
 
 func actorCall([]byte, []byte) int32 { panic(notWasm) }
 

@@ -8,7 +8,7 @@ import (
 	"github.com/wasmkeep/wasmkeep/wasmhost/internal/wire"
 )
 
-// The guest ABI, version 1 (wasmhost/ABI.md). Pointers are offsets in the
+// The guest ABI, version 2 (wasmhost/ABI.md). Pointers are offsets in the
 // guest's linear memory; the host never writes to guest memory except into
 // a buffer the guest passed to it, for the length the guest gave.
 
@@ -45,11 +45,30 @@ func wkStorageBatch(ptr unsafe.Pointer, n uint32) uint32
 //go:wasmimport wasmkeep log
 func wkLog(level int32, msg unsafe.Pointer, msgLen uint32)
 
+//go:wasmimport wasmkeep event_actor_len
+func wkEventActorLen() uint32
+
+//go:wasmimport wasmkeep event_actor_read
+func wkEventActorRead(ptr unsafe.Pointer, n uint32) uint32
+
 //go:wasmexport wasmkeep_abi_version
 func exportABIVersion() uint32 { return wire.Version }
 
+//go:wasmexport wasmkeep_isolation
+func exportIsolation() uint32 { return uint32(isolation) }
+
 //go:wasmexport wasmkeep_on_request
-func exportOnRequest() int32 { return onRequest() }
+func exportOnRequest(actor uint64) int32 {
+	enter(actor)
+	return onRequest()
+}
+
+//go:wasmexport wasmkeep_on_leave
+func exportOnLeave(actor uint64) int32 { return leave(actor) }
+
+func eventActorLen() uint32 { return wkEventActorLen() }
+
+func eventActorRead(b []byte) { wkEventActorRead(bytesPtr(b), uint32(len(b))) }
 
 func bytesPtr(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }
 
@@ -119,7 +138,10 @@ func wkSocketEventLen() uint32
 func wkSocketEventRead(ptr unsafe.Pointer, n uint32) uint32
 
 //go:wasmexport wasmkeep_on_socket
-func exportOnSocket() int32 { return onSocket() }
+func exportOnSocket(actor uint64) int32 {
+	enter(actor)
+	return onSocket()
+}
 
 func wsAccept(tags []byte) uint32 { return wkWSAccept(bytesPtr(tags), uint32(len(tags))) }
 

@@ -18,25 +18,48 @@
 //	func main() {}
 //
 // The package owns every export and import of the guest ABI
-// (wasmhost/ABI.md); a class never declares its own. Every module built
-// with it exports wasmkeep_on_request and wasmkeep_on_socket, and imports
-// only the host functions it uses. It uses neither fmt nor encoding/json,
+// (wasmhost/ABI.md, version 2); a class never declares its own. Every
+// module built with it exports wasmkeep_on_request, wasmkeep_on_socket,
+// wasmkeep_on_leave and wasmkeep_isolation, and imports only the host
+// functions it uses. It uses neither fmt nor encoding/json,
 // to keep modules small.
+//
+// # Actors and isolation
+//
+// Every event names its actor: Current returns its Actor (class, name, and
+// a Value of the class's own), which the package makes at the actor's
+// first event on the instance and drops when the host says the actor left
+// memory (HandleLeave sees it first). A class declares from an init
+// function how its actors share instances:
+//
+//	func init() {
+//		guest.SetIsolation(guest.IsolationClass)
+//		guest.Handle(serve)
+//	}
+//
+// In IsolationActor (the default) an instance serves one actor. In
+// IsolationClass a few instances per node serve all the class's resident
+// actors, each many of them: package variables are then shared by those
+// actors, so what is one actor's goes in its Actor.Value, never in a
+// package variable. Storage, Sockets and Call always act for the event's
+// actor alone: the host binds them to the event.
 //
 // # Guarantees
 //
-// An instance serves one actor, one event at a time, so handlers need no
-// locks, and package variables live as long as the instance: use them as a
-// cache, never as the actor's state, since the host may replace the
-// instance at any time (hibernation, an error, a limit). Storage is the
-// actor's durable state: the writes of one event commit together after the
-// handler returns, and are discarded if the event fails. Storage.List reads
-// a window of entries in key order, seeing the event's own writes;
-// Storage.Batch applies several writes all or nothing.
+// An instance runs one event at a time, so handlers need no locks, and
+// package variables and Actor values live at most as long as the instance:
+// use them as a cache, never as the actor's state, since the host may
+// replace the instance at any time (hibernation, an error, a limit).
+// Storage is the actor's durable state: the writes of one event commit
+// together after the handler returns, and are discarded if the event
+// fails. Storage.List reads a window of entries in key order, seeing the
+// event's own writes; Storage.Batch applies several writes all or nothing.
 //
 // A panic that the handler does not recover ends the instance; its event
-// fails with 500 and the next event runs on a fresh instance. A panic the
-// handler recovers leaves the instance usable.
+// fails with 500 and the next event runs on a fresh instance (in
+// IsolationClass, with the Actors of every actor it served: their next
+// events make them again). A panic the handler recovers leaves the
+// instance usable.
 //
 // # WebSockets
 //

@@ -5,10 +5,19 @@
 package wire
 
 // Version is the guest ABI version this layout belongs to.
-const Version = 1
+const Version = 2
 
-// Return codes of the guest exports wasmkeep_on_request and
-// wasmkeep_on_socket.
+// Isolations a module declares with its export wasmkeep_isolation.
+const (
+	// IsolationActor: a wasm instance of its own for each resident actor.
+	IsolationActor = 1
+	// IsolationClass: the resident actors of the class share a few wasm
+	// instances, each serving many of them.
+	IsolationClass = 2
+)
+
+// Return codes of the guest exports wasmkeep_on_request,
+// wasmkeep_on_socket and wasmkeep_on_leave.
 const (
 	// OK: the guest handed out a response with response_write.
 	OK = 0

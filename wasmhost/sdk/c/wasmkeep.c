@@ -366,7 +366,118 @@ wk_response *wk_text(uint32_t status, wk_str body) {
 	return resp;
 }
 
-int32_t wk_serve_request(wk_request_handler h) {
+/* ---- Actors ---- */
+
+/*
+ * The objects of the actors this wasm instance serves, in a hash table
+ * of chains keyed by id. It shrinks as well as grows, so that actors that
+ * came and went leave nothing behind.
+ */
+typedef struct node {
+	wk_actor actor;
+	struct node *next;
+	char names[]; /* class_name, then name */
+} node;
+
+static node **table;
+static size_t table_cap, table_len;
+static wk_actor *current;
+static wk_leave_handler leave_handler;
+
+static size_t slot_of(uint64_t id, size_t cap) {
+	id ^= id >> 33;
+	id *= 0xff51afd7ed558ccdull;
+	id ^= id >> 33;
+	return (size_t)(id & (cap - 1));
+}
+
+/* resize rehashes the table into cap chains (a power of two). */
+static void resize(size_t cap) {
+	node **t = calloc(cap, sizeof *t);
+	if (t == NULL)
+		abort();
+	for (size_t i = 0; i < table_cap; i++) {
+		for (node *n = table[i], *next; n != NULL; n = next) {
+			next = n->next;
+			size_t j = slot_of(n->actor.id, cap);
+			n->next = t[j];
+			t[j] = n;
+		}
+	}
+	free(table);
+	table = t;
+	table_cap = cap;
+}
+
+static node **find(uint64_t id) {
+	if (table_cap == 0)
+		return NULL;
+	node **p = &table[slot_of(id, table_cap)];
+	while (*p != NULL && (*p)->actor.id != id)
+		p = &(*p)->next;
+	return p;
+}
+
+/* enter makes the actor id the current one, making its object at its
+ * first event on this wasm instance. */
+static void enter(uint64_t id) {
+	if (current != NULL && current->id == id)
+		return;
+	node **p = find(id);
+	if (p != NULL && *p != NULL) {
+		current = &(*p)->actor;
+		return;
+	}
+	int32_t len = wasmkeep_host_event_actor_len();
+	if (len < 0)
+		abort();
+	node *n = malloc(sizeof *n + (size_t)len);
+	if (n == NULL || wasmkeep_host_event_actor_read(n->names, (uint32_t)len) != len)
+		abort();
+	wk_reader r = wk_reader_of((wk_str){n->names, (size_t)len});
+	n->actor = (wk_actor){.id = id};
+	n->actor.class_name = wk_read_string(&r);
+	n->actor.name = wk_read_string(&r);
+	if (!wk_read_done(&r))
+		abort();
+	if (table_len + 1 > table_cap)
+		resize(table_cap ? table_cap * 2 : 16);
+	size_t j = slot_of(id, table_cap);
+	n->next = table[j];
+	table[j] = n;
+	table_len++;
+	current = &n->actor;
+}
+
+wk_actor *wk_current(void) { return current; }
+
+size_t wk_actors(void) { return table_len; }
+
+void wk_set_leave_handler(wk_leave_handler h) { leave_handler = h; }
+
+/* The export the host calls when an actor leaves memory: its object is
+ * dropped, after the leave handler has seen it. */
+int32_t wasmkeep_on_leave(uint64_t actor);
+__attribute__((export_name("wasmkeep_on_leave"))) int32_t wasmkeep_on_leave(uint64_t actor) {
+	node **p = find(actor);
+	if (p == NULL || *p == NULL)
+		return WK_OK;
+	node *n = *p;
+	if (leave_handler != NULL) {
+		current = &n->actor;
+		leave_handler(&n->actor);
+		arena_reset();
+	}
+	current = NULL;
+	*p = n->next;
+	free(n);
+	if (--table_len < table_cap / 8 && table_cap > 16)
+		resize(table_cap / 2);
+	return WK_OK;
+}
+
+int32_t wk_serve_request(uint64_t actor, wk_request_handler h) {
+	enter(actor);
 	int32_t code = WK_FAILED;
 	wk_request req;
 	if (read_request(read_host(wasmkeep_host_request_len(), wasmkeep_host_request_read), &req)) {
@@ -466,7 +577,8 @@ static bool read_socket_event(wk_str in, wk_socket_event *ev) {
 	return wk_read_done(&r);
 }
 
-int32_t wk_serve_socket(wk_socket_handler h) {
+int32_t wk_serve_socket(uint64_t actor, wk_socket_handler h) {
+	enter(actor);
 	int32_t code = WK_FAILED;
 	wk_socket_event ev;
 	if (read_socket_event(read_host(wasmkeep_host_socket_event_len(), wasmkeep_host_socket_event_read), &ev) &&

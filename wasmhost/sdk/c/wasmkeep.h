@@ -7,8 +7,18 @@
  *
  * Memory. Everything the SDK returns (requests, values, lists, buffers,
  * responses) lives in the event's arena and is freed when the event ends:
- * a class never frees, and keeps nothing from one event to the next. The
- * host may discard the wasm instance after any event anyway.
+ * a class never frees it. What a class keeps from one of an actor's events
+ * to the next goes in the actor's object (wk_current()->data), as a cache
+ * of its storage: the host may discard the wasm instance after any event.
+ *
+ * Actors. Every event names its actor; the SDK keeps one wk_actor per
+ * actor the wasm instance serves, made at the actor's first event there
+ * and dropped when the host says the actor left memory (after the handler
+ * of WK_HANDLE_LEAVE, if any, has seen it). A class declares with
+ * WK_ISOLATION(WK_ISOLATION_CLASS) that its actors share a few wasm
+ * instances, each serving many of them one event at a time; without it,
+ * each resident actor has a wasm instance of its own. Static variables are
+ * shared by the actors of a wasm instance.
  *
  * Bytes are wk_str: a pointer and a length, not NUL-terminated. Running
  * out of memory, or a malformed encoding from the host, traps: the event
@@ -26,7 +36,7 @@
  * it. Define it otherwise only to see a host refuse the module.
  */
 #ifndef WASMKEEP_ABI_VERSION
-#define WASMKEEP_ABI_VERSION 1
+#define WASMKEEP_ABI_VERSION 2
 #endif
 
 /* ---- Host functions: module "wasmkeep", as ABI.md lists them ---- */
@@ -34,6 +44,8 @@
 #define WK_IMPORT(name) __attribute__((import_module("wasmkeep"), import_name(#name)))
 
 WK_IMPORT(abi_version) int32_t wasmkeep_host_abi_version(void);
+WK_IMPORT(event_actor_len) int32_t wasmkeep_host_event_actor_len(void);
+WK_IMPORT(event_actor_read) int32_t wasmkeep_host_event_actor_read(void *ptr, uint32_t len);
 WK_IMPORT(request_len) int32_t wasmkeep_host_request_len(void);
 WK_IMPORT(request_read) int32_t wasmkeep_host_request_read(void *ptr, uint32_t len);
 WK_IMPORT(response_write) int32_t wasmkeep_host_response_write(const void *ptr, uint32_t len);
@@ -66,8 +78,12 @@ WK_IMPORT(actor_call)
 int32_t wasmkeep_host_actor_call(const void *target, uint32_t target_len, const void *req, uint32_t req_len);
 WK_IMPORT(actor_call_read) int32_t wasmkeep_host_actor_call_read(void *ptr, uint32_t len);
 
-/* Return codes of the exports wasmkeep_on_request and wasmkeep_on_socket. */
+/* Return codes of the exports wasmkeep_on_request, wasmkeep_on_socket and
+ * wasmkeep_on_leave. */
 enum { WK_OK = 0, WK_FAILED = 1, WK_NOT_HANDLED = 2 };
+
+/* Isolations a class declares with WK_ISOLATION. */
+enum { WK_ISOLATION_ACTOR = 1, WK_ISOLATION_CLASS = 2 };
 
 /* ---- Bytes, the event's arena, buffers ---- */
 
@@ -307,27 +323,69 @@ int wk_call(wk_str class_name, wk_str name, const wk_request *req, wk_response *
 /* wk_now_ms is the time in Unix milliseconds. */
 int64_t wk_now_ms(void);
 
+/* ---- Actors ---- */
+
+/*
+ * wk_actor is the in-memory object of one resident actor on this wasm
+ * instance. class_name and name (its URL path is /actor/CLASS/NAME) live
+ * as long as the object. data is the class's own, NULL at first, kept
+ * from one of the actor's events to the next while the actor stays in
+ * memory here: allocate it with malloc, and free it in the leave handler.
+ */
+typedef struct {
+	uint64_t id;
+	wk_str class_name, name;
+	void *data;
+} wk_actor;
+
+/* wk_current is the actor of the running event (NULL outside one). */
+wk_actor *wk_current(void);
+/* wk_actors is how many actors the wasm instance holds objects of. */
+size_t wk_actors(void);
+
+/* A leave handler sees an actor's object before the SDK drops it. It may
+ * read it and log; storage, sockets and calls are not the actor's any more
+ * (the host fails the call and the wasm instance). */
+typedef void (*wk_leave_handler)(wk_actor *a);
+
 /* ---- Registration ---- */
 
-/* The exports' bodies: decode the event, run the handler, hand out the
- * result, free the arena. */
-int32_t wk_serve_request(wk_request_handler h);
-int32_t wk_serve_socket(wk_socket_handler h);
+/* The exports' bodies: find or make the actor's object, decode the event,
+ * run the handler, hand out the result, free the arena. */
+int32_t wk_serve_request(uint64_t actor, wk_request_handler h);
+int32_t wk_serve_socket(uint64_t actor, wk_socket_handler h);
+/* wk_set_leave_handler registers the leave handler (WK_HANDLE_LEAVE). */
+void wk_set_leave_handler(wk_leave_handler h);
 
 /* WK_HANDLE_REQUEST(fn) exports wasmkeep_on_request, serving requests
  * with fn. Once per module. */
 #define WK_HANDLE_REQUEST(fn)                                                                      \
-	int32_t wasmkeep_on_request(void);                                                         \
-	__attribute__((export_name("wasmkeep_on_request"))) int32_t wasmkeep_on_request(void) {     \
-		return wk_serve_request(fn);                                                       \
+	int32_t wasmkeep_on_request(uint64_t actor);                                               \
+	__attribute__((export_name("wasmkeep_on_request"))) int32_t wasmkeep_on_request(uint64_t actor) { \
+		return wk_serve_request(actor, fn);                                                \
 	}
 
 /* WK_HANDLE_SOCKET(fn) exports wasmkeep_on_socket, serving socket events
  * with fn. Once per module; without it socket events are dropped. */
 #define WK_HANDLE_SOCKET(fn)                                                                       \
-	int32_t wasmkeep_on_socket(void);                                                          \
-	__attribute__((export_name("wasmkeep_on_socket"))) int32_t wasmkeep_on_socket(void) {       \
-		return wk_serve_socket(fn);                                                        \
+	int32_t wasmkeep_on_socket(uint64_t actor);                                                \
+	__attribute__((export_name("wasmkeep_on_socket"))) int32_t wasmkeep_on_socket(uint64_t actor) { \
+		return wk_serve_socket(actor, fn);                                                 \
 	}
+
+/* WK_HANDLE_LEAVE(fn) has fn called with an actor's object when the actor
+ * leaves memory, before the SDK drops it (wasmkeep.c exports
+ * wasmkeep_on_leave either way). Once per module. */
+#define WK_HANDLE_LEAVE(fn)                                                                        \
+	static void wk_register_leave_(void) __attribute__((constructor));                         \
+	static void wk_register_leave_(void) { wk_set_leave_handler(fn); }
+
+/* WK_ISOLATION(mode) exports wasmkeep_isolation: WK_ISOLATION_CLASS has
+ * the class's actors share a few wasm instances per node; without it, or
+ * with WK_ISOLATION_ACTOR, each resident actor has one of its own. The
+ * node may override it (wasmkeep serve --wasm-isolation). */
+#define WK_ISOLATION(mode)                                                                         \
+	int32_t wasmkeep_isolation(void);                                                          \
+	__attribute__((export_name("wasmkeep_isolation"))) int32_t wasmkeep_isolation(void) { return (mode); }
 
 #endif
