@@ -203,12 +203,16 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 		return
 	}
 	var r result
-	var rb *rollbackError
 	switch {
-	case errors.As(err, &rb):
-		r = result{resp: ra.rolledBack(m, rb)}
 	case err != nil:
-		r = result{resp: ra.failed(err)}
+		// (rb is declared here: taken by address, it moves to the heap,
+		// which only an event that failed pays for.)
+		var rb *rollbackError
+		if errors.As(err, &rb) {
+			r = result{resp: ra.rolledBack(m, rb)}
+		} else {
+			r = result{resp: ra.failed(err)}
+		}
 	default:
 		if t.dirty() {
 			ra.state.KV = t.result()
