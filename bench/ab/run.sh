@@ -18,9 +18,10 @@
 #   CONNS     keep-alive connections of the http runs        32
 #   WS_SOCKETS, WS_MSGS, WS_BCAST   echo and broadcast sizes 100, 300, 1000
 #   IDLE_SOCKETS  idle sockets (over 50 rooms), held 8 s     2000
-#   SCENARIOS which to run (default all): http-1name http-1000names ws-echo ws-bcast ws-idle
+#   SCENARIOS which to run (default all): http-1name http-1000names ws-echo ws-echo-wasm ws-bcast ws-idle
 # Scenarios: http-1name, http-1000names (class counter), ws-echo and ws-bcast
-# (class chat), ws-idle (a fresh node of each side, --idle-timeout 2s).
+# (class chat), ws-echo-wasm (class room-wasm, the wasm chat room, built from
+# each side's own source), ws-idle (a fresh node of each side, --idle-timeout 2s).
 # Output: bench/ab/results/<time>/{log.txt,results.jsonl,summary.txt}
 set -u -o pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -28,7 +29,7 @@ REPO=$(cd "$HERE/../.." && pwd)
 PEER=${PEER:-$REPO/../shared/bench/peer}
 WORK=${WORK:-$REPO/bench/peer/.work}
 A_REF=${WASMKEEP_REF:-HEAD~1}; B_REF=${B_REF:-}
-SCENARIOS=${SCENARIOS:-"http-1name http-1000names ws-echo ws-bcast ws-idle"}
+SCENARIOS=${SCENARIOS:-"http-1name http-1000names ws-echo ws-echo-wasm ws-bcast ws-idle"}
 want() { [[ " $SCENARIOS " == *" $1 "* ]]; }
 REPS=${REPS:-3}; DURATION=${DURATION:-6s}; CONNS=${CONNS:-32}
 WS_SOCKETS=${WS_SOCKETS:-100}; WS_MSGS=${WS_MSGS:-300}; WS_BCAST=${WS_BCAST:-1000}; IDLE_SOCKETS=${IDLE_SOCKETS:-2000}
@@ -42,12 +43,21 @@ ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 cp -r "$PEER/go" "$WORK/" && chmod -R u+w "$WORK/go" || die "copy $PEER/go"
 (cd "$WORK" && . go/env.sh && cd go && go build -o ../bin/loadgen ./cmd/loadgen) || die "build loadgen"
 LG=$WORK/bin/loadgen
+# classes SRC DIR builds SRC's wasm chat room into DIR/room-wasm.wasm, with
+# the guest SDK of the same source, for the ws-echo-wasm scenario.
+classes() {
+  want ws-echo-wasm || return 0
+  mkdir -p "$2/classes"
+  (cd "$1" && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o "$2/classes/room-wasm.wasm" ./examples/room-wasm) ||
+    die "build room-wasm in $1"
+}
 # build REF into $WORK/ab-<sha>/wasmkeep; "" is the working tree.
 build() {
   local ref=$1 dir
   if [ -z "$ref" ]; then
     dir=$WORK/ab-tree; mkdir -p "$dir"
     (cd "$REPO" && go build -o "$dir/wasmkeep" ./cmd/wasmkeep) || die "build the working tree"
+    classes "$REPO" "$dir"
     echo "$dir/wasmkeep"; return
   fi
   local sha; sha=$(git -C "$REPO" rev-parse --short=12 "$ref^{commit}") || die "bad ref $ref"
@@ -56,6 +66,7 @@ build() {
     rm -rf "$dir.src" && mkdir -p "$dir.src" && git -C "$REPO" archive "$sha" | tar -x -C "$dir.src" || die "archive $sha"
     (cd "$dir.src" && go build -o "$dir/wasmkeep" ./cmd/wasmkeep) || die "build $sha"
   fi
+  [ -e "$dir/classes/room-wasm.wasm" ] || classes "$dir.src" "$dir"
   echo "$dir/wasmkeep"
 }
 BIN_A=$(build "$A_REF"); BIN_B=$(build "$B_REF")
@@ -66,7 +77,7 @@ declare -A PID PORT BIN
 PORT[A]=8796; PORT[B]=8797; BIN[A]=$BIN_A; BIN[B]=$BIN_B
 start() { # side [flags...]
   local s=$1; shift
-  "${BIN[$s]}" serve --listen 127.0.0.1:${PORT[$s]} --node ab$s --bucket mem:// --classes /nonexistent --cache-dir "" "$@" \
+  "${BIN[$s]}" serve --listen 127.0.0.1:${PORT[$s]} --node ab$s --bucket mem:// --classes "$(dirname "${BIN[$s]}")/classes" --cache-dir "" "$@" \
     >>"$OUT/node-$s.log" 2>&1 &
   PID[$s]=$!
   "$LG" wait-ready -url "http://127.0.0.1:${PORT[$s]}/readyz" >/dev/null 2>&1 || die "node $s did not start"
@@ -86,6 +97,7 @@ for rep in $(seq 1 "$REPS"); do
     want http-1name && run "$s" http-1name http -url "$u/actor/counter/" -names 1 -conns "$CONNS" -duration "$DURATION" -warmup 1s -prefix "r$rep"
     want http-1000names && run "$s" http-1000names http -url "$u/actor/counter/" -names 1000 -conns "$CONNS" -duration "$DURATION" -warmup 1s -prefix "m$rep"
     want ws-echo && run "$s" ws-echo ws-echo -url "$w/actor/chat/echo-$rep" -sockets "$WS_SOCKETS" -msgs "$WS_MSGS" -timeout 120s
+    want ws-echo-wasm && run "$s" ws-echo-wasm ws-echo -url "$w/actor/room-wasm/echo-$rep" -sockets "$WS_SOCKETS" -msgs "$WS_MSGS" -timeout 120s
     want ws-bcast && run "$s" ws-bcast ws-bcast -url "$w/actor/chat/bcast-$rep" -sockets "$WS_SOCKETS" -msgs "$WS_BCAST" -timeout 120s
   done
   for s in $order; do # idle on a fresh node, then the normal one again
@@ -101,7 +113,8 @@ import json, sys, statistics as st
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 metric = {
     "http-1name": ("req/s", lambda r: r["rps"]), "http-1000names": ("req/s", lambda r: r["rps"]),
-    "ws-echo": ("msg/s", lambda r: r["msgs_per_s"]), "ws-bcast": ("deliveries/s", lambda r: r["deliveries_per_s"]),
+    "ws-echo": ("msg/s", lambda r: r["msgs_per_s"]), "ws-echo-wasm": ("msg/s", lambda r: r["msgs_per_s"]),
+    "ws-bcast": ("deliveries/s", lambda r: r["deliveries_per_s"]),
     "ws-idle": ("B/socket held (lower is better)", lambda r: r["server_bytes_per_socket_after_hold"]),
 }
 # cost: the node's CPU per unit of work over the load generator's. The load
