@@ -272,8 +272,23 @@ func TestCGuestABIVersion(t *testing.T) {
 }
 
 // cProbe uses what the examples do not: batches, lists, deletes, the
-// storage limits, query parameters and headers, and calls.
+// storage limits, query parameters and headers, calls, and the actors'
+// objects (a count of each actor's events in its data, freed as it
+// leaves).
 const cProbe = `#include "wasmkeep.h"
+
+#include <stdlib.h>
+
+static int leaves;
+
+static void on_leave(wk_actor *a) {
+	leaves++;
+	free(a->data);
+	a->data = NULL;
+}
+
+WK_ISOLATION(WK_ISOLATION_CLASS)
+WK_HANDLE_LEAVE(on_leave)
 
 static void list(wk_buf *out, wk_list_options opt) {
 	const wk_entry *e;
@@ -324,6 +339,25 @@ static wk_response *serve(const wk_request *req) {
 			wk_response_header(resp, "X-Token", v);
 		resp->body = req->body;
 		return resp;
+	} else if (wk_str_eq(req->path, WK_STR("/actor"))) {
+		wk_actor *a = wk_current();
+		int *n = a->data;
+		if (n == NULL) {
+			n = calloc(1, sizeof *n);
+			a->data = n;
+		}
+		(*n)++;
+		wk_buf_write_str(&out, a->class_name);
+		wk_buf_write_byte(&out, '/');
+		wk_buf_write_str(&out, a->name);
+		wk_buf_write_cstr(&out, " events=");
+		wk_buf_write_int(&out, *n);
+		wk_buf_write_cstr(&out, " actors=");
+		wk_buf_write_int(&out, (int64_t)wk_actors());
+		wk_buf_write_cstr(&out, " leaves=");
+		wk_buf_write_int(&out, leaves);
+		wk_buf_write_cstr(&out, " pages=");
+		wk_buf_write_int(&out, (int64_t)__builtin_wasm_memory_size(0));
 	} else if (wk_str_eq(req->path, WK_STR("/call"))) {
 		wk_request call = {.method = WK_STR("GET"), .path = WK_STR(""), .query = WK_STR("")};
 		wk_response *resp;
@@ -427,6 +461,85 @@ func TestCGuestProbe(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated || string(b) != "hello" || resp.Header.Get("X-Method") != "PUT" ||
 		resp.Header.Get("X-Query") != "q=a+b%21&z=1" || resp.Header.Get("X-Q") != "a b!" || resp.Header.Get("X-Token") != "secret" {
 		t.Fatalf("echo = %d %q %v", resp.StatusCode, b, resp.Header)
+	}
+}
+
+// TestCGuestActors: the C SDK keeps an object per actor on a shared wasm
+// instance, its data kept between the actor's events; as actors hibernate
+// the leave handler sees each, the objects go, and the guest's memory does
+// not grow with the actors that came and went.
+func TestCGuestActors(t *testing.T) {
+	clang := cClang(t)
+	dir := filepath.Join(t.TempDir(), "probe")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "probe.c"), []byte(cProbe), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := wasmhost.NewRuntime(t.Context(), wasmhost.Config{Logger: slog.New(slog.DiscardHandler), SharedInstances: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	m := cCompile(t, r, "c-probe", buildC(t, clang, dir))
+	reg := actors.NewRegistry()
+	if err := reg.Register("c-probe", m); err != nil {
+		t.Fatal(err)
+	}
+	h, err := actors.NewHost(actors.Config{Keeper: grantAll{}, Bucket: memstore.New(memstore.Faults{}), Registry: reg,
+		System: keeper.NewSystem(nil), IdleTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = h.HibernateAll(context.Background()) }()
+	probe := func(name string) (events, objects, leaves, pages int) {
+		t.Helper()
+		resp, err := h.Deliver(t.Context(), ownership.Actor{Class: "c-probe", Name: name}, 1, cGet("/actor", ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var who string
+		if _, err := fmt.Sscanf(string(resp.Body), "%s events=%d actors=%d leaves=%d pages=%d", &who, &events, &objects, &leaves, &pages); err != nil || who != "c-probe/"+name {
+			t.Fatalf("%s /actor = %d %q (%v)", name, resp.Status, resp.Body, err)
+		}
+		return events, objects, leaves, pages
+	}
+	gone := func() {
+		t.Helper()
+		deadline := time.Now().Add(nodetest.Wait)
+		for h.Resident() > 0 || m.Stats().Placed > 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d actors still resident", h.Resident())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	const perRound = 100
+	var warm int
+	for round := range 10 {
+		for i := range perRound {
+			name := fmt.Sprintf("r%d-%d", round, i)
+			for want := 1; want <= 2; want++ {
+				if events, _, _, _ := probe(name); events != want {
+					t.Fatalf("%s: its object counts %d events, want %d", name, events, want)
+				}
+			}
+		}
+		gone()
+		_, objects, leaves, pages := probe(fmt.Sprint("after", round))
+		if want := (round+1)*perRound + round; objects != 1 || leaves != want {
+			t.Fatalf("after round %d: %d objects, %d leaves; want 1 and %d", round, objects, leaves, want)
+		}
+		gone()
+		if round == 2 {
+			warm = pages
+		} else if round > 2 && pages > warm {
+			t.Fatalf("round %d: the guest's memory grew from %d to %d pages with actors that came and went", round, warm, pages)
+		}
+	}
+	if st := m.Stats(); st.Failures != 0 || st.Shared != 1 {
+		t.Fatalf("stats %+v", st)
 	}
 }
 

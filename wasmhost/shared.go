@@ -136,6 +136,7 @@ func (a *member) run(ctx context.Context, what string, socket bool, ev *event) (
 		r.metrics.shared.WithLabelValues(a.p.m.class).Inc()
 	}
 	a.seen = s.gen
+	ev.actor = a.ref // a move while it waited gave the actor a new id
 	code, err := s.w.exec(cctx, socket, ev)
 	if err != nil {
 		return 0, s.fail(ctx, cctx, a.ref, what, err)
