@@ -14,6 +14,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -105,6 +106,11 @@ type serveConfig struct {
 	WasmEventTimeout time.Duration
 	WasmTrim         time.Duration
 	CallTimeout      time.Duration
+	// WasmIsolation overrides the isolation wasm modules declare, by class
+	// name ("" for every class); WasmShared sizes each class's shared wasm
+	// instances (0: GOMAXPROCS).
+	WasmIsolation isolationFlag
+	WasmShared    int
 }
 
 // nodeID is --node, or "n" and the listen port.
@@ -185,6 +191,9 @@ func (c serveConfig) Validate() error {
 	if c.WasmEventTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--wasm-event-timeout %v: must be positive", c.WasmEventTimeout))
 	}
+	if c.WasmShared < 0 {
+		errs = append(errs, fmt.Errorf("--wasm-shared-instances %d: must not be negative", c.WasmShared))
+	}
 	core := c.core("instance")
 	if err := core.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("lease settings: %w", err))
@@ -203,7 +212,46 @@ func (c serveConfig) core(instance ownership.InstanceID) ownership.Config {
 // wasm is the configuration of the wasm runtime.
 func (c serveConfig) wasm(log *slog.Logger) wasmhost.Config {
 	return wasmhost.Config{CacheDir: c.CacheDir, MemoryLimit: int64(c.WasmMemory), EventTimeout: c.WasmEventTimeout,
-		TrimInterval: c.WasmTrim, Logger: log}
+		TrimInterval: c.WasmTrim, Isolation: c.WasmIsolation, SharedInstances: c.WasmShared, Logger: log}
+}
+
+// isolationFlag is --wasm-isolation: "actor" or "class" for every wasm
+// class, or NAME=actor and NAME=class for one; repeatable, the last for a
+// name standing.
+type isolationFlag map[string]wasmhost.Isolation
+
+func (f *isolationFlag) String() string {
+	if f == nil || len(*f) == 0 {
+		return ""
+	}
+	var parts []string
+	for name, iso := range *f {
+		if name == "" {
+			parts = append(parts, iso.String())
+		} else {
+			parts = append(parts, name+"="+iso.String())
+		}
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
+}
+
+func (f *isolationFlag) Set(s string) error {
+	name, mode, named := strings.Cut(s, "=")
+	if !named {
+		name, mode = "", s
+	} else if err := ingress.ValidClassName(name); err != nil {
+		return fmt.Errorf("%q: not a class name: %w", name, err)
+	}
+	iso, err := wasmhost.ParseIsolation(mode)
+	if err != nil {
+		return err
+	}
+	if *f == nil {
+		*f = isolationFlag{}
+	}
+	(*f)[name] = iso
+	return nil
 }
 
 // defaultCacheDir is where compiled wasm classes are kept unless
@@ -319,9 +367,11 @@ func setupServe(fs *flag.FlagSet) action {
 	fs.BoolVar(&cfg.DrainOnStop, "drain-on-stop", cfg.DrainOnStop, "on SIGINT or SIGTERM, when a live peer exists, drain first (hand the actors to the peers, close the sockets with 1012 so their clients reconnect to a peer) for at most half of --stop-timeout, then stop; false: stop at once (every record released, sockets closed with 1012)")
 	fs.StringVar(&cfg.Classes, "classes", cfg.Classes, "directory whose NAME.wasm files are served as wasm classes NAME, read at start (a missing directory: no wasm classes)")
 	fs.StringVar(&cfg.CacheDir, "cache-dir", cfg.CacheDir, "directory keeping compiled wasm classes across starts so later starts compile fast: wasmkeep/wasm in the user cache directory unless set, \"\" for none on disk; keep it out of a directory bucket")
-	fs.Var(&cfg.WasmMemory, "wasm-memory", "largest linear memory of one wasm instance, one per resident wasm actor (bytes, or with KiB or MiB); a guest growing past it fails its event")
+	fs.Var(&cfg.WasmMemory, "wasm-memory", "largest linear memory of one wasm instance, whether it serves one resident wasm actor or, shared, many (bytes, or with KiB or MiB); a guest growing past it fails its event")
 	fs.DurationVar(&cfg.WasmTrim, "wasm-trim-after", cfg.WasmTrim, "memory the wasm runtime keeps for fast wasm instance starts (freed memories, each class's started wasm instances) goes back to the system once unused this long; a negative value keeps it")
 	fs.DurationVar(&cfg.WasmEventTimeout, "wasm-event-timeout", cfg.WasmEventTimeout, "longest a wasm guest may run for one event; past it the guest is stopped and the event fails")
+	fs.Var(&cfg.WasmIsolation, "wasm-isolation", "how the resident actors of wasm classes share wasm instances, over what each module declares: actor (a wasm instance of its own per resident actor, about a megabyte each) or class (a few wasm instances per class, see --wasm-shared-instances, each serving many actors one event at a time; a guest failure discards the instance with the in-memory objects of all its actors, which reload from storage), for every class, or NAME=actor or NAME=class for one; repeatable")
+	fs.IntVar(&cfg.WasmShared, "wasm-shared-instances", 0, "how many wasm instances serve the resident actors of each wasm class in isolation class (one more for an event whose every instance is held by an event waiting for it through calls); 0: as many as the cores the Go runtime uses (GOMAXPROCS)")
 	return func(ctx context.Context, e env, _ []string) error {
 		if err := cfg.Validate(); err != nil {
 			return usageError{err}
@@ -383,6 +433,8 @@ func loadClasses(ctx context.Context, log *slog.Logger, reg *actors.Registry, di
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", file, err)
 		}
+		st := mod.Stats()
+		log.Info("wasm class", slog.String("class", wasm[i]), slog.String("isolation", st.Isolation.String()), slog.String("declared", st.Declared.String()))
 		if err := reg.Register(wasm[i], mod); err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", file, err)
 		}
@@ -431,6 +483,11 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 	}
 	if clusterKey == nil && !loopback(cfg.Listen) {
 		log.Warn("no cluster key: requests between nodes are not authenticated; keep the nodes on loopback or a private network, or give each the same --cluster-key-file")
+	}
+	for name := range cfg.WasmIsolation {
+		if name != "" && !slices.Contains(wasmClasses, name) {
+			return usageError{fmt.Errorf("--wasm-isolation %s=%v: no wasm class %q in %s", name, cfg.WasmIsolation[name], name, cfg.Classes)}
+		}
 	}
 	log.Info("classes", slog.Any("go", goNames), slog.Any("wasm", wasmClasses), slog.String("dir", cfg.Classes))
 	target := describeBucket(cfg.BucketURL)
