@@ -78,7 +78,7 @@ func (n *Node) Kill() {
 
 // Stop ends the process with SIGTERM (SIGKILL 30 s on), if it runs.
 func (n *Node) Stop() {
-	if n.cmd == nil || n.cmd.ProcessState != nil {
+	if n.cmd == nil || n.cmd.Process == nil || n.cmd.ProcessState != nil {
 		return
 	}
 	_ = n.cmd.Process.Signal(syscall.SIGTERM)
@@ -101,6 +101,23 @@ func (n *Node) CPU() float64 {
 	utime, _ := strconv.ParseFloat(fields[11], 64)
 	stime, _ := strconv.ParseFloat(fields[12], 64)
 	return (utime + stime) / 100 // clock ticks of 10 ms
+}
+
+// Written is the bytes the process has handed to write calls so far
+// (wchar of /proc/PID/io): its files' and its sockets' alike.
+func (n *Node) Written() int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", n.cmd.Process.Pid))
+	if err != nil {
+		Fail(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "wchar: "); ok {
+			w, _ := strconv.ParseInt(v, 10, 64)
+			return w
+		}
+	}
+	Fail(fmt.Errorf("no wchar in /proc/%d/io", n.cmd.Process.Pid))
+	return 0
 }
 
 // workdirs are the directories StopAll removes.
