@@ -8,7 +8,9 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -25,11 +27,19 @@ import (
 // abiModule is the name guests import the host functions from.
 const abiModule = "wasmkeep"
 
-// event is the host's state for the event a guest call is serving. It
-// travels in the call's context, so that one host module serves every
-// wasm instance. Invariant: an event is touched only by the goroutine that
-// calls the guest, while the call runs.
+// event is the host's state for the event a guest call is serving. It is
+// the call's context too (so that one host module serves every wasm
+// instance): the caller's context, with the event for the host functions
+// (Value) and the stop of the event timeout (Err, Done), which costs an
+// event no context of its own. Invariant: but for the stop, an event is
+// touched only by the goroutine that calls the guest, while the call runs.
 type event struct {
+	parent  context.Context // the caller's
+	stopped atomic.Bool     // the event timeout stopped the call
+	mu      sync.Mutex      // guards done and unwatch
+	done    chan struct{}   // made by the first Done
+	unwatch func() bool     // ends the watch of parent's Done, if any
+
 	actor     *actorRef // the actor the event is for
 	leave     bool      // the actor left memory: a call of wasmkeep_on_leave
 	req       []byte    // encoded request; nil in a socket event
@@ -53,6 +63,80 @@ type event struct {
 }
 
 type eventKey struct{}
+
+// errStopped is the Err of an event's context once its time is up.
+var errStopped = errors.New("event timeout")
+
+// Deadline implements context.Context.
+func (ev *event) Deadline() (time.Time, bool) { return ev.parent.Deadline() }
+
+// Value implements context.Context: the event, for the host functions.
+func (ev *event) Value(key any) any {
+	if _, ok := key.(eventKey); ok {
+		return ev
+	}
+	return ev.parent.Value(key)
+}
+
+// Err implements context.Context: errStopped once the event timeout
+// stopped the call, else the caller's context's Err. The meter's check
+// calls it at every few thousand loop heads.
+func (ev *event) Err() error {
+	if ev.stopped.Load() {
+		return errStopped
+	}
+	return ev.parent.Err()
+}
+
+// Done implements context.Context. Few events ask (an actor call does):
+// the channel is made then, closed when the timeout stops the call or the
+// caller's context is done.
+func (ev *event) Done() <-chan struct{} {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	if ev.done == nil {
+		ev.done = make(chan struct{})
+		if ev.stopped.Load() {
+			close(ev.done)
+		} else if ev.parent.Done() != nil {
+			ev.unwatch = context.AfterFunc(ev.parent, ev.closeDone)
+		}
+	}
+	return ev.done
+}
+
+// closeDone closes the channel of Done, once.
+func (ev *event) closeDone() {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	select {
+	case <-ev.done:
+	default:
+		close(ev.done)
+	}
+}
+
+// stop stops the call: its guest traps at its next meter check.
+func (ev *event) stop() {
+	ev.stopped.Store(true)
+	ev.mu.Lock()
+	made := ev.done != nil
+	ev.mu.Unlock()
+	if made {
+		ev.closeDone()
+	}
+}
+
+// release ends the watch of the caller's context that Done started.
+func (ev *event) release() {
+	ev.mu.Lock()
+	unwatch := ev.unwatch
+	ev.unwatch = nil
+	ev.mu.Unlock()
+	if unwatch != nil {
+		unwatch()
+	}
+}
 
 // logger is the log of the event's actor.
 func (ev *event) logger() *slog.Logger { return ev.actor.logger() }

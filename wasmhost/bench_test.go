@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/wasmkeep/wasmkeep/ownership"
 )
 
 // cpuTime is the CPU time of the process so far, all threads (the garbage
@@ -107,8 +109,25 @@ func BenchmarkStart(b *testing.B) {
 }
 
 // BenchmarkRequest measures one event on a resident wasm instance of the
-// counter: a request in, a storage get and put, a response out.
+// counter: a request in, a storage get and put, a response out; shared:
+// the same on a shared wasm instance (isolation class), its token taken
+// and given back by each event.
 func BenchmarkRequest(b *testing.B) {
+	b.Run("shared", func(b *testing.B) {
+		m, err := newRuntime(b, Config{}).Compile(context.Background(), "bench", guest(b, counterGuest))
+		if err != nil {
+			b.Fatal(err)
+		}
+		a := m.NewResident(ownership.Actor{Class: "bench", Name: "hot"})
+		defer a.Close()
+		ctx, req, st := context.Background(), get("", ""), memStorage{}
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := a.Handle(ctx, req, st); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	for _, bc := range []struct {
 		name string
 		cfg  Config

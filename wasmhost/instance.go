@@ -68,11 +68,11 @@ func (m *Module) startWasm(ctx context.Context, pooled bool) (*wasm, error) {
 
 func (w *wasm) close(ctx context.Context) { closeModule(ctx, w.mod, w.mem) }
 
-// call calls fn, an export of w, for ev, with the event's actor id as its
-// argument, and returns the guest's code.
-func (w *wasm) call(ctx context.Context, fn api.Function, ev *event) (int32, error) {
+// call calls fn, an export of w, for ev (its context too, see bound),
+// with the event's actor id as its argument, and returns the guest's code.
+func (w *wasm) call(fn api.Function, ev *event) (int32, error) {
 	w.stack[0] = ev.actor.id
-	if err := fn.CallWithStack(context.WithValue(ctx, eventKey{}, ev), w.stack[:]); err != nil {
+	if err := fn.CallWithStack(ev, w.stack[:]); err != nil {
 		return 0, err
 	}
 	return int32(w.stack[0]), nil
@@ -82,12 +82,12 @@ func (w *wasm) call(ctx context.Context, fn api.Function, ev *event) (int32, err
 // wasmkeep_on_request) and checks what the guest handed out. It returns
 // wire.OK or wire.NotHandled; an error means the wasm instance must be
 // discarded.
-func (w *wasm) exec(ctx context.Context, socket bool, ev *event) (int32, error) {
+func (w *wasm) exec(socket bool, ev *event) (int32, error) {
 	fn := w.request
 	if socket {
 		fn = w.socket
 	}
-	code, err := w.call(ctx, fn, ev)
+	code, err := w.call(fn, ev)
 	if err != nil {
 		return 0, err
 	}
@@ -116,23 +116,22 @@ func (ev *event) settle(code int32) error {
 	return nil
 }
 
-// bound returns ctx bounded by the event timeout for ev's call, and the
-// cancel to pass to unbound when the call is over (nil without a timeout).
-func (r *Runtime) bound(ctx context.Context, ev *event) (context.Context, context.CancelFunc) {
-	if r.cfg.NoEventTimeout {
-		return ctx, nil
+// bound makes ev the context of its call: ctx, the caller's, bounded by
+// the event timeout from now on. Pass ev to unbound when the call is over.
+func (r *Runtime) bound(ctx context.Context, ev *event) context.Context {
+	ev.parent = ctx
+	if !r.cfg.NoEventTimeout {
+		r.watch.start(ev, time.Now().Add(r.cfg.EventTimeout))
 	}
-	cctx, cancel := context.WithCancel(ctx)
-	r.watch.start(ev, time.Now().Add(r.cfg.EventTimeout), cancel)
-	return cctx, cancel
+	return ev
 }
 
 // unbound ends the bound of ev's call.
-func (r *Runtime) unbound(ev *event, cancel context.CancelFunc) {
-	if cancel != nil {
+func (r *Runtime) unbound(ev *event) {
+	if !r.cfg.NoEventTimeout {
 		r.watch.stop(ev)
-		cancel()
 	}
+	ev.release()
 }
 
 // eventError is the error of an event whose guest call failed with err:
@@ -248,8 +247,8 @@ func (in *Instance) HandleSocket(ctx context.Context, sev *actors.SocketEvent, s
 // it).
 func (in *Instance) run(ctx context.Context, what string, socket bool, ev *event) (int32, error) {
 	r := in.m.r
-	cctx, cancel := r.bound(ctx, ev)
-	defer r.unbound(ev, cancel)
+	cctx := r.bound(ctx, ev)
+	defer r.unbound(ev)
 	if in.w == nil {
 		w, err := in.m.startWasm(cctx, true)
 		if err != nil {
@@ -257,7 +256,7 @@ func (in *Instance) run(ctx context.Context, what string, socket bool, ev *event
 		}
 		in.w = w
 	}
-	code, err := in.w.exec(cctx, socket, ev)
+	code, err := in.w.exec(socket, ev)
 	if err != nil {
 		return 0, in.fail(ctx, cctx, what, err)
 	}

@@ -125,8 +125,8 @@ func (a *member) run(ctx context.Context, what string, socket bool, ev *event) (
 		s.flush()
 	}
 	r := a.p.m.r
-	cctx, cancel := r.bound(ctx, ev)
-	defer r.unbound(ev, cancel)
+	cctx := r.bound(ctx, ev)
+	defer r.unbound(ev)
 	if s.w == nil {
 		w, err := a.p.m.startWasm(cctx, false)
 		if err != nil {
@@ -137,7 +137,7 @@ func (a *member) run(ctx context.Context, what string, socket bool, ev *event) (
 	}
 	a.seen = s.gen
 	ev.actor = a.ref // a move while it waited gave the actor a new id
-	code, err := s.w.exec(cctx, socket, ev)
+	code, err := s.w.exec(socket, ev)
 	if err != nil {
 		return 0, s.fail(ctx, cctx, a.ref, what, err)
 	}
@@ -330,15 +330,15 @@ func (s *slot) flush() {
 	ctx := context.Background()
 	for _, ref := range left {
 		ev := &event{actor: ref, leave: true}
-		cctx, cancel := m.r.bound(ctx, ev)
-		code, err := s.w.call(cctx, s.w.leave, ev)
+		cctx := m.r.bound(ctx, ev)
+		code, err := s.w.call(s.w.leave, ev)
 		if err == nil && code != wire.OK {
 			err = fmt.Errorf("returned code %d", code)
 		}
 		if err != nil {
 			_ = s.fail(ctx, cctx, ref, "leave", err)
 		}
-		m.r.unbound(ev, cancel)
+		m.r.unbound(ev)
 		if err != nil {
 			return
 		}

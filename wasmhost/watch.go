@@ -1,24 +1,18 @@
 package wasmhost
 
 import (
-	"context"
 	"sync"
 	"time"
 )
 
 // watch enforces Config.EventTimeout: one goroutine per runtime looks at
-// the calls under way a few times per timeout and cancels the context of
-// those past their deadline, which stops their guest (the runtime closes a
-// module whose call's context is done). A timer per call would cost more
-// than the rest of a short event's host side.
+// the calls under way a few times per timeout and stops those past their
+// deadline (event.stop), which stops their guest at its next meter check.
+// A timer per call would cost more than the rest of a short event's host
+// side.
 type watch struct {
 	mu    sync.Mutex
-	calls map[*event]watchedCall
-}
-
-type watchedCall struct {
-	deadline time.Time
-	cancel   context.CancelFunc
+	calls map[*event]time.Time // deadlines
 }
 
 // watchTicks is how many times per EventTimeout the calls are looked at:
@@ -26,13 +20,13 @@ type watchedCall struct {
 // event began.
 const watchTicks = 10
 
-// start watches the call for ev that cancel stops, until stop.
-func (w *watch) start(ev *event, deadline time.Time, cancel context.CancelFunc) {
+// start watches the call for ev until stop.
+func (w *watch) start(ev *event, deadline time.Time) {
 	w.mu.Lock()
 	if w.calls == nil {
-		w.calls = map[*event]watchedCall{}
+		w.calls = map[*event]time.Time{}
 	}
-	w.calls[ev] = watchedCall{deadline: deadline, cancel: cancel}
+	w.calls[ev] = deadline
 	w.mu.Unlock()
 }
 
@@ -43,19 +37,19 @@ func (w *watch) stop(ev *event) {
 	w.mu.Unlock()
 }
 
-// check cancels the calls whose deadline is not after now.
+// check stops the calls whose deadline is not after now.
 func (w *watch) check(now time.Time) {
-	var due []context.CancelFunc
+	var due []*event
 	w.mu.Lock()
-	for ev, c := range w.calls {
-		if !now.Before(c.deadline) {
-			due = append(due, c.cancel)
+	for ev, deadline := range w.calls {
+		if !now.Before(deadline) {
+			due = append(due, ev)
 			delete(w.calls, ev)
 		}
 	}
 	w.mu.Unlock()
-	for _, cancel := range due {
-		cancel()
+	for _, ev := range due {
+		ev.stop()
 	}
 }
 
