@@ -603,3 +603,29 @@ func TestSharedConcurrent(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+// TestSharedTrim: a shared wasm instance on which no actor has been placed
+// for a TrimInterval is closed, and the next actor placed there starts a
+// fresh one; one that serves actors is kept.
+func TestSharedTrim(t *testing.T) {
+	ts := newTenantsIdle(t, IsolationClass, Config{SharedInstances: 2, TrimInterval: -1}, 300*time.Millisecond)
+	r := ts.m.r
+	a, b := ts.id("a"), ts.id("b")
+	if a.instance == b.instance || ts.m.Stats().Shared != 2 {
+		t.Fatalf("a on %s, b on %s, stats %+v; want two shared wasm instances", a.instance, b.instance, ts.m.Stats())
+	}
+	ts.awaitGone()
+	ts.id("c") // keeps one of them in use
+	for range trimSteps + 1 {
+		r.trim()
+	}
+	if st := ts.m.Stats(); st.Shared != 1 || st.Placed != 1 {
+		t.Fatalf("after a TrimInterval: %+v; want only c's shared wasm instance kept", st)
+	}
+	if got := ts.id("c"); got.events != 2 {
+		t.Fatalf("c after the trim: %+v, want its object kept", got)
+	}
+	if got := ts.id("d"); got.events != 1 || got.served != 1 || ts.m.Stats().Shared != 2 {
+		t.Fatalf("d after the trim: %+v (stats %+v); want a fresh shared wasm instance", got, ts.m.Stats())
+	}
+}
