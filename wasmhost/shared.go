@@ -59,14 +59,17 @@ type slot struct {
 	sem   chan struct{} // the token: held while a goroutine uses w
 	w     *wasm         // guarded by the token; nil: none started
 
+	// holder is the actor whose event holds the token (nil: none, or a
+	// leave notice or a trim), lastUse the step of the trim clock at the
+	// last event: atomics, so that an event takes no lock but the token.
+	holder  atomic.Pointer[ownership.Actor]
+	lastUse atomic.Uint64
+
 	mu      sync.Mutex
-	gen     uint64          // generation of the wasm instance; changed (token and mu held) when one is discarded
-	placed  int             // resident actors placed here
-	held    bool            // an event holds the token
-	holder  ownership.Actor // whose event, if held
-	pending []*actorRef     // actors that left memory, for the wasm instance to be told
-	npend   atomic.Int32    // len(pending), read without mu
-	lastUse uint64          // step of the trim clock at the last event
+	gen     uint64       // generation of the wasm instance; changed (token and mu held) when one is discarded
+	placed  int          // resident actors placed here
+	pending []*actorRef  // actors that left memory, for the wasm instance to be told
+	npend   atomic.Int32 // len(pending), read without mu
 }
 
 func (p *classPool) newSlot(extra bool) *slot {
@@ -157,7 +160,7 @@ func (a *member) acquire(ctx context.Context) (*slot, error) {
 		s := a.s
 		select {
 		case s.sem <- struct{}{}:
-			s.hold(a.actor)
+			s.hold(&a.actor)
 			return s, nil
 		default:
 		}
@@ -169,7 +172,7 @@ func (a *member) acquire(ctx context.Context) (*slot, error) {
 		}
 		select {
 		case s.sem <- struct{}{}:
-			s.hold(a.actor)
+			s.hold(&a.actor)
 			return s, nil
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -239,8 +242,9 @@ func (p *classPool) place(chain []ownership.Actor) *slot {
 				continue
 			}
 			s.mu.Lock()
-			n, blocked := s.placed, s.held && slices.Contains(chain, s.holder)
+			n := s.placed
 			s.mu.Unlock()
+			blocked := s.heldBy(chain)
 			if !blocked && (best == nil || n < bestN) {
 				best, bestN = s, n
 			}
@@ -260,18 +264,17 @@ func (p *classPool) place(chain []ownership.Actor) *slot {
 }
 
 // hold records whose event holds the token, just taken.
-func (s *slot) hold(a ownership.Actor) {
-	step := s.p.m.r.step.Load()
-	s.mu.Lock()
-	s.held, s.holder, s.lastUse = true, a, step
-	s.mu.Unlock()
+func (s *slot) hold(a *ownership.Actor) {
+	s.holder.Store(a)
+	if step := s.p.m.r.step.Load(); s.lastUse.Load() != step {
+		s.lastUse.Store(step)
+	}
 }
 
 // heldBy reports whether an actor of chain holds the token.
 func (s *slot) heldBy(chain []ownership.Actor) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.held && slices.Contains(chain, s.holder)
+	h := s.holder.Load()
+	return h != nil && slices.Contains(chain, *h)
 }
 
 // addPending queues the leave of ref for the wasm instance. s.mu must be
@@ -287,9 +290,7 @@ func (s *slot) addPending(ref *actorRef) {
 // here, after the token is back, or by its Close, which takes the token.
 func (s *slot) unlock() {
 	for {
-		s.mu.Lock()
-		s.held, s.holder = false, ownership.Actor{}
-		s.mu.Unlock()
+		s.holder.Store(nil)
 		<-s.sem
 		if s.npend.Load() == 0 {
 			return
@@ -407,7 +408,7 @@ func (p *classPool) trim(step, idle uint64) {
 	p.mu.Unlock()
 	for _, s := range slots {
 		s.mu.Lock()
-		unused := s.placed == 0 && s.lastUse+idle < step
+		unused := s.placed == 0 && s.lastUse.Load()+idle < step
 		s.mu.Unlock()
 		if !unused {
 			continue
