@@ -34,14 +34,26 @@ var (
 )
 
 // wasm is one started wasm instance of a Module, and the guest exports
-// the host calls on it. It must never run two calls at once.
+// the host calls on it. It must never run two calls at once. wazero gives
+// each export looked up a call stack of its own (10 KiB, zeroed): the
+// exports but wasmkeep_on_request are looked up at their first call, and
+// wasmkeep_on_leave is never called in isolation actor.
 type wasm struct {
 	mod     api.Module
 	mem     experimental.LinearMemory // mod's memory, if the host allocated it
 	request api.Function              // wasmkeep_on_request, if exported
-	socket  api.Function              // wasmkeep_on_socket, if exported
-	leave   api.Function              // wasmkeep_on_leave, if exported
+	socket  api.Function              // wasmkeep_on_socket, once looked up
+	leave   api.Function              // wasmkeep_on_leave, once looked up
 	stack   [1]uint64                 // a call's argument, then its result
+}
+
+// export returns the export name of w, looked up into *fn at its first
+// use; nil if the module does not export it.
+func (w *wasm) export(fn *api.Function, name string) api.Function {
+	if *fn == nil {
+		*fn = w.mod.ExportedFunction(name)
+	}
+	return *fn
 }
 
 // startWasm starts a wasm instance of m: taken from the pool of started
@@ -58,12 +70,7 @@ func (m *Module) startWasm(ctx context.Context, pooled bool) (*wasm, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &wasm{
-		mod: mod, mem: mem,
-		request: mod.ExportedFunction(exportOnRequest),
-		socket:  mod.ExportedFunction(exportOnSocket),
-		leave:   mod.ExportedFunction(exportOnLeave),
-	}, nil
+	return &wasm{mod: mod, mem: mem, request: mod.ExportedFunction(exportOnRequest)}, nil
 }
 
 func (w *wasm) close(ctx context.Context) { closeModule(ctx, w.mod, w.mem) }
@@ -85,7 +92,7 @@ func (w *wasm) call(fn api.Function, ev *event) (int32, error) {
 func (w *wasm) exec(socket bool, ev *event) (int32, error) {
 	fn := w.request
 	if socket {
-		fn = w.socket
+		fn = w.export(&w.socket, exportOnSocket)
 	}
 	code, err := w.call(fn, ev)
 	if err != nil {

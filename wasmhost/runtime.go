@@ -366,6 +366,7 @@ type Module struct {
 	compiled  wazero.CompiledModule
 	onRequest bool      // exports wasmkeep_on_request
 	onSocket  bool      // exports wasmkeep_on_socket
+	onLeave   bool      // exports wasmkeep_on_leave
 	isolation Isolation // as declared, or as Config.Isolation overrides it
 	declared  Isolation // as the module declares it
 	img       *image    // the data segments, not in compiled; nil if in it
@@ -478,7 +479,7 @@ func (m *Module) check(ctx context.Context) error {
 		return fmt.Errorf("start a wasm instance: %w", err)
 	}
 	defer closeModule(context.WithoutCancel(ctx), mod, mem)
-	for name, on := range map[string]*bool{exportOnRequest: &m.onRequest, exportOnSocket: &m.onSocket, exportOnLeave: new(bool)} {
+	for name, on := range map[string]*bool{exportOnRequest: &m.onRequest, exportOnSocket: &m.onSocket, exportOnLeave: &m.onLeave} {
 		if fn, ok := exports[name]; ok {
 			if !sameSignature(fn, actorI64, resultI32) {
 				return fmt.Errorf("%s has the wrong signature", name)

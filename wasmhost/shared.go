@@ -325,14 +325,15 @@ func (s *slot) flush() {
 	s.npend.Store(0)
 	s.mu.Unlock()
 	m := s.p.m
-	if s.w == nil || s.w.leave == nil || s.p.closed.Load() || m.r.isClosed() {
+	if s.w == nil || !m.onLeave || s.p.closed.Load() || m.r.isClosed() {
 		return
 	}
+	leave := s.w.export(&s.w.leave, exportOnLeave)
 	ctx := context.Background()
 	for _, ref := range left {
 		ev := &event{actor: ref, leave: true}
 		cctx := m.r.bound(ctx, ev)
-		code, err := s.w.call(s.w.leave, ev)
+		code, err := s.w.call(leave, ev)
 		if err == nil && code != wire.OK {
 			err = fmt.Errorf("returned code %d", code)
 		}

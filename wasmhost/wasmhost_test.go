@@ -103,7 +103,7 @@ func newInstance(tb testing.TB, cfg Config, pkg string) *Instance {
 // instanceOn returns an Instance of m whose events run on mod, a wasm
 // instance of m started elsewhere; closing mod is the caller's.
 func instanceOn(m *Module, mod api.Module) *Instance {
-	w := &wasm{mod: mod, request: mod.ExportedFunction(exportOnRequest), socket: mod.ExportedFunction(exportOnSocket)}
+	w := &wasm{mod: mod, request: mod.ExportedFunction(exportOnRequest)}
 	return &Instance{m: m, w: w, ref: m.r.newActorRef(m.class, "", m.log, false)}
 }
 
