@@ -18,10 +18,10 @@
 #   CONNS     keep-alive connections of the http runs        32
 #   WS_SOCKETS, WS_MSGS, WS_BCAST   echo and broadcast sizes 100, 300, 1000
 #   IDLE_SOCKETS  idle sockets (over 50 rooms), held 8 s     2000
-#   SCENARIOS which to run (default all): http-1name http-1000names ws-echo ws-echo-wasm ws-bcast ws-idle
+#   SCENARIOS which to run (default all): http-1name http-1000names ws-echo ws-echo-wasm ws-bcast ws-bcast-wasm ws-idle
 # Scenarios: http-1name, http-1000names (class counter), ws-echo and ws-bcast
-# (class chat), ws-echo-wasm (class room-wasm, the wasm chat room, built from
-# each side's own source), ws-idle (a fresh node of each side, --idle-timeout 2s).
+# (class chat), ws-echo-wasm and ws-bcast-wasm (class room-wasm, the wasm chat room,
+# built from each side's own source), ws-idle (a fresh node of each side, --idle-timeout 2s).
 # Output: bench/ab/results/<time>/{log.txt,results.jsonl,summary.txt}
 set -u -o pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -29,7 +29,7 @@ REPO=$(cd "$HERE/../.." && pwd)
 PEER=${PEER:-$REPO/../shared/bench/peer}
 WORK=${WORK:-$REPO/bench/peer/.work}
 A_REF=${WASMKEEP_REF:-HEAD~1}; B_REF=${B_REF:-}
-SCENARIOS=${SCENARIOS:-"http-1name http-1000names ws-echo ws-echo-wasm ws-bcast ws-idle"}
+SCENARIOS=${SCENARIOS:-"http-1name http-1000names ws-echo ws-echo-wasm ws-bcast ws-bcast-wasm ws-idle"}
 want() { [[ " $SCENARIOS " == *" $1 "* ]]; }
 REPS=${REPS:-3}; DURATION=${DURATION:-6s}; CONNS=${CONNS:-32}
 WS_SOCKETS=${WS_SOCKETS:-100}; WS_MSGS=${WS_MSGS:-300}; WS_BCAST=${WS_BCAST:-1000}; IDLE_SOCKETS=${IDLE_SOCKETS:-2000}
@@ -46,7 +46,7 @@ LG=$WORK/bin/loadgen
 # classes SRC DIR builds SRC's wasm chat room into DIR/room-wasm.wasm, with
 # the guest SDK of the same source, for the ws-echo-wasm scenario.
 classes() {
-  want ws-echo-wasm || return 0
+  want ws-echo-wasm || want ws-bcast-wasm || return 0
   mkdir -p "$2/classes"
   (cd "$1" && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o "$2/classes/room-wasm.wasm" ./examples/room-wasm) ||
     die "build room-wasm in $1"
@@ -99,6 +99,7 @@ for rep in $(seq 1 "$REPS"); do
     want ws-echo && run "$s" ws-echo ws-echo -url "$w/actor/chat/echo-$rep" -sockets "$WS_SOCKETS" -msgs "$WS_MSGS" -timeout 120s
     want ws-echo-wasm && run "$s" ws-echo-wasm ws-echo -url "$w/actor/room-wasm/echo-$rep" -sockets "$WS_SOCKETS" -msgs "$WS_MSGS" -timeout 120s
     want ws-bcast && run "$s" ws-bcast ws-bcast -url "$w/actor/chat/bcast-$rep" -sockets "$WS_SOCKETS" -msgs "$WS_BCAST" -timeout 120s
+    want ws-bcast-wasm && run "$s" ws-bcast-wasm ws-bcast -url "$w/actor/room-wasm/bcast-$rep" -sockets "$WS_SOCKETS" -msgs "$WS_BCAST" -timeout 120s
   done
   for s in $order; do # idle on a fresh node, then the normal one again
     want ws-idle || continue
@@ -115,6 +116,7 @@ metric = {
     "http-1name": ("req/s", lambda r: r["rps"]), "http-1000names": ("req/s", lambda r: r["rps"]),
     "ws-echo": ("msg/s", lambda r: r["msgs_per_s"]), "ws-echo-wasm": ("msg/s", lambda r: r["msgs_per_s"]),
     "ws-bcast": ("deliveries/s", lambda r: r["deliveries_per_s"]),
+    "ws-bcast-wasm": ("deliveries/s", lambda r: r["deliveries_per_s"]),
     "ws-idle": ("B/socket held (lower is better)", lambda r: r["server_bytes_per_socket_after_hold"]),
 }
 # cost: the node's CPU per unit of work over the load generator's. The load

@@ -20,8 +20,11 @@
 #   QUIET_THR   "idle" = machine busy % below this      15     [15]
 #   TARGETS     which servers (all by default): workerd-disk workerd-mem baseline
 #               wasmkeep wasmkeep-wasm wasmkeep-mem wasmkeep-mem-wasm
-#   SCENARIOS   which scenarios (default: all six): http-1name http-1000names cold
-#               ws-echo ws-bcast ws-idle
+#   SCENARIOS   which scenarios (default: all seven): http-1name http-1000names cold
+#               ws-echo ws-bcast ws-idle resident
+#   RESIDENT    resident: the counts of new names, each on a fresh process   [1000 10000]
+#               (one request to each, 32 conns, then the server's RSS: memory per resident
+#               actor; on the wasm targets the wasm room room-wasm too, by an HTTP GET of its page)
 #   WebSocket scenarios (on every target with a room; see "Targets" below):
 #   WS_SOCKETS  ws-echo and ws-bcast: sockets in the one room 20     [100]
 #   WS_MSGS     ws-echo: messages per socket, sequential    50     [1000]
@@ -30,11 +33,11 @@
 #   WS_IDLE_SOCKETS  ws-idle: idle sockets                  500    [10000]
 #   WS_IDLE_ROOMS    ws-idle: rooms they spread over        10     [100]
 #   WS_IDLE_HOLD     ws-idle: idle hold before the wake     4s     [30s]
-#   WS_IDLE_HOLD_WK  the same on wasmkeep nodes             4s     [8s]
-#               (shorter: a wasmkeep node pings every socket every 25 s and closes it with 1011
-#               when nothing came back within 10 s; the loadgen does not read during the hold,
-#               so its sockets do not answer pings; a browser would. The runs record the node's
-#               ping_timeout closes, and summarize.py marks a run with any as not valid.)
+#   WS_IDLE_HOLD_WK  the same on wasmkeep nodes             WS_IDLE_HOLD
+#               (a wasmkeep node pings every socket every 25 s and closes it with 1011 when
+#               nothing came back within 10 s; the load generator answers pings during the
+#               hold, as a browser does. The runs record the node's ping_timeout closes, and
+#               summarize.py marks a run with any as not valid.)
 #   WS_IDLE_WK_FLAGS ws-idle: flags of the fresh wasmkeep node it runs on ("--idle-timeout 2s":
 #               the rooms hibernate 2 s after the last message, well inside the hold)
 #   WS_IDLE_50K=1    after the reps, one more idle run on a fresh `wasmkeep` node (chat) with
@@ -76,13 +79,13 @@ if [ "${FULL:-0}" = 1 ]; then
   COLD_NAMES=${COLD_NAMES:-200}; QUIET_MAX=${QUIET_MAX:-90s}
   WS_SOCKETS=${WS_SOCKETS:-100}; WS_MSGS=${WS_MSGS:-1000}; WS_BCAST=${WS_BCAST:-2000}
   WS_IDLE_SOCKETS=${WS_IDLE_SOCKETS:-10000}; WS_IDLE_ROOMS=${WS_IDLE_ROOMS:-100}; WS_IDLE_HOLD=${WS_IDLE_HOLD:-30s}
-  WS_IDLE_HOLD_WK=${WS_IDLE_HOLD_WK:-8s}
+  WS_IDLE_HOLD_WK=${WS_IDLE_HOLD_WK:-$WS_IDLE_HOLD}
 else
   REPS=${REPS:-1}; DURATION=${DURATION:-2s}; WARMUP=${WARMUP:-1s}; CONNS=${CONNS:-8}
   COLD_NAMES=${COLD_NAMES:-50}; QUIET_MAX=${QUIET_MAX:-2s}
   WS_SOCKETS=${WS_SOCKETS:-20}; WS_MSGS=${WS_MSGS:-50}; WS_BCAST=${WS_BCAST:-20}
   WS_IDLE_SOCKETS=${WS_IDLE_SOCKETS:-500}; WS_IDLE_ROOMS=${WS_IDLE_ROOMS:-10}; WS_IDLE_HOLD=${WS_IDLE_HOLD:-4s}
-  WS_IDLE_HOLD_WK=${WS_IDLE_HOLD_WK:-4s}
+  WS_IDLE_HOLD_WK=${WS_IDLE_HOLD_WK:-$WS_IDLE_HOLD}
 fi
 WS_SIZE=${WS_SIZE:-16}
 WS_IDLE_WK_FLAGS=${WS_IDLE_WK_FLAGS:---idle-timeout 2s}
@@ -92,7 +95,8 @@ NAMES=${NAMES:-1000}
 QUIET=${QUIET:-1}
 QUIET_THR=${QUIET_THR:-15}
 TARGETS=${TARGETS:-"workerd-disk workerd-mem baseline wasmkeep wasmkeep-wasm wasmkeep-mem wasmkeep-mem-wasm"}
-SCENARIOS=${SCENARIOS:-"http-1name http-1000names cold ws-echo ws-bcast ws-idle"}
+SCENARIOS=${SCENARIOS:-"http-1name http-1000names cold ws-echo ws-bcast ws-idle resident"}
+RESIDENT=${RESIDENT:-"1000 10000"}
 BUILD=${BUILD:-1}
 PRIME=${PRIME:-1}
 WK_FLAGS=${WK_FLAGS:-}
@@ -263,6 +267,21 @@ ws_idle() { # ws_idle TARGET: a fresh process (wasmkeep: with WS_IDLE_WK_FLAGS),
   start_server "$t"
 }
 
+resident() { # resident TARGET: for each count in RESIDENT, a fresh process, one request to each new name, its RSS
+  local t=$1 n u cls
+  for n in $RESIDENT; do
+    for cls in counter room-wasm; do
+      u=${URL[$t]}
+      if [ "$cls" = room-wasm ]; then
+        case "$t" in *-wasm) [ -z "${WSSKIP[$t]:-}" ] || continue; u=http://127.0.0.1:${PORT[$t]}/actor/room-wasm/ ;; *) continue ;; esac
+      fi
+      stop_server "$t"; start_server "$t"
+      QUIET=0 run "$t" "resident-$cls-$n" http -url "$u" -names "$n" -prefix "res$r" -conns "$CONNS" -duration "$PRIME_MAX" -warmup 0 -max "$n"
+    done
+  done
+  stop_server "$t"; start_server "$t"
+}
+
 big_idle() { # WS_IDLE_50K=1: WS_BIG_SOCKETS idle sockets on one fresh wasmkeep node (chat), its RSS
   local t=wasmkeep need=$((WS_BIG_SOCKETS + 1000)) ports why="" part=${WS_BIG_PART:-12500} i n left lp pids=() rss0 rss1 open fds mheld sopen
   ports=$(awk '{print $2 - $1 + 1}' /proc/sys/net/ipv4/ip_local_port_range)
@@ -333,6 +352,7 @@ for r in $(seq 1 "$REPS"); do
         ws-echo)        ws_run "$t" ws-echo ws-echo -url "{W}echo-$r" -sockets "$WS_SOCKETS" -msgs "$WS_MSGS" -size "$WS_SIZE" -timeout 300s ;;
         ws-bcast)       ws_run "$t" ws-bcast ws-bcast -url "{W}bcast-$r" -sockets "$WS_SOCKETS" -msgs "$WS_BCAST" -timeout 120s ;;
         ws-idle)        ws_idle "$t" ;;
+        resident)       resident "$t" ;;
         *) die "unknown scenario $s" ;;
       esac
     done

@@ -94,6 +94,10 @@ for r in rows:
     for k in ("server_bytes_per_socket_after_open", "server_bytes_per_socket_after_hold", "server_bytes_per_socket_held"):
         if isinstance(r.get(k), (int, float)):
             r[k.replace("bytes", "kib")] = r[k] / 1024.0
+    # resident-<class>-<n>: one request to each of n new names on a fresh process
+    if r.get("label", "").startswith("resident-") and r.get("ok") and isinstance(r.get("server_rss_kb_after"), (int, float)):
+        r["resident_kib_per_actor"] = (r["server_rss_kb_after"] - r["server_rss_kb_before"]) / r["ok"]
+        r["rss_mib_after"] = r["server_rss_kb_after"] / 1024.0
     rss = r.get("server_rss_kb")
     if isinstance(rss, dict) and r.get("label") == "ws-idle":
         for k in ("before", "after_open", "after_hold", "after_close"):
@@ -192,6 +196,13 @@ table(f"First request to a new name ({cnames} new names, sequential, 1 keep-aliv
     ("warm 2nd p50 ms", "warm.p50_ms", ms), ("errors", "errors", n0),
     ("server CPU µs/req", "server_us_per_req", n1), ("RSS bytes/new name", "server_bytes_per_new_name", n0),
 ])
+for lbl in sorted({r.get("label") for r in rows if r.get("label", "").startswith("resident-")},
+                  key=lambda l: (l.rsplit("-", 1)[0], int(l.rsplit("-", 1)[1]))):
+    cls, n = lbl[len("resident-"):].rsplit("-", 1)
+    table(f"Resident actors: one request to each of {int(n):,} new names of {cls} on a fresh process, {conns} conns", lbl, [
+        ("KiB per resident actor", "resident_kib_per_actor", n1), ("server RSS after (MiB)", "rss_mib_after", n1),
+        ("requests/s", "rps", n0), ("p50 ms", "lat.p50_ms", ms), ("errors", "errors", n0),
+    ])
 table(f"WebSocket echo: {ws_set('ws-echo', 'sockets')} sockets in one room, {ws_set('ws-echo', 'msgs_per_socket')} "
       f"messages each, sequential round trips", "ws-echo", [
     ("round trips/s", "msgs_per_s", n0), ("p50 ms", "lat.p50_ms", ms), ("p99 ms", "lat.p99_ms", ms),
