@@ -52,6 +52,10 @@ func GetMany(st Storage, keys ...string) map[string][]byte {
 // rolls back after it leaves every key as it was. It fails only if st's
 // List does.
 func DeleteAll(st Storage) error {
+	if t, ok := st.(*txn); ok {
+		t.deleteAll()
+		return nil
+	}
 	entries, err := st.List(ListOptions{})
 	if err != nil {
 		return fmt.Errorf("delete all: %w", err)
@@ -105,6 +109,25 @@ const (
 // ErrLimit is wrapped by the errors of writes past a storage limit.
 var ErrLimit = errors.New("storage limit")
 
+// NodePrefix begins the keys of the node's own data in an actor's storage
+// (the pages of the actor's SQL database). A class's Get, Delete and List
+// neither see nor touch them, and its Put and Batch of such a key fail
+// with ErrLimit; DeleteAll removes them too, and they count toward the
+// actor's bound on its state.
+const NodePrefix = "\x00"
+
+// nodeStorage is the node's namespace of an event's storage: the same
+// write set and commit as the class's own keys, keys under NodePrefix.
+// The event's *txn has it; a Storage of a test's or a wrapper's does not.
+type nodeStorage interface {
+	nodeGet(key string) ([]byte, bool)
+	nodePut(key string, value []byte) error
+	nodeDelete(key string)
+	// nodeList returns the node's entries whose keys start with prefix,
+	// ascending, values not copied (the caller must not change them).
+	nodeList(prefix string) []Entry
+}
+
 func stateSize(kv map[string][]byte) int {
 	n := 0
 	for k, v := range kv {
@@ -127,6 +150,9 @@ func newTxn(base map[string][]byte, maxSize int) *txn {
 }
 
 func (t *txn) Get(key string) ([]byte, bool) {
+	if isNodeKey(key) {
+		return nil, false
+	}
 	v, ok := t.lookup(key)
 	if !ok {
 		return nil, false
@@ -151,7 +177,18 @@ func (t *txn) current(key string) int {
 	return 0
 }
 
+func isNodeKey(key string) bool { return strings.HasPrefix(key, NodePrefix) }
+
+// checkKey checks a key a class writes.
 func checkKey(key string) error {
+	if isNodeKey(key) {
+		return fmt.Errorf("%w: key %.64q begins with the byte 0x00, which marks the node's own keys", ErrLimit, key)
+	}
+	return checkNodeKey(key)
+}
+
+// checkNodeKey checks a key's length.
+func checkNodeKey(key string) error {
 	switch {
 	case key == "":
 		return fmt.Errorf("%w: empty key", ErrLimit)
@@ -168,6 +205,11 @@ func (t *txn) checkPut(key string, n, size, cur int) (int, error) {
 	if err := checkKey(key); err != nil {
 		return 0, err
 	}
+	return t.checkSize(key, n, size, cur)
+}
+
+// checkSize is checkPut past the key's own checks.
+func (t *txn) checkSize(key string, n, size, cur int) (int, error) {
 	if n > MaxValueLen {
 		return 0, fmt.Errorf("%w: value of %d bytes under key %.64q, over %d", ErrLimit, n, key, MaxValueLen)
 	}
@@ -189,22 +231,75 @@ func (t *txn) Put(key string, value []byte) error {
 }
 
 func (t *txn) Delete(key string) {
+	if isNodeKey(key) {
+		return
+	}
+	t.nodeDelete(key)
+}
+
+func (t *txn) nodeGet(key string) ([]byte, bool) { return t.lookup(key) }
+
+func (t *txn) nodePut(key string, value []byte) error {
+	if !isNodeKey(key) {
+		return fmt.Errorf("node key %.64q lacks the node's prefix", key)
+	}
+	if err := checkNodeKey(key); err != nil {
+		return err
+	}
+	size, err := t.checkSize(key, len(value), t.size, t.current(key))
+	if err != nil {
+		return err
+	}
+	t.size = size
+	t.writes[key] = append(make([]byte, 0, len(value)), value...)
+	return nil
+}
+
+func (t *txn) nodeDelete(key string) {
 	t.size -= t.current(key)
 	t.writes[key] = nil
+}
+
+func (t *txn) nodeList(prefix string) []Entry {
+	return t.entries(ListOptions{Prefix: prefix}, true)
+}
+
+// deleteAll removes every key, the node's too.
+func (t *txn) deleteAll() {
+	for k := range t.base {
+		t.writes[k] = nil
+	}
+	for k, v := range t.writes {
+		if v != nil {
+			t.writes[k] = nil
+		}
+	}
+	t.size = 0
 }
 
 func (t *txn) List(opt ListOptions) ([]Entry, error) {
 	if opt.Limit < 0 {
 		return nil, fmt.Errorf("list: negative limit %d", opt.Limit)
 	}
+	entries := t.entries(opt, false)
+	for i := range entries {
+		entries[i].Value = append([]byte(nil), entries[i].Value...)
+	}
+	return entries, nil
+}
+
+// entries lists the window opt selects of the class's keys (node false)
+// or of the node's (node true), values not copied.
+func (t *txn) entries(opt ListOptions, node bool) []Entry {
 	var keys []string
+	in := func(k string) bool { return isNodeKey(k) == node && opt.includes(k) }
 	for k := range t.base {
-		if _, written := t.writes[k]; !written && opt.includes(k) {
+		if _, written := t.writes[k]; !written && in(k) {
 			keys = append(keys, k)
 		}
 	}
 	for k, v := range t.writes {
-		if v != nil && opt.includes(k) {
+		if v != nil && in(k) {
 			keys = append(keys, k)
 		}
 	}
@@ -222,9 +317,9 @@ func (t *txn) List(opt ListOptions) ([]Entry, error) {
 	entries := make([]Entry, len(keys))
 	for i, k := range keys {
 		v, _ := t.lookup(k)
-		entries[i] = Entry{Key: k, Value: append([]byte(nil), v...)}
+		entries[i] = Entry{Key: k, Value: v}
 	}
-	return entries, nil
+	return entries
 }
 
 // includes says whether key is in the window o selects, Limit aside.
