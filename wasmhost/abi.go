@@ -47,6 +47,7 @@ type event struct {
 	st        actors.Storage
 	value     []byte // value of the last storage_get_len, for storage_get_read
 	list      []byte // encoded result of the last storage_list_len, for storage_list_read
+	many      []byte // encoded values of the last storage_get_many_len, for storage_get_many_read
 
 	// WebSockets (sockets.go).
 	request  bool           // a request event (else a socket event)

@@ -113,6 +113,104 @@ func storageFunctions(fn hostFunc) {
 		ev := eventOf(ctx)
 		ev.st.Delete(string(read(mod, api.DecodeU32(stack[0]), api.DecodeU32(stack[1]))))
 	}, []api.ValueType{i32, i32}, nil)
+	// storage_delete_all() -> i32: 0, or 1 if the storage could not be
+	// listed (nothing deleted).
+	fn("storage_delete_all", func(ctx context.Context, _ api.Module, stack []uint64) {
+		ev := eventOf(ctx)
+		if err := actors.DeleteAll(ev.st); err != nil {
+			ev.logger().Debug("guest storage delete all refused", slog.Any("err", err))
+			stack[0] = 1
+			return
+		}
+		stack[0] = 0
+	}, nil, []api.ValueType{i32})
+	// storage_get_many_len(keys, keys_len) -> i32: the size of the
+	// encoded values, or -1 for over maxGetKeys keys. The values wait for
+	// storage_get_many_read. A malformed encoding is an ABI violation.
+	fn("storage_get_many_len", func(ctx context.Context, mod api.Module, stack []uint64) {
+		ev := eventOf(ctx)
+		ev.many = nil
+		keys, n, ok := decodeKeys(read(mod, api.DecodeU32(stack[0]), api.DecodeU32(stack[1])))
+		if !ok {
+			panic(errBadKeys)
+		}
+		if n > maxGetKeys {
+			ev.logger().Debug("guest storage get many refused", slog.Int("keys", n), slog.Int("max", maxGetKeys))
+			stack[0] = api.EncodeI32(-1)
+			return
+		}
+		ev.many = encodeValues(ev.st, keys)
+		stack[0] = api.EncodeU32(uint32(len(ev.many)))
+	}, []api.ValueType{i32, i32}, []api.ValueType{i32})
+	// storage_get_many_read(ptr, len) -> i32: copies the values of the
+	// last storage_get_many_len into the buffer.
+	fn("storage_get_many_read", func(ctx context.Context, mod api.Module, stack []uint64) {
+		ev := eventOf(ctx)
+		n := write(mod, api.DecodeU32(stack[0]), api.DecodeU32(stack[1]), ev.many)
+		ev.many = nil
+		stack[0] = api.EncodeU32(n)
+	}, []api.ValueType{i32, i32}, []api.ValueType{i32})
+}
+
+// maxGetKeys bounds the keys of one storage_get_many_len (ABI.md), so
+// that the values it holds for the guest are at most maxGetKeys ×
+// actors.MaxValueLen bytes (16 MiB), however often a key is asked.
+const maxGetKeys = 128
+
+// Invariant: the encoded values of maxGetKeys keys fit an i32 (the
+// constant does not compile if negative).
+const _ uint32 = math.MaxInt32 - maxGetKeys*(5+actors.MaxValueLen) - 4
+
+// errBadKeys fails a storage_get_many_len call whose encoding is
+// malformed.
+var errBadKeys = errors.New("wasmkeep storage_get_many_len given a malformed encoding")
+
+// decodeKeys decodes the keys of storage_get_many_len: a count, then each
+// key. It checks the whole encoding but keeps at most maxGetKeys keys, so
+// that a guest cannot make the host allocate for more; n is the count of
+// keys encoded.
+func decodeKeys(b []byte) (keys []string, n int, ok bool) {
+	r := wire.NewReader(b)
+	n = r.Count(4)
+	keys = make([]string, 0, min(n, maxGetKeys))
+	for i := range n {
+		if i < maxGetKeys {
+			keys = append(keys, r.String())
+		} else {
+			r.Skip()
+		}
+	}
+	if r.Err() {
+		return nil, 0, false
+	}
+	return keys, n, true
+}
+
+// encodeValues looks up keys in st and lays out the result of
+// storage_get_many_len: a count, then for each key in order whether it has
+// a value (a byte, 1 or 0) and, if so, the value.
+func encodeValues(st actors.Storage, keys []string) []byte {
+	vals := make([][]byte, len(keys))
+	found := make([]bool, len(keys))
+	size := 4
+	for i, k := range keys {
+		vals[i], found[i] = st.Get(k)
+		size++
+		if found[i] {
+			size += 4 + len(vals[i])
+		}
+	}
+	b := make([]byte, 0, size)
+	b = wire.AppendU32(b, uint32(len(keys)))
+	for i := range keys {
+		if !found[i] {
+			b = append(b, 0)
+			continue
+		}
+		b = append(b, 1)
+		b = wire.AppendBytes(b, vals[i])
+	}
+	return b
 }
 
 // List flags (ABI.md).

@@ -1,9 +1,12 @@
 package wasmhost
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -251,5 +254,211 @@ func TestRawStorageABI(t *testing.T) {
 	}
 	if got := body(t, in, "/events"); got != "1" {
 		t.Fatalf("event after the malformed batch = %q, want 1 (a fresh wasm instance)", got)
+	}
+}
+
+func TestGuestGetMany(t *testing.T) {
+	in := newInstance(t, Config{}, probeGuest)
+	st := memStorage{"a": []byte("A"), "b": []byte(""), "c": []byte("C")}
+	tests := []struct {
+		query string
+		want  string
+	}{
+		{"keys=a,x,b,c", "a=A\nx absent\nb=\nc=C\n"},
+		{"keys=c,c,nope", "c=C\nc=C\nnope absent\n"},
+		// A key the event wrote itself, before the read.
+		{"keys=a,w&put=w", "a=A\nw=written\n"},
+		{"keys=", " absent\n"}, // the empty key has no value
+		{"", ""},
+	}
+	for _, tt := range tests {
+		resp := do(t, in, get("/get-many", tt.query), st)
+		if resp.Status != http.StatusOK || string(resp.Body) != tt.want {
+			t.Errorf("get-many ?%s = %d %q, want %q", tt.query, resp.Status, resp.Body, tt.want)
+		}
+	}
+	// Over one host call's keys: the SDK asks once per 128.
+	for i := range 250 {
+		st[fmt.Sprintf("k%d", i)] = []byte("v")
+	}
+	if resp := do(t, in, get("/get-many", "n=300"), st); string(resp.Body) != "250 found" {
+		t.Fatalf("get-many of 300 keys = %q, want 250 found", resp.Body)
+	}
+}
+
+func TestGuestPutMany(t *testing.T) {
+	in := newInstance(t, Config{}, probeGuest)
+	st := memStorage{"a": []byte("A")}
+	if resp := do(t, in, post("/put-many", "", "a 1\nb 2\nc "), st); string(resp.Body) != "ok" {
+		t.Fatalf("put-many = %q", resp.Body)
+	}
+	if string(st["a"]) != "1" || string(st["b"]) != "2" || string(st["c"]) != "" || len(st) != 3 {
+		t.Fatalf("after put-many: %q", st)
+	}
+	// All or nothing: an empty key refuses the whole, as do too many.
+	if resp := do(t, in, post("/put-many", "", "d 4\n x"), st); string(resp.Body) != "refused" {
+		t.Fatalf("put-many with an empty key = %q", resp.Body)
+	}
+	if resp := do(t, in, post("/put-many", fmt.Sprintf("n=%d", actors.MaxBatchOps+1), ""), st); string(resp.Body) != "refused" {
+		t.Fatalf("put-many of %d = %q", actors.MaxBatchOps+1, resp.Body)
+	}
+	if _, ok := st["d"]; ok || len(st) != 3 {
+		t.Fatalf("a refused put-many wrote: %q", st)
+	}
+}
+
+func TestGuestDeleteAll(t *testing.T) {
+	in := newInstance(t, Config{}, probeGuest)
+	st := memStorage{"a": []byte("A"), "b/1": []byte("1")}
+	// The event's own write goes too; a write after it stays.
+	if resp := do(t, in, get("/delete-all", "put=x&after=y"), st); string(resp.Body) != "y=after\n" {
+		t.Fatalf("delete-all = %q, want only y", resp.Body)
+	}
+	if len(st) != 1 || string(st["y"]) != "after" {
+		t.Fatalf("after delete-all: %q", st)
+	}
+	if resp := do(t, in, get("/delete-all", ""), st); string(resp.Body) != "" || len(st) != 0 {
+		t.Fatalf("delete-all = %q, storage %q", resp.Body, st)
+	}
+}
+
+// keysOf encodes keys as storage_get_many_len takes them.
+func keysOf(count uint32, keys ...string) []byte {
+	b := wire.AppendU32(nil, count)
+	for _, k := range keys {
+		b = wire.AppendString(b, k)
+	}
+	return b
+}
+
+func TestDecodeKeys(t *testing.T) {
+	keys, n, ok := decodeKeys(keysOf(3, "a", "", "a"))
+	if !ok || n != 3 || !slices.Equal(keys, []string{"a", "", "a"}) {
+		t.Fatalf("decodeKeys = %q, %d, %v", keys, n, ok)
+	}
+	if keys, n, ok := decodeKeys(keysOf(0)); !ok || n != 0 || len(keys) != 0 {
+		t.Fatalf("no keys = %q, %d, %v", keys, n, ok)
+	}
+	// Past maxGetKeys the encoding is checked but the keys not kept.
+	many := make([]string, maxGetKeys+3)
+	if keys, n, ok := decodeKeys(keysOf(uint32(len(many)), many...)); !ok || n != len(many) || len(keys) != maxGetKeys {
+		t.Fatalf("many keys: %d kept, n %d, ok %v", len(keys), n, ok)
+	}
+	good := keysOf(2, "a", "b")
+	for name, b := range map[string][]byte{
+		"empty":          nil,
+		"short count":    {1, 0},
+		"truncated":      good[:len(good)-1],
+		"left over":      append(good[:len(good):len(good)], 0),
+		"count too high": keysOf(3, "a", "b"),
+		"count too low":  keysOf(1, "a", "b"),
+		"huge count":     wire.AppendU32(nil, 1<<31),
+		"past the keep":  keysOf(maxGetKeys+1, make([]string, maxGetKeys)...),
+	} {
+		if keys, n, ok := decodeKeys(b); ok {
+			t.Errorf("%s: decodeKeys = %q, %d, true", name, keys, n)
+		}
+	}
+}
+
+func TestEncodeValues(t *testing.T) {
+	b := encodeValues(memStorage{"a": []byte("1"), "e": nil}, []string{"a", "x", "e"})
+	want := []byte{3, 0, 0, 0, 1, 1, 0, 0, 0, '1', 0, 1, 0, 0, 0, 0}
+	if !bytes.Equal(b, want) || cap(b) != len(b) {
+		t.Fatalf("encodeValues = %v (cap %d), want %v", b, cap(b), want)
+	}
+}
+
+// TestRawGetMany hands storage_get_many_len encodings the SDK never
+// makes: over 128 keys answers -1, and a malformed one breaks the ABI,
+// which fails the event and discards the wasm instance.
+func TestRawGetMany(t *testing.T) {
+	in := newInstance(t, Config{}, probeGuest)
+	st := memStorage{"k": []byte("v")}
+	raw := func(b []byte) (*actors.Response, error) {
+		return in.Handle(context.Background(), &actors.Request{Method: http.MethodPost, Path: "/raw-get-many", Header: http.Header{}, Body: b}, st)
+	}
+	for _, tt := range []struct {
+		keys []byte
+		want string
+	}{
+		{keysOf(2, "k", "x"), "11"}, // count, found "v", absent
+		{keysOf(maxGetKeys, make([]string, maxGetKeys)...), fmt.Sprint(4 + maxGetKeys)},
+		{keysOf(maxGetKeys+1, make([]string, maxGetKeys+1)...), "-1"},
+	} {
+		resp, err := raw(tt.keys)
+		if err != nil || string(resp.Body) != tt.want {
+			t.Fatalf("raw get-many of %d bytes = %v %v, want %q", len(tt.keys), resp, err, tt.want)
+		}
+	}
+	body(t, in, "/events")
+	if _, err := raw(keysOf(2, "k")); !errors.Is(err, ErrGuest) {
+		t.Fatalf("malformed get-many: err = %v, want ErrGuest", err)
+	}
+	if got := body(t, in, "/events"); got != "1" {
+		t.Fatalf("event after the malformed get-many = %q, want 1 (a fresh wasm instance)", got)
+	}
+}
+
+// probeHost serves the probe as class "probe" of an actors.Host over a
+// memory bucket, in isolation iso (one shared wasm instance in class), and
+// returns a function that delivers a request to an actor and answers its
+// status and body.
+func probeHost(t *testing.T, iso Isolation) func(name string, req *actors.Request) (int, string) {
+	t.Helper()
+	r := newRuntime(t, Config{Isolation: map[string]Isolation{"probe": iso}, SharedInstances: 1})
+	m, err := r.Compile(t.Context(), "probe", guest(t, probeGuest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := actors.NewRegistry()
+	if err := reg.Register("probe", m); err != nil {
+		t.Fatal(err)
+	}
+	h, err := actors.NewHost(actors.Config{Keeper: anyKeeper{}, Bucket: memstore.New(memstore.Faults{}), Registry: reg, System: keeper.NewSystem(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = h.HibernateAll(context.Background())
+		if st := m.Stats(); st.Failures != 0 {
+			t.Errorf("%d guest failures", st.Failures)
+		}
+	})
+	return func(name string, req *actors.Request) (int, string) {
+		t.Helper()
+		resp, err := h.Deliver(t.Context(), ownership.Actor{Class: "probe", Name: name}, 1, req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", name, req.Path, err)
+		}
+		return resp.Status, string(resp.Body)
+	}
+}
+
+// TestGuestStorageManyInHost runs put-many, get-many and delete-all on the
+// storage of real events, in both isolations: they act for the event's
+// actor alone (a's keys stay when b, on the same shared wasm instance,
+// deletes all of its own), and delete-all commits with the event.
+func TestGuestStorageManyInHost(t *testing.T) {
+	for _, iso := range isolations {
+		t.Run(iso.String(), func(t *testing.T) {
+			deliver := probeHost(t, iso)
+			expect := func(name string, req *actors.Request, want string) {
+				t.Helper()
+				if status, got := deliver(name, req); status != http.StatusOK || got != want {
+					t.Fatalf("%s %s ?%v = %d %q, want %q", name, req.Path, req.Query, status, got, want)
+				}
+			}
+			expect("a", post("/put-many", "", "k1 a1\nk2 a2\nk3 a3"), "ok")
+			expect("b", post("/put-many", "", "k1 b1\nb-only x"), "ok")
+			expect("a", get("/get-many", "keys=k1,k2,b-only,k3,k4"), "k1=a1\nk2=a2\nb-only absent\nk3=a3\nk4 absent\n")
+			expect("b", get("/delete-all", "after=k9"), "k9=after\n")
+			expect("b", get("/get-many", "keys=k1,b-only,k9"), "k1 absent\nb-only absent\nk9=after\n")
+			expect("a", get("/list", ""), "k1=a1\nk2=a2\nk3=a3\n")
+			expect("a", get("/get-many", "keys=k1,w&put=w"), "k1=a1\nw=written\n")
+			expect("a", get("/delete-all", "put=x"), "")
+			expect("a", get("/list", ""), "")
+			expect("b", get("/list", ""), "k9=after\n")
+		})
 	}
 }

@@ -27,6 +27,12 @@ func storageListRead([]byte) { panic(notWasm) }
 
 func storageBatch([]byte) uint32 { panic(notWasm) }
 
+func storageDeleteAll() uint32 { panic(notWasm) }
+
+func storageGetManyLen([]byte) int32 { panic(notWasm) }
+
+func storageGetManyRead([]byte) { panic(notWasm) }
+
 func hostLog(int32, string) { panic(notWasm) }
 
 func wsAccept([]byte) uint32 { panic(notWasm) }

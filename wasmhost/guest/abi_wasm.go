@@ -42,6 +42,15 @@ func wkStorageListRead(ptr unsafe.Pointer, n uint32) uint32
 //go:wasmimport wasmkeep storage_batch
 func wkStorageBatch(ptr unsafe.Pointer, n uint32) uint32
 
+//go:wasmimport wasmkeep storage_delete_all
+func wkStorageDeleteAll() uint32
+
+//go:wasmimport wasmkeep storage_get_many_len
+func wkStorageGetManyLen(keys unsafe.Pointer, keysLen uint32) int32
+
+//go:wasmimport wasmkeep storage_get_many_read
+func wkStorageGetManyRead(ptr unsafe.Pointer, n uint32) uint32
+
 //go:wasmimport wasmkeep log
 func wkLog(level int32, msg unsafe.Pointer, msgLen uint32)
 
@@ -95,6 +104,14 @@ func storageListLen(opts []byte) int32 { return wkStorageListLen(bytesPtr(opts),
 func storageListRead(b []byte) { wkStorageListRead(bytesPtr(b), uint32(len(b))) }
 
 func storageBatch(b []byte) uint32 { return wkStorageBatch(bytesPtr(b), uint32(len(b))) }
+
+func storageDeleteAll() uint32 { return wkStorageDeleteAll() }
+
+func storageGetManyLen(keys []byte) int32 {
+	return wkStorageGetManyLen(bytesPtr(keys), uint32(len(keys)))
+}
+
+func storageGetManyRead(b []byte) { wkStorageGetManyRead(bytesPtr(b), uint32(len(b))) }
 
 func hostLog(level int32, msg string) { wkLog(level, stringPtr(msg), uint32(len(msg))) }
 

@@ -53,7 +53,10 @@
 // Storage is the actor's durable state: the writes of one event commit
 // together after the handler returns, and are discarded if the event
 // fails. Storage.List reads a window of entries in key order, seeing the
-// event's own writes; Storage.Batch applies several writes all or nothing.
+// event's own writes; Storage.Batch applies several writes all or nothing
+// (Storage.PutMany, several puts); Storage.GetMany reads many keys in one
+// host call (per 128 keys); Storage.DeleteAll removes every key, committed
+// with the event's other writes or not at all.
 //
 // A panic that the handler does not recover ends the instance; its event
 // fails with 500 and the next event runs on a fresh instance (in

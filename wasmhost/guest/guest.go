@@ -90,6 +90,10 @@ var ErrLimit = errors.New("guest: storage limit")
 // ErrListOptions is returned by List for invalid options.
 var ErrListOptions = errors.New("guest: invalid list options")
 
+// ErrDeleteAll is returned by DeleteAll when the host could not list the
+// actor's keys; none is deleted then.
+var ErrDeleteAll = errors.New("guest: storage not deleted")
+
 // MaxBatchOps bounds the ops of one Batch.
 const MaxBatchOps = 128
 
@@ -179,6 +183,52 @@ func (Store) List(opt ListOptions) ([]Entry, error) {
 func (Store) Batch(ops ...Op) error {
 	if storageBatch(encodeBatch(ops)) != 0 {
 		return ErrLimit
+	}
+	return nil
+}
+
+// PutMany sets each entry's key to its value, in order, all or nothing,
+// in one host call: it is Batch with puts only, and fails the same way.
+func (s Store) PutMany(entries ...Entry) error {
+	ops := make([]Op, len(entries))
+	for i, e := range entries {
+		ops[i] = Op{Key: e.Key, Value: e.Value}
+	}
+	return s.Batch(ops...)
+}
+
+// maxGetKeys bounds the keys of one host call of GetMany (wasmhost/ABI.md,
+// storage_get_many_len).
+const maxGetKeys = 128
+
+// GetMany returns the values under keys, by key; a key without a value is
+// not in the map. Like Get it sees the event's own writes. It asks the
+// host once per 128 keys.
+func (Store) GetMany(keys ...string) map[string][]byte {
+	vals := make(map[string][]byte, len(keys))
+	for len(keys) > 0 {
+		part := keys[:min(len(keys), maxGetKeys)]
+		keys = keys[len(part):]
+		n := storageGetManyLen(encodeKeys(part))
+		if n < 0 {
+			panic("guest: storage get many refused by the host")
+		}
+		buf := make([]byte, n)
+		storageGetManyRead(buf)
+		if !decodeValues(buf, part, vals) {
+			panic("guest: storage get many result from the host is malformed")
+		}
+	}
+	return vals
+}
+
+// DeleteAll removes every key of the actor, the event's own writes so far
+// included; the event's later writes start from an empty storage. Like
+// every write it commits with the event's others, or not at all. It fails
+// with ErrDeleteAll only if the host could not list the keys.
+func (Store) DeleteAll() error {
+	if storageDeleteAll() != 0 {
+		return ErrDeleteAll
 	}
 	return nil
 }
@@ -312,6 +362,41 @@ func encodeBatch(ops []Op) []byte {
 		b = wire.AppendBytes(b, op.Value)
 	}
 	return b
+}
+
+// encodeKeys lays out the keys of storage_get_many_len: a count, then
+// each key.
+func encodeKeys(keys []string) []byte {
+	n := 4
+	for _, k := range keys {
+		n += 4 + len(k)
+	}
+	b := make([]byte, 0, n)
+	b = wire.AppendU32(b, uint32(len(keys)))
+	for _, k := range keys {
+		b = wire.AppendString(b, k)
+	}
+	return b
+}
+
+// decodeValues reads the result of storage_get_many_len for keys into
+// vals: a count (that of keys), then for each key whether it has a value
+// and, if so, the value.
+func decodeValues(b []byte, keys []string, vals map[string][]byte) bool {
+	r := wire.NewReader(b)
+	if r.Count(1) != len(keys) {
+		return false
+	}
+	for _, k := range keys {
+		switch r.U8() {
+		case 0:
+		case 1:
+			vals[k] = r.Bytes()
+		default:
+			return false
+		}
+	}
+	return !r.Err()
 }
 
 func cut(s string, sep byte) (before, after string, found bool) {

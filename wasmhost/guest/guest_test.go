@@ -192,3 +192,37 @@ func TestCallEncodings(t *testing.T) {
 		t.Fatal("a response with a byte left over decoded")
 	}
 }
+
+func TestEncodeKeys(t *testing.T) {
+	b := encodeKeys([]string{"a", "", "bc"})
+	want := []byte{3, 0, 0, 0, 1, 0, 0, 0, 'a', 0, 0, 0, 0, 2, 0, 0, 0, 'b', 'c'}
+	if string(b) != string(want) || cap(b) != len(b) {
+		t.Fatalf("encodeKeys = %v (cap %d), want %v", b, cap(b), want)
+	}
+}
+
+func TestDecodeValues(t *testing.T) {
+	b := wire.AppendU32(nil, 3)
+	b = append(b, 1)
+	b = wire.AppendString(b, "1")
+	b = append(b, 0, 1)
+	b = wire.AppendString(b, "")
+	vals := map[string][]byte{}
+	if !decodeValues(b, []string{"a", "x", "e"}, vals) || len(vals) != 2 || string(vals["a"]) != "1" ||
+		vals["e"] == nil || len(vals["e"]) != 0 {
+		t.Fatalf("decodeValues = %q", vals)
+	}
+	for name, tt := range map[string]struct {
+		b    []byte
+		keys []string
+	}{
+		"truncated":   {b[:len(b)-1], []string{"a", "x", "e"}},
+		"left over":   {append(b[:len(b):len(b)], 0), []string{"a", "x", "e"}},
+		"wrong count": {b, []string{"a", "x"}},
+		"bad flag":    {append(wire.AppendU32(nil, 1), 2), []string{"a"}},
+	} {
+		if decodeValues(tt.b, tt.keys, map[string][]byte{}) {
+			t.Errorf("%s: decodeValues accepted it", name)
+		}
+	}
+}

@@ -104,6 +104,16 @@ func (r *Reader) String() string {
 	return s
 }
 
+// Skip reads past a length-prefixed string without copying it.
+func (r *Reader) Skip() {
+	n := r.U32()
+	if r.bad || uint64(n) > uint64(len(r.b)) {
+		r.bad = true
+		return
+	}
+	r.b = r.b[n:]
+}
+
 // Count reads a count of items each at least min bytes long, and rejects
 // one the rest of the buffer cannot hold, so that a decoder never
 // allocates for items that are not there.

@@ -7,6 +7,7 @@ func TestRoundTrip(t *testing.T) {
 	b = AppendU32(b, 0xdeadbeef)
 	b = AppendString(b, "héllo")
 	b = AppendBytes(b, nil)
+	b = AppendString(b, "skipped")
 	b = AppendU32(b, 2)
 	r := NewReader(b)
 	if v := r.U32(); v != 0xdeadbeef {
@@ -18,6 +19,7 @@ func TestRoundTrip(t *testing.T) {
 	if p := r.Bytes(); len(p) != 0 {
 		t.Fatalf("Bytes = %q", p)
 	}
+	r.Skip()
 	if n := r.Count(0); n != 2 {
 		t.Fatalf("Count = %d", n)
 	}
@@ -35,6 +37,7 @@ func TestShortAndOversized(t *testing.T) {
 		{"short u32", []byte{1, 2}, func(r *Reader) { r.U32() }},
 		{"string past end", AppendU32(nil, 10), func(r *Reader) { _ = r.String() }},
 		{"bytes past end", append(AppendU32(nil, 3), 'a'), func(r *Reader) { r.Bytes() }},
+		{"skip past end", append(AppendU32(nil, 3), 'a'), func(r *Reader) { r.Skip() }},
 		{"count past end", AppendU32(nil, 1<<30), func(r *Reader) { r.Count(8) }},
 		{"left over", []byte{0, 0, 0, 0, 9}, func(r *Reader) { r.U32() }},
 	}

@@ -65,6 +65,14 @@ func serve(r *guest.Request) *guest.Response {
 		return batch(r)
 	case "/raw-batch":
 		return guest.Text(200, strconv.Itoa(int(rawBatch(r.Body))))
+	case "/get-many":
+		return getMany(r)
+	case "/put-many":
+		return putMany(r)
+	case "/delete-all":
+		return deleteAll(r)
+	case "/raw-get-many":
+		return guest.Text(200, strconv.Itoa(int(rawGetManyLen(r.Body))))
 	case "/raw-list":
 		return guest.Text(200, strconv.Itoa(int(rawListLen(r.Body))))
 	case "/rand":
@@ -186,6 +194,82 @@ func batch(r *guest.Request) *guest.Response {
 	resp := list(&guest.Request{})
 	resp.Body = append([]byte(result), resp.Body...)
 	return resp
+}
+
+// getMany puts "written" under the query's put key, if any, then reads
+// the comma-separated keys of the query's keys (or k0 to k<n-1> for the
+// query's n) in one GetMany, and answers "key=value" or "key absent" for
+// each, in order (for n: how many were found).
+func getMany(r *guest.Request) *guest.Response {
+	if key, ok := r.Query("put"); ok {
+		guest.Storage.Put(key, []byte("written"))
+	}
+	var keys []string
+	if s, ok := r.Query("keys"); ok {
+		keys = strings.Split(s, ",")
+	}
+	if s, ok := r.Query("n"); ok {
+		n, _ := strconv.Atoi(s)
+		for i := range n {
+			keys = append(keys, "k"+strconv.Itoa(i))
+		}
+	}
+	vals := guest.Storage.GetMany(keys...)
+	if _, ok := r.Query("n"); ok {
+		return guest.Text(200, strconv.Itoa(len(vals))+" found")
+	}
+	var b []byte
+	for _, k := range keys {
+		if v, ok := vals[k]; ok {
+			b = append(b, k+"="+string(v)+"\n"...)
+		} else {
+			b = append(b, k+" absent\n"...)
+		}
+	}
+	return guest.Text(200, string(b))
+}
+
+// putMany puts the body's lines, "key value" each, in one PutMany (or k0
+// to k<n-1> for the query's n, each valued its key), and answers "ok" or
+// "refused".
+func putMany(r *guest.Request) *guest.Response {
+	var entries []guest.Entry
+	rest := string(r.Body)
+	for rest != "" {
+		var line string
+		line, rest = cut(rest, '\n')
+		k, v := cut(line, ' ')
+		entries = append(entries, guest.Entry{Key: k, Value: []byte(v)})
+	}
+	if s, ok := r.Query("n"); ok {
+		n, _ := strconv.Atoi(s)
+		for i := range n {
+			k := "k" + strconv.Itoa(i)
+			entries = append(entries, guest.Entry{Key: k, Value: []byte(k)})
+		}
+	}
+	if err := guest.Storage.PutMany(entries...); err == guest.ErrLimit {
+		return guest.Text(200, "refused")
+	} else if err != nil {
+		return guest.Text(500, err.Error())
+	}
+	return guest.Text(200, "ok")
+}
+
+// deleteAll puts "before" under the query's put key, if any, deletes
+// every key, then puts "after" under the query's after key, if any, and
+// answers the listing of the storage as the event sees it.
+func deleteAll(r *guest.Request) *guest.Response {
+	if key, ok := r.Query("put"); ok {
+		guest.Storage.Put(key, []byte("before"))
+	}
+	if err := guest.Storage.DeleteAll(); err != nil {
+		return guest.Text(500, err.Error())
+	}
+	if key, ok := r.Query("after"); ok {
+		guest.Storage.Put(key, []byte("after"))
+	}
+	return list(&guest.Request{})
 }
 
 func cut(s string, sep byte) (before, after string) {

@@ -11,6 +11,13 @@ func wkRawBatch(ptr unsafe.Pointer, n uint32) uint32
 //go:wasmimport wasmkeep storage_list_len
 func wkRawListLen(ptr unsafe.Pointer, n uint32) int32
 
+//go:wasmimport wasmkeep storage_get_many_len
+func wkRawGetManyLen(ptr unsafe.Pointer, n uint32) int32
+
+func rawGetManyLen(b []byte) int32 {
+	return wkRawGetManyLen(unsafe.Pointer(unsafe.SliceData(b)), uint32(len(b)))
+}
+
 func rawBatch(b []byte) uint32 {
 	return wkRawBatch(unsafe.Pointer(unsafe.SliceData(b)), uint32(len(b)))
 }
