@@ -44,6 +44,7 @@ type event struct {
 	resp      []byte    // encoded response, once the guest handed it out
 	responded bool
 	response  *actors.Response // resp decoded, once the call returned
+	rollback  bool             // event_rollback: discard the event's writes and output
 	st        actors.Storage
 	value     []byte // value of the last storage_get_len, for storage_get_read
 	list      []byte // encoded result of the last storage_list_len, for storage_list_read
@@ -285,6 +286,11 @@ func instantiateABI(ctx context.Context, rt wazero.Runtime) error {
 		stack[0] = 0
 	}, []api.ValueType{i32, i32}, []api.ValueType{i32})
 	storageFunctions(fn)
+	// event_rollback(): the event's writes and socket output are to be
+	// discarded, its response answered all the same.
+	fn("event_rollback", func(ctx context.Context, _ api.Module, _ []uint64) {
+		eventOf(ctx).rollback = true
+	}, nil, nil)
 	// log(level, msg, msg_len)
 	fn("log", func(ctx context.Context, mod api.Module, stack []uint64) {
 		ev := frameOf(ctx)

@@ -45,6 +45,13 @@ func callFunctions(fn hostFunc) {
 		if !ok {
 			panic(errBadCall)
 		}
+		if ev.rollback {
+			// The call would commit the writes the event rolled back.
+			ev.logger().Debug("guest actor call refused: the event rolled back",
+				slog.String("to_class", to.Class), slog.String("to_name", to.Name))
+			stack[0] = api.EncodeI32(callBad)
+			return
+		}
 		resp, err := actors.Call(ctx, to, req)
 		if err != nil {
 			code := callCode(err)

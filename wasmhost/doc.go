@@ -74,6 +74,10 @@
 //     wasmkeep_wasm_shared_actors_dropped_total for the objects dropped).
 //     A guest panic that the guest recovers is not an error and keeps the
 //     wasm instance.
+//   - Rollback: a guest that calls event_rollback ends its event as
+//     actors.Rollback does a Go class's: its writes and socket output are
+//     discarded, and in a request the client gets the guest's response.
+//     It is no failure: the wasm instance is kept and nothing is counted.
 //   - A module without the wasmkeep_on_request export is valid: its events
 //     are answered 501 Not Implemented; without wasmkeep_on_socket, its
 //     socket events are dropped.

@@ -165,15 +165,22 @@ func (m *Module) handleOn(ctx context.Context, run runner, ref *actorRef, req *a
 	}
 	ev := &event{actor: ref, req: encodeRequest(req), request: true, st: st, ws: socketsOf(ctx)}
 	code, err := run.run(ctx, "request", false, ev)
-	switch {
-	case err != nil:
+	if err != nil {
 		return nil, err
-	case code == wire.NotHandled:
-		return notImplemented(), nil
-	case ev.accepted:
-		return actors.AcceptSocket(ev.accept...), nil
 	}
-	return ev.response, nil
+	resp := ev.response
+	switch {
+	case code == wire.NotHandled:
+		resp = notImplemented()
+	case ev.accepted:
+		resp = actors.AcceptSocket(ev.accept...)
+	}
+	if ev.rollback {
+		// actors answers resp and discards the writes and output (and
+		// fails the event if resp accepts the WebSocket).
+		return nil, actors.Rollback(resp)
+	}
+	return resp, nil
 }
 
 // handleSocketOn runs a socket event of the actor ref on the wasm instance
@@ -183,8 +190,13 @@ func (m *Module) handleSocketOn(ctx context.Context, run runner, ref *actorRef, 
 		return nil
 	}
 	ev := &event{actor: ref, sock: encodeSocketEvent(sev), st: st, ws: socketsOf(ctx)}
-	_, err := run.run(ctx, "socket event", true, ev)
-	return err
+	if _, err := run.run(ctx, "socket event", true, ev); err != nil {
+		return err
+	}
+	if ev.rollback {
+		return actors.Rollback(nil)
+	}
+	return nil
 }
 
 // Instance runs the events of one actor on a wasm instance of a Module of
@@ -225,9 +237,12 @@ func (in *Instance) Started() bool { return in.w != nil }
 // A guest that accepted the WebSocket upgrade (ws_accept) gets
 // actors.AcceptSocket with its tags as its response, whatever it handed
 // out with response_write. A module without wasmkeep_on_request, or a
-// guest that registered no handler, answers 501 Not Implemented. Any error
-// (the guest trapped, panicked, ran out of memory or time, or broke the
-// ABI) discards the wasm instance, so that the next event starts a fresh
+// guest that registered no handler, answers 501 Not Implemented. An event
+// whose guest called event_rollback returns actors.Rollback of the
+// guest's response as its error, and keeps the wasm instance: actors
+// answers that response and discards the event's writes and socket
+// output. Any other error (the guest trapped, panicked, ran out of memory
+// or time, or broke the ABI) discards the wasm instance, so that the next event starts a fresh
 // one; the error wraps ErrTimeout, ErrGuest or ErrClosed, and the caller
 // turns it into a 500.
 func (in *Instance) Handle(ctx context.Context, req *actors.Request, st actors.Storage) (*actors.Response, error) {
@@ -240,7 +255,9 @@ func (in *Instance) Handle(ctx context.Context, req *actors.Request, st actors.S
 // HandleSocket runs a socket event on the guest's wasmkeep_on_socket,
 // with st as the actor's storage. It implements actors.SocketClass. A
 // module without the export, or a guest that registered no socket
-// handler, drops the event (nil). Errors are as for Handle.
+// handler, drops the event (nil). An event whose guest called
+// event_rollback returns actors.Rollback(nil), and keeps the wasm
+// instance. Errors are as for Handle.
 func (in *Instance) HandleSocket(ctx context.Context, sev *actors.SocketEvent, st actors.Storage) error {
 	if in.closed {
 		return ErrClosed

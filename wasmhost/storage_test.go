@@ -400,11 +400,17 @@ func TestRawGetMany(t *testing.T) {
 	}
 }
 
-// probeHost serves the probe as class "probe" of an actors.Host over a
-// memory bucket, in isolation iso (one shared wasm instance in class), and
-// returns a function that delivers a request to an actor and answers its
-// status and body.
-func probeHost(t *testing.T, iso Isolation) func(name string, req *actors.Request) (int, string) {
+// probeHost is the probe served as class "probe" of an actors.Host over a
+// memory bucket, in one isolation (on one shared wasm instance in class).
+type probeHost struct {
+	t      *testing.T
+	h      *actors.Host
+	m      *Module
+	reg    *actors.Registry
+	bucket ownership.Bucket
+}
+
+func newProbeHost(t *testing.T, iso Isolation) *probeHost {
 	t.Helper()
 	r := newRuntime(t, Config{Isolation: map[string]Isolation{"probe": iso}, SharedInstances: 1})
 	m, err := r.Compile(t.Context(), "probe", guest(t, probeGuest))
@@ -415,23 +421,52 @@ func probeHost(t *testing.T, iso Isolation) func(name string, req *actors.Reques
 	if err := reg.Register("probe", m); err != nil {
 		t.Fatal(err)
 	}
-	h, err := actors.NewHost(actors.Config{Keeper: anyKeeper{}, Bucket: memstore.New(memstore.Faults{}), Registry: reg, System: keeper.NewSystem(nil)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := &probeHost{t: t, m: m, reg: reg, bucket: memstore.New(memstore.Faults{})}
+	p.start()
 	t.Cleanup(func() {
-		_ = h.HibernateAll(context.Background())
+		_ = p.h.HibernateAll(context.Background())
 		if st := m.Stats(); st.Failures != 0 {
 			t.Errorf("%d guest failures", st.Failures)
 		}
 	})
-	return func(name string, req *actors.Request) (int, string) {
-		t.Helper()
-		resp, err := h.Deliver(t.Context(), ownership.Actor{Class: "probe", Name: name}, 1, req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", name, req.Path, err)
-		}
-		return resp.Status, string(resp.Body)
+	return p
+}
+
+// start starts the host, on the bucket of the one before if any.
+func (p *probeHost) start() {
+	p.t.Helper()
+	h, err := actors.NewHost(actors.Config{Keeper: anyKeeper{}, Bucket: p.bucket, Registry: p.reg, System: keeper.NewSystem(nil)})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.h = h
+}
+
+// restart hibernates every actor and starts a new host on the bucket:
+// what the actors' next events see is what their commits left there.
+func (p *probeHost) restart() {
+	p.t.Helper()
+	if err := p.h.HibernateAll(p.t.Context()); err != nil {
+		p.t.Fatal(err)
+	}
+	p.start()
+}
+
+// deliver delivers req to the probe name and returns the response.
+func (p *probeHost) deliver(name string, req *actors.Request) *actors.Response {
+	p.t.Helper()
+	resp, err := p.h.Deliver(p.t.Context(), ownership.Actor{Class: "probe", Name: name}, 1, req)
+	if err != nil {
+		p.t.Fatalf("%s %s: %v", name, req.Path, err)
+	}
+	return resp
+}
+
+// expect delivers req and fails unless the answer is 200 and want.
+func (p *probeHost) expect(name string, req *actors.Request, want string) {
+	p.t.Helper()
+	if resp := p.deliver(name, req); resp.Status != http.StatusOK || string(resp.Body) != want {
+		p.t.Fatalf("%s %s ?%v = %d %q, want %q", name, req.Path, req.Query, resp.Status, resp.Body, want)
 	}
 }
 
@@ -442,13 +477,8 @@ func probeHost(t *testing.T, iso Isolation) func(name string, req *actors.Reques
 func TestGuestStorageManyInHost(t *testing.T) {
 	for _, iso := range isolations {
 		t.Run(iso.String(), func(t *testing.T) {
-			deliver := probeHost(t, iso)
-			expect := func(name string, req *actors.Request, want string) {
-				t.Helper()
-				if status, got := deliver(name, req); status != http.StatusOK || got != want {
-					t.Fatalf("%s %s ?%v = %d %q, want %q", name, req.Path, req.Query, status, got, want)
-				}
-			}
+			p := newProbeHost(t, iso)
+			expect := p.expect
 			expect("a", post("/put-many", "", "k1 a1\nk2 a2\nk3 a3"), "ok")
 			expect("b", post("/put-many", "", "k1 b1\nb-only x"), "ok")
 			expect("a", get("/get-many", "keys=k1,k2,b-only,k3,k4"), "k1=a1\nk2=a2\nb-only absent\nk3=a3\nk4 absent\n")

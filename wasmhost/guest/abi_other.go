@@ -33,6 +33,8 @@ func storageGetManyLen([]byte) int32 { panic(notWasm) }
 
 func storageGetManyRead([]byte) { panic(notWasm) }
 
+func eventRollback() { panic(notWasm) }
+
 func hostLog(int32, string) { panic(notWasm) }
 
 func wsAccept([]byte) uint32 { panic(notWasm) }

@@ -51,6 +51,9 @@ func wkStorageGetManyLen(keys unsafe.Pointer, keysLen uint32) int32
 //go:wasmimport wasmkeep storage_get_many_read
 func wkStorageGetManyRead(ptr unsafe.Pointer, n uint32) uint32
 
+//go:wasmimport wasmkeep event_rollback
+func wkEventRollback()
+
 //go:wasmimport wasmkeep log
 func wkLog(level int32, msg unsafe.Pointer, msgLen uint32)
 
@@ -112,6 +115,8 @@ func storageGetManyLen(keys []byte) int32 {
 }
 
 func storageGetManyRead(b []byte) { wkStorageGetManyRead(bytesPtr(b), uint32(len(b))) }
+
+func eventRollback() { wkEventRollback() }
 
 func hostLog(level int32, msg string) { wkLog(level, stringPtr(msg), uint32(len(msg))) }
 

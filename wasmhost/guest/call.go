@@ -9,7 +9,8 @@ import (
 // Errors of Call (wasmhost/ABI.md, actor_call).
 var (
 	// ErrBadCall: the call was refused for what it asks (a bad class or
-	// actor name, method, path, or a body over the node's limit).
+	// actor name, method, path, or a body over the node's limit), or the
+	// event rolled back (Rollback) before it.
 	ErrBadCall = errors.New("guest: bad actor call")
 	// ErrCallCycle: the callee is waiting in this call chain (it would
 	// wait for itself), or the chain is too deep.

@@ -58,6 +58,13 @@
 // host call (per 128 keys); Storage.DeleteAll removes every key, committed
 // with the event's other writes or not at all.
 //
+// A handler rolls its event back with Rollback: the client gets the
+// response it chose, and its writes and socket output are discarded.
+//
+//	if sold < n {
+//		return guest.Rollback(guest.Text(409, "sold out\n"))
+//	}
+//
 // A panic that the handler does not recover ends the instance; its event
 // fails with 500 and the next event runs on a fresh instance (in
 // IsolationClass, with the Actors of every actor it served: their next
@@ -99,10 +106,11 @@
 // it. A call back into an actor of the same call chain fails at once with
 // ErrCallCycle, since that actor waits for this very call.
 //
-// Storage, Log, Sockets, Accept, Call and the Request methods may be called only
-// from the goroutine that runs a handler, while it runs.
+// Storage, Log, Sockets, Accept, Call, Rollback and the Request methods
+// may be called only from the goroutine that runs a handler, while it
+// runs.
 //
 // Outside a wasm guest (GOOS other than wasip1) the package compiles, so
 // that go vet and go build of a whole module pass, and its unit tests run,
-// but calling Storage, Sockets, Call or Log panics.
+// but calling Storage, Sockets, Call, Rollback or Log panics.
 package guest

@@ -71,6 +71,8 @@ func serve(r *guest.Request) *guest.Response {
 		return putMany(r)
 	case "/delete-all":
 		return deleteAll(r)
+	case "/rollback":
+		return rollback(r)
 	case "/raw-get-many":
 		return guest.Text(200, strconv.Itoa(int(rawGetManyLen(r.Body))))
 	case "/raw-list":
@@ -270,6 +272,42 @@ func deleteAll(r *guest.Request) *guest.Response {
 		guest.Storage.Put(key, []byte("after"))
 	}
 	return list(&guest.Request{})
+}
+
+// rollback writes, and sends to every socket of the actor, what the query
+// asks (put=KEY puts "rolled back" under KEY, delete-all deletes every
+// key, bcast broadcasts "rolled back broadcast"), then rolls the event
+// back, answering status (409 unless given) with header X-Rollback and
+// body "rolled back". With call, it then calls the actor probe/other and
+// adds the outcome to the body.
+func rollback(r *guest.Request) *guest.Response {
+	if key, ok := r.Query("put"); ok {
+		guest.Storage.Put(key, []byte("rolled back"))
+	}
+	if _, ok := r.Query("delete-all"); ok {
+		guest.Storage.DeleteAll()
+	}
+	if _, ok := r.Query("bcast"); ok {
+		guest.Sockets.Broadcast("", true, []byte("rolled back broadcast"))
+	}
+	status := 409
+	if s, ok := r.Query("status"); ok {
+		status, _ = strconv.Atoi(s)
+	}
+	resp := guest.Rollback(&guest.Response{Status: status, Header: []guest.Field{{Name: "X-Rollback", Value: "yes"}},
+		Body: []byte("rolled back")})
+	if _, ok := r.Query("call"); ok {
+		_, err := guest.Call("probe", "other", &guest.Request{Method: "GET"})
+		resp.Body = append(resp.Body, "\ncall: "+errString(err)...)
+	}
+	return resp
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return err.Error()
 }
 
 func cut(s string, sep byte) (before, after string) {

@@ -99,6 +99,14 @@ func onSocket(ev *guest.SocketEvent) error {
 			return err
 		}
 		reply("put")
+	case "rollback":
+		// Put, reply, broadcast and close, then roll it all back.
+		k, v := cut(args, ' ')
+		guest.Storage.Put(k, []byte(v))
+		reply("rolling back")
+		guest.Sockets.Broadcast("", true, []byte("rolled back broadcast"))
+		guest.Sockets.Close(ev.Socket, 1000, "rolled back close")
+		guest.Rollback(nil)
 	case "fail":
 		guest.Storage.Put("failed", []byte("yes"))
 		reply("failing")
