@@ -112,6 +112,69 @@ type Bucket interface {
 	List(ctx context.Context, prefix, startAfter string, limit int) (ListPage, error)
 }
 
+// RangeReader is a Bucket that reads part of an object: a block of a large
+// object that is never rewritten in place, without the rest of it. It is
+// optional. Callers read through ReadRange, which uses GetRange when the
+// Bucket has it and otherwise reads the whole object and cuts the range
+// out, so a Bucket that lacks it (a test's wrapper, say) gives the same
+// answers at the cost of the whole object. Every store wasmkeep ships
+// (memstore, dirstore, s3store) has it.
+type RangeReader interface {
+	Bucket
+	// GetRange reads the bytes [off, off+n) of the object at key, and the
+	// object's ETag: all of them from the version that ETag names. An
+	// object that ends before off+n gives the bytes up to its end; one
+	// that ends at or before off (a zero-length object, for any off)
+	// gives an empty, non-nil body and its ETag, and no error. S3 answers
+	// that case 416; a store turns it into the empty body, so that a
+	// reader that runs off the end of an object learns the version it
+	// read, as any other read does, and need not know the size first.
+	//
+	// Absent: ErrNotFound. off < 0 or n <= 0: ErrInvalidRange, and nothing
+	// is sent. Otherwise errors are a Get's: ErrUnknownOutcome, ErrDamaged
+	// (the store found the object damaged; how much of the object a range
+	// read checks is the store's to say), ErrBucketDamaged, or a failure.
+	GetRange(ctx context.Context, key string, off, n int64) (Object, error)
+}
+
+// ErrInvalidRange: a range read asked for a negative offset or for no
+// bytes (n <= 0). OutcomeOf classifies it as Failed. Nothing was sent.
+var ErrInvalidRange = errors.New("invalid range")
+
+// ValidateRange reports whether off and n name a range every store reads.
+func ValidateRange(off, n int64) error {
+	switch {
+	case off < 0:
+		return fmt.Errorf("%w: offset %d is negative", ErrInvalidRange, off)
+	case n <= 0:
+		return fmt.Errorf("%w: length %d, want at least 1", ErrInvalidRange, n)
+	}
+	return nil
+}
+
+// ReadRange reads the bytes [off, off+n) of the object at key with the
+// semantics of RangeReader.GetRange: through GetRange when b is a
+// RangeReader, otherwise by a Get whose body it cuts (copying the range,
+// so the rest of the object is not kept alive).
+func ReadRange(ctx context.Context, b Bucket, key string, off, n int64) (Object, error) {
+	if rr, ok := b.(RangeReader); ok {
+		return rr.GetRange(ctx, key, off, n)
+	}
+	if err := ValidateRange(off, n); err != nil {
+		return Object{}, fmt.Errorf("read range of %q: %w", key, err)
+	}
+	obj, err := b.Get(ctx, key)
+	if err != nil {
+		return Object{}, err
+	}
+	size := int64(len(obj.Body))
+	lo := min(off, size)
+	hi := lo + min(n, size-lo)
+	body := make([]byte, hi-lo)
+	copy(body, obj.Body[lo:hi])
+	return Object{Body: body, ETag: obj.ETag}, nil
+}
+
 // Sentinels callers branch on. Stores wrap them with context (%w).
 var (
 	// ErrNotFound: the key holds no object.
