@@ -9,14 +9,20 @@
 // Each subtest asks open for a fresh, empty bucket, so stores that share a
 // backend (an S3 bucket with a fresh key prefix per call, say) work
 // unchanged. A store that can hold writes in flight on demand may implement
-// Holder; Run then also checks deadlines that expire mid-call.
+// Holder; Run then also checks deadlines that expire mid-call. Range reads
+// go through ownership.ReadRange, so a store that is an
+// ownership.RangeReader has its GetRange checked, and one that is not is
+// checked through ReadRange's fallback.
 //
 // What the suite checks, in short: conditional writes have exactly one
 // winner under contention and refuse (never "unknown") the losers; a stale
 // ETag is refused once the object holds other bytes, and distinct bytes get
 // distinct ETags; reads see the last landed write; listings are complete, in
 // byte order, paged exactly as S3 pages (1,000 keys at most), and a prefix
-// is a byte prefix, not a directory; awkward keys round-trip and never
+// is a byte prefix, not a directory; range reads give the bytes of the
+// range up to the object's end, an empty body (not an error) at or past it,
+// and the ETag of the one version they read, and a store's GetRange gives
+// what a Get cut to the range gives; awkward keys round-trip and never
 // collide; invalid keys are refused before anything is written; a write
 // whose context is done reports an unknown outcome, never a refusal.
 //
