@@ -16,7 +16,10 @@ func TestContract(t *testing.T) {
 	}, buckettest.Traits{})
 }
 
-// heldStore offers the Store's HoldWrites to the contract suite.
+// heldStore offers the Store's HoldWrites to the contract suite, and
+// passes its GetRange on, so the suite checks the Store's own range reads.
 type heldStore struct{ *memstore.Store }
+
+var _ ownership.RangeReader = heldStore{}
 
 func (h heldStore) HoldWrites(*testing.T) (release func()) { return h.Store.HoldWrites() }

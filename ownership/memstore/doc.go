@@ -19,6 +19,10 @@
 // faults off Store passes the same contract suite (ownership/buckettest) as
 // every other store.
 //
+// Both layers read ranges too (ownership.RangeReader; State through
+// State.GetRange and its Bucket view): a range read is a Get that returns
+// part of the body, and to the faults it is a Get.
+//
 // Guarantees:
 //   - Every landed write gets an ETag no earlier write in the same State got,
 //     even when the bytes are the same.

@@ -11,7 +11,10 @@ import (
 
 // Faults configures what a Store does wrong. The zero value is a faithful
 // store. Probabilities are per request, in [0, 1], and at most one fault
-// strikes a request, so their sum must not exceed 1.
+// strikes a request, so their sum must not exceed 1. A range read
+// (GetRange) is a read like a Get: the same faults strike it, so a test
+// makes one fail (LoseRequest, UnavailableNotApplied, …) or hang until its
+// context ends (MaxDelay) just as it does a Get.
 type Faults struct {
 	// Seed selects the sequence of faults; see the package doc for what
 	// determinism it buys.

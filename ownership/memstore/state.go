@@ -28,6 +28,10 @@ type Request struct {
 	Op Op
 	// Key is the object of a Get, Put or Delete.
 	Key string
+	// Ranged makes a Get a range read (ownership.RangeReader): of N bytes
+	// from Off, instead of the whole object.
+	Ranged bool
+	Off, N int64
 	// Body is what a Put writes. The State copies it when the request lands,
 	// not before: a caller that holds a Request in flight must not modify
 	// Body meanwhile.
@@ -51,6 +55,10 @@ func (r Request) String() string {
 		return fmt.Sprintf("delete %q (%s)", r.Key, r.Cond)
 	case OpList:
 		return fmt.Sprintf("list prefix %q after %q limit %d", r.Prefix, r.StartAfter, r.Limit)
+	case OpGet:
+		if r.Ranged {
+			return fmt.Sprintf("get %q range %d+%d", r.Key, r.Off, r.N)
+		}
 	}
 	return fmt.Sprintf("%s %q", r.Op, r.Key)
 }
@@ -65,7 +73,13 @@ var errBadRequest = errors.New("bad request")
 func (r Request) check() error {
 	switch r.Op {
 	case OpGet:
-		return checkKey(r.Op, r.Key)
+		if err := checkKey(r.Op, r.Key); err != nil || !r.Ranged {
+			return err
+		}
+		if err := ownership.ValidateRange(r.Off, r.N); err != nil {
+			return fmt.Errorf("memstore: %s: %w", r, err)
+		}
+		return nil
 	case OpPut, OpDelete:
 		if err := checkKey(r.Op, r.Key); err != nil {
 			return err
@@ -138,6 +152,10 @@ func (s *State) Apply(r Request) Response {
 	}
 	switch r.Op {
 	case OpGet:
+		if r.Ranged {
+			o, err := s.getRange(r.Key, r.Off, r.N)
+			return Response{Object: o, Err: err}
+		}
 		o, err := s.get(r.Key)
 		return Response{Object: o, Err: err}
 	case OpPut:
@@ -152,6 +170,12 @@ func (s *State) Apply(r Request) Response {
 // Get reads an object; see ownership.Bucket.
 func (s *State) Get(key string) (ownership.Object, error) {
 	res := s.Apply(Request{Op: OpGet, Key: key})
+	return res.Object, res.Err
+}
+
+// GetRange reads part of an object; see ownership.RangeReader.
+func (s *State) GetRange(key string, off, n int64) (ownership.Object, error) {
+	res := s.Apply(Request{Op: OpGet, Key: key, Ranged: true, Off: off, N: n})
 	return res.Object, res.Err
 }
 
@@ -178,6 +202,21 @@ func (s *State) get(key string) (ownership.Object, error) {
 		return ownership.Object{}, fmt.Errorf("memstore: get %q: %w", key, ownership.ErrNotFound)
 	}
 	return ownership.Object{Body: slices.Clone(o.body), ETag: o.etag}, nil
+}
+
+func (s *State) getRange(key string, off, n int64) (ownership.Object, error) {
+	o, ok := s.objects[key]
+	if !ok {
+		return ownership.Object{}, fmt.Errorf("memstore: get %q range %d+%d: %w", key, off, n, ownership.ErrNotFound)
+	}
+	size := int64(len(o.body))
+	lo := min(off, size)
+	hi := lo + min(n, size-lo)
+	// Never nil, as for a whole object: a range past the end is an empty
+	// body.
+	b := make([]byte, hi-lo)
+	copy(b, o.body[lo:hi])
+	return ownership.Object{Body: b, ETag: o.etag}, nil
 }
 
 // admits reports whether a write under cond may land on key.
@@ -259,13 +298,20 @@ func (s *State) list(prefix, startAfter string, limit int) ownership.ListPage {
 
 // Bucket returns the State as an ownership.Bucket whose calls land at once
 // and ignore their context: for single-threaded drivers (a simulator, a
-// scripted test) that decide themselves when a request lands.
+// scripted test) that decide themselves when a request lands. It is an
+// ownership.RangeReader too.
 func (s *State) Bucket() ownership.Bucket { return stateBucket{s} }
 
 type stateBucket struct{ s *State }
 
+var _ ownership.RangeReader = stateBucket{}
+
 func (b stateBucket) Get(_ context.Context, key string) (ownership.Object, error) {
 	return b.s.Get(key)
+}
+
+func (b stateBucket) GetRange(_ context.Context, key string, off, n int64) (ownership.Object, error) {
+	return b.s.GetRange(key, off, n)
 }
 
 func (b stateBucket) Put(_ context.Context, key string, body []byte, cond ownership.Condition) (ownership.ETag, error) {

@@ -126,6 +126,8 @@ func TestStateBadRequests(t *testing.T) {
 		{Op: OpPut, Key: "k", Cond: ownership.Condition{Kind: 9}},
 		{Op: Op(42), Key: "k"},
 		{Op: 0},
+		{Op: OpGet, Key: "k", Ranged: true, Off: -1, N: 1},
+		{Op: OpGet, Key: "k", Ranged: true, Off: 0, N: 0},
 	} {
 		if res := s.Apply(r); ownership.OutcomeOf(res.Err) != ownership.Failed {
 			t.Errorf("%v: %v, want a failed request", r, res.Err)

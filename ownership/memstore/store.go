@@ -32,7 +32,7 @@ type lateWrite struct {
 	wait int
 }
 
-var _ ownership.Bucket = (*Store)(nil)
+var _ ownership.RangeReader = (*Store)(nil)
 
 // New returns an empty Store. It panics if f is invalid (see Faults.Validate):
 // fault settings are constants of a test, and a wrong one is a bug in it.
@@ -56,6 +56,14 @@ func New(f Faults) *Store {
 // Get reads an object; see ownership.Bucket.
 func (s *Store) Get(ctx context.Context, key string) (ownership.Object, error) {
 	res := s.do(ctx, Request{Op: OpGet, Key: key})
+	return res.Object, res.Err
+}
+
+// GetRange reads part of an object; see ownership.RangeReader. It is a
+// Get to the faults: it meets the same ones, drawn from the same
+// randomness, and is delayed and ended by its context alike.
+func (s *Store) GetRange(ctx context.Context, key string, off, n int64) (ownership.Object, error) {
+	res := s.do(ctx, Request{Op: OpGet, Key: key, Ranged: true, Off: off, N: n})
 	return res.Object, res.Err
 }
 

@@ -252,6 +252,66 @@ func TestDelay(t *testing.T) {
 	})
 }
 
+// TestRangeReadFaults: to the faults a range read is a Get. It meets the
+// fault a Get would meet in its place, consuming the same randomness, so a
+// test can make one fail or hang; a bad range is refused before it is sent
+// and meets none.
+func TestRangeReadFaults(t *testing.T) {
+	ctx := t.Context()
+	lost := New(Faults{LoseRequest: 1})
+	_, err := lost.GetRange(ctx, "k", 0, 10)
+	if f := faultOf(t, err); f != FaultLoseRequest {
+		t.Fatalf("range read: fault %v (%v), want %v", f, err, FaultLoseRequest)
+	}
+	_, err = lost.GetRange(ctx, "k", -1, 10)
+	if f := faultOf(t, err); f != NoFault || !errors.Is(err, ownership.ErrInvalidRange) {
+		t.Fatalf("range read at a negative offset: fault %v (%v), want ErrInvalidRange and no fault", f, err)
+	}
+
+	// The same seed and sequence, reads made as Gets in one store and as
+	// range reads in the other: the same faults strike, request by request.
+	faults := Faults{Seed: 5, LoseRequest: 0.2, LoseReply: 0.2, UnavailableApplied: 0.1, UnavailableNotApplied: 0.1}
+	run := func(ranged bool) []string {
+		s := New(faults)
+		var out []string
+		for i := range 200 {
+			key := fmt.Sprintf("k%d", i%7)
+			var err error
+			switch {
+			case i%3 == 0:
+				_, err = s.Put(ctx, key, []byte("0123456789"), ownership.Always())
+			case ranged:
+				_, err = s.GetRange(ctx, key, 2, 5)
+			default:
+				_, err = s.Get(ctx, key)
+			}
+			out = append(out, fmt.Sprintf("%d|%v|%v", i, faultOf(t, err), ownership.OutcomeOf(err)))
+		}
+		return out
+	}
+	gets, ranges := run(false), run(true)
+	if !slices.Equal(gets, ranges) {
+		t.Fatalf("range reads met other faults than Gets in their place; first difference at request %d", firstDiff(gets, ranges))
+	}
+
+	// A deadline that ends during the delay ends a range read as it does
+	// a Get: unknown, at the deadline.
+	synctest.Test(t, func(t *testing.T) {
+		s := New(Faults{Seed: 3, MaxDelay: time.Hour})
+		s.Inspect(func(st *State) { st.Put("k", []byte("0123456789"), ownership.Always()) })
+		ctx, cancel := context.WithTimeout(t.Context(), time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_, err := s.GetRange(ctx, "k", 0, 4)
+		if f := faultOf(t, err); f != FaultContextDone || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("range read whose deadline ends during the delay: fault %v (%v)", f, err)
+		}
+		if d := time.Since(start); d != time.Millisecond {
+			t.Fatalf("range read returned after %v, want at its deadline (1ms)", d)
+		}
+	})
+}
+
 // trace runs a fixed sequence of requests against a Store with every fault
 // switched on and records what each request met.
 func trace(t *testing.T, seed uint64) []string {
