@@ -214,3 +214,69 @@ func BenchmarkGet(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRangeRead: a 4 KiB range of a 64 MiB object, once the Store
+// has checked the object (its first range read), costs about what a Get of
+// a 4 KiB object does: a pread of the block or two that hold it, and
+// their sums. Each range sub-benchmark reports its time over the 4 KiB
+// Get's (x-get-4KiB). The Get of the whole 64 MiB object is what a range
+// read would cost without ranges, and about what the first range read of
+// the object costs.
+func BenchmarkRangeRead(b *testing.B) {
+	const large, block = 64 << 20, 4 << 10
+	s, err := Open(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	ctx := b.Context()
+	if _, err := s.Put(ctx, "objects/small", bytes.Repeat([]byte("s"), block), ownership.IfAbsent()); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.Put(ctx, "runs/large", bytes.Repeat([]byte("l"), large), ownership.IfAbsent()); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.GetRange(ctx, "runs/large", 0, block); err != nil {
+		b.Fatal(err)
+	}
+
+	var getNs float64
+	perOp := func(b *testing.B) float64 { return float64(b.Elapsed().Nanoseconds()) / float64(b.N) }
+	b.Run("get-4KiB-object", func(b *testing.B) {
+		b.SetBytes(block)
+		for b.Loop() {
+			if _, err := s.Get(ctx, "objects/small"); err != nil {
+				b.Fatal(err)
+			}
+		}
+		getNs = perOp(b)
+	})
+	for _, c := range []struct {
+		name  string
+		shift int64 // from a block's start
+	}{{"range-4KiB-of-64MiB", 0}, {"range-4KiB-of-64MiB-unaligned", 1000}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(block)
+			// Blocks spread over the object, 7919 blocks apart.
+			i := int64(0)
+			for b.Loop() {
+				off := (i*7919*block)%(large-2*block) + c.shift
+				if _, err := s.GetRange(ctx, "runs/large", off, block); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+			if getNs > 0 {
+				b.ReportMetric(perOp(b)/getNs, "x-get-4KiB")
+			}
+		})
+	}
+	b.Run("get-64MiB-object", func(b *testing.B) {
+		b.SetBytes(large)
+		for b.Loop() {
+			if _, err := s.Get(ctx, "runs/large"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

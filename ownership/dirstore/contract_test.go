@@ -50,8 +50,11 @@ func openDir(t testing.TB, dir string) *Store {
 
 // heldStore lets the contract suite hold writes in flight: it takes the
 // store's lock through a file description of its own, as another process
-// would, so writes wait for it.
+// would, so writes wait for it. It passes GetRange on, so the suite checks
+// the Store's own range reads.
 type heldStore struct{ *Store }
+
+var _ ownership.RangeReader = (*heldStore)(nil)
 
 func (h *heldStore) HoldWrites(t *testing.T) (release func()) {
 	t.Helper()

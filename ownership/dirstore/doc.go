@@ -56,6 +56,33 @@
 // names. Since a write's frame is in the file before its writer is
 // answered, a read that starts after that answer finds it.
 //
+// Range reads: a record's checksum covers the whole record, so one range
+// of a body can be checked against it only by reading the rest of the
+// body too. A range read (GetRange, ownership.RangeReader) does so once:
+//   - A body of up to 16 KiB is read and checked whole by every range
+//     read, exactly as by a Get.
+//   - The first range read of a larger record in a Store reads the record
+//     whole, a MiB at a time, checks its checksum, and keeps the CRC-32C
+//     of each 4 KiB block of the body in memory. It costs about what a Get
+//     of the object costs. Every later range read of that record in that
+//     Store reads only the blocks that hold its range (a 4 KiB range: one
+//     or two blocks, one pread) and checks each against its sum.
+//
+// So a range read never returns a byte that is not checked: damage found
+// in the record at its first range read, or in a block a later one reads,
+// is a damaged object (ownership.ErrDamaged), every time, as for a Get.
+// Damage that comes after the first range read, in blocks a range read
+// does not read, is not reported by that range read; a Get, or the next
+// range read that reads those blocks, reports it. The sums are not on
+// disk, so the record format is unchanged: each Store takes them at its
+// first range read of a record, and again after a compaction (its own or
+// another Store's) has moved the record to a new segment. They cost 4
+// bytes per 4 KiB of body plus about 100 bytes a record, up to 16 MiB a
+// Store (16 GiB of large objects), past which the Store drops them all
+// and checks each record whole again at its next range read. Block sums
+// written in the record would spare the first whole read, at the price of
+// a new record format and of a read of the sums beside each range.
+//
 // Frames count only whole: a frame's header carries the length and
 // checksum of its records, and the segment's salt. A reader that meets a
 // frame cut short (being written, or left by a process killed in the
@@ -140,10 +167,11 @@
 // short while no Store had it open ends in a torn frame too.
 //
 // Damage while a Store runs. Damage to a record after Open read it is
-// found by Get, which checks every record it returns: it is damage to that
-// object alone (ownership.ErrDamaged, a Damaged outcome, wrapping
-// ErrCorrupt), every Get of the key says so until the key is written
-// again, and the other keys are read and written as before. Damage that
+// found by Get, which checks every record it returns, and by range reads
+// as Range reads says: it is damage to that object alone
+// (ownership.ErrDamaged, a Damaged outcome, wrapping ErrCorrupt), every
+// Get of the key says so until the key is written again, and the other
+// keys are read and written as before. Damage that
 // concerns every key is another matter: the segment shorter than the
 // index knows, the segment or `current` gone, a frame that is not whole
 // where whole frames follow it (found by a writer), a record read that
@@ -205,7 +233,9 @@
 // Costs: a batch is a flock, an fstat, a stat of `current`, a failed open
 // of `suspect`, a pwrite and an fdatasync, whatever the number of writes
 // or keys in it. A segment switch adds a directory sync for each Store
-// that writes after it, and Open does one. A Get is an fstat and a pread.
+// that writes after it, and Open does one. A Get is an fstat and a pread;
+// so is a range read, of the blocks that hold the range, once the record
+// has been checked whole.
 // The index takes about 80 bytes plus the key for each key; the bodies
 // stay on disk.
 //

@@ -18,6 +18,13 @@ func (s *Store) Get(ctx context.Context, key string) (ownership.Object, error) {
 	if err := ownership.ValidateKey(key); err != nil {
 		return ownership.Object{}, fmt.Errorf("dirstore: get: %w", err)
 	}
+	return s.view(ctx, key, func() (ownership.Object, error) { return s.read(key) })
+}
+
+// view runs read, a read of key, on an index that is up to date: under mu
+// for reading when the segment has not changed since the index caught up
+// with it, else under mu for writing after catching up.
+func (s *Store) view(ctx context.Context, key string, read func() (ownership.Object, error)) (ownership.Object, error) {
 	if err := ctx.Err(); err != nil {
 		return ownership.Object{}, unknown("get", key, err)
 	}
@@ -30,7 +37,7 @@ func (s *Store) Get(ctx context.Context, key string) (ownership.Object, error) {
 	s.mu.RLock()
 	fresh, err := s.fresh()
 	if err == nil && fresh {
-		obj, err := s.read(key)
+		obj, err := read()
 		s.mu.RUnlock()
 		return obj, err
 	}
@@ -43,7 +50,7 @@ func (s *Store) Get(ctx context.Context, key string) (ownership.Object, error) {
 	if err := s.catchUp(false); err != nil {
 		return ownership.Object{}, fmt.Errorf("dirstore: get %q: %w", key, s.fatal(err, s.segPath()))
 	}
-	return s.read(key)
+	return read()
 }
 
 // read reads the current version of key from the segment, checking its

@@ -71,6 +71,10 @@ type Store struct {
 	// mutex of its own.
 	committer committer
 
+	// sums holds the block sums of the large records that range reads
+	// have checked (ranges.go); it has a mutex of its own.
+	sums sumCache
+
 	// The fields below belong to whoever holds the write lock.
 
 	// dirUnsynced: `current` may name a segment that no directory sync of
@@ -99,7 +103,7 @@ type Store struct {
 	closed atomic.Bool
 }
 
-var _ ownership.Bucket = (*Store)(nil)
+var _ ownership.RangeReader = (*Store)(nil)
 
 // sysCalls are the calls through which a Store makes its files durable and
 // unlinks segments. A Store takes them from sysHooks when it opens; tests
