@@ -29,6 +29,15 @@
 // timeout, with capped exponential backoff. The SDK's own retryer is off so
 // that this is the only retry policy in play.
 //
+// A range read (GetRange, ownership.RangeReader) is a GET with a Range
+// header, retried as a Get. S3 answers 416 for a range that starts at or
+// past the end of the object, and for every range of a zero-length one;
+// the contract makes that an empty body with the object's ETag, which the
+// store reads with a HEAD (so such a read costs two requests). 404 is
+// ownership.ErrNotFound, as on a Get. A server that ignores Range and
+// sends the whole object has it cut to the range; one that answers
+// another range than asked is a failure.
+//
 // ETags are passed through exactly as S3 gives them (quoted), and passed back
 // unchanged in If-Match. Keys are stored under Config.Prefix; List strips it.
 //

@@ -139,6 +139,10 @@ var (
 	condDeleteCall = call{"delete-if-match", func(ctx context.Context, s *s3store.Store) error {
 		return s.Delete(ctx, "k", ownership.IfMatch(`"e1"`))
 	}}
+	rangeCall = call{"get-range", func(ctx context.Context, s *s3store.Store) error {
+		_, err := s.GetRange(ctx, "k", 10, 100)
+		return err
+	}}
 	listCall = call{"list", func(ctx context.Context, s *s3store.Store) error {
 		_, err := s.List(ctx, "", "", 0)
 		return err
@@ -177,6 +181,9 @@ func TestErrorMapping(t *testing.T) {
 		{getCall, "hung", hang, ownership.Unknown, testAttempts},
 		{getCall, "reset", reset, ownership.Unknown, testAttempts},
 		{getCall, "eof", hangUp, ownership.Unknown, testAttempts},
+		{rangeCall, "500", s3Error(500, "InternalError"), ownership.Unknown, testAttempts},
+		{rangeCall, "hung", hang, ownership.Unknown, testAttempts},
+		{rangeCall, "reset", reset, ownership.Unknown, testAttempts},
 		{putCall, "500", s3Error(500, "InternalError"), ownership.Unknown, testAttempts},
 		{putCall, "hung", hang, ownership.Unknown, testAttempts},
 		{deleteCall, "503", s3Error(503, "SlowDown"), ownership.Unknown, testAttempts},
@@ -185,11 +192,14 @@ func TestErrorMapping(t *testing.T) {
 
 		// Absent keys.
 		{getCall, "404", s3Error(404, "NoSuchKey"), ownership.NotFound, 1},
+		{rangeCall, "404", s3Error(404, "NoSuchKey"), ownership.NotFound, 1},
 		{deleteCall, "404", s3Error(404, "NoSuchKey"), ownership.Landed, 1},
 
 		// Definite failures: nothing written, nothing retried.
 		{createCall, "403", s3Error(403, "AccessDenied"), ownership.Failed, 1},
 		{getCall, "403", s3Error(403, "AccessDenied"), ownership.Failed, 1},
+		{rangeCall, "403", s3Error(403, "AccessDenied"), ownership.Failed, 1},
+		{rangeCall, "404 bucket", s3Error(404, "NoSuchBucket"), ownership.Failed, 1},
 		{putCall, "400", s3Error(400, "InvalidArgument"), ownership.Failed, 1},
 		{createCall, "409 other", s3Error(409, "OperationAborted"), ownership.Failed, 1},
 		{createCall, "501", s3Error(501, "NotImplemented"), ownership.Failed, 1},
@@ -407,6 +417,9 @@ func TestRejectedBeforeSending(t *testing.T) {
 		{"not utf-8", func() error { _, err := s.Put(ctx, "\xff", nil, ownership.Always()); return err }(), true},
 		{"over limit with prefix", func() error { _, err := s.Get(ctx, strings.Repeat("k", 25)); return err }(), true},
 		{"delete if-absent", s.Delete(ctx, "k", ownership.IfAbsent()), false},
+		{"range of an invalid key", func() error { _, err := s.GetRange(ctx, "", 0, 1); return err }(), true},
+		{"range at a negative offset", func() error { _, err := s.GetRange(ctx, "k", -1, 1); return err }(), false},
+		{"range of no bytes", func() error { _, err := s.GetRange(ctx, "k", 0, 0); return err }(), false},
 	}
 	for _, err := range []error{
 		func() error { _, err := s.Put(ctx, "k", nil, ownership.IfMatch("")); return err }(),

@@ -73,11 +73,14 @@ func TestContract(t *testing.T) {
 	})
 }
 
-// heldStore is a store whose requests pass a holdingProxy.
+// heldStore is a store whose requests pass a holdingProxy. It passes
+// GetRange on, so the suite checks the store's own range reads.
 type heldStore struct {
 	*s3store.Store
 	proxy *holdingProxy
 }
+
+var _ ownership.RangeReader = heldStore{}
 
 // HoldWrites implements buckettest.Holder.
 func (h heldStore) HoldWrites(t *testing.T) (release func()) { return h.proxy.hold() }

@@ -26,7 +26,7 @@ type Store struct {
 	retries retryPolicy
 }
 
-var _ ownership.Bucket = (*Store)(nil)
+var _ ownership.RangeReader = (*Store)(nil)
 
 // New validates cfg and builds a Store. It resolves configuration and
 // credentials providers but sends no request: the first call on the Store is
