@@ -272,9 +272,9 @@ func TestCGuestABIVersion(t *testing.T) {
 }
 
 // cProbe uses what the examples do not: batches, lists, deletes, the
-// storage limits, query parameters and headers, calls, and the actors'
-// objects (a count of each actor's events in its data, freed as it
-// leaves).
+// many-key puts and gets, delete-all, rollback, the storage limits, query
+// parameters and headers, calls, and the actors' objects (a count of each
+// actor's events in its data, freed as it leaves).
 const cProbe = `#include "wasmkeep.h"
 
 #include <stdlib.h>
@@ -328,6 +328,60 @@ static wk_response *serve(const wk_request *req) {
 		wk_buf_write_cstr(&out, wk_storage_get(WK_STR("b/1"), &v) ? "b/1 kept\n" : "b/1 deleted\n");
 	} else if (wk_str_eq(req->path, WK_STR("/list"))) {
 		list(&out, (wk_list_options){0});
+	} else if (wk_str_eq(req->path, WK_STR("/many"))) {
+		wk_entry puts[] = {{WK_STR("a"), WK_STR("1")}, {WK_STR("b"), WK_STR("2")}, {WK_STR("c"), WK_STR("")}};
+		wk_buf_write_cstr(&out, wk_storage_put_many(puts, 3) == WK_STORED ? "put many stored\n" : "put many refused\n");
+		wk_entry bad[] = {{WK_STR("d"), WK_STR("4")}, {WK_STR(""), WK_STR("x")}};
+		wk_buf_write_cstr(&out, wk_storage_put_many(bad, 2) == WK_LIMIT ? "empty key refused\n" : "empty key stored\n");
+		wk_str keys[] = {WK_STR("a"), WK_STR("x"), WK_STR("c"), WK_STR("d"), WK_STR("a")};
+		wk_str vals[5];
+		bool found[5];
+		size_t n = wk_storage_get_many(keys, 5, vals, found);
+		wk_buf_write_cstr(&out, "get many");
+		for (int i = 0; i < 5; i++) {
+			wk_buf_write_byte(&out, ' ');
+			wk_buf_write_str(&out, keys[i]);
+			wk_buf_write_byte(&out, found[i] ? '=' : '-');
+			wk_buf_write_str(&out, vals[i]);
+		}
+		wk_buf_write_cstr(&out, " found=");
+		wk_buf_write_int(&out, (int64_t)n);
+		wk_buf_write_byte(&out, '\n');
+		/* 300 keys, the first 100 stored: three host calls. */
+		wk_str *many = wk_alloc(300 * sizeof *many), *mv = wk_alloc(300 * sizeof *mv);
+		wk_entry *hundred = wk_alloc(100 * sizeof *hundred);
+		for (int i = 0; i < 300; i++) {
+			wk_buf kb = {0};
+			wk_buf_write_byte(&kb, 'k');
+			wk_buf_write_int(&kb, i);
+			many[i] = wk_buf_str(&kb);
+			if (i < 100)
+				hundred[i] = (wk_entry){many[i], many[i]};
+		}
+		wk_buf_write_cstr(&out, wk_storage_put_many(hundred, 100) == WK_STORED ? "100 stored\n" : "100 refused\n");
+		n = wk_storage_get_many(many, 300, mv, NULL);
+		wk_buf_write_cstr(&out, "300 keys: found=");
+		wk_buf_write_int(&out, (int64_t)n);
+		wk_buf_write_cstr(&out, " k99=");
+		wk_buf_write_str(&out, mv[99]);
+		wk_buf_write_cstr(&out, " k299=");
+		wk_buf_write_str(&out, mv[299]);
+		wk_buf_write_byte(&out, '\n');
+		wk_buf_write_cstr(&out, wk_storage_delete_all() == 0 ? "deleted all\n" : "delete all refused\n");
+		wk_storage_put(WK_STR("z"), WK_STR("after"));
+		list(&out, (wk_list_options){0});
+	} else if (wk_str_eq(req->path, WK_STR("/rollback"))) {
+		wk_storage_put(WK_STR("rb"), WK_STR("x"));
+		wk_storage_delete_all();
+		wk_response *resp = wk_rollback(wk_response_new(409));
+		wk_request call = {.method = WK_STR("GET"), .path = WK_STR(""), .query = WK_STR("")};
+		wk_response *called;
+		wk_buf_write_cstr(&out, "rolled back, call ");
+		wk_buf_write_int(&out, wk_call(WK_STR("counter-c"), WK_STR("rb"), &call, &called));
+		wk_buf_write_byte(&out, '\n');
+		wk_response_header(resp, "X-Rollback", WK_STR("yes"));
+		resp->body = wk_buf_str(&out);
+		return resp;
 	} else if (wk_str_eq(req->path, WK_STR("/echo"))) {
 		wk_response *resp = wk_response_new(201);
 		wk_str v;
@@ -449,6 +503,19 @@ func TestCGuestProbe(t *testing.T) {
 	probe("/storage", "batch stored\n129 ops refused\nempty key refused\n"+
 		"list a/1=one a/3=three\nlist a/3=three\nlist a/3=three\nb/1 deleted\n")
 	probe("/list", "list a/1=one a/3=three\n") // committed with the event
+	probe("/many", "put many stored\nempty key refused\nget many a=1 x- c= d- a=1 found=3\n"+
+		"100 stored\n300 keys: found=100 k99=k99 k299=\ndeleted all\nlist z=after\n")
+	probe("/list", "list z=after\n")
+	// A rollback: the client gets the guest's answer, the event's put and
+	// delete-all are discarded, and a call after it is refused.
+	rb := do(http.MethodGet, "c-probe/x/rollback", "", nil)
+	rbBody, _ := io.ReadAll(rb.Body)
+	rb.Body.Close()
+	if rb.StatusCode != http.StatusConflict || string(rbBody) != "rolled back, call -1\n" || rb.Header.Get("X-Rollback") != "yes" {
+		t.Fatalf("rollback = %d %q %v", rb.StatusCode, rbBody, rb.Header)
+	}
+	probe("/list", "list z=after\n")
+	text("counter-c/rb", http.StatusOK, "1\n") // never called
 	probe("/call", "counter-c: 200 1\nnope: -3\n")
 	probe("/call", "counter-c: 200 2\nnope: -3\n")
 	text("c-readme/book?who=ada", http.StatusOK, "ada\n")

@@ -476,6 +476,11 @@ __attribute__((export_name("wasmkeep_on_leave"))) int32_t wasmkeep_on_leave(uint
 	return WK_OK;
 }
 
+wk_response *wk_rollback(wk_response *resp) {
+	wasmkeep_host_event_rollback();
+	return resp;
+}
+
 int32_t wk_serve_request(uint64_t actor, wk_request_handler h) {
 	enter(actor);
 	int32_t code = WK_FAILED;
@@ -641,6 +646,47 @@ int wk_storage_batch(const wk_op *ops, size_t n_ops) {
 	}
 	return wasmkeep_host_storage_batch(b.ptr, (uint32_t)b.len) == 0 ? WK_STORED : WK_LIMIT;
 }
+
+int wk_storage_put_many(const wk_entry *entries, size_t n_entries) {
+	wk_buf b = {0};
+	wk_buf_u32(&b, (uint32_t)n_entries);
+	for (size_t i = 0; i < n_entries; i++) {
+		wk_buf_u8(&b, BATCH_PUT);
+		wk_buf_string(&b, entries[i].key);
+		wk_buf_string(&b, entries[i].value);
+	}
+	return wasmkeep_host_storage_batch(b.ptr, (uint32_t)b.len) == 0 ? WK_STORED : WK_LIMIT;
+}
+
+size_t wk_storage_get_many(const wk_str *keys, size_t n_keys, wk_str *values, bool *found) {
+	size_t n_found = 0;
+	for (size_t off = 0; off < n_keys; off += WK_MAX_GET_KEYS) {
+		size_t n = n_keys - off < WK_MAX_GET_KEYS ? n_keys - off : WK_MAX_GET_KEYS;
+		wk_buf b = {0};
+		wk_buf_u32(&b, (uint32_t)n);
+		for (size_t i = 0; i < n; i++)
+			wk_buf_string(&b, keys[off + i]);
+		/* Per key: a found byte, then the value if found. */
+		wk_reader r = wk_reader_of(read_host(wasmkeep_host_storage_get_many_len(b.ptr, (uint32_t)b.len),
+		                                     wasmkeep_host_storage_get_many_read));
+		if (wk_read_u32(&r) != n)
+			abort();
+		for (size_t i = 0; i < n; i++) {
+			uint8_t has = wk_read_u8(&r);
+			if (has > 1)
+				abort();
+			values[off + i] = has ? wk_read_string(&r) : (wk_str){"", 0};
+			if (found != NULL)
+				found[off + i] = has != 0;
+			n_found += has;
+		}
+		if (!wk_read_done(&r))
+			abort();
+	}
+	return n_found;
+}
+
+int wk_storage_delete_all(void) { return wasmkeep_host_storage_delete_all() != 0; }
 
 /* ---- Logs, calls, time ---- */
 

@@ -49,6 +49,7 @@ WK_IMPORT(event_actor_read) int32_t wasmkeep_host_event_actor_read(void *ptr, ui
 WK_IMPORT(request_len) int32_t wasmkeep_host_request_len(void);
 WK_IMPORT(request_read) int32_t wasmkeep_host_request_read(void *ptr, uint32_t len);
 WK_IMPORT(response_write) int32_t wasmkeep_host_response_write(const void *ptr, uint32_t len);
+WK_IMPORT(event_rollback) void wasmkeep_host_event_rollback(void);
 WK_IMPORT(storage_get_len) int32_t wasmkeep_host_storage_get_len(const void *key, uint32_t key_len);
 WK_IMPORT(storage_get_read) int32_t wasmkeep_host_storage_get_read(void *ptr, uint32_t len);
 WK_IMPORT(storage_put)
@@ -57,6 +58,9 @@ WK_IMPORT(storage_delete) void wasmkeep_host_storage_delete(const void *key, uin
 WK_IMPORT(storage_list_len) int32_t wasmkeep_host_storage_list_len(const void *opts, uint32_t opts_len);
 WK_IMPORT(storage_list_read) int32_t wasmkeep_host_storage_list_read(void *ptr, uint32_t len);
 WK_IMPORT(storage_batch) int32_t wasmkeep_host_storage_batch(const void *ptr, uint32_t len);
+WK_IMPORT(storage_get_many_len) int32_t wasmkeep_host_storage_get_many_len(const void *keys, uint32_t keys_len);
+WK_IMPORT(storage_get_many_read) int32_t wasmkeep_host_storage_get_many_read(void *ptr, uint32_t len);
+WK_IMPORT(storage_delete_all) int32_t wasmkeep_host_storage_delete_all(void);
 WK_IMPORT(log) void wasmkeep_host_log(int32_t level, const void *msg, uint32_t msg_len);
 WK_IMPORT(ws_accept) int32_t wasmkeep_host_ws_accept(const void *tags, uint32_t tags_len);
 WK_IMPORT(ws_send) int32_t wasmkeep_host_ws_send(uint64_t id, uint32_t flags, const void *ptr, uint32_t len);
@@ -193,6 +197,22 @@ wk_response *wk_text(uint32_t status, wk_str body);
 /* A request handler returns the response, or NULL to fail the event (500). */
 typedef wk_response *(*wk_request_handler)(const wk_request *req);
 
+/*
+ * wk_rollback rolls the running event back and returns resp, for the
+ * request handler to return: the client gets resp (status, headers, body),
+ * and the event's storage writes and what it queued on sockets (sends,
+ * broadcasts, closes) are discarded, as for a failed event. It is no
+ * failure: the wasm instance is kept. What took effect at once stays
+ * (attachments, auto-responses, the writes committed before an earlier
+ * wk_call); a wk_call after it returns WK_CALL_BAD. It cannot be undone,
+ * and does not undo what the event changed in memory (an actor's data):
+ * mend what caches the discarded writes. A NULL resp, or wk_accept's,
+ * fails the event with 500. In a socket handler, call wk_rollback(NULL)
+ * and return 0: the writes and output are discarded, the socket stays
+ * open.
+ */
+wk_response *wk_rollback(wk_response *resp);
+
 /* ---- WebSockets ---- */
 
 enum { WK_SOCKET_MESSAGE = 1, WK_SOCKET_CLOSE = 2, WK_SOCKET_ERROR = 3 };
@@ -299,6 +319,21 @@ typedef struct {
 /* wk_storage_batch applies ops all or nothing: WK_STORED, or WK_LIMIT and
  * none applied. */
 int wk_storage_batch(const wk_op *ops, size_t n_ops);
+/* wk_storage_put_many puts each entry's key to its value, in order, all or
+ * nothing, in one host call: wk_storage_batch with puts only. */
+int wk_storage_put_many(const wk_entry *entries, size_t n_entries);
+
+enum { WK_MAX_GET_KEYS = 128 };
+
+/* wk_storage_get_many looks the keys up, in one host call per
+ * WK_MAX_GET_KEYS keys: values[i] is the value of keys[i] (empty if it has
+ * none) and, unless found is NULL, found[i] whether it has one. It returns
+ * how many have one. Like wk_storage_get it sees the event's writes. */
+size_t wk_storage_get_many(const wk_str *keys, size_t n_keys, wk_str *values, bool *found);
+/* wk_storage_delete_all removes every key of the actor, the event's writes
+ * so far included; like every write it commits with the event or not at
+ * all. Returns 0, or 1 if the host could not list the keys (none deleted). */
+int wk_storage_delete_all(void);
 
 /* ---- Logs, calls, time ---- */
 
