@@ -29,6 +29,9 @@ type residentActor struct {
 	// ResidentClass, made at the first event and closed when the actor
 	// stops being resident.
 	per Resident
+	// sql is the actor's SQL connection (sql.go), opened at its first SQL
+	// call and closed with per.
+	sql *sqlConn
 
 	// Invariant: when loaded, state is the working state of the hold at
 	// gen: the object at etag in the bucket (stamped with gen by the
@@ -89,11 +92,13 @@ func (ra *residentActor) Receive(ctx actor.Context) {
 		ra.settleEnding(ctx, false)
 		ra.drop()
 		ra.closePer()
+		ra.closeSQL()
 	case *actor.Stopped:
 		// Events that ran are committed and released before the actor
 		// leaves memory: a drain or a stop finishes them.
 		ra.settleEnding(ctx, true)
 		ra.closePer()
+		ra.closeSQL()
 	}
 }
 
