@@ -174,11 +174,12 @@ func (r *Registry) Names() []string {
 	return names
 }
 
-// BuiltIn returns a registry with the classes every node ships: counter
-// and kv.
+// BuiltIn returns a registry with the classes every node ships: counter,
+// kv and sql.
 func BuiltIn() *Registry {
 	r := NewRegistry()
 	_ = r.Register("counter", Counter{})
 	_ = r.Register("kv", KV{})
+	_ = r.Register("sql", SQLConsole{})
 	return r
 }

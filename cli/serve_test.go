@@ -240,7 +240,7 @@ func TestServeWasmClasses(t *testing.T) {
 	s.get(t, "/actor/counter-wasm/w?read", "3")
 	s.get(t, "/actor/counter/w", "1") // the Go counter: another class, another count
 	s.stop(t)
-	if log := s.stderr.String(); !strings.Contains(log, "wasm=[counter-wasm]") || !strings.Contains(log, `go="[counter kv]"`) {
+	if log := s.stderr.String(); !strings.Contains(log, "wasm=[counter-wasm]") || !strings.Contains(log, `go="[counter kv sql]"`) {
 		t.Fatalf("the classes served are not logged:\n%s", log)
 	}
 
