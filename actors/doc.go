@@ -55,6 +55,17 @@
 // rolled-back response still waits at the output gate, like any other, for
 // the earlier writes it could have read.
 //
+// # SQL
+//
+// SQL(ctx) is the actor's SQL database (sql.go): SQLite, whose pages are
+// node keys of the event's storage (sqlvfs.go), so SQL writes are the
+// event's writes, committed or discarded with its others and counted in
+// its bound. An actor has one connection while it is resident, opened at
+// its first SQL call and closed as it leaves memory; a stamp in the
+// storage tells the connection, before each call, whether the pages are
+// still those it last left, and it is opened again when they are not.
+// SQL calls run on the event's goroutine.
+//
 // # The owner fence
 //
 // Before an acquisition writes the ownership record at generation g, the
