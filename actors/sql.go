@@ -292,20 +292,25 @@ func openSQL(st nodeStorage) (*sqlConn, error) {
 }
 
 // close closes the connection. Its file is detached first: whatever
-// SQLite writes as it closes reaches no storage.
-func (c *sqlConn) close() {
+// SQLite writes as it closes reaches no storage. The error is for tests:
+// nothing is left to do about it.
+func (c *sqlConn) close() (err error) {
 	if c.closed {
-		return
+		return nil
 	}
 	c.closed = true
 	c.file.st = nil
 	sqlLive.Add(-1)
-	defer func() { _ = recover() }() // a connection a panic went through may not close cleanly
+	defer func() {
+		if p := recover(); p != nil { // a connection a panic went through may not close cleanly
+			err = fmt.Errorf("sql: close: %v", p)
+		}
+	}()
 	for _, s := range c.stmts {
 		_ = s.stmt.Close()
 	}
 	c.stmts = nil
-	_ = c.conn.Close()
+	return c.conn.Close()
 }
 
 // conn is the actor's connection, current with the event's storage:
