@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmkeep/wasmkeep/internal/nodetest"
+	"github.com/wasmkeep/wasmkeep/supervisors"
 )
 
 // sqlSend sends method path (under /actor/sql/) with body to node n.
@@ -68,12 +69,13 @@ func TestSQLConsole(t *testing.T) {
 	sqlDo(t, n, "db/", "SELECT 1").expect(t, http.StatusNotFound, "sql: POST /exec or /query, the SQL in the body\n")
 }
 
-// Past the actor's bound a statement gets 413 with the limit's message,
-// and the rows before it stay; what the sql class stores is in the
-// bucket, for another node.
+// Past the actor's bound (1 MiB here) a statement gets 413 with the
+// limit's message, and the rows before it stay; what the sql class stores
+// is in the bucket, for another node.
 func TestSQLConsoleBoundAndPersistence(t *testing.T) {
 	dir := t.TempDir()
-	n := nodetest.Start(t, nodetest.Options{Dir: dir})
+	mib := func(c *supervisors.NodeConfig) { c.MaxState = 1 << 20 }
+	n := nodetest.Start(t, nodetest.Options{Dir: dir, Configure: mib})
 	sqlDo(t, n, "db/exec", "CREATE TABLE b(v BLOB); INSERT INTO b VALUES (zeroblob(500000))").
 		expect(t, http.StatusOK, "rows changed: 1\nlast insert id: 1\n")
 	a := sqlDo(t, n, "db/exec", "INSERT INTO b VALUES (zeroblob(600000))")
@@ -83,6 +85,6 @@ func TestSQLConsoleBoundAndPersistence(t *testing.T) {
 	sqlDo(t, n, "db/query", "SELECT count(*) AS n, sum(length(v)) AS bytes FROM b").expect(t, http.StatusOK, "n\tbytes\n1\t500000\n")
 	require.NoError(t, n.Stop(context.Background()))
 
-	n2 := nodetest.Start(t, nodetest.Options{Dir: dir, Node: "n2", Instance: "i2"})
+	n2 := nodetest.Start(t, nodetest.Options{Dir: dir, Node: "n2", Instance: "i2", Configure: mib})
 	sqlDo(t, n2, "db/query", "SELECT count(*) AS n FROM b").expect(t, http.StatusOK, "n\n1\n")
 }
