@@ -101,3 +101,56 @@ func JudgeState(found bool, read StateHeader, gen Generation) (StateVerdict, Sta
 	}
 	return StateFence, StateHeader{Gen: gen, Seq: read.Seq + 1}
 }
+
+// An actor's state object may list run objects: immutable parts of its
+// storage, each written once (If-None-Match) by one hold before the state
+// object that lists it. The state object stays the only thing a hold
+// writes conditionally, so the seal fences runs too: a run that a
+// superseded hold wrote, however late it lands, is listed by no state
+// object a later hold reads, and so is never read. Runs are named by the
+// generation of the hold that wrote them and a number of its choosing
+// (random, so that no two attempts name the same run): no two holds ever
+// write the same key.
+
+// RunsPrefix is the prefix of an actor's run objects' keys.
+func RunsPrefix(a Actor) string {
+	return ActorsPrefix + KeySegment(a.Class) + "/" + KeySegment(a.Name) + "/runs/"
+}
+
+// RunKey is the key of the run number n of the hold at gen.
+func RunKey(a Actor, gen Generation, n uint64) string {
+	return RunsPrefix(a) + RunName(gen, n)
+}
+
+// RunName is the last segment of a run's key: generation and number, in
+// fixed-width hexadecimal so that keys sort by generation.
+func RunName(gen Generation, n uint64) string {
+	return fmt.Sprintf("%016x-%016x", uint64(gen), n)
+}
+
+// ParseRunName reads a run's name; ok is false for a name RunName did not
+// give.
+func ParseRunName(name string) (gen Generation, n uint64, ok bool) {
+	var g uint64
+	if len(name) != 33 || name[16] != '-' {
+		return 0, 0, false
+	}
+	if _, err := fmt.Sscanf(name, "%016x-%016x", &g, &n); err != nil || RunName(Generation(g), n) != name {
+		return 0, 0, false
+	}
+	return Generation(g), n, true
+}
+
+// RunGarbage is the rule of what a hold at gen may delete of its actor's
+// runs that it finds in the bucket without knowing them (a listing of
+// RunsPrefix): a run that its working state does not list (listed false)
+// and that an earlier generation wrote. Such a run is listed by no later
+// state object either: every later hold starts from one of this hold's
+// objects or a later one, which list only the earlier generations' runs
+// this hold took over and runs of their own. A run of this hold's own
+// generation or a later one is never garbage by this rule (it may be
+// being written, or listed where this hold cannot see); the runs a hold
+// itself stops listing it deletes by name.
+func RunGarbage(gen Generation, listed bool, runGen Generation) bool {
+	return !listed && runGen < gen
+}
