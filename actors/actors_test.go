@@ -190,7 +190,11 @@ func TestStorageLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := memstore.New(memstore.Faults{})
-	h := newHost(t, b, &fakeKeeper{}, reg)
+	h, err := actors.NewHost(actors.Config{Keeper: &fakeKeeper{}, Bucket: b, Registry: reg, System: keeper.NewSystem(nil), MaxState: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.HibernateAll(context.Background()) })
 	a := ownership.Actor{Class: "store", Name: "s"}
 	put := func(key string, size int) (int, string) {
 		t.Helper()
@@ -218,7 +222,7 @@ func TestStorageLimits(t *testing.T) {
 			t.Errorf("%s: %d %q, want %d containing %q", tc.name, status, body, tc.status, tc.body)
 		}
 	}
-	// Fill up to the state bound (1 MiB): the eighth value of 128 KiB is
+	// Fill up to the state bound (1 MiB here): the eighth value of 128 KiB is
 	// past it.
 	var last int
 	var lastBody string

@@ -134,9 +134,8 @@ func (ec *eventCall) call(ctx context.Context, to ownership.Actor, req *Request)
 func (ra *residentActor) commitForCall(ctx actor.Context, t *txn) error {
 	gen := ra.gen
 	if t.dirty() {
-		ra.state.KV = t.result()
 		ra.version++
-		t.rebase(ra.state.KV)
+		t.rebase(ra.version)
 	}
 	for ra.loaded && ra.gen == gen && ra.durable < ra.version {
 		if ra.inflight == nil {

@@ -21,11 +21,15 @@
 // # Events and storage
 //
 // An actor handles one event at a time: its proto.actor mailbox serialises
-// them. Its whole durable state is one object in the bucket, at
+// them. Its durable state is a head in the bucket, at
 // actors/<class>/<name>/state (segments escaped with ownership.KeySegment),
-// stamped with the generation of the hold that wrote it. The writes of one
-// event commit together, as part of one conditional put (If-Match on the
-// version this hold last saw).
+// stamped with the generation of the hold that wrote it, over immutable
+// runs under actors/<class>/<name>/runs/ (layout.go; a merge of runs in
+// the background, compact.go). The writes of one event commit together:
+// the run that the commit flushes, if any, then one conditional put of
+// the head (If-Match on the version this hold last saw). A read that a
+// run cannot answer (the bucket did not) fails the event with
+// ErrUnavailable, never as a missing key.
 //
 // Within an event, Storage reads see the event's own writes: Get one key,
 // GetMany several, List a window of keys in byte order (a prefix, a start
@@ -77,6 +81,9 @@
 // object: stamped with the hold's generation, it is used as is; stamped
 // later, the hold was superseded and ends (Keeper.HoldEnded); stamped earlier
 // (a hold granted without the core, as in tests), it is fenced here first.
+// Runs need nothing more: a run is read only when a head lists it, so one
+// that a superseded hold wrote, landing late, is never read; the sweep
+// before a merge deletes it (ownership.RunGarbage).
 //
 // # Group commit and the output gate
 //
@@ -93,8 +100,9 @@
 //
 // # Damage
 //
-// A state object that fails the store's checksum, or whose bytes do not
-// decode, fails the event with a *DamagedError naming its key (it matches
+// A state object or run that fails the store's checksum or its own, whose
+// bytes do not decode, or a run the head lists that is gone, fails the
+// event with a *DamagedError naming the state object's key (it matches
 // ownership.ErrDamaged; the ingress answers 500): no retry serves the
 // actor until a person restores the object, so it is not an
 // UnavailableError. The keeper is told (Keeper.DamageFound) and logs it once

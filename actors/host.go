@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/wasmkeep/wasmkeep/actors/kvrun"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 	"github.com/wasmkeep/wasmkeep/sockets"
@@ -51,6 +53,9 @@ type Config struct {
 	// MaxState bounds one actor's state, keys plus values, in bytes.
 	// Zero: DefaultMaxState.
 	MaxState int
+	// BlockCache bounds the node's cache of the blocks and indexes of
+	// actors' runs, in bytes, across every actor. Zero: DefaultBlockCache.
+	BlockCache int64
 	// IOTimeout bounds one bucket call of an event. Zero: 10 s.
 	IOTimeout time.Duration
 	// RetryAfter is what a refused event suggests. Zero: 1 s.
@@ -109,7 +114,7 @@ func (c Config) Validate() error {
 	if c.System == nil {
 		errs = append(errs, errors.New("no actor system"))
 	}
-	if c.IdleTimeout < 0 || c.MaxResident < 0 || c.MaxState < 0 || c.IOTimeout < 0 || c.RetryAfter < 0 || c.CallTimeout < 0 {
+	if c.IdleTimeout < 0 || c.MaxResident < 0 || c.MaxState < 0 || c.BlockCache < 0 || c.IOTimeout < 0 || c.RetryAfter < 0 || c.CallTimeout < 0 {
 		errs = append(errs, errors.New("idle timeout, max resident, max state, io timeout, retry after and call timeout must not be negative"))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -133,6 +138,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.IOTimeout == 0 {
 		c.IOTimeout = 10 * time.Second
+	}
+	if c.BlockCache == 0 {
+		c.BlockCache = DefaultBlockCache
 	}
 	if c.RetryAfter == 0 {
 		c.RetryAfter = time.Second
@@ -199,10 +207,53 @@ func (e *DamagedError) Unwrap() error { return e.Err }
 // Host keeps this node's resident actors. Its director, a proto.actor actor,
 // owns the resident set: every method sends it a message.
 type Host struct {
-	cfg Config
-	log *slog.Logger
-	pid *actor.PID
+	cfg    Config
+	log    *slog.Logger
+	pid    *actor.PID
+	blocks *kvrun.Cache // of every resident actor's runs
+	reads  storageReads
 }
+
+// storageReads counts the bucket calls of actors' storage.
+type storageReads struct {
+	heads, runs, runBytes atomic.Int64
+	// writes and the bytes of their bodies: heads (commits) and runs
+	// (flushes and merges)
+	headWrites, headBytes, runWrites, runWriteBytes atomic.Int64
+}
+
+// StorageStats is what the resident actors' storage read from the bucket,
+// and their block cache, since the host started.
+type StorageStats struct {
+	// HeadReads counts reads of state objects (an actor's load, when no
+	// seal's copy came with its grant); RunReads the ranged reads of run
+	// objects (an index with its filter, or a block), RunBytes their bytes.
+	HeadReads, RunReads, RunBytes int64
+	// HeadWrites and HeadBytes count the state objects written (commits,
+	// fences), RunWrites and RunWriteBytes the runs (flushes, merges).
+	HeadWrites, HeadBytes, RunWrites, RunWriteBytes int64
+	Cache                                           kvrun.CacheStats
+}
+
+// runs is what the resident actors read their runs with.
+func (h *Host) runs() runOpener {
+	return runOpener{b: h.cfg.Bucket, c: h.blocks, timeout: h.cfg.IOTimeout, reads: &h.reads}
+}
+
+// StorageStats reports the storage's reads and cache. It is safe to call
+// from any goroutine.
+func (h *Host) StorageStats() StorageStats {
+	r := &h.reads
+	return StorageStats{
+		HeadReads: r.heads.Load(), RunReads: r.runs.Load(), RunBytes: r.runBytes.Load(),
+		HeadWrites: r.headWrites.Load(), HeadBytes: r.headBytes.Load(), RunWrites: r.runWrites.Load(), RunWriteBytes: r.runWriteBytes.Load(),
+		Cache: h.blocks.Stats(),
+	}
+}
+
+// DefaultBlockCache is the node's cache of run blocks unless Config says
+// otherwise.
+const DefaultBlockCache = 64 << 20
 
 // NewHost validates cfg and spawns the director.
 func NewHost(cfg Config) (*Host, error) {
@@ -210,7 +261,7 @@ func NewHost(cfg Config) (*Host, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
-	h := &Host{cfg: cfg, log: cfg.Logger.With(slog.String("component", "actors"))}
+	h := &Host{cfg: cfg, log: cfg.Logger.With(slog.String("component", "actors")), blocks: kvrun.NewCache(cfg.BlockCache)}
 	// Each incarnation of the director starts empty: a restart (after a
 	// panic in the director) has stopped every resident actor first, and
 	// the one before answered their callers and told the keeper. A stop of

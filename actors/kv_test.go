@@ -13,6 +13,7 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/internal/nodetest"
+	"github.com/wasmkeep/wasmkeep/supervisors"
 )
 
 // kvAnswer is one HTTP answer of the kv class.
@@ -100,7 +101,7 @@ func TestKVRefusals(t *testing.T) {
 // A PUT past a storage limit gets 413 with the limit's message, and
 // nothing of it is stored; one at the limit is stored.
 func TestKVLimits(t *testing.T) {
-	n := nodetest.Start(t, nodetest.Options{})
+	n := nodetest.Start(t, nodetest.Options{Configure: func(c *supervisors.NodeConfig) { c.MaxState = 1 << 20 }})
 	a := kvDo(t, n, "PUT", "s/big", make([]byte, actors.MaxValueLen+1))
 	assert.Equal(t, http.StatusRequestEntityTooLarge, a.status)
 	assert.Equal(t, "storage limit: value of 131073 bytes under key \"big\", over 131072\n", a.body)
@@ -113,7 +114,7 @@ func TestKVLimits(t *testing.T) {
 	assert.Len(t, kvDo(t, n, "GET", "s/big", nil).body, actors.MaxValueLen)
 	kvDo(t, n, "PUT", "s/"+strings.Repeat("k", actors.MaxKeyLen), []byte("v")).expect(t, http.StatusCreated, "")
 
-	// The state bound (1 MiB): the eighth value of 128 KiB does not fit.
+	// The state bound (1 MiB here): the eighth value of 128 KiB does not fit.
 	for _, k := range []string{"c", "d", "e", "f", "g", "h"} {
 		kvDo(t, n, "PUT", "s/"+k, make([]byte, actors.MaxValueLen)).expect(t, http.StatusCreated, "")
 	}

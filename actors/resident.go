@@ -40,12 +40,15 @@ type residentActor struct {
 	loaded bool
 	gen    ownership.Generation
 	etag   ownership.ETag
-	state  stateObject
+	state  *kvState
 	// sealTaken is the generation whose seal's copy of the state a load
 	// took: a load again under it (after a failed commit dropped the
 	// state) reads the bucket, as the copy may be older than what the
 	// failed commit wrote.
 	sealTaken ownership.Generation
+
+	// compacting cancels the merge of runs under way, if any (compact.go).
+	compacting context.CancelFunc
 
 	version  uint64     // events with writes applied to state
 	durable  uint64     // the version the bucket holds
@@ -65,12 +68,14 @@ type waiter struct {
 type commitJob struct {
 	version uint64
 	seq     uint64
+	head    head
 	done    chan commitResult // buffered: the writer never blocks
 }
 
 type commitResult struct {
-	etag ownership.ETag
-	err  error
+	etag    ownership.ETag
+	err     error
+	deleted []runName // garbage whose delete landed
 }
 
 // commitDoneMsg tells the resident actor its commit in flight has an answer.
@@ -84,6 +89,8 @@ func (ra *residentActor) Receive(ctx actor.Context) {
 		if ra.inflight == msg.job {
 			ra.committedAt(ctx, <-msg.job.done)
 		}
+	case *compactedMsg:
+		ra.compacted(ctx, msg)
 	case *actor.Restarting:
 		// A panic reached the supervisor, which restarts this actor: the
 		// producer hands back this same value. What waits at the gate is
@@ -99,6 +106,9 @@ func (ra *residentActor) Receive(ctx actor.Context) {
 		ra.settleEnding(ctx, true)
 		ra.closePer()
 		ra.closeSQL()
+		if ra.compacting != nil {
+			ra.compacting() // what it wrote is swept by a later hold
+		}
 	}
 }
 
@@ -128,8 +138,11 @@ func (ra *residentActor) closePer() {
 // drop forgets the resident state: the next event reloads it. Nothing may
 // wait at the gate or be in flight.
 func (ra *residentActor) drop() {
-	ra.loaded, ra.gen, ra.etag, ra.state = false, 0, "", stateObject{}
+	ra.loaded, ra.gen, ra.etag, ra.state = false, 0, "", nil
 	ra.version, ra.durable = 0, 0
+	if ra.compacting != nil {
+		ra.compacting() // its result, if any, finds the state dropped
+	}
 }
 
 func (ra *residentActor) log() *slog.Logger {
@@ -191,7 +204,7 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 			return
 		}
 	}
-	t := newTxn(ra.state.KV, ra.h.cfg.MaxState)
+	t := newEventTxn(ioCtx, ra.state, ra.h.cfg.MaxState)
 	// What ActorOf, SocketsOf and Call reach through the event's context:
 	// one value.
 	ev := &eventValues{
@@ -207,8 +220,21 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 		ra.answer(ctx, m, result{err: ra.h.unavailable(ra.actor, "commit before a call did not land")})
 		return
 	}
+	if t.fault != nil && !isReadFailure(err) {
+		// A read failed and something swallowed it: the event fails all
+		// the same.
+		err = ra.readFailed(t.fault)
+	}
 	var r result
 	switch {
+	case err != nil && isReadFailure(err):
+		// The actor's SQL connection may have been cut short in the
+		// middle of a statement: the next SQL call opens a fresh one.
+		ra.closeSQL()
+		// Nothing of the event is kept, and its answer reveals nothing:
+		// it goes out at once.
+		ra.answer(ctx, m, result{err: err})
+		return
 	case err != nil:
 		// (rb is declared here: taken by address, it moves to the heap,
 		// which only an event that failed pays for.)
@@ -220,8 +246,8 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 		}
 	default:
 		if t.dirty() {
-			ra.state.KV = t.result()
 			ra.version++
+			ra.state.apply(t, ra.version)
 		}
 		r = result{resp: resp, out: ev.socks.out}
 	}
@@ -239,26 +265,61 @@ func (ra *residentActor) pump(ctx actor.Context) {
 	ra.release(ctx)
 }
 
-// startCommit writes the working state with If-Match on the version this
-// hold last saw, in the background; the answer comes back as a
-// commitDoneMsg through the mailbox.
+// startCommit writes the working state's head with If-Match on the version
+// this hold last saw, in the background, after the run it flushes, if
+// any; the answer comes back as a commitDoneMsg through the mailbox.
 func (ra *residentActor) startCommit(ctx actor.Context) {
-	next := stateObject{StateHeader: ownership.StateHeader{Gen: ra.gen, Seq: ra.state.Seq + 1}, KV: ra.state.KV}
-	body, key, etag := encodeState(next), StateKey(ra.actor), ra.etag
-	job := &commitJob{version: ra.version, seq: next.Seq, done: make(chan commitResult, 1)}
+	seq := ra.state.Seq + 1
+	hd, err := ra.state.encodeHead(ra.gen, ra.version)
+	job := &commitJob{version: ra.version, seq: seq, head: hd, done: make(chan commitResult, 1)}
 	ra.inflight = job
 	self, root, bucket, timeout := ctx.Self(), ra.h.cfg.System.Root, ra.h.cfg.Bucket, ra.h.cfg.IOTimeout
+	if err != nil {
+		job.done <- commitResult{err: err}
+		root.Send(self, &commitDoneMsg{job: job})
+		return
+	}
+	body, key, etag, a, garbage := ownership.EncodeState(ownership.StateHeader{Gen: ra.gen, Seq: seq}, hd.payload), StateKey(ra.actor), ra.etag, ra.actor, ra.state.garbage
+	runs, reads := ra.h.runs(), &ra.h.reads
 	go func() {
 		cctx, cancel := context.WithTimeout(context.Background(), timeout)
-		cond := ownership.IfMatch(etag)
-		if etag == "" {
-			cond = ownership.IfAbsent() // the actor's first commit
+		defer cancel()
+		var res commitResult
+		if hd.flush != nil {
+			// The run first: the head that lists it must never land
+			// without it.
+			p := hd.flush.parts[0]
+			runs.wroteRun(len(hd.body))
+			_, res.err = bucket.Put(cctx, ownership.RunKey(a, p.gen, p.n), hd.body, ownership.IfAbsent())
 		}
-		etag, err := bucket.Put(cctx, key, body, cond)
-		cancel()
-		job.done <- commitResult{etag: etag, err: err}
+		if res.err == nil {
+			cond := ownership.IfMatch(etag)
+			if etag == "" {
+				cond = ownership.IfAbsent() // the actor's first commit
+			}
+			reads.headWrites.Add(1)
+			reads.headBytes.Add(int64(len(body)))
+			res.etag, res.err = bucket.Put(cctx, key, body, cond)
+		}
+		if res.err == nil && len(garbage) > 0 {
+			res.deleted = deleteRuns(cctx, bucket, a, garbage)
+		}
+		job.done <- res
 		root.Send(self, &commitDoneMsg{job: job})
 	}()
+}
+
+// deleteRuns deletes runs that a landed head no longer lists, and returns
+// those whose delete landed. (One that did not stays listed as garbage,
+// and the next commit tries again.)
+func deleteRuns(ctx context.Context, b ownership.Bucket, a ownership.Actor, runs []runName) []runName {
+	var done []runName
+	for _, r := range runs {
+		if err := b.Delete(ctx, ownership.RunKey(a, r.gen, r.n), ownership.Always()); err == nil {
+			done = append(done, r)
+		}
+	}
+	return done
 }
 
 // committedAt takes the answer of the commit in flight.
@@ -278,8 +339,14 @@ func (ra *residentActor) committedAt(ctx actor.Context, res commitResult) {
 		ra.drop()
 		return
 	}
-	ra.etag, ra.state.Seq, ra.durable = res.etag, job.seq, job.version
+	ra.etag, ra.durable = res.etag, job.version
+	ra.state.landed(job.head, job.seq)
+	ra.state.collected(res.deleted)
+	if f := job.head.flush; f != nil {
+		f.parts[0].r = ra.h.runs().open(ra.actor, f.parts[0])
+	}
 	ra.pump(ctx)
+	ra.maybeCompact(ctx)
 }
 
 // release answers the waiting events whose writes (and every write they
@@ -355,6 +422,13 @@ func (ra *residentActor) settle(ctx actor.Context, flush bool) {
 func (ra *residentActor) run(ctx context.Context, m *eventMsg, t *txn) (resp *Response, err error) {
 	defer func() {
 		if p := recover(); p != nil {
+			if f, ok := p.(readFault); ok {
+				// A storage read failed under the class: the event fails,
+				// as a commit that did not land fails it, and the class's
+				// code is not at fault.
+				resp, err = nil, ra.readFailed(f.err)
+				return
+			}
 			ra.log().Error("actor panicked", slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
 			resp, err = nil, fmt.Errorf("actor panicked: %v", p)
 		}
@@ -368,14 +442,50 @@ func (ra *residentActor) run(ctx context.Context, m *eventMsg, t *txn) (resp *Re
 	}
 	if m.sock != nil {
 		if sc, ok := c.(SocketClass); ok {
-			return nil, sc.HandleSocket(ctx, m.sock, t)
+			return nil, ra.readFaultOf(sc.HandleSocket(ctx, m.sock, t))
 		}
 		return nil, nil // a class without socket events: dropped
 	}
 	if resp, err = c.Handle(ctx, m.req, t); err == nil && resp == nil {
 		err = errNoResponse
 	}
-	return resp, err
+	return resp, ra.readFaultOf(err)
+}
+
+// readFailed is the error of an event whose storage read failed: a
+// damaged run is reported as damage (and counted), anything else as the
+// actor being unavailable for now.
+func (ra *residentActor) readFailed(err error) error {
+	if errors.Is(err, ownership.ErrDamaged) {
+		return ra.damaged(StateKey(ra.actor), err)
+	}
+	ra.log().Warn("actor storage read failed", slog.Any("err", err))
+	return &storageReadError{ra.h.unavailable(ra.actor, "storage read failed: "+ownership.OutcomeOf(err).String())}
+}
+
+// storageReadError marks an event's failure as a failed read, which the
+// event's answer reports as the actor being unavailable, not as the
+// class's error.
+type storageReadError struct{ *UnavailableError }
+
+func (e *storageReadError) Unwrap() error { return e.UnavailableError }
+
+// readFaultOf turns a read fault that came back as an error (a wasm host
+// recovers the panics of its guest's host calls) into the event's failed
+// read; any other err is returned as it is.
+func (ra *residentActor) readFaultOf(err error) error {
+	var f readFault
+	if err != nil && errors.As(err, &f) {
+		return ra.readFailed(f.err)
+	}
+	return err
+}
+
+// isReadFailure says whether err is an event's failed storage read.
+func isReadFailure(err error) bool {
+	var re *storageReadError
+	var de *DamagedError
+	return errors.As(err, &re) || errors.As(err, &de)
 }
 
 // errNoResponse fails a request event whose handler returned neither a
@@ -422,14 +532,16 @@ func (ra *residentActor) load(ctx context.Context, gen ownership.Generation, sea
 		obj, ra.sealTaken = ownership.Object{Body: sealed.Body, ETag: sealed.ETag}, gen
 	} else {
 		rctx, cancel := context.WithTimeout(ctx, ra.h.cfg.IOTimeout)
+		ra.h.reads.heads.Add(1)
 		obj, err = ra.h.cfg.Bucket.Get(rctx, key)
 		cancel()
 	}
-	var st stateObject
+	var st *kvState
+	var payload []byte
 	var cond ownership.Condition
 	switch ownership.OutcomeOf(err) {
 	case ownership.Landed:
-		if st, err = decodeState(obj.Body); err != nil {
+		if st, payload, err = decodeStateObject(obj.Body); err != nil {
 			return ra.damaged(key, err)
 		}
 		verdict, h := ownership.JudgeState(true, st.StateHeader, gen)
@@ -441,6 +553,7 @@ func (ra *residentActor) load(ctx context.Context, gen ownership.Generation, sea
 			return ra.h.notRun(ra.actor, fmt.Sprintf("state sealed at generation %d, hold at %d: superseded", st.Gen, gen))
 		case ownership.StateUse:
 			ra.loaded, ra.gen, ra.etag, ra.state = true, gen, obj.ETag, st
+			ra.opened()
 			return nil
 		}
 		st.StateHeader, cond = h, ownership.IfMatch(obj.ETag) // StateFence
@@ -450,14 +563,17 @@ func (ra *residentActor) load(ctx context.Context, gen ownership.Generation, sea
 		// A new actor: its first commit creates the object, If-None-Match.
 		// (The core seals only actors that had a record, and so a hold.)
 		_, h := ownership.JudgeState(false, ownership.StateHeader{}, gen)
-		ra.loaded, ra.gen, ra.etag, ra.state = true, gen, "", stateObject{StateHeader: h, KV: map[string][]byte{}}
+		ra.loaded, ra.gen, ra.etag, ra.state = true, gen, "", newKVState(h)
 		return nil
 	default:
 		ra.log().Warn("actor state read failed", slog.String("key", key), slog.Any("err", err))
 		return ra.h.notRun(ra.actor, "state read failed")
 	}
 	wctx, cancel := context.WithTimeout(ctx, ra.h.cfg.IOTimeout)
-	etag, err := ra.h.cfg.Bucket.Put(wctx, key, encodeState(st), cond)
+	fence := ownership.EncodeState(st.StateHeader, payload)
+	ra.h.reads.headWrites.Add(1)
+	ra.h.reads.headBytes.Add(int64(len(fence)))
+	etag, err := ra.h.cfg.Bucket.Put(wctx, key, fence, cond)
 	cancel()
 	if err != nil {
 		ra.log().Warn("actor fence write did not land", slog.String("key", key),
@@ -465,7 +581,13 @@ func (ra *residentActor) load(ctx context.Context, gen ownership.Generation, sea
 		return ra.h.notRun(ra.actor, "fence write "+ownership.OutcomeOf(err).String())
 	}
 	ra.loaded, ra.gen, ra.etag, ra.state = true, gen, etag, st
+	ra.opened()
 	return nil
+}
+
+// opened readies a state just loaded for the hold: readers for its runs.
+func (ra *residentActor) opened() {
+	ra.state.openRuns(ra.actor, ra.h.runs())
 }
 
 // damaged fails an event whose actor's state object, at key, is damaged.

@@ -7,57 +7,64 @@ import (
 	"github.com/wasmkeep/wasmkeep/ownership"
 )
 
-// StateKey is the bucket key of an actor's state object.
+// StateKey is the bucket key of an actor's state object, its storage's
+// head (layout.go).
 func StateKey(a ownership.Actor) string { return ownership.StateKey(a) }
 
-// stateObject is an actor's state in the bucket: the ownership layer's
-// header (the generation of the hold that last wrote it, which an
-// acquisition's seal raises before the hold exists, and a write count),
-// then the key-value pairs.
-type stateObject struct {
-	ownership.StateHeader
-	KV map[string][]byte
+// decodeStateObject reads a state object: the ownership layer's header
+// (the generation of the hold that last wrote it, which an acquisition's
+// seal raises before the hold exists, and a write count), then the head.
+// It returns the payload too, for a fence that rewrites it as it is.
+// Every error matches ownership.ErrDamaged: bytes it cannot read are a
+// damaged object.
+func decodeStateObject(data []byte) (*kvState, []byte, error) {
+	h, p, err := ownership.DecodeState(data)
+	if err != nil {
+		return nil, nil, fmt.Errorf("decode actor state: %w", err)
+	}
+	s, err := decodeHead(h, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, p, nil
 }
 
-// The payload is the pairs one after the other, in no particular order:
-// uvarint key length, key, uvarint value length, value. Cheap to write on
-// every commit (no sorting, no escaping) and to read on every wake.
-func encodeState(s stateObject) []byte {
+// encodePairs is format 1 of a head (a state object's payload before runs
+// existed): the pairs one after the other, in no particular order: uvarint
+// key length, key, uvarint value length, value. It is still read; tests
+// write it to show that it is.
+func encodePairs(kv map[string][]byte) []byte {
 	n := 0
-	for k, v := range s.KV {
+	for k, v := range kv {
 		n += len(k) + len(v) + 2*binary.MaxVarintLen32
 	}
 	b := make([]byte, 0, n)
-	for k, v := range s.KV {
+	for k, v := range kv {
 		b = binary.AppendUvarint(b, uint64(len(k)))
 		b = append(b, k...)
 		b = binary.AppendUvarint(b, uint64(len(v)))
 		b = append(b, v...)
 	}
-	return ownership.EncodeState(s.StateHeader, b)
+	return b
 }
 
-// decodeState reads a state object. Every error matches
-// ownership.ErrDamaged: bytes it cannot read are a damaged object.
-func decodeState(data []byte) (stateObject, error) {
-	h, p, err := ownership.DecodeState(data)
-	if err != nil {
-		return stateObject{}, fmt.Errorf("decode actor state: %w", err)
-	}
-	s := stateObject{StateHeader: h, KV: map[string][]byte{}}
+// decodePairs reads format 1.
+func decodePairs(p []byte) (map[string][]byte, error) {
+	kv := map[string][]byte{}
+	all := len(p)
 	for len(p) > 0 {
 		k, rest, ok := field(p)
 		if !ok {
-			return stateObject{}, fmt.Errorf("decode actor state: %w: truncated key at byte %d", ownership.ErrDamaged, len(data)-len(p))
+			return nil, fmt.Errorf("decode actor state: %w: truncated key at byte %d", ownership.ErrDamaged, all-len(p))
 		}
 		v, rest, ok := field(rest)
 		if !ok {
-			return stateObject{}, fmt.Errorf("decode actor state: %w: truncated value of key %.64q", ownership.ErrDamaged, k)
+			return nil, fmt.Errorf("decode actor state: %w: truncated value of key %.64q", ownership.ErrDamaged, k)
 		}
-		s.KV[string(k)] = v
+		kv[string(k)] = v
 		p = rest
 	}
-	return s, nil
+	return kv, nil
 }
 
 // field reads one length-prefixed field.

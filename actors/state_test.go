@@ -3,40 +3,123 @@ package actors
 import (
 	"bytes"
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/wasmkeep/wasmkeep/actors/kvrun"
 	"github.com/wasmkeep/wasmkeep/ownership"
 )
 
-func TestStateRoundTrip(t *testing.T) {
+// A state object in format 1 (the pairs alone, as every actor's was before
+// runs) is read as a memory table.
+func TestHeadFormat1IsRead(t *testing.T) {
 	for _, kv := range []map[string][]byte{
 		{},
 		{"count": []byte("7")},
-		{"a": nil, "": []byte("empty key"), "bin": {0, 1, 2, 255}, strings.Repeat("k", 2048): bytes.Repeat([]byte{'v'}, 128<<10)},
+		{"a": {}, "bin": {0, 1, 2, 255}, strings.Repeat("k", 2048): bytes.Repeat([]byte{'v'}, 128<<10)},
 	} {
-		in := stateObject{StateHeader: ownership.StateHeader{Gen: 3, Seq: 9}, KV: kv}
-		out, err := decodeState(encodeState(in))
+		obj := ownership.EncodeState(ownership.StateHeader{Gen: 3, Seq: 9}, encodePairs(kv))
+		s, _, err := decodeStateObject(obj)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if out.Gen != 3 || out.Seq != 9 || len(out.KV) != len(kv) {
-			t.Fatalf("round trip: %+v", out.StateHeader)
+		if s.Gen != 3 || s.Seq != 9 || len(s.runs) != 0 {
+			t.Fatalf("header %+v, %d runs", s.StateHeader, len(s.runs))
 		}
-		for k, v := range kv {
-			if got, ok := out.KV[k]; !ok || !bytes.Equal(got, v) {
-				t.Fatalf("key %.20q: %q, %v", k, got, ok)
-			}
+		got := newEventTxn(t.Context(), s, DefaultMaxState).result()
+		if !maps.EqualFunc(got, kv, bytes.Equal) || s.size != stateSize(kv) {
+			t.Fatalf("read %d keys (size %d), want %d (size %d)", len(got), s.size, len(kv), stateSize(kv))
 		}
 	}
 }
 
-func TestStateTruncated(t *testing.T) {
-	b := encodeState(stateObject{StateHeader: ownership.StateHeader{Gen: 1, Seq: 1}, KV: map[string][]byte{"key": []byte("value")}})
-	for cut := 1; cut < len("key")+len("value")+2; cut++ {
-		if _, err := decodeState(b[:len(b)-cut]); err == nil {
-			t.Fatalf("cut %d bytes: decoded", cut)
+// testRun builds one run part of entries (sorted).
+func testRun(t testing.TB, gen ownership.Generation, n uint64, es ...kvrun.Entry) (*part, []byte) {
+	w := kvrun.NewWriter(kvrun.Options{})
+	for _, e := range es {
+		if err := w.Add(e); err != nil {
+			t.Fatal(err)
 		}
+	}
+	body, meta, err := w.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &part{gen: gen, n: n, meta: meta}, body
+}
+
+func TestHeadRoundTrip(t *testing.T) {
+	p1, _ := testRun(t, 2, 7, kvrun.Entry{Key: "a", Value: []byte("1")}, kvrun.Entry{Key: "b", Tombstone: true})
+	p2, _ := testRun(t, 2, 8, kvrun.Entry{Key: "m", Value: []byte("2")})
+	p3, _ := testRun(t, 1, 1, kvrun.Entry{Key: "c", Value: []byte("3")})
+	s := newKVState(ownership.StateHeader{Gen: 4, Seq: 11})
+	s.runs = []*run{{parts: []*part{p1, p2}}, {parts: []*part{p3}}}
+	s.garbage = []runName{{1, 5}, {3, 9}}
+	s.mem = map[string]memEntry{"x": {v: []byte("y")}, "c": {del: true}, NodePrefix + "p": {v: []byte("page")}}
+	s.memBytes, s.size = 1+1+1+len(NodePrefix)+1+4, 123
+	h, err := s.encodeHead(4, 1)
+	if err != nil || h.flush != nil {
+		t.Fatalf("encodeHead: %v, flush %v", err, h.flush)
+	}
+	out, err := decodeHead(s.StateHeader, h.payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.size != s.size || !slices.Equal(out.garbage, s.garbage) || out.memBytes != s.memBytes || len(out.mem) != len(s.mem) {
+		t.Fatalf("decoded size %d garbage %v mem %d (%d bytes)", out.size, out.garbage, len(out.mem), out.memBytes)
+	}
+	for k, e := range s.mem {
+		if g := out.mem[k]; g.del != e.del || !bytes.Equal(g.v, e.v) {
+			t.Fatalf("mem %q = %+v, want %+v", k, g, e)
+		}
+	}
+	if len(out.runs) != 2 || len(out.runs[0].parts) != 2 || len(out.runs[1].parts) != 1 {
+		t.Fatalf("runs %v", out.runs)
+	}
+	for i, p := range []*part{out.runs[0].parts[0], out.runs[0].parts[1], out.runs[1].parts[0]} {
+		want := []*part{p1, p2, p3}[i]
+		if p.gen != want.gen || p.n != want.n || p.meta != want.meta {
+			t.Fatalf("part %d = %+v, want %+v", i, p, want)
+		}
+	}
+	// Cut short anywhere, it is damaged, never read as something else.
+	for cut := 1; cut < len(h.payload)-len(headMagic); cut++ {
+		if _, err := decodeHead(s.StateHeader, h.payload[:len(h.payload)-cut]); err == nil {
+			// Cutting whole trailing entries of the memory table leaves a
+			// shorter valid table; anything else must fail.
+			continue
+		} else if !errors.Is(err, ownership.ErrDamaged) {
+			t.Fatalf("cut %d: %v, want ErrDamaged", cut, err)
+		}
+	}
+}
+
+// A memory table past flushAt becomes a run, and the head lists it first.
+func TestHeadFlushesPastFlushAt(t *testing.T) {
+	s := newKVState(ownership.StateHeader{Gen: 2})
+	tx := newEventTxn(t.Context(), s, DefaultMaxState)
+	for i := range 40 {
+		if err := tx.Put(strings.Repeat("k", 10)+string(rune('A'+i)), bytes.Repeat([]byte{'v'}, 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.apply(tx, 1)
+	h, err := s.encodeHead(2, 1)
+	if err != nil || h.flush == nil {
+		t.Fatalf("encodeHead: %v, flush %v", err, h.flush)
+	}
+	if len(h.payload) > 200 {
+		t.Fatalf("the head is %d bytes with its table flushed", len(h.payload))
+	}
+	out, err := decodeHead(s.StateHeader, h.payload)
+	if err != nil || len(out.runs) != 1 || len(out.mem) != 0 || out.runs[0].parts[0].meta.Entries != 40 {
+		t.Fatalf("decoded %v, %+v", err, out)
+	}
+	s.landed(h, 1)
+	if len(s.mem) != 0 || s.memBytes != 0 || len(s.runs) != 1 {
+		t.Fatalf("after landing: mem %d (%d bytes), runs %d", len(s.mem), s.memBytes, len(s.runs))
 	}
 }
 
@@ -45,28 +128,53 @@ func TestStateTruncated(t *testing.T) {
 // it refuses is a damaged object (ownership.ErrDamaged); and what it
 // accepts survives a round trip through the encoder.
 func FuzzDecodeState(f *testing.F) {
-	f.Add(encodeState(stateObject{StateHeader: ownership.StateHeader{Gen: 3, Seq: 9}, KV: map[string][]byte{"count": []byte("7")}}))
+	f.Add(ownership.EncodeState(ownership.StateHeader{Gen: 3, Seq: 9}, encodePairs(map[string][]byte{"count": []byte("7")})))
+	s := newKVState(ownership.StateHeader{Gen: 3, Seq: 9})
+	s.mem["a"], s.memBytes, s.size = memEntry{v: []byte("b")}, 2, 2
+	s.garbage = []runName{{1, 2}}
+	if h, err := s.encodeHead(3, 0); err == nil {
+		f.Add(ownership.EncodeState(s.StateHeader, h.payload))
+	}
 	f.Add([]byte("wk1 state 1 1\n"))
 	f.Add([]byte("wk1 state 1 1\n\x05a"))
 	f.Add([]byte("wk1 state 1 1\n\x01k\xff\xff\xff\xff\x0f"))
+	f.Add([]byte("wk1 state 1 1\n\x00wk2\x02\x01\x01\x01\x01\x00"))
 	f.Add([]byte("wk1 state x 1\n"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		st, err := decodeState(data)
+		st, _, err := decodeStateObject(data)
 		if err != nil {
 			if !errors.Is(err, ownership.ErrDamaged) {
-				t.Fatalf("decodeState(%q): %v, want ErrDamaged", data, err)
+				t.Fatalf("decodeStateObject(%q): %v, want ErrDamaged", data, err)
 			}
 			return
 		}
-		again, err := decodeState(encodeState(st))
-		if err != nil || again.StateHeader != st.StateHeader || len(again.KV) != len(st.KV) {
+		if st.memBytes > flushAt {
+			return // encodeHead would flush it into a run
+		}
+		h, err := st.encodeHead(st.Gen, 0)
+		if err != nil {
+			t.Fatalf("encodeHead of what decoded: %v", err)
+		}
+		again, err := decodeHead(st.StateHeader, h.payload)
+		if err != nil || again.size != st.size || len(again.mem) != len(st.mem) || len(again.runs) != len(st.runs) || !slices.Equal(again.garbage, st.garbage) {
 			t.Fatalf("round trip of %q: %+v, %v", data, again, err)
 		}
-		for k, v := range st.KV {
-			if got, ok := again.KV[k]; !ok || !bytes.Equal(got, v) {
-				t.Fatalf("round trip of %q: key %q is %q, want %q", data, k, got, v)
+		for k, e := range st.mem {
+			if g, ok := again.mem[k]; !ok || g.del != e.del || !bytes.Equal(g.v, e.v) {
+				t.Fatalf("round trip of %q: key %q is %+v, want %+v", data, k, g, e)
 			}
 		}
 	})
+}
+
+// snapshotMem copies the memory table's live entries (tests).
+func (s *kvState) snapshotMem() map[string][]byte {
+	kv := map[string][]byte{}
+	for k, e := range s.mem {
+		if !e.del {
+			kv[k] = append([]byte(nil), e.v...)
+		}
+	}
+	return kv
 }

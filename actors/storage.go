@@ -1,10 +1,13 @@
 package actors
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/wasmkeep/wasmkeep/actors/kvrun"
 )
 
 // Storage is an actor's durable key-value store, seen from one event: reads
@@ -101,7 +104,7 @@ const (
 	MaxValueLen = 128 << 10
 	// DefaultMaxState bounds an actor's whole state (keys plus values)
 	// unless Config says otherwise.
-	DefaultMaxState = 1 << 20
+	DefaultMaxState = 1 << 30
 	// MaxBatchOps bounds the ops of one Batch.
 	MaxBatchOps = 128
 )
@@ -136,17 +139,29 @@ func stateSize(kv map[string][]byte) int {
 	return n
 }
 
-// txn is the Storage of one event: a write set over the committed state.
+// txn is the Storage of one event: a write set over the working state,
+// whose reads of runs go out under ctx.
 // Invariant: size is always the size of the state the event would commit.
 type txn struct {
-	base    map[string][]byte
+	base    *kvState
+	ctx     context.Context
 	writes  map[string][]byte // nil value: deleted
+	cleared bool              // DeleteAll: nothing of base is seen
+	// fault is the first read of base that failed: the event fails with
+	// it even if the code between (SQLite's, a class's recover) swallowed
+	// the readFault.
+	fault   error
 	size    int
 	maxSize int
 }
 
-func newTxn(base map[string][]byte, maxSize int) *txn {
-	return &txn{base: base, writes: map[string][]byte{}, size: stateSize(base), maxSize: maxSize}
+// newTxn is an event's storage over kv alone (tests, tools).
+func newTxn(kv map[string][]byte, maxSize int) *txn {
+	return newEventTxn(context.Background(), stateOfMap(kv), maxSize)
+}
+
+func newEventTxn(ctx context.Context, base *kvState, maxSize int) *txn {
+	return &txn{base: base, ctx: ctx, writes: map[string][]byte{}, size: base.size, maxSize: maxSize}
 }
 
 func (t *txn) Get(key string) ([]byte, bool) {
@@ -165,8 +180,21 @@ func (t *txn) lookup(key string) ([]byte, bool) {
 	if v, ok := t.writes[key]; ok {
 		return v, v != nil
 	}
-	v, ok := t.base[key]
-	return v, ok
+	if t.cleared {
+		return nil, false
+	}
+	defer t.noteFault()
+	return t.base.get(t.ctx, key)
+}
+
+// noteFault, deferred around a read of base, keeps the read's fault.
+func (t *txn) noteFault() {
+	if p := recover(); p != nil {
+		if f, ok := p.(readFault); ok && t.fault == nil {
+			t.fault = f.err
+		}
+		panic(p)
+	}
 }
 
 // current is the size of key's entry in the state the event would commit.
@@ -264,17 +292,9 @@ func (t *txn) nodeList(prefix string) []Entry {
 	return t.entries(ListOptions{Prefix: prefix}, true)
 }
 
-// deleteAll removes every key, the node's too.
+// deleteAll removes every key, the node's too, without reading any.
 func (t *txn) deleteAll() {
-	for k := range t.base {
-		t.writes[k] = nil
-	}
-	for k, v := range t.writes {
-		if v != nil {
-			t.writes[k] = nil
-		}
-	}
-	t.size = 0
+	t.cleared, t.writes, t.size = true, map[string][]byte{}, 0
 }
 
 func (t *txn) List(opt ListOptions) ([]Entry, error) {
@@ -291,35 +311,21 @@ func (t *txn) List(opt ListOptions) ([]Entry, error) {
 // entries lists the window opt selects of the class's keys (node false)
 // or of the node's (node true), values not copied.
 func (t *txn) entries(opt ListOptions, node bool) []Entry {
-	var keys []string
-	in := func(k string) bool { return isNodeKey(k) == node && opt.includes(k) }
-	for k := range t.base {
-		if _, written := t.writes[k]; !written && in(k) {
-			keys = append(keys, k)
-		}
+	if !node && opt.Start < "\x01" {
+		opt.Start = "\x01" // the first key past every node key
 	}
+	if node && opt.End == "" {
+		opt.End = "\x01"
+	}
+	var ws []kvrun.Entry
 	for k, v := range t.writes {
-		if v != nil && in(k) {
-			keys = append(keys, k)
+		if opt.includes(k) {
+			ws = append(ws, kvrun.Entry{Key: k, Value: v, Tombstone: v == nil})
 		}
 	}
-	slices.Sort(keys)
-	if opt.Limit > 0 && len(keys) > opt.Limit {
-		if opt.Reverse {
-			keys = keys[len(keys)-opt.Limit:]
-		} else {
-			keys = keys[:opt.Limit]
-		}
-	}
-	if opt.Reverse {
-		slices.Reverse(keys)
-	}
-	entries := make([]Entry, len(keys))
-	for i, k := range keys {
-		v, _ := t.lookup(k)
-		entries[i] = Entry{Key: k, Value: v}
-	}
-	return entries
+	slices.SortFunc(ws, func(a, b kvrun.Entry) int { return strings.Compare(a.Key, b.Key) })
+	defer t.noteFault()
+	return t.base.entries(t.ctx, opt, ws, t.cleared)
 }
 
 // includes says whether key is in the window o selects, Limit aside.
@@ -366,27 +372,25 @@ func (t *txn) Batch(ops ...Op) error {
 	return nil
 }
 
-// rebase makes kv, which must be t.result(), the base of t's further
-// writes: the writes so far left the event (a call's commit point).
-func (t *txn) rebase(kv map[string][]byte) {
-	t.base, t.writes = kv, map[string][]byte{}
+// rebase makes t's writes so far part of the working state at version
+// ver, the base of its further writes (a call's commit point).
+func (t *txn) rebase(ver uint64) {
+	t.base.apply(t, ver)
+	t.writes, t.cleared = map[string][]byte{}, false
 }
 
 // dirty says whether the event wrote anything.
-func (t *txn) dirty() bool { return len(t.writes) > 0 }
+func (t *txn) dirty() bool { return len(t.writes) > 0 || t.cleared }
 
-// result is the state the event commits (base is left untouched).
+// result is the state the event would commit, as a map (tests: the base
+// must hold no runs).
 func (t *txn) result() map[string][]byte {
-	kv := make(map[string][]byte, len(t.base)+len(t.writes))
-	for k, v := range t.base {
-		kv[k] = v
+	kv := map[string][]byte{}
+	for _, e := range t.entries(ListOptions{}, false) {
+		kv[e.Key] = e.Value
 	}
-	for k, v := range t.writes {
-		if v == nil {
-			delete(kv, k)
-		} else {
-			kv[k] = v
-		}
+	for _, e := range t.entries(ListOptions{}, true) {
+		kv[e.Key] = e.Value
 	}
 	return kv
 }

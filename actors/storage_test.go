@@ -92,7 +92,7 @@ func TestListWindows(t *testing.T) {
 
 func TestListCopiesAndKeepsState(t *testing.T) {
 	tx, _ := listTxn(t)
-	base := maps.Clone(tx.base)
+	base := tx.base.snapshotMem()
 	entries, err := tx.List(ListOptions{Prefix: "a"})
 	if err != nil || len(entries) != 1 {
 		t.Fatalf("List = %v, %v", entries, err)
@@ -101,7 +101,7 @@ func TestListCopiesAndKeepsState(t *testing.T) {
 	if v, _ := tx.Get("a"); string(v) != "new a" {
 		t.Fatalf("changing a listed value changed storage: %q", v)
 	}
-	if !maps.EqualFunc(base, tx.base, slices.Equal) {
+	if !maps.EqualFunc(base, tx.base.snapshotMem(), slices.Equal) {
 		t.Fatal("List changed the base")
 	}
 }

@@ -79,6 +79,8 @@ type serveConfig struct {
 	TakeOver       bool
 	IdleTimeout    time.Duration
 	MaxResident    int
+	MaxState       byteSize
+	BlockCache     byteSize
 	MaxBody        byteSize
 	MaxSockets     int // 0: derived from the file limit
 	MaxConns       int // 0: derived from the file limit
@@ -143,6 +145,12 @@ func (c serveConfig) Validate() error {
 	}
 	if c.MaxResident <= 0 {
 		errs = append(errs, fmt.Errorf("--max-resident %d: must be positive", c.MaxResident))
+	}
+	if c.MaxState < actors.MaxKeyLen+actors.MaxValueLen {
+		errs = append(errs, fmt.Errorf("--max-state %v: must hold at least one key and value of the largest sizes (%d bytes)", &c.MaxState, actors.MaxKeyLen+actors.MaxValueLen))
+	}
+	if c.BlockCache < 1<<20 {
+		errs = append(errs, fmt.Errorf("--block-cache %v: must be at least 1MiB", &c.BlockCache))
 	}
 	if c.MaxBody <= 0 {
 		errs = append(errs, fmt.Errorf("--max-body %v: must be positive", c.MaxBody))
@@ -276,11 +284,13 @@ func within(path, dir string) bool {
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
-// byteSize is a flag value in bytes, written as 1048576, 512KiB or 1MiB.
+// byteSize is a flag value in bytes, written as 1048576, 512KiB, 1MiB or 1GiB.
 type byteSize int64
 
 func (b *byteSize) String() string {
 	switch {
+	case *b > 0 && *b%(1<<30) == 0:
+		return strconv.FormatInt(int64(*b)>>30, 10) + "GiB"
 	case *b > 0 && *b%(1<<20) == 0:
 		return strconv.FormatInt(int64(*b)>>20, 10) + "MiB"
 	case *b > 0 && *b%(1<<10) == 0:
@@ -294,7 +304,7 @@ func (b *byteSize) Set(s string) error {
 	for _, u := range []struct {
 		suffix string
 		mult   int64
-	}{{"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}} {
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}} {
 		if rest, ok := strings.CutSuffix(s, u.suffix); ok {
 			s, mult = rest, u.mult
 			break
@@ -302,7 +312,7 @@ func (b *byteSize) Set(s string) error {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n < 0 || n > (1<<40)/mult {
-		return fmt.Errorf("want a size such as 1048576, 512KiB or 1MiB")
+		return fmt.Errorf("want a size such as 1048576, 512KiB, 1MiB or 1GiB")
 	}
 	*b = byteSize(n * mult)
 	return nil
@@ -314,6 +324,8 @@ func setupServe(fs *flag.FlagSet) action {
 		BucketURL:    defaultBucketURL,
 		IdleTimeout:  10 * time.Second,
 		MaxResident:  10000,
+		MaxState:     actors.DefaultMaxState,
+		BlockCache:   actors.DefaultBlockCache,
 		MaxBody:      ingress.DefaultMaxBody,
 		HTTPIdle:     ingress.DefaultHTTPIdleTimeout,
 		BodyTimeout:  ingress.DefaultBodyTimeout,
@@ -345,6 +357,8 @@ func setupServe(fs *flag.FlagSet) action {
 	fs.BoolVar(&cfg.TakeOver, "takeover", false, "replace a lease still live under another instance of this node (then wait a lease ttl before acting)")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "an actor without events this long hibernates (drops out of memory; its state is in the bucket)")
 	fs.IntVar(&cfg.MaxResident, "max-resident", cfg.MaxResident, "most actors in memory; past it the least recently used idle one hibernates")
+	fs.Var(&cfg.MaxState, "max-state", "largest storage of one actor, its keys and values together (bytes, or with KiB, MiB or GiB); a write past it gets 413")
+	fs.Var(&cfg.BlockCache, "block-cache", "memory for the blocks and indexes of actors' stored runs, all actors together (bytes, or with KiB, MiB or GiB)")
 	fs.Var(&cfg.MaxBody, "max-body", "largest request body (bytes, or with KiB or MiB); larger gets 413")
 	fs.IntVar(&cfg.MaxSockets, "max-sockets", 0, "most WebSockets open on the node; past it an upgrade gets 503 before switching protocols. Unset: three quarters of what the file limit leaves after the reserve (see Budgets above); a value the limit cannot hold stops the start")
 	fs.IntVar(&cfg.MaxConns, "max-conns", 0, "most plain HTTP connections served at once (keep-alive included); past it the oldest idle one is closed, or the new one may only ask /healthz, /readyz or be a peer's. Unset: a quarter of what the file limit leaves after the reserve; a value the limit cannot hold stops the start")
@@ -531,6 +545,7 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 	node, err := supervisors.StartNode(ctx, supervisors.NodeConfig{
 		Core: cfg.core(instance), Bucket: b, Listener: lis, Registry: registry, Logger: log,
 		IdleTimeout: cfg.IdleTimeout, MaxResident: cfg.MaxResident, MaxBody: int64(cfg.MaxBody),
+		MaxState: int(cfg.MaxState), BlockCache: int64(cfg.BlockCache),
 		SendQueueTotal: int(cfg.WSQueueTotal),
 		MaxSockets:     fds.Sockets, MaxMessage: int(cfg.MaxMessage), PingInterval: cfg.WSPing, PongTimeout: cfg.WSPong, NoIOUring: !cfg.WSIOUring,
 		CallTimeout: cfg.CallTimeout, ClusterKey: clusterKey, FailoverWait: cfg.FailoverWait,

@@ -39,7 +39,9 @@ type NodeConfig struct {
 	IdleTimeout time.Duration
 	MaxResident int
 	MaxState    int
-	MaxBody     int64
+	// BlockCache bounds the cache of actors' stored runs (actors.Config).
+	BlockCache int64
+	MaxBody    int64
 	// OnHibernate is passed to actors.Config.
 	OnHibernate func(a ownership.Actor, gen ownership.Generation, reason string)
 	// Supervision bounds the restarts of a resident actor (see
@@ -191,7 +193,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	caller := &lateCaller{}
 	n.host, err = actors.NewHost(actors.Config{
 		Keeper: k, Bucket: cfg.Bucket, Registry: cfg.Registry, System: system, Logger: log,
-		IdleTimeout: cfg.IdleTimeout, MaxResident: cfg.MaxResident, MaxState: cfg.MaxState,
+		IdleTimeout: cfg.IdleTimeout, MaxResident: cfg.MaxResident, MaxState: cfg.MaxState, BlockCache: cfg.BlockCache,
 		RetryAfter: cfg.Core.LeasePeriod, OnHibernate: cfg.OnHibernate, Supervision: sup, Sockets: n.sockets,
 		Caller: caller, CallTimeout: cfg.CallTimeout, Parent: tree.Under(RoleDirector, nil),
 	})
@@ -200,6 +202,9 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	}
 	hooks.host.Store(n.host)
 	sink.host.Store(n.host)
+	if err := registerStorage(reg, n.host); err != nil {
+		return fail(err)
+	}
 	tree.SetResidents(func() []ResidentCount { return sm.residents(n.host.ResidentByClass()) })
 	var debug, status http.Handler
 	if cfg.PublicAdmin {

@@ -1,14 +1,15 @@
-// Command storage measures what an actor's storage costs in the bucket
-// today: one `wasmkeep serve` process on a directory bucket, the built-in
-// kv class. For actors holding about 1 KiB and about 1 MiB (the default
-// state limit; a larger one is refused), it reports the bytes the node
-// process wrote per 100-byte put (the same key overwritten, so the state
-// keeps its size; the directory store's appends, and the few bytes of each
-// HTTP answer), and the time to the first answer of an actor
-// after the node restarted (its wake: the record's read and write, the
-// seal and the load of its whole state).
+// Command storage measures what an actor's storage costs in the bucket:
+// one `wasmkeep serve` process on a directory bucket, the built-in kv
+// class. For actors holding about 1 KiB, 1 MiB and 100 MiB it reports the
+// bytes the node process wrote per 100-byte put (the directory store's
+// appends, and the few bytes of each HTTP answer), both for one key
+// overwritten and for new keys (which flush runs and merge them), each
+// with the writes of the background merges it caused; the time
+// to the first answer of an actor after the node restarted (its wake: the
+// record's read and write, the seal, the head, and the reads of the key);
+// and the node's memory per resident actor of 100 MiB.
 //
-//	go run ./bench/storage -bin ./bin/wasmkeep [-puts 200] [-wakes 20]
+//	go run ./bench/storage -bin ./bin/wasmkeep [-puts 200] [-new-puts 5000] [-wakes 20] [-big 10]
 //
 // The process is started here on 127.0.0.1 and stopped by PID; every run
 // is bounded in count.
@@ -21,17 +22,21 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/wasmkeep/wasmkeep/bench/internal/procs"
 )
 
-var client = &http.Client{Timeout: 30 * time.Second}
+var client = &http.Client{Timeout: 60 * time.Second}
 
 func main() {
 	bin := flag.String("bin", "wasmkeep", "the wasmkeep binary")
-	puts := flag.Int("puts", 200, "100-byte puts per actor size")
-	wakes := flag.Int("wakes", 20, "actors of each size woken after a restart")
+	puts := flag.Int("puts", 200, "100-byte puts of one key per actor size")
+	newPuts := flag.Int("new-puts", 5000, "100-byte puts of new keys per actor size (enough for the merges they cause to average out)")
+	wakes := flag.Int("wakes", 20, "actors of 1 KiB and of 1 MiB woken after a restart")
+	big := flag.Int("big", 10, "actors of 100 MiB")
 	flag.Parse()
 	dir, bucket := procs.Workdir("storage")
 	defer procs.StopAll()
@@ -39,58 +44,110 @@ func main() {
 	n.Start()
 
 	sizes := []struct {
-		label string
-		bytes int
-	}{{"1 KiB", 1 << 10}, {"1 MiB", 1<<20 - 64<<10}} // under the 1 MiB bound, with room for the keys
+		label  string
+		bytes  int
+		actors int
+	}{{"1 KiB", 1 << 10, *wakes}, {"1 MiB", 1 << 20, *wakes}, {"100 MiB", 100 << 20, *big}}
 	for _, sz := range sizes {
-		for i := range *wakes {
+		start := time.Now()
+		for i := range sz.actors {
 			fill(n.Addr, fmt.Sprintf("s%d-%d", sz.bytes, i), sz.bytes)
 		}
+		fmt.Printf("filled %d actors of %s in %v\n", sz.actors, sz.label, time.Since(start).Round(time.Millisecond))
 	}
-	// The bound itself, as a user meets it: a 100 MiB actor is refused.
-	status, msg := put(n.Addr, "big", "k0", bytes.Repeat([]byte("x"), 128<<10))
-	for i := 1; status < 400 && i < 10; i++ {
-		status, msg = put(n.Addr, "big", fmt.Sprintf("k%d", i), bytes.Repeat([]byte("x"), 128<<10))
-	}
-	fmt.Printf("an actor past the state bound: %d %s", status, msg)
+	quiet(n)
 
 	for _, sz := range sizes {
 		name := fmt.Sprintf("s%d-0", sz.bytes)
-		before := n.Written()
-		for i := range *puts {
-			if st, m := put(n.Addr, name, "hot", bytes.Repeat([]byte{'a' + byte(i%26)}, 100)); st >= 300 {
-				procs.Fail(fmt.Errorf("put: %d %s", st, m))
+		for _, kind := range []string{"one key overwritten", "new keys"} {
+			count := *puts
+			if kind == "new keys" {
+				count = *newPuts
 			}
+			before, putBefore := n.Written(), bucketBytes(n.Addr)
+			for i := range count {
+				key := "hot"
+				if kind == "new keys" {
+					key = fmt.Sprintf("new%06d", i)
+				}
+				if st, m := put(n.Addr, name, key, bytes.Repeat([]byte{'a' + byte(i%26)}, 100)); st >= 300 {
+					procs.Fail(fmt.Errorf("put: %d %s", st, m))
+				}
+			}
+			quiet(n) // the merges the puts caused, in the background, count too
+			wrote, sent := n.Written()-before, bucketBytes(n.Addr)-putBefore
+			fmt.Printf("actor of %s, %s: %d bytes put to the bucket per 100-byte put, %d written by the node process (the directory store's log and its compaction included) (%d puts, the merges they caused included)\n",
+				sz.label, kind, sent/int64(count), wrote/int64(count), count)
 		}
-		wrote := n.Written() - before
-		fmt.Printf("actor of %s: %d bytes written per 100-byte put (%d puts)\n", sz.label, wrote/int64(*puts), *puts)
 	}
 
 	n.Stop()
 	n.Start()
 	for _, sz := range sizes {
+		rss := n.RSS()
 		var took []time.Duration
-		for i := range *wakes {
+		for i := range sz.actors {
 			start := time.Now()
-			res, err := client.Get(fmt.Sprintf("http://%s/actor/kv/s%d-%d/hot", n.Addr, sz.bytes, i))
+			res, err := client.Get(fmt.Sprintf("http://%s/actor/kv/s%d-%d/f%05d", n.Addr, sz.bytes, i, i%max(1, sz.bytes>>16)))
 			if err != nil {
 				procs.Fail(err)
 			}
 			io.Copy(io.Discard, res.Body)
 			res.Body.Close()
+			if res.StatusCode != http.StatusOK {
+				procs.Fail(fmt.Errorf("wake of s%d-%d: %d", sz.bytes, i, res.StatusCode))
+			}
 			took = append(took, time.Since(start))
 		}
 		slices.Sort(took)
-		fmt.Printf("actor of %s: first answer after a restart p50 %v, max %v (%d actors)\n", sz.label,
-			took[len(took)/2].Round(10*time.Microsecond), took[len(took)-1].Round(10*time.Microsecond), len(took))
+		fmt.Printf("actor of %s: first answer after a restart p50 %v, max %v (%d actors); node RSS %+d KiB per woken actor\n", sz.label,
+			took[len(took)/2].Round(10*time.Microsecond), took[len(took)-1].Round(10*time.Microsecond), len(took), (n.RSS()-rss)/int64(len(took))>>10)
 	}
 }
 
-// fill stores about size bytes in actor name, in values of up to 64 KiB.
+// bucketBytes is what the node's actors have put to the bucket (heads and
+// runs), from its /metrics.
+func bucketBytes(addr string) int64 {
+	res, err := client.Get("http://" + addr + "/metrics")
+	if err != nil {
+		procs.Fail(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	var n float64
+	for line := range strings.SplitSeq(string(body), "\n") {
+		for _, m := range []string{"wasmkeep_storage_head_written_bytes_total ", "wasmkeep_storage_run_written_bytes_total "} {
+			if v, ok := strings.CutPrefix(line, m); ok {
+				f, _ := strconv.ParseFloat(v, 64)
+				n += f
+			}
+		}
+	}
+	return int64(n)
+}
+
+// quiet waits until the node writes less than 64 KiB in 2 s (its merges
+// are done; what is left is its lease, and the directory store's own
+// upkeep), at most 5 minutes.
+func quiet(n *procs.Node) {
+	last := n.Written()
+	for range 150 {
+		time.Sleep(2 * time.Second)
+		w := n.Written()
+		if w-last < 64<<10 {
+			return
+		}
+		last = w
+	}
+	fmt.Println("the node kept writing for 5 minutes")
+}
+
+// fill stores about size bytes in actor name, in values of up to 64 KiB
+// under keys f00000, f00001, ...
 func fill(addr, name string, size int) {
 	for i := 0; size > 0; i++ {
 		v := min(size, 64<<10)
-		if st, m := put(addr, name, fmt.Sprintf("f%04d", i), bytes.Repeat([]byte("v"), v)); st >= 300 {
+		if st, m := put(addr, name, fmt.Sprintf("f%05d", i), bytes.Repeat([]byte("v"), v)); st >= 300 {
 			procs.Fail(fmt.Errorf("fill %s: %d %s", name, st, m))
 		}
 		size -= v

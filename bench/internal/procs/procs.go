@@ -120,6 +120,22 @@ func (n *Node) Written() int64 {
 	return 0
 }
 
+// RSS is the process's resident memory in bytes.
+func (n *Node) RSS() int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", n.cmd.Process.Pid))
+	if err != nil {
+		Fail(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	Fail(fmt.Errorf("no VmRSS in /proc/%d/status", n.cmd.Process.Pid))
+	return 0
+}
+
 // workdirs are the directories StopAll removes.
 var workdirs []string
 

@@ -1,0 +1,560 @@
+package actors
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/wasmkeep/wasmkeep/actors/kvrun"
+	"github.com/wasmkeep/wasmkeep/ownership"
+)
+
+// An actor's storage in the bucket (RATIONALE: "Why an actor's storage is
+// a small head over immutable runs"):
+//
+//   - its state object (ownership.StateKey), the head: the ownership
+//     header, the total size of the actor's keys and values, the runs it
+//     lists (newest first), the runs it no longer lists whose deletion has
+//     not landed yet (garbage), and the writes newer than every run (the
+//     memory table: puts, and deletes of keys a run may hold), sorted;
+//   - its runs (ownership.RunKey): immutable sorted tables of entries
+//     (actors/kvrun), each written once, If-None-Match, before the head
+//     that lists it, and named by the writing hold's generation.
+//
+// A commit rewrites the head, If-Match as before; once its memory table
+// passes flushAt bytes, the commit first writes the table as a new run,
+// and the head it writes lists that run instead. Runs of similar size are
+// merged in the background (compact.go). So a commit writes about the
+// head's size plus, on average, what the event changed, whatever the
+// actor holds; and a read touches the head (in memory while the actor is
+// resident), then at most one index and one block of each run, through
+// the node's block cache.
+//
+// The seal (ownership/seal.go) restamps the head only, and since the head
+// is the one object written conditionally, it fences the runs as well: a
+// run that a superseded hold wrote is listed by no head a later hold
+// reads.
+//
+// A head written before runs existed (format 1: the pairs alone) is read
+// as a memory table and written in this format by the actor's next
+// commit.
+
+// flushAt is the size of the memory table past which a commit writes it
+// as a run: the head every commit rewrites stays about this small.
+const flushAt = 2 << 10
+
+// headMagic begins a head's payload in format 2. A format 1 payload
+// begins with a key's length, never 0, or is empty.
+const headMagic = "\x00wk2"
+
+// memEntry is one write of the memory table: a value, or a delete (del)
+// of a key that a run may hold. ver is the working version that wrote it.
+type memEntry struct {
+	v   []byte
+	del bool
+	ver uint64
+}
+
+// run is one sorted run a head lists: one part or more, each an object,
+// with disjoint key ranges in ascending order (a compaction splits its
+// output at maxPart bytes, so that no object, and nothing a node holds
+// while it writes one, grows with the actor).
+type run struct {
+	parts []*part
+}
+
+// part is one run object.
+type part struct {
+	gen  ownership.Generation
+	n    uint64
+	meta kvrun.Meta
+	r    *kvrun.Reader // opened when the state is; nil in a decoded head
+}
+
+func (p *part) name() runName { return runName{p.gen, p.n} }
+
+func (r *run) size() int64 {
+	var n int64
+	for _, p := range r.parts {
+		n += p.meta.Size
+	}
+	return n
+}
+
+// find returns the part whose range holds key, or nil.
+func (r *run) find(key string) *part {
+	i, _ := slices.BinarySearchFunc(r.parts, key, func(p *part, k string) int { return strings.Compare(p.meta.MaxKey, k) })
+	if i == len(r.parts) || key < r.parts[i].meta.MinKey {
+		return nil
+	}
+	return r.parts[i]
+}
+
+// runName names a run object without its contents.
+type runName struct {
+	gen ownership.Generation
+	n   uint64
+}
+
+// kvState is an actor's storage as a hold sees it: the head's contents,
+// plus the writes of events whose commit has not landed yet (in mem, at
+// versions past the durable one).
+type kvState struct {
+	ownership.StateHeader
+	size     int // keys plus values of every live entry
+	mem      map[string]memEntry
+	memBytes int    // keys plus values in mem, deletes included
+	runs     []*run // newest first
+	// garbage is the run objects no longer listed whose delete has not
+	// landed: the head lists them, so that whoever holds it next deletes
+	// them if this hold cannot.
+	garbage []runName
+	// clearedAt is the version of the last DeleteAll: a run built from
+	// the memory table before it is garbage once written.
+	clearedAt uint64
+	// flushing says a commit in flight writes the memory table as a run:
+	// until it lands, a delete must stay in the table as a tombstone, or
+	// the run would bring the key back.
+	flushing bool
+}
+
+func newKVState(h ownership.StateHeader) *kvState {
+	return &kvState{StateHeader: h, mem: map[string]memEntry{}}
+}
+
+// stateOfMap is a state that holds kv in its memory table.
+func stateOfMap(kv map[string][]byte) *kvState {
+	s := newKVState(ownership.StateHeader{})
+	for k, v := range kv {
+		s.mem[k] = memEntry{v: v}
+		s.size += len(k) + len(v)
+	}
+	s.memBytes = s.size
+	return s
+}
+
+// readFault carries a failed storage read out of a class's code: Storage's
+// reads have no error result, and a read that failed must not look like a
+// missing key. The event fails with err (resident.go recovers it).
+// It is an error too, for code that recovers panics into errors on the
+// way (a wasm host's call into its guest).
+type readFault struct{ err error }
+
+func (f readFault) Error() string { return "storage read failed: " + f.err.Error() }
+func (f readFault) Unwrap() error { return f.err }
+
+// get returns the value under key, not copied, or panics with a readFault.
+func (s *kvState) get(ctx context.Context, key string) ([]byte, bool) {
+	if e, ok := s.mem[key]; ok {
+		return e.v, !e.del
+	}
+	for _, r := range s.runs {
+		p := r.find(key)
+		if p == nil {
+			continue
+		}
+		e, ok, err := p.r.Get(ctx, key)
+		if err != nil {
+			panic(readFault{fmt.Errorf("read run %s: %w", ownership.RunName(p.gen, p.n), err)})
+		}
+		if ok {
+			return e.Value, !e.Tombstone
+		}
+	}
+	return nil, false
+}
+
+// entries lists the live entries of the window opt selects (Limit
+// included), in order, values not copied; writes (sorted by key, deletes
+// as tombstones) come first, and cleared hides everything below them.
+// It panics with a readFault when a run cannot be read.
+func (s *kvState) entries(ctx context.Context, opt ListOptions, writes []kvrun.Entry, cleared bool) []Entry {
+	io := kvrun.IterOptions{Prefix: opt.Prefix, Start: opt.Start, End: opt.End, Reverse: opt.Reverse}
+	its := []kvrun.Iterator{kvrun.IterSlice(writes, io)}
+	if !cleared {
+		its = append(its, kvrun.IterSlice(s.memEntries(opt), io))
+		for _, r := range s.runs {
+			its = append(its, r.iter(ctx, io))
+		}
+	}
+	m := kvrun.Merge(opt.Reverse, its...)
+	var out []Entry
+	for opt.Limit == 0 || len(out) < opt.Limit {
+		e, ok := m.Next()
+		if !ok {
+			break
+		}
+		if !e.Tombstone {
+			out = append(out, Entry{Key: e.Key, Value: e.Value})
+		}
+	}
+	if err := m.Err(); err != nil {
+		panic(readFault{fmt.Errorf("list runs: %w", err)})
+	}
+	return out
+}
+
+// memEntries returns the memory table's entries in opt's window, sorted
+// ascending.
+func (s *kvState) memEntries(opt ListOptions) []kvrun.Entry {
+	var es []kvrun.Entry
+	for k, e := range s.mem {
+		if opt.includes(k) {
+			es = append(es, kvrun.Entry{Key: k, Value: e.v, Tombstone: e.del})
+		}
+	}
+	slices.SortFunc(es, func(a, b kvrun.Entry) int { return strings.Compare(a.Key, b.Key) })
+	return es
+}
+
+// apply makes an event's writes part of the state at version ver.
+func (s *kvState) apply(t *txn, ver uint64) {
+	if t.cleared {
+		s.clear(ver)
+	}
+	for k, v := range t.writes {
+		s.put(k, v, ver)
+	}
+	s.size = t.size
+}
+
+// put sets key to v (nil: deletes it) in the memory table.
+func (s *kvState) put(key string, v []byte, ver uint64) {
+	if old, ok := s.mem[key]; ok {
+		s.memBytes -= len(key) + len(old.v)
+	}
+	if v == nil && len(s.runs) == 0 && !s.flushing {
+		delete(s.mem, key) // no run can hold it
+		return
+	}
+	s.mem[key] = memEntry{v: v, del: v == nil, ver: ver}
+	s.memBytes += len(key) + len(v)
+}
+
+// clear empties the state at version ver: its runs become garbage.
+func (s *kvState) clear(ver uint64) {
+	for _, r := range s.runs {
+		s.drop(r)
+	}
+	s.runs, s.mem, s.memBytes, s.size, s.clearedAt = nil, map[string]memEntry{}, 0, 0, ver
+}
+
+// drop makes r's parts garbage.
+func (s *kvState) drop(r *run) {
+	for _, p := range r.parts {
+		s.garbage = append(s.garbage, p.name())
+	}
+}
+
+// openRuns gives every part a reader.
+func (s *kvState) openRuns(a ownership.Actor, o runOpener) {
+	for _, r := range s.runs {
+		for _, p := range r.parts {
+			if p.r == nil {
+				p.r = o.open(a, p)
+			}
+		}
+	}
+}
+
+// runOpener is what a reader of run parts reads with.
+type runOpener struct {
+	b       ownership.Bucket
+	c       *kvrun.Cache
+	timeout time.Duration // of each read
+	reads   *storageReads
+}
+
+// wroteRun counts a run written.
+func (o runOpener) wroteRun(n int) {
+	o.reads.runWrites.Add(1)
+	o.reads.runWriteBytes.Add(int64(n))
+}
+
+// open gives p a reader.
+func (o runOpener) open(a ownership.Actor, p *part) *kvrun.Reader {
+	key := ownership.RunKey(a, p.gen, p.n)
+	return kvrun.Open(key, p.meta, func(ctx context.Context, off, n int64) ([]byte, error) {
+		ctx, cancel := context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+		o.reads.runs.Add(1)
+		obj, err := ownership.ReadRange(ctx, o.b, key, off, n)
+		o.reads.runBytes.Add(int64(len(obj.Body)))
+		if err != nil {
+			if errors.Is(err, ownership.ErrNotFound) {
+				// A run the head lists is never deleted: its absence is
+				// damage, not a missing key.
+				return nil, fmt.Errorf("%w: run %s listed by the head is missing", ownership.ErrDamaged, key)
+			}
+			return nil, err
+		}
+		return obj.Body, nil
+	}, o.c)
+}
+
+// iter iterates the run's parts that the window can reach, one after the
+// other, each opened when reached.
+func (r *run) iter(ctx context.Context, opt kvrun.IterOptions) kvrun.Iterator {
+	var ps []*part
+	for _, p := range r.parts {
+		if (opt.End == "" || p.meta.MinKey < opt.End) && (opt.Start == "" || p.meta.MaxKey >= opt.Start) {
+			ps = append(ps, p)
+		}
+	}
+	if opt.Reverse {
+		slices.Reverse(ps)
+	}
+	return &chain{ctx: ctx, opt: opt, parts: ps}
+}
+
+// chain iterates parts one after the other.
+type chain struct {
+	ctx   context.Context
+	opt   kvrun.IterOptions
+	parts []*part
+	cur   kvrun.Iterator
+	err   error
+}
+
+func (c *chain) Next() (kvrun.Entry, bool) {
+	for c.err == nil {
+		if c.cur == nil {
+			if len(c.parts) == 0 {
+				return kvrun.Entry{}, false
+			}
+			c.cur, c.parts = c.parts[0].r.Iter(c.ctx, c.opt), c.parts[1:]
+		}
+		if e, ok := c.cur.Next(); ok {
+			return e, true
+		}
+		c.err, c.cur = c.cur.Err(), nil
+	}
+	return kvrun.Entry{}, false
+}
+
+func (c *chain) Err() error { return c.err }
+
+// head is what one commit writes: the state object's payload, and the run
+// to write before it, if the memory table is flushed.
+type head struct {
+	payload []byte
+	flush   *run   // the new run (one part), listed first in payload
+	body    []byte // its part's bytes
+	upto    uint64 // the working version the commit covers
+}
+
+// encodeHead gives the head of the state at version ver for the hold at
+// gen. With a memory table past flushAt, the table becomes a new run (the
+// caller writes it first), named by gen and a random number, so that no
+// two attempts ever name the same run, whatever a hold remembers; the
+// head then lists it and holds no memory table.
+func (s *kvState) encodeHead(gen ownership.Generation, ver uint64) (head, error) {
+	h := head{upto: ver}
+	runs := s.runs
+	mem := s.memEntries(ListOptions{})
+	if s.memBytes > flushAt {
+		w := kvrun.NewWriter(kvrun.Options{})
+		for _, e := range mem {
+			if err := w.Add(e); err != nil {
+				return head{}, fmt.Errorf("build run: %w", err)
+			}
+		}
+		body, meta, err := w.Finish()
+		if err != nil {
+			return head{}, fmt.Errorf("build run: %w", err)
+		}
+		h.flush, h.body = &run{parts: []*part{{gen: gen, n: rand.Uint64(), meta: meta}}}, body
+		runs, mem = append([]*run{h.flush}, runs...), nil
+		s.flushing = true
+	}
+	b := []byte(headMagic)
+	b = binary.AppendUvarint(b, uint64(s.size))
+	b = binary.AppendUvarint(b, uint64(len(runs)))
+	for _, r := range runs {
+		b = binary.AppendUvarint(b, uint64(len(r.parts)))
+		for _, p := range r.parts {
+			b = binary.AppendUvarint(b, uint64(p.gen))
+			b = binary.AppendUvarint(b, p.n)
+			m, err := p.meta.AppendBinary(nil)
+			if err != nil {
+				return head{}, err
+			}
+			b = binary.AppendUvarint(b, uint64(len(m)))
+			b = append(b, m...)
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(len(s.garbage)))
+	for _, g := range s.garbage {
+		b = binary.AppendUvarint(b, uint64(g.gen))
+		b = binary.AppendUvarint(b, g.n)
+	}
+	for _, e := range mem {
+		if e.Tombstone {
+			b = append(b, 1)
+		} else {
+			b = append(b, 0)
+		}
+		b = binary.AppendUvarint(b, uint64(len(e.Key)))
+		b = append(b, e.Key...)
+		if !e.Tombstone {
+			b = binary.AppendUvarint(b, uint64(len(e.Value)))
+			b = append(b, e.Value...)
+		}
+	}
+	h.payload = b
+	return h, nil
+}
+
+// landed records that head h, and the run it flushed, are durable: the
+// memory table's entries it covered move to that run.
+func (s *kvState) landed(h head, seq uint64) {
+	s.Seq = seq
+	if h.flush == nil {
+		return
+	}
+	s.flushing = false
+	if s.clearedAt > h.upto {
+		// A DeleteAll after the commit's version: the new run holds what
+		// it cleared.
+		s.drop(h.flush)
+		return
+	}
+	for k, e := range s.mem {
+		if e.ver <= h.upto {
+			s.memBytes -= len(k) + len(e.v)
+			delete(s.mem, k)
+		}
+	}
+	s.runs = append([]*run{h.flush}, s.runs...)
+}
+
+// collected forgets the garbage whose delete landed.
+func (s *kvState) collected(done []runName) {
+	if len(done) == 0 {
+		return
+	}
+	var left []runName
+	for _, g := range s.garbage {
+		if !slices.Contains(done, g) {
+			left = append(left, g)
+		}
+	}
+	s.garbage = left
+}
+
+// decodeHead reads a state object's payload, in either format. Every
+// error matches ownership.ErrDamaged.
+func decodeHead(h ownership.StateHeader, p []byte) (*kvState, error) {
+	s := newKVState(h)
+	if !strings.HasPrefix(string(p), headMagic) {
+		kv, err := decodePairs(p)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range kv {
+			s.mem[k] = memEntry{v: v}
+			s.size += len(k) + len(v)
+		}
+		s.memBytes = s.size
+		return s, nil
+	}
+	d := decoder{p: p[len(headMagic):]}
+	s.size = int(d.uvarint())
+	nruns := d.count()
+	for range nruns {
+		r := &run{}
+		nparts := d.count()
+		for range nparts {
+			p := &part{gen: ownership.Generation(d.uvarint()), n: d.uvarint()}
+			if err := p.meta.UnmarshalBinary(d.field()); err != nil && d.err == nil {
+				d.err = err
+			}
+			if k := len(r.parts); k > 0 && d.err == nil && r.parts[k-1].meta.MaxKey >= p.meta.MinKey {
+				d.fail("parts of a run overlap")
+			}
+			r.parts = append(r.parts, p)
+		}
+		if len(r.parts) == 0 {
+			d.fail("a run of no parts")
+		}
+		s.runs = append(s.runs, r)
+	}
+	ngarbage := d.count()
+	for range ngarbage {
+		s.garbage = append(s.garbage, runName{ownership.Generation(d.uvarint()), d.uvarint()})
+	}
+	for d.err == nil && len(d.p) > 0 {
+		kind := d.p[0]
+		d.p = d.p[1:]
+		k := string(d.field())
+		switch kind {
+		case 0:
+			v := d.field()
+			s.mem[k] = memEntry{v: v}
+			s.memBytes += len(k) + len(v)
+		case 1:
+			s.mem[k] = memEntry{del: true}
+			s.memBytes += len(k)
+		default:
+			d.fail("unknown entry kind %d", kind)
+		}
+	}
+	if d.err != nil {
+		return nil, fmt.Errorf("decode actor state: %w: %w", ownership.ErrDamaged, d.err)
+	}
+	return s, nil
+}
+
+// decoder reads a head's fields; the first error sticks.
+type decoder struct {
+	p   []byte
+	err error
+}
+
+func (d *decoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf(format, args...)
+	}
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.p)
+	if n <= 0 {
+		d.fail("truncated number")
+		return 0
+	}
+	d.p = d.p[n:]
+	return v
+}
+
+// count reads a count of items, each at least one byte long.
+func (d *decoder) count() int {
+	n := d.uvarint()
+	if n > uint64(len(d.p)) {
+		d.fail("count %d past the head's end", n)
+		return 0
+	}
+	return int(n)
+}
+
+func (d *decoder) field() []byte {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(len(d.p)) {
+		d.fail("field of %d bytes past the head's end", n)
+		return nil
+	}
+	f := d.p[:n:n]
+	d.p = d.p[n:]
+	return f
+}
