@@ -200,7 +200,16 @@ func (w *World) checkFinal() {
 	}
 	for _, a := range w.rooms {
 		if obj, err := w.bucket.Get(ownership.StateKey(a)); err == nil {
-			if _, payload, derr := ownership.DecodeState(obj.Body); derr == nil && counterOf(payload) < w.acked[a] {
+			_, payload, derr := ownership.DecodeState(obj.Body)
+			if key, named := runNamed(payload); derr == nil && named {
+				run, err := w.bucket.Get(key)
+				if err != nil {
+					w.fail("acknowledged write lost: %s's head names run %s: %v", a, key, err)
+					return
+				}
+				payload = run.Body
+			}
+			if derr == nil && counterOf(payload) < w.acked[a] {
 				w.fail("acknowledged write lost: %s ends with count %d, but %d was acknowledged", a, counterOf(payload), w.acked[a])
 				return
 			}

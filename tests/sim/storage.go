@@ -10,18 +10,23 @@ import (
 )
 
 // Rooms keep state, as the actors layer does: one state object per room
-// whose payload here is a counter. Each event of a resident room loads the
+// (the head) whose payload here is a counter, or names the run object that
+// holds it ("run:<key>"), as a head lists the runs it flushed. Each event of a resident room loads the
 // object once per residency (fencing it if no seal stamped it with the
 // hold's generation; a room without one yet is created by its first
 // commit), then commits the counter plus one, conditioned on the
 // version it knows, and releases its output only once the commit landed and
 // the hold may act. The instance's bucket calls have their own faults: a
 // commit can land seconds after its answer was given up, long after its
-// instance stopped or its node crashed.
+// instance stopped or its node crashed. A third of the commits first write
+// the count into a run (If-None-Match, named by the hold's generation), and
+// the head then names it; once such a head lands, the run the previous head
+// named is deleted, and now and then a sweep lists the room's runs and
+// deletes what ownership.RunGarbage says the hold may.
 //
 // Ground truth checked here (DESIGN section 6):
 //   - property 1: a load never shows less than the last acknowledged count,
-//     nor does the bucket at the end;
+//     nor does the bucket at the end, and a run a head names is never gone;
 //   - property 2: no write stamped with a generation lands once the room's
 //     record has reached a later one.
 
@@ -36,6 +41,11 @@ type stateOp struct {
 	result     ownership.Reply
 	landed     bool
 	then       func(*stateOp, ownership.Reply)
+	// gc: a delete or listing of runs, which no client waits for.
+	gc bool
+	// acked: for a read of a head that names a run, the count acknowledged
+	// when the read landed, which that run must hold at least.
+	acked uint64
 }
 
 type (
@@ -54,7 +64,7 @@ func (w *World) stateIO(n *node, r *resident, ev evOutput, req ownership.Request
 	op := &stateOp{node: n.id, life: n.life, r: r, ev: ev, actor: a, req: req, then: then}
 	timeout := n.core.Config().AttemptTimeout
 	lat := w.uniform(time.Millisecond, 25*time.Millisecond)
-	write := req.Op == ownership.OpPut
+	write := req.Op == ownership.OpPut || req.Op == ownership.OpDelete
 	if w.chaos() {
 		switch x := w.rng.Float64(); {
 		case x < w.P.LoseRequest:
@@ -68,6 +78,7 @@ func (w *World) stateIO(n *node, r *resident, ev evOutput, req ownership.Request
 		}
 	}
 	w.note("io-send", n, "%s %s g%d %s", a, req.Op.String(), uint64(r.gen), op.fault)
+	w.lastOp = op
 	switch op.fault {
 	case "lose-request":
 		w.after(timeout, evStateReply{op: op, unknown: true})
@@ -89,7 +100,12 @@ func (w *World) stateLand(op *stateOp) {
 	op.result = ownership.Execute(context.Background(), w.bucket.Bucket(), op.req)
 	op.landed = true
 	w.note("io-land", nil, "%s %s %s", op.actor, op.req.Op.String(), op.result.Outcome.String())
+	run := strings.HasPrefix(op.req.Key, ownership.RunsPrefix(op.actor))
 	switch {
+	case run:
+		if op.req.Op == ownership.OpPut && op.result.Outcome == ownership.Landed {
+			w.Stats.Runs++
+		}
 	case op.req.Op == ownership.OpPut:
 		switch op.result.Outcome {
 		case ownership.Landed:
@@ -100,15 +116,25 @@ func (w *World) stateLand(op *stateOp) {
 		w.stateWritten(op.actor, op.req, op.result)
 	case op.req.Op == ownership.OpGet && op.result.Outcome == ownership.Landed:
 		if _, payload, err := ownership.DecodeState(op.result.Body); err == nil {
-			if v := counterOf(payload); v < w.acked[op.actor] {
+			if _, named := runNamed(payload); named {
+				op.acked = w.acked[op.actor]
+			} else if v := counterOf(payload); v < w.acked[op.actor] {
 				w.fail("acknowledged write lost: %s loaded count %d, but %d was acknowledged", op.actor, v, w.acked[op.actor])
 			}
 		}
 	}
 }
 
+// runNamed returns the run key a head's payload names, if it names one.
+func runNamed(payload []byte) (string, bool) {
+	return strings.CutPrefix(string(payload), "run:")
+}
+
 func (w *World) stateReply(op *stateOp, unknown, refused bool) {
 	n := w.nodes[op.node]
+	if op.gc && (!n.up || n.life != op.life) {
+		return
+	}
 	if !n.up || n.life != op.life {
 		// The instance died with its node: its clients retry.
 		for _, ev := range append([]evOutput{op.ev}, op.r.queue...) {
@@ -138,9 +164,14 @@ func (w *World) stateWritten(a ownership.Actor, req ownership.Request, res owner
 	if res.Outcome != ownership.Landed {
 		return
 	}
-	h, _, err := ownership.DecodeState(req.Body)
+	h, payload, err := ownership.DecodeState(req.Body)
 	if err != nil {
 		panic("sim: an unreadable state object was written: " + err.Error())
+	}
+	if key, named := runNamed(payload); named {
+		if _, err := w.bucket.Bucket().Get(context.Background(), key); err != nil {
+			w.fail("a head names run %s, which is not in the bucket: %v", key, err)
+		}
 	}
 	if rec, ok := w.records[a]; ok && rec.Generation > h.Gen {
 		w.fail("superseded write visible: %s state stamped with generation %d landed after the record reached generation %d", a, h.Gen, rec.Generation)
@@ -189,16 +220,16 @@ func (w *World) runEvent(n *node, ev evOutput) {
 	if s := r.sealed; s != nil && s.Gen == r.gen {
 		// The seal's copy, as the actors layer takes it: once.
 		r.sealed = nil
-		w.loaded(n, r, ev, ownership.Reply{Outcome: ownership.Landed, Body: s.Body, ETag: s.ETag})
+		w.loaded(n, r, ev, ownership.Reply{Outcome: ownership.Landed, Body: s.Body, ETag: s.ETag}, w.acked[ev.actor])
 		return
 	}
 	w.stateIO(n, r, ev, ownership.Request{Op: ownership.OpGet, Key: ownership.StateKey(ev.actor)}, func(op *stateOp, reply ownership.Reply) {
-		w.loaded(n, r, ev, reply)
+		w.loaded(n, r, ev, reply, op.acked)
 	})
 }
 
 // loaded takes the state read at the start of a residency.
-func (w *World) loaded(n *node, r *resident, ev evOutput, reply ownership.Reply) {
+func (w *World) loaded(n *node, r *resident, ev evOutput, reply ownership.Reply, acked uint64) {
 	key := ownership.StateKey(ev.actor)
 	var h ownership.StateHeader
 	var payload []byte
@@ -222,8 +253,7 @@ func (w *World) loaded(n *node, r *resident, ev evOutput, reply ownership.Reply)
 			return
 		}
 		if verdict == ownership.StateUse {
-			r.loaded, r.etag, r.seq, r.value = true, reply.ETag, h.Seq, counterOf(payload)
-			w.commit(n, r, ev)
+			w.useLoaded(n, r, ev, reply.ETag, h.Seq, payload, acked)
 			return
 		}
 		h, cond = fenced, ownership.IfMatch(reply.ETag) // StateFence
@@ -246,15 +276,64 @@ func (w *World) loaded(n *node, r *resident, ev evOutput, reply ownership.Reply)
 			w.eventFailed(n, r, ev)
 			return
 		}
-		r.loaded, r.etag, r.seq, r.value = true, reply.ETag, h.Seq, counterOf(payload)
+		w.useLoaded(n, r, ev, reply.ETag, h.Seq, payload, acked)
+	})
+}
+
+// useLoaded takes a head that is the hold's: its count, from the run it
+// names if it names one (acked: what was acknowledged when the head was
+// read, which the run must hold at least).
+func (w *World) useLoaded(n *node, r *resident, ev evOutput, etag ownership.ETag, seq uint64, payload []byte, acked uint64) {
+	key, named := runNamed(payload)
+	if !named {
+		r.loaded, r.etag, r.seq, r.value, r.run = true, etag, seq, counterOf(payload), ""
+		w.commit(n, r, ev)
+		return
+	}
+	w.stateIO(n, r, ev, ownership.Request{Op: ownership.OpGet, Key: key}, func(op *stateOp, reply ownership.Reply) {
+		switch reply.Outcome {
+		case ownership.Landed:
+		case ownership.NotFound:
+			w.fail("acknowledged write lost: %s's head names run %s, which is gone", ev.actor, key)
+			w.eventFailed(n, r, ev)
+			return
+		default:
+			w.eventFailed(n, r, ev)
+			return
+		}
+		v := counterOf(reply.Body)
+		if v < acked {
+			w.fail("acknowledged write lost: %s loaded count %d from run %s, but %d was acknowledged", ev.actor, v, key, acked)
+		}
+		r.loaded, r.etag, r.seq, r.value, r.run = true, etag, seq, v, key
 		w.commit(n, r, ev)
 	})
 }
 
-// commit writes the event's count, then releases its output.
+// commit writes the event's count, then releases its output. A third of
+// the commits write the count into a run first, which the head names.
 func (w *World) commit(n *node, r *resident, ev evOutput) {
 	next := r.value + 1
-	body := ownership.EncodeState(ownership.StateHeader{Gen: r.gen, Seq: r.seq + 1}, []byte(strconv.FormatUint(next, 10)))
+	count := []byte(strconv.FormatUint(next, 10))
+	if w.rng.IntN(3) != 0 {
+		w.writeHead(n, r, ev, next, count, "")
+		return
+	}
+	key := ownership.RunKey(ev.actor, r.gen, w.rng.Uint64())
+	w.stateIO(n, r, ev, ownership.Request{Op: ownership.OpPut, Key: key, Body: count, Cond: ownership.IfAbsent()}, func(op *stateOp, reply ownership.Reply) {
+		if reply.Outcome != ownership.Landed {
+			w.eventFailed(n, r, ev)
+			return
+		}
+		w.writeHead(n, r, ev, next, []byte("run:"+key), key)
+	})
+}
+
+// writeHead writes the head with payload (naming run, if not ""), then
+// releases the event's output, deletes the run the previous head named,
+// and now and then sweeps the room's runs.
+func (w *World) writeHead(n *node, r *resident, ev evOutput, next uint64, payload []byte, run string) {
+	body := ownership.EncodeState(ownership.StateHeader{Gen: r.gen, Seq: r.seq + 1}, payload)
 	cond := ownership.IfMatch(r.etag)
 	if r.etag == "" {
 		cond = ownership.IfAbsent()
@@ -264,9 +343,43 @@ func (w *World) commit(n *node, r *resident, ev evOutput) {
 			w.eventFailed(n, r, ev)
 			return
 		}
-		r.etag, r.seq, r.value = reply.ETag, r.seq+1, next
+		prev := r.run
+		r.etag, r.seq, r.value, r.run = reply.ETag, r.seq+1, next, run
 		w.output(n, ev, next)
 		w.eventDone(n, r)
+		if prev != "" && prev != run {
+			w.gcIO(n, r, ev, ownership.Request{Op: ownership.OpDelete, Key: prev, Cond: ownership.Always()}, nil)
+		}
+		if w.rng.IntN(4) == 0 {
+			w.sweep(n, r, ev)
+		}
+	})
+}
+
+// gcIO sends a bucket call of the runs' collection.
+func (w *World) gcIO(n *node, r *resident, ev evOutput, req ownership.Request, then func(ownership.Reply)) {
+	w.stateIO(n, r, ev, req, func(op *stateOp, reply ownership.Reply) {
+		if then != nil {
+			then(reply)
+		}
+	})
+	w.lastOp.gc = true
+}
+
+// sweep lists the room's runs and deletes those RunGarbage says the hold
+// may: the listing's moment decides what its state lists.
+func (w *World) sweep(n *node, r *resident, ev evOutput) {
+	prefix := ownership.RunsPrefix(ev.actor)
+	w.gcIO(n, r, ev, ownership.Request{Op: ownership.OpList, Key: prefix}, func(reply ownership.Reply) {
+		if reply.Outcome != ownership.Landed || n.resident[ev.actor] != r || !r.loaded {
+			return
+		}
+		for _, e := range reply.Page.Entries {
+			g, _, ok := ownership.ParseRunName(strings.TrimPrefix(e.Key, prefix))
+			if ok && ownership.RunGarbage(r.gen, e.Key == r.run, g) {
+				w.gcIO(n, r, ev, ownership.Request{Op: ownership.OpDelete, Key: e.Key, Cond: ownership.Always()}, nil)
+			}
+		}
 	})
 }
 

@@ -81,6 +81,20 @@ var variants = []variant{
 		old: `	c.seal(e, gen, prior, e.parked != nil)`,
 		new: `	c.writeRecord(e, gen, prior, e.parked != nil) // broken: no seal`,
 	},
+	{
+		// A sweep deletes unlisted runs of any generation: a superseded
+		// hold's sweep deletes the run a later hold's head names.
+		name: "sweep-any-generation", file: "state.go", budget: 600,
+		old: `	return !listed && runGen < gen`,
+		new: `	return !listed // broken: whatever generation wrote it`,
+	},
+	{
+		// A sweep deletes the hold's own unlisted runs too: one being
+		// written, whose head lands naming a run that is gone.
+		name: "sweep-own-generation", file: "state.go", budget: 600,
+		old: `	return !listed && runGen < gen`,
+		new: `	return !listed && runGen <= gen // broken: its own runs too`,
+	},
 }
 
 var (

@@ -84,9 +84,11 @@ func coreConfig(node ownership.NodeID, inst ownership.InstanceID) ownership.Conf
 // World is one simulated cluster: nodes running real cores, a bucket with
 // the memory store's semantics, clients, sockets, faults. Single-threaded.
 type World struct {
-	P      Params
-	Seed   uint64
-	rng    *rand.Rand
+	P    Params
+	Seed uint64
+	rng  *rand.Rand
+	// lastOp is the state call stateIO sent last (gcIO marks it).
+	lastOp *stateOp
 	now    time.Duration // virtual time since the start
 	seq    uint64
 	queue  eventQueue
@@ -127,6 +129,8 @@ type Stats struct {
 	// Commits counts state commits that landed; StaleRefused the state
 	// writes refused because a later write (a seal, a commit) came first.
 	Commits, StaleRefused int
+	// Runs counts run objects written.
+	Runs int
 }
 
 type node struct {
@@ -166,8 +170,10 @@ type resident struct {
 	// sealed: the state as the grant's acquisition sealed it, taken by
 	// the residency's first load instead of a read (then cleared).
 	sealed *ownership.Sealed
-	busy   bool       // an event runs
-	queue  []evOutput // events waiting for it
+	// run: the run object the head this residency wrote or read names.
+	run   string
+	busy  bool       // an event runs
+	queue []evOutput // events waiting for it
 }
 
 type inflight struct {
