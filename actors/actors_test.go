@@ -62,7 +62,7 @@ func (o *fakeKeeper) revoke(gen ownership.Generation) {
 	o.revoked[gen] = true
 }
 
-func newHost(t *testing.T, b ownership.Bucket, o actors.Keeper, reg *actors.Registry) *actors.Host {
+func newHost(t testing.TB, b ownership.Bucket, o actors.Keeper, reg *actors.Registry) *actors.Host {
 	t.Helper()
 	if reg == nil {
 		reg = actors.BuiltIn()

@@ -34,8 +34,11 @@ import (
 const (
 	mergeRatio = 2
 	// maxPart bounds one run object: a merge's output is cut into parts
-	// of about this size.
-	maxPart = 32 << 20
+	// of about this size. Smaller parts cost the head more (each part is
+	// listed with its first and last key); larger ones cost the first
+	// read of each more on a store that checks an object whole then (the
+	// directory store, at its first range read of an object).
+	maxPart = 8 << 20
 )
 
 // pickCompaction chooses the runs [i, j) (newest first) to merge, if any:

@@ -356,23 +356,25 @@ type head struct {
 func (s *kvState) encodeHead(gen ownership.Generation, ver uint64) (head, error) {
 	h := head{upto: ver}
 	runs := s.runs
-	mem := s.memEntries(ListOptions{})
-	if s.memBytes > flushAt {
-		w := kvrun.NewWriter(kvrun.Options{})
-		for _, e := range mem {
-			if err := w.Add(e); err != nil {
-				return head{}, fmt.Errorf("build run: %w", err)
-			}
+	flushed := s.memBytes > flushAt
+	if flushed {
+		var err error
+		if h.flush, h.body, err = s.flushMem(gen); err != nil {
+			return head{}, err
 		}
-		body, meta, err := w.Finish()
-		if err != nil {
-			return head{}, fmt.Errorf("build run: %w", err)
-		}
-		h.flush, h.body = &run{parts: []*part{{gen: gen, n: rand.Uint64(), meta: meta}}}, body
-		runs, mem = append([]*run{h.flush}, runs...), nil
+		runs = append([]*run{h.flush}, runs...)
 		s.flushing = true
 	}
-	b := []byte(headMagic)
+	n := len(headMagic) + 2*binary.MaxVarintLen64
+	for _, r := range runs {
+		n += binary.MaxVarintLen64 + len(r.parts)*(4*binary.MaxVarintLen64+len(r.parts[0].meta.MinKey)+len(r.parts[0].meta.MaxKey)+16*binary.MaxVarintLen64)
+	}
+	n += len(s.garbage) * 2 * binary.MaxVarintLen64
+	if !flushed {
+		n += s.memBytes + len(s.mem)*(1+2*binary.MaxVarintLen32)
+	}
+	b := make([]byte, 0, n)
+	b = append(b, headMagic...)
 	b = binary.AppendUvarint(b, uint64(s.size))
 	b = binary.AppendUvarint(b, uint64(len(runs)))
 	for _, r := range runs {
@@ -380,12 +382,13 @@ func (s *kvState) encodeHead(gen ownership.Generation, ver uint64) (head, error)
 		for _, p := range r.parts {
 			b = binary.AppendUvarint(b, uint64(p.gen))
 			b = binary.AppendUvarint(b, p.n)
-			m, err := p.meta.AppendBinary(nil)
-			if err != nil {
+			at := len(b)
+			b = append(b, 0) // the meta's length, one byte if it fits
+			var err error
+			if b, err = p.meta.AppendBinary(b); err != nil {
 				return head{}, err
 			}
-			b = binary.AppendUvarint(b, uint64(len(m)))
-			b = append(b, m...)
+			b = fixLength(b, at)
 		}
 	}
 	b = binary.AppendUvarint(b, uint64(len(s.garbage)))
@@ -393,21 +396,68 @@ func (s *kvState) encodeHead(gen ownership.Generation, ver uint64) (head, error)
 		b = binary.AppendUvarint(b, uint64(g.gen))
 		b = binary.AppendUvarint(b, g.n)
 	}
-	for _, e := range mem {
-		if e.Tombstone {
+	if !flushed {
+		b = s.appendMem(b)
+	}
+	h.payload = b
+	return h, nil
+}
+
+// fixLength makes b[at], a one-byte placeholder, the uvarint length of
+// what follows it, moving that when the length takes more bytes.
+func fixLength(b []byte, at int) []byte {
+	n := uint64(len(b) - at - 1)
+	if n < 0x80 {
+		b[at] = byte(n)
+		return b
+	}
+	var l [binary.MaxVarintLen64]byte
+	w := binary.PutUvarint(l[:], n)
+	b = append(b, l[1:w]...)
+	copy(b[at+w:], b[at+1:len(b)-(w-1)])
+	copy(b[at:], l[:w])
+	return b
+}
+
+// appendMem appends the memory table's entries in key order.
+func (s *kvState) appendMem(b []byte) []byte {
+	keys := make([]string, 0, len(s.mem))
+	for k := range s.mem {
+		keys = append(keys, k)
+	}
+	if len(keys) > 1 {
+		slices.Sort(keys)
+	}
+	for _, k := range keys {
+		e := s.mem[k]
+		if e.del {
 			b = append(b, 1)
 		} else {
 			b = append(b, 0)
 		}
-		b = binary.AppendUvarint(b, uint64(len(e.Key)))
-		b = append(b, e.Key...)
-		if !e.Tombstone {
-			b = binary.AppendUvarint(b, uint64(len(e.Value)))
-			b = append(b, e.Value...)
+		b = binary.AppendUvarint(b, uint64(len(k)))
+		b = append(b, k...)
+		if !e.del {
+			b = binary.AppendUvarint(b, uint64(len(e.v)))
+			b = append(b, e.v...)
 		}
 	}
-	h.payload = b
-	return h, nil
+	return b
+}
+
+// flushMem builds the memory table as a run of one part.
+func (s *kvState) flushMem(gen ownership.Generation) (*run, []byte, error) {
+	w := kvrun.NewWriter(kvrun.Options{})
+	for _, e := range s.memEntries(ListOptions{}) {
+		if err := w.Add(e); err != nil {
+			return nil, nil, fmt.Errorf("build run: %w", err)
+		}
+	}
+	body, meta, err := w.Finish()
+	if err != nil {
+		return nil, nil, fmt.Errorf("build run: %w", err)
+	}
+	return &run{parts: []*part{{gen: gen, n: rand.Uint64(), meta: meta}}}, body, nil
 }
 
 // landed records that head h, and the run it flushed, are durable: the

@@ -53,7 +53,7 @@ func testRun(t testing.TB, gen ownership.Generation, n uint64, es ...kvrun.Entry
 func TestHeadRoundTrip(t *testing.T) {
 	p1, _ := testRun(t, 2, 7, kvrun.Entry{Key: "a", Value: []byte("1")}, kvrun.Entry{Key: "b", Tombstone: true})
 	p2, _ := testRun(t, 2, 8, kvrun.Entry{Key: "m", Value: []byte("2")})
-	p3, _ := testRun(t, 1, 1, kvrun.Entry{Key: "c", Value: []byte("3")})
+	p3, _ := testRun(t, 1, 1, kvrun.Entry{Key: "c", Value: []byte("3")}, kvrun.Entry{Key: "c" + strings.Repeat("z", 2000), Value: []byte("4")})
 	s := newKVState(ownership.StateHeader{Gen: 4, Seq: 11})
 	s.runs = []*run{{parts: []*part{p1, p2}}, {parts: []*part{p3}}}
 	s.garbage = []runName{{1, 5}, {3, 9}}

@@ -9,7 +9,7 @@
 // record's read and write, the seal, the head, and the reads of the key);
 // and the node's memory per resident actor of 100 MiB.
 //
-//	go run ./bench/storage -bin ./bin/wasmkeep [-puts 200] [-new-puts 5000] [-wakes 20] [-big 10]
+//	go run ./bench/storage -bin ./bin/wasmkeep [-puts 200] [-new-puts 5000] [-big-new-puts 50000] [-wakes 20] [-big 10]
 //
 // The process is started here on 127.0.0.1 and stopped by PID; every run
 // is bounded in count.
@@ -34,7 +34,8 @@ var client = &http.Client{Timeout: 60 * time.Second}
 func main() {
 	bin := flag.String("bin", "wasmkeep", "the wasmkeep binary")
 	puts := flag.Int("puts", 200, "100-byte puts of one key per actor size")
-	newPuts := flag.Int("new-puts", 5000, "100-byte puts of new keys per actor size (enough for the merges they cause to average out)")
+	newPuts := flag.Int("new-puts", 5000, "100-byte puts of new keys to the actors of 1 KiB and 1 MiB")
+	bigPuts := flag.Int("big-new-puts", 50000, "100-byte puts of new keys to the actor of 100 MiB (enough for the merges they cause to average out)")
 	wakes := flag.Int("wakes", 20, "actors of 1 KiB and of 1 MiB woken after a restart")
 	big := flag.Int("big", 10, "actors of 100 MiB")
 	flag.Parse()
@@ -63,6 +64,9 @@ func main() {
 			count := *puts
 			if kind == "new keys" {
 				count = *newPuts
+				if sz.bytes >= 100<<20 {
+					count = *bigPuts
+				}
 			}
 			before, putBefore := n.Written(), bucketBytes(n.Addr)
 			for i := range count {

@@ -1,0 +1,38 @@
+package actors_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/memstore"
+)
+
+// BenchmarkCommit: counter increments spread over 1,000 actors on an
+// in-memory bucket, each event a commit of its own: the resident actor's
+// way of an event (storage, the head's encoding, the output gate) without
+// HTTP.
+func BenchmarkCommit(b *testing.B) {
+	actors := make([]ownership.Actor, 1000)
+	for i := range actors {
+		actors[i] = ownership.Actor{Class: "counter", Name: fmt.Sprintf("c%d", i)}
+	}
+	h := newHost(b, memstore.New(memstore.Faults{}), &fakeKeeper{}, nil)
+	for _, a := range actors {
+		if _, err := h.Deliver(b.Context(), a, 1, get("")); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			i++
+			if _, err := h.Deliver(b.Context(), actors[i%len(actors)], 1, get("")); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
