@@ -91,6 +91,16 @@ func bulkHost(t *testing.T, b ownership.Bucket) *actors.Host {
 	return newHost(t, b, &fakeKeeper{}, reg)
 }
 
+// moveOn hibernates h's actors and returns another host on b, for the
+// hold at the next generation.
+func moveOn(t *testing.T, h *actors.Host, b ownership.Bucket, gen ownership.Generation) (*actors.Host, ownership.Generation) {
+	t.Helper()
+	if err := h.HibernateAll(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return bulkHost(t, b), gen + 1
+}
+
 // send delivers one request to the bulk actor at gen and wants status 200
 // (or want, when given).
 func send(t *testing.T, h *actors.Host, gen ownership.Generation, method, path, query string, body []byte) *actors.Response {
@@ -218,11 +228,7 @@ func TestLayoutAcknowledgedWritesSurvive(t *testing.T) {
 			}
 			if i%8 == 7 { // the hold moves on: another host, a later generation
 				m.check(t, h, gen)
-				if err := h.HibernateAll(t.Context()); err != nil {
-					t.Fatal(err)
-				}
-				gen++
-				h = bulkHost(t, b)
+				h, gen = moveOn(t, h, b, gen)
 			}
 		}
 		m.check(t, h, gen)
@@ -308,11 +314,7 @@ func TestLayoutNothingLeftBehind(t *testing.T) {
 				m = model{}
 			}
 			if i%10 == 9 {
-				if err := h.HibernateAll(t.Context()); err != nil {
-					t.Fatal(err)
-				}
-				gen++
-				h = bulkHost(t, b)
+				h, gen = moveOn(t, h, b, gen)
 			}
 		}
 		// One more small commit: it deletes what the last head lists as
