@@ -49,6 +49,7 @@ type event struct {
 	value     []byte // value of the last storage_get_len, for storage_get_read
 	list      []byte // encoded result of the last storage_list_len, for storage_list_read
 	many      []byte // encoded values of the last storage_get_many_len, for storage_get_many_read
+	sql       []byte // encoded result of the last sql_exec_len, for sql_exec_read
 
 	// WebSockets (sockets.go).
 	request  bool           // a request event (else a socket event)
@@ -286,6 +287,7 @@ func instantiateABI(ctx context.Context, rt wazero.Runtime) error {
 		stack[0] = 0
 	}, []api.ValueType{i32, i32}, []api.ValueType{i32})
 	storageFunctions(fn)
+	sqlFunctions(fn)
 	// event_rollback(): the event's writes and socket output are to be
 	// discarded, its response answered all the same.
 	fn("event_rollback", func(ctx context.Context, _ api.Module, _ []uint64) {

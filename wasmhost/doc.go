@@ -2,11 +2,11 @@
 // Go-native ones: it compiles a class's module once, serves its resident
 // actors on wasm instances (one each, or a few shared by the whole class:
 // see Isolation), and serves the guest ABI (ABI.md) through which a guest
-// reads its request, uses its actor's storage, logs, and hands out its
-// response; it may also accept a WebSocket upgrade, serve its actor's
-// socket events (every Resident is an actors.SocketClass) and use the
-// actor's sockets in any event. The Go SDK for guests is wasmhost/guest,
-// the C SDK wasmhost/sdk/c.
+// reads its request, uses its actor's storage and SQL database, logs,
+// and hands out its response; it may also accept a WebSocket upgrade,
+// serve its actor's socket events (every Resident is an
+// actors.SocketClass) and use the actor's sockets in any event. The Go SDK
+// for guests is wasmhost/guest, the C SDK wasmhost/sdk/c.
 //
 // # Use
 //
@@ -41,10 +41,10 @@
 //
 // # Guarantees
 //
-//   - Isolation: a guest reaches only the storage, the sockets and the
-//     calls of the actor whose event it serves, which the host binds to
-//     the call (the guest names no actor to a host function), in both
-//     isolations. In isolation actor a wasm instance serves one actor, so
+//   - Isolation: a guest reaches only the storage, the SQL database, the
+//     sockets and the calls of the actor whose event it serves, which the
+//     host binds to the call (the guest names no actor to a host
+//     function), in both isolations. In isolation actor a wasm instance serves one actor, so
 //     one actor's guest memory is never seen by another (memory reused
 //     from a closed wasm instance is cleared first, and the pages of a
 //     module's data image are shared copy-on-write). In isolation class

@@ -403,14 +403,23 @@ func TestRawGetMany(t *testing.T) {
 // probeHost is the probe served as class "probe" of an actors.Host over a
 // memory bucket, in one isolation (on one shared wasm instance in class).
 type probeHost struct {
-	t      *testing.T
-	h      *actors.Host
-	m      *Module
-	reg    *actors.Registry
-	bucket ownership.Bucket
+	t        *testing.T
+	h        *actors.Host
+	m        *Module
+	reg      *actors.Registry
+	bucket   ownership.Bucket
+	maxState int    // the host's bound on an actor's state; 0: the default
+	failures uint64 // the guest failures the test causes
 }
 
 func newProbeHost(t *testing.T, iso Isolation) *probeHost {
+	t.Helper()
+	return newBoundProbeHost(t, iso, 0)
+}
+
+// newBoundProbeHost is newProbeHost with maxState as the host's bound on
+// an actor's state.
+func newBoundProbeHost(t *testing.T, iso Isolation, maxState int) *probeHost {
 	t.Helper()
 	r := newRuntime(t, Config{Isolation: map[string]Isolation{"probe": iso}, SharedInstances: 1})
 	m, err := r.Compile(t.Context(), "probe", guest(t, probeGuest))
@@ -421,12 +430,12 @@ func newProbeHost(t *testing.T, iso Isolation) *probeHost {
 	if err := reg.Register("probe", m); err != nil {
 		t.Fatal(err)
 	}
-	p := &probeHost{t: t, m: m, reg: reg, bucket: memstore.New(memstore.Faults{})}
+	p := &probeHost{t: t, m: m, reg: reg, bucket: memstore.New(memstore.Faults{}), maxState: maxState}
 	p.start()
 	t.Cleanup(func() {
 		_ = p.h.HibernateAll(context.Background())
-		if st := m.Stats(); st.Failures != 0 {
-			t.Errorf("%d guest failures", st.Failures)
+		if st := m.Stats(); st.Failures != p.failures {
+			t.Errorf("%d guest failures, want %d", st.Failures, p.failures)
 		}
 	})
 	return p
@@ -435,7 +444,8 @@ func newProbeHost(t *testing.T, iso Isolation) *probeHost {
 // start starts the host, on the bucket of the one before if any.
 func (p *probeHost) start() {
 	p.t.Helper()
-	h, err := actors.NewHost(actors.Config{Keeper: anyKeeper{}, Bucket: p.bucket, Registry: p.reg, System: keeper.NewSystem(nil)})
+	h, err := actors.NewHost(actors.Config{Keeper: anyKeeper{}, Bucket: p.bucket, Registry: p.reg, System: keeper.NewSystem(nil),
+		MaxState: p.maxState})
 	if err != nil {
 		p.t.Fatal(err)
 	}

@@ -33,6 +33,10 @@ func storageGetManyLen([]byte) int32 { panic(notWasm) }
 
 func storageGetManyRead([]byte) { panic(notWasm) }
 
+func sqlExecLen([]byte) uint32 { panic(notWasm) }
+
+func sqlExecRead([]byte) { panic(notWasm) }
+
 func eventRollback() { panic(notWasm) }
 
 func hostLog(int32, string) { panic(notWasm) }

@@ -51,6 +51,12 @@ func wkStorageGetManyLen(keys unsafe.Pointer, keysLen uint32) int32
 //go:wasmimport wasmkeep storage_get_many_read
 func wkStorageGetManyRead(ptr unsafe.Pointer, n uint32) uint32
 
+//go:wasmimport wasmkeep sql_exec_len
+func wkSQLExecLen(stmt unsafe.Pointer, stmtLen uint32) uint32
+
+//go:wasmimport wasmkeep sql_exec_read
+func wkSQLExecRead(ptr unsafe.Pointer, n uint32) uint32
+
 //go:wasmimport wasmkeep event_rollback
 func wkEventRollback()
 
@@ -115,6 +121,10 @@ func storageGetManyLen(keys []byte) int32 {
 }
 
 func storageGetManyRead(b []byte) { wkStorageGetManyRead(bytesPtr(b), uint32(len(b))) }
+
+func sqlExecLen(stmt []byte) uint32 { return wkSQLExecLen(bytesPtr(stmt), uint32(len(stmt))) }
+
+func sqlExecRead(b []byte) { wkSQLExecRead(bytesPtr(b), uint32(len(b))) }
 
 func eventRollback() { wkEventRollback() }
 

@@ -41,8 +41,8 @@
 // IsolationClass a few instances per node serve all the class's resident
 // actors, each many of them: package variables are then shared by those
 // actors, so what is one actor's goes in its Actor.Value, never in a
-// package variable. Storage, Sockets and Call always act for the event's
-// actor alone: the host binds them to the event.
+// package variable. Storage, SQL, Sockets and Call always act for the
+// event's actor alone: the host binds them to the event.
 //
 // # Guarantees
 //
@@ -57,6 +57,20 @@
 // (Storage.PutMany, several puts); Storage.GetMany reads many keys in one
 // host call (per 128 keys); Storage.DeleteAll removes every key, committed
 // with the event's other writes or not at all.
+//
+// SQL is the actor's SQL database (SQLite, its pages in the actor's
+// storage): Exec runs statements and Query returns rows, with ? parameters
+// of the Go types that match SQL's (nil, integers, floats, strings,
+// []byte). SQL writes commit with the event's Storage writes, or not at
+// all; the event is the transaction.
+//
+//	guest.SQL.Exec("CREATE TABLE IF NOT EXISTS seen(who TEXT, at INTEGER)")
+//	guest.SQL.Exec("INSERT INTO seen VALUES (?, ?)", who, now)
+//	rows, err := guest.SQL.Query("SELECT who, at FROM seen ORDER BY at")
+//
+// A statement the database refuses fails with an *SQLError carrying
+// SQLite's message; one past the actor's bound with one that is ErrLimit
+// too (errors.Is), for a 413.
 //
 // A handler rolls its event back with Rollback: the client gets the
 // response it chose, and its writes and socket output are discarded.
@@ -106,11 +120,11 @@
 // it. A call back into an actor of the same call chain fails at once with
 // ErrCallCycle, since that actor waits for this very call.
 //
-// Storage, Log, Sockets, Accept, Call, Rollback and the Request methods
-// may be called only from the goroutine that runs a handler, while it
-// runs.
+// Storage, SQL, Log, Sockets, Accept, Call, Rollback and the Request
+// methods may be called only from the goroutine that runs a handler, while
+// it runs.
 //
 // Outside a wasm guest (GOOS other than wasip1) the package compiles, so
 // that go vet and go build of a whole module pass, and its unit tests run,
-// but calling Storage, Sockets, Call, Rollback or Log panics.
+// but calling Storage, SQL, Sockets, Call, Rollback or Log panics.
 package guest

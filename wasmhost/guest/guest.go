@@ -103,6 +103,8 @@ func Rollback(resp *Response) *Response {
 
 // ErrLimit is returned by Put and Batch when a storage limit refuses a
 // write: an empty or too long key, a too large value or state, too many ops.
+// An *SQLError of a statement past the state's bound is ErrLimit too
+// (errors.Is).
 var ErrLimit = errors.New("guest: storage limit")
 
 // ErrListOptions is returned by List for invalid options.

@@ -40,6 +40,28 @@ const (
 	FlagClean = 1 << 1
 )
 
+// SQL (sql_exec_len): the types of values, in a statement's arguments
+// and a result's rows; a result's status; the statement's flags.
+const (
+	SQLNull    = 0
+	SQLInteger = 1
+	SQLFloat   = 2
+	SQLText    = 3
+	SQLBlob    = 4
+
+	// SQLDone: the statement ran; the result follows.
+	SQLDone = 0
+	// SQLError: the database refused the statement; its message follows.
+	SQLError = 1
+	// SQLLimit: the statement would take the actor's state past its
+	// bound; the message follows.
+	SQLLimit = 2
+
+	// SQLFlagExec: run as Exec, returning no rows (without arguments the
+	// query may hold several statements).
+	SQLFlagExec = 1 << 0
+)
+
 // AppendU32 appends v, little-endian.
 func AppendU32(b []byte, v uint32) []byte {
 	return append(b, byte(v), byte(v>>8), byte(v>>16), byte(v>>24))

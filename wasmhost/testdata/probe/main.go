@@ -75,6 +75,10 @@ func serve(r *guest.Request) *guest.Response {
 		return rollback(r)
 	case "/raw-get-many":
 		return guest.Text(200, strconv.Itoa(int(rawGetManyLen(r.Body))))
+	case "/sql":
+		return sqlScript(r)
+	case "/raw-sql":
+		return &guest.Response{Body: rawSQLExec(r.Body)}
 	case "/raw-list":
 		return guest.Text(200, strconv.Itoa(int(rawListLen(r.Body))))
 	case "/rand":

@@ -14,6 +14,20 @@ func wkRawListLen(ptr unsafe.Pointer, n uint32) int32
 //go:wasmimport wasmkeep storage_get_many_len
 func wkRawGetManyLen(ptr unsafe.Pointer, n uint32) int32
 
+//go:wasmimport wasmkeep sql_exec_len
+func wkRawSQLExecLen(ptr unsafe.Pointer, n uint32) int32
+
+//go:wasmimport wasmkeep sql_exec_read
+func wkRawSQLExecRead(ptr unsafe.Pointer, n uint32) uint32
+
+// rawSQLExec runs the encoded statement b and returns its encoded
+// result.
+func rawSQLExec(b []byte) []byte {
+	buf := make([]byte, wkRawSQLExecLen(unsafe.Pointer(unsafe.SliceData(b)), uint32(len(b))))
+	wkRawSQLExecRead(unsafe.Pointer(unsafe.SliceData(buf)), uint32(len(buf)))
+	return buf
+}
+
 func rawGetManyLen(b []byte) int32 {
 	return wkRawGetManyLen(unsafe.Pointer(unsafe.SliceData(b)), uint32(len(b)))
 }
