@@ -688,6 +688,119 @@ size_t wk_storage_get_many(const wk_str *keys, size_t n_keys, wk_str *values, bo
 
 int wk_storage_delete_all(void) { return wasmkeep_host_storage_delete_all() != 0; }
 
+/* ---- SQL ---- */
+
+enum { SQL_FLAG_EXEC = 1 << 0 };
+
+wk_sql_value wk_sql_null(void) { return (wk_sql_value){.type = WK_SQL_NULL}; }
+
+wk_sql_value wk_sql_int(int64_t v) { return (wk_sql_value){.type = WK_SQL_INTEGER, .i = v}; }
+
+wk_sql_value wk_sql_float(double v) { return (wk_sql_value){.type = WK_SQL_FLOAT, .f = v}; }
+
+wk_sql_value wk_sql_text(wk_str v) { return (wk_sql_value){.type = WK_SQL_TEXT, .s = v}; }
+
+wk_sql_value wk_sql_blob(wk_str v) { return (wk_sql_value){.type = WK_SQL_BLOB, .s = v}; }
+
+static void write_sql_value(wk_buf *b, const wk_sql_value *v) {
+	wk_buf_u8(b, v->type);
+	switch (v->type) {
+	case WK_SQL_INTEGER:
+		wk_buf_u64(b, (uint64_t)v->i);
+		break;
+	case WK_SQL_FLOAT: {
+		uint64_t bits;
+		memcpy(&bits, &v->f, sizeof bits);
+		wk_buf_u64(b, bits);
+		break;
+	}
+	case WK_SQL_TEXT:
+	case WK_SQL_BLOB:
+		wk_buf_string(b, v->s);
+		break;
+	}
+}
+
+static bool read_sql_value(wk_reader *r, wk_sql_value *v) {
+	*v = (wk_sql_value){.type = wk_read_u8(r)};
+	switch (v->type) {
+	case WK_SQL_NULL:
+		break;
+	case WK_SQL_INTEGER:
+		v->i = (int64_t)wk_read_u64(r);
+		break;
+	case WK_SQL_FLOAT: {
+		uint64_t bits = wk_read_u64(r);
+		memcpy(&v->f, &bits, sizeof bits);
+		break;
+	}
+	case WK_SQL_TEXT:
+	case WK_SQL_BLOB:
+		v->s = wk_read_string(r);
+		break;
+	default:
+		return false;
+	}
+	return !r->err;
+}
+
+/* sql_run runs one statement in one host call and reads its result's
+ * header into res; the rows stay encoded, for wk_sql_next. */
+static int sql_run(wk_str query, const wk_sql_value *args, size_t n_args, uint32_t flags, wk_sql_result *res) {
+	wk_buf b = {0};
+	wk_buf_string(&b, query);
+	wk_buf_u32(&b, (uint32_t)n_args);
+	for (size_t i = 0; i < n_args; i++)
+		write_sql_value(&b, &args[i]);
+	wk_buf_u32(&b, flags);
+	wk_reader r = wk_reader_of(read_host(wasmkeep_host_sql_exec_len(b.ptr, (uint32_t)b.len), wasmkeep_host_sql_exec_read));
+	*res = (wk_sql_result){0};
+	uint8_t status = wk_read_u8(&r);
+	if (status == WK_SQL_ERROR || status == WK_SQL_LIMIT) {
+		res->error = wk_read_string(&r);
+		if (!wk_read_done(&r))
+			abort();
+		return status;
+	}
+	if (status != WK_SQL_OK)
+		abort();
+	res->changes = (int64_t)wk_read_u64(&r);
+	res->last_id = (int64_t)wk_read_u64(&r);
+	uint32_t n = wk_read_count(&r, 4);
+	wk_str *cols = n > 0 ? wk_alloc(n * sizeof *cols) : NULL;
+	for (uint32_t i = 0; i < n; i++)
+		cols[i] = wk_read_string(&r);
+	res->columns = cols;
+	res->n_columns = n;
+	/* A row takes at least a byte a value. */
+	res->n_rows = res->left = wk_read_count(&r, n > 0 ? n : 1);
+	if (r.err || (n == 0 && res->n_rows > 0) || (res->n_rows == 0 && !wk_read_done(&r)))
+		abort();
+	res->row = n > 0 ? wk_alloc(n * sizeof *res->row) : NULL;
+	res->rest = r;
+	return WK_SQL_OK;
+}
+
+int wk_sql_exec(wk_str query, const wk_sql_value *args, size_t n_args, wk_sql_result *res) {
+	wk_sql_result ignored;
+	return sql_run(query, args, n_args, SQL_FLAG_EXEC, res != NULL ? res : &ignored);
+}
+
+int wk_sql_query(wk_str query, const wk_sql_value *args, size_t n_args, wk_sql_result *res) {
+	return sql_run(query, args, n_args, 0, res);
+}
+
+const wk_sql_value *wk_sql_next(wk_sql_result *res) {
+	if (res->left == 0)
+		return NULL;
+	for (size_t i = 0; i < res->n_columns; i++)
+		if (!read_sql_value(&res->rest, &res->row[i]))
+			abort();
+	if (--res->left == 0 && !wk_read_done(&res->rest))
+		abort();
+	return res->row;
+}
+
 /* ---- Logs, calls, time ---- */
 
 void wk_log(int level, wk_str msg) { wasmkeep_host_log(level, msg.ptr, (uint32_t)msg.len); }

@@ -61,6 +61,8 @@ WK_IMPORT(storage_batch) int32_t wasmkeep_host_storage_batch(const void *ptr, ui
 WK_IMPORT(storage_get_many_len) int32_t wasmkeep_host_storage_get_many_len(const void *keys, uint32_t keys_len);
 WK_IMPORT(storage_get_many_read) int32_t wasmkeep_host_storage_get_many_read(void *ptr, uint32_t len);
 WK_IMPORT(storage_delete_all) int32_t wasmkeep_host_storage_delete_all(void);
+WK_IMPORT(sql_exec_len) int32_t wasmkeep_host_sql_exec_len(const void *stmt, uint32_t stmt_len);
+WK_IMPORT(sql_exec_read) int32_t wasmkeep_host_sql_exec_read(void *ptr, uint32_t len);
 WK_IMPORT(log) void wasmkeep_host_log(int32_t level, const void *msg, uint32_t msg_len);
 WK_IMPORT(ws_accept) int32_t wasmkeep_host_ws_accept(const void *tags, uint32_t tags_len);
 WK_IMPORT(ws_send) int32_t wasmkeep_host_ws_send(uint64_t id, uint32_t flags, const void *ptr, uint32_t len);
@@ -334,6 +336,74 @@ size_t wk_storage_get_many(const wk_str *keys, size_t n_keys, wk_str *values, bo
  * so far included; like every write it commits with the event or not at
  * all. Returns 0, or 1 if the host could not list the keys (none deleted). */
 int wk_storage_delete_all(void);
+
+/* ---- SQL: the actor's own database; its writes commit with the event's ---- */
+
+/* Types of SQL values. */
+enum { WK_SQL_NULL = 0, WK_SQL_INTEGER = 1, WK_SQL_FLOAT = 2, WK_SQL_TEXT = 3, WK_SQL_BLOB = 4 };
+
+/* wk_sql_value is one SQL value: an argument of a statement, or one of a
+ * row's. Make arguments with wk_sql_null, wk_sql_int, wk_sql_float,
+ * wk_sql_text and wk_sql_blob. An empty text or blob is not NULL. */
+typedef struct {
+	uint8_t type; /* a WK_SQL_ type */
+	int64_t i;    /* WK_SQL_INTEGER */
+	double f;     /* WK_SQL_FLOAT */
+	wk_str s;     /* WK_SQL_TEXT (UTF-8), WK_SQL_BLOB */
+} wk_sql_value;
+
+wk_sql_value wk_sql_null(void);
+wk_sql_value wk_sql_int(int64_t v);
+wk_sql_value wk_sql_float(double v);
+wk_sql_value wk_sql_text(wk_str v);
+wk_sql_value wk_sql_blob(wk_str v);
+
+/* Results of wk_sql_exec and wk_sql_query. */
+enum { WK_SQL_OK = 0, WK_SQL_ERROR = 1, WK_SQL_LIMIT = 2 };
+
+/*
+ * wk_sql_result is what a statement did. Its rows are read in turn with
+ * wk_sql_next, a cursor over the result the host sent.
+ */
+typedef struct {
+	int64_t changes; /* rows inserted, updated or deleted (triggers' too) */
+	int64_t last_id; /* rowid of the last row an INSERT of the call inserted, 0 if none */
+	const wk_str *columns;
+	size_t n_columns;
+	size_t n_rows;
+	wk_str error; /* WK_SQL_ERROR, WK_SQL_LIMIT: why (the statement, SQLite's message) */
+	/* The cursor: the rows not read yet, and the current row. */
+	wk_reader rest;
+	size_t left;
+	wk_sql_value *row;
+} wk_sql_result;
+
+/*
+ * wk_sql_exec runs query: with arguments one statement, its parameters (?,
+ * or numbered or named ones in the order of their first appearance) given
+ * in order; without, possibly several statements, run in turn until one
+ * fails. Rows are dropped. It returns WK_SQL_OK and res->changes and
+ * res->last_id; WK_SQL_ERROR when the database refused the statement (a
+ * syntax error, a constraint; BEGIN, since the event is the transaction);
+ * or WK_SQL_LIMIT when it would take the actor's state past its bound (a
+ * class answers 413). Either way res->error says why, the statement is
+ * undone and the event goes on, its other writes kept. res may be NULL.
+ */
+int wk_sql_exec(wk_str query, const wk_sql_value *args, size_t n_args, wk_sql_result *res);
+/*
+ * wk_sql_query runs query, one statement, with arguments as wk_sql_exec
+ * does, and returns as it does; on WK_SQL_OK res also has the columns and
+ * the rows (at most 16 MiB of them, else WK_SQL_ERROR), for wk_sql_next.
+ * A statement that writes (INSERT ... RETURNING) is run as wk_sql_exec
+ * would run it.
+ */
+int wk_sql_query(wk_str query, const wk_sql_value *args, size_t n_args, wk_sql_result *res);
+/*
+ * wk_sql_next returns the next row of res, n_columns values, or NULL past
+ * the last. The next call overwrites the values; the texts and blobs they
+ * point to live until the event ends.
+ */
+const wk_sql_value *wk_sql_next(wk_sql_result *res);
 
 /* ---- Logs, calls, time ---- */
 
