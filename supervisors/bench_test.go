@@ -14,7 +14,12 @@ import (
 // (?read: no commit), spread over 1,000 counters, from parallel clients:
 // the way of an event (ingress, Dispatch, the keeper's live holds, the
 // director, the resident actor, the output gate) without the bucket.
-func BenchmarkRequest(b *testing.B) {
+func BenchmarkRequest(b *testing.B) { benchRequest(b, "?read") }
+
+// BenchmarkRequestCommit: the same with a commit each (the counter counts).
+func BenchmarkRequestCommit(b *testing.B) { benchRequest(b, "") }
+
+func benchRequest(b *testing.B, query string) {
 	n := nodetest.Start(b, nodetest.Options{})
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	for i := range 1000 {
@@ -31,7 +36,7 @@ func BenchmarkRequest(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			i := next.Add(1) % 1000
-			res, err := client.Get(fmt.Sprintf("%s/actor/counter/c%d?read", n.URL, i))
+			res, err := client.Get(fmt.Sprintf("%s/actor/counter/c%d%s", n.URL, i, query))
 			if err != nil {
 				b.Error(err)
 				return
