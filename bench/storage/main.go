@@ -7,9 +7,10 @@
 // with the writes of the background merges it caused; the time
 // to the first answer of an actor after the node restarted (its wake: the
 // record's read and write, the seal, the head, and the reads of the key);
-// and the node's memory per resident actor of 100 MiB.
+// and the node's memory per resident actor of 100 MiB (and, with -huge, the
+// same for actors of 1 GiB).
 //
-//	go run ./bench/storage -bin ./bin/wasmkeep [-puts 200] [-new-puts 5000] [-big-new-puts 50000] [-wakes 20] [-big 10]
+//	go run ./bench/storage -bin ./bin/wasmkeep [-puts 200] [-new-puts 5000] [-big-new-puts 50000] [-wakes 20] [-big 10] [-huge 0]
 //
 // The process is started here on 127.0.0.1 and stopped by PID; every run
 // is bounded in count.
@@ -38,17 +39,15 @@ func main() {
 	bigPuts := flag.Int("big-new-puts", 50000, "100-byte puts of new keys to the actor of 100 MiB (enough for the merges they cause to average out)")
 	wakes := flag.Int("wakes", 20, "actors of 1 KiB and of 1 MiB woken after a restart")
 	big := flag.Int("big", 10, "actors of 100 MiB")
+	huge := flag.Int("huge", 0, "actors of 1 GiB (each a few minutes to fill)")
 	flag.Parse()
 	dir, bucket := procs.Workdir("storage")
 	defer procs.StopAll()
 	n := procs.New(*bin, dir, bucket, "n1", false, "--idle-timeout", "5m")
 	n.Start()
 
-	sizes := []struct {
-		label  string
-		bytes  int
-		actors int
-	}{{"1 KiB", 1 << 10, *wakes}, {"1 MiB", 1 << 20, *wakes}, {"100 MiB", 100 << 20, *big}}
+	sizes := slices.DeleteFunc([]size{{"1 KiB", 1 << 10, *wakes}, {"1 MiB", 1 << 20, *wakes}, {"100 MiB", 100 << 20, *big}, {"1 GiB", 1 << 30, *huge}},
+		func(s size) bool { return s.actors == 0 })
 	for _, sz := range sizes {
 		start := time.Now()
 		for i := range sz.actors {
@@ -107,6 +106,13 @@ func main() {
 		fmt.Printf("actor of %s: first answer after a restart p50 %v, max %v (%d actors); node RSS %+d KiB per woken actor\n", sz.label,
 			took[len(took)/2].Round(10*time.Microsecond), took[len(took)-1].Round(10*time.Microsecond), len(took), (n.RSS()-rss)/int64(len(took))>>10)
 	}
+}
+
+// size is a size of actor the run measures, and how many of it.
+type size struct {
+	label  string
+	bytes  int
+	actors int
 }
 
 // bucketBytes is what the node's actors have put to the bucket (heads and
