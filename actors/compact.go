@@ -88,8 +88,19 @@ func (ra *residentActor) maybeCompact(ctx actor.Context) {
 	ra.compacting = cancel
 	self, root, bucket, a, gen, timeout := ctx.Self(), ra.h.cfg.System.Root, ra.h.cfg.Bucket, ra.actor, ra.gen, ra.h.cfg.IOTimeout
 	runs, log := ra.h.runs(), ra.log()
+	slots := ra.h.merges
 	go func() {
 		defer cancel()
+		// A node runs few merges at once, whatever its actors: a merge
+		// reads and writes megabytes, and the bucket must keep room for
+		// the commits of events and the node's lease.
+		select {
+		case slots <- struct{}{}:
+			defer func() { <-slots }()
+		case <-cctx.Done():
+			root.Send(self, &compactedMsg{gen: gen, group: group, out: &run{}, err: cctx.Err()})
+			return
+		}
 		if err := sweepRuns(cctx, bucket, a, gen, listed, timeout); err != nil {
 			log.Info("actor run sweep did not finish", slog.Any("err", err))
 		}

@@ -56,6 +56,9 @@ type Config struct {
 	// BlockCache bounds the node's cache of the blocks and indexes of
 	// actors' runs, in bytes, across every actor. Zero: DefaultBlockCache.
 	BlockCache int64
+	// Merges bounds the merges of actors' runs under way at once, across
+	// every actor. Zero: DefaultMerges.
+	Merges int
 	// IOTimeout bounds one bucket call of an event. Zero: 10 s.
 	IOTimeout time.Duration
 	// RetryAfter is what a refused event suggests. Zero: 1 s.
@@ -114,7 +117,7 @@ func (c Config) Validate() error {
 	if c.System == nil {
 		errs = append(errs, errors.New("no actor system"))
 	}
-	if c.IdleTimeout < 0 || c.MaxResident < 0 || c.MaxState < 0 || c.BlockCache < 0 || c.IOTimeout < 0 || c.RetryAfter < 0 || c.CallTimeout < 0 {
+	if c.IdleTimeout < 0 || c.MaxResident < 0 || c.MaxState < 0 || c.BlockCache < 0 || c.Merges < 0 || c.IOTimeout < 0 || c.RetryAfter < 0 || c.CallTimeout < 0 {
 		errs = append(errs, errors.New("idle timeout, max resident, max state, io timeout, retry after and call timeout must not be negative"))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -141,6 +144,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.BlockCache == 0 {
 		c.BlockCache = DefaultBlockCache
+	}
+	if c.Merges == 0 {
+		c.Merges = DefaultMerges
 	}
 	if c.RetryAfter == 0 {
 		c.RetryAfter = time.Second
@@ -212,6 +218,8 @@ type Host struct {
 	pid    *actor.PID
 	blocks *kvrun.Cache // of every resident actor's runs
 	reads  storageReads
+	// merges holds a token for each merge of runs under way (compact.go).
+	merges chan struct{}
 }
 
 // storageReads counts the bucket calls of actors' storage.
@@ -255,13 +263,18 @@ func (h *Host) StorageStats() StorageStats {
 // otherwise.
 const DefaultBlockCache = 64 << 20
 
+// DefaultMerges is how many merges of runs a node runs at once unless
+// Config says otherwise.
+const DefaultMerges = 2
+
 // NewHost validates cfg and spawns the director.
 func NewHost(cfg Config) (*Host, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg.setDefaults()
-	h := &Host{cfg: cfg, log: cfg.Logger.With(slog.String("component", "actors")), blocks: kvrun.NewCache(cfg.BlockCache)}
+	h := &Host{cfg: cfg, log: cfg.Logger.With(slog.String("component", "actors")), blocks: kvrun.NewCache(cfg.BlockCache),
+		merges: make(chan struct{}, cfg.Merges)}
 	// Each incarnation of the director starts empty: a restart (after a
 	// panic in the director) has stopped every resident actor first, and
 	// the one before answered their callers and told the keeper. A stop of

@@ -25,6 +25,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/wasmkeep/wasmkeep/bench/internal/procs"
@@ -53,7 +54,7 @@ func main() {
 		for i := range sz.actors {
 			fill(n.Addr, fmt.Sprintf("s%d-%d", sz.bytes, i), sz.bytes)
 		}
-		fmt.Printf("filled %d actors of %s in %v\n", sz.actors, sz.label, time.Since(start).Round(time.Millisecond))
+		fmt.Printf("filled %d actors of %s in %v (%d puts answered 503 and retried)\n", sz.actors, sz.label, time.Since(start).Round(time.Millisecond), retried.Swap(0))
 	}
 	quiet(n)
 
@@ -79,8 +80,8 @@ func main() {
 			}
 			quiet(n) // the merges the puts caused, in the background, count too
 			wrote, sent := n.Written()-before, bucketBytes(n.Addr)-putBefore
-			fmt.Printf("actor of %s, %s: %d bytes put to the bucket per 100-byte put, %d written by the node process (the directory store's log and its compaction included) (%d puts, the merges they caused included)\n",
-				sz.label, kind, sent/int64(count), wrote/int64(count), count)
+			fmt.Printf("actor of %s, %s: %d bytes put to the bucket per 100-byte put, %d written by the node process (the directory store's log and its compaction included) (%d puts, the merges they caused included; %d answered 503 and retried)\n",
+				sz.label, kind, sent/int64(count), wrote/int64(count), count, retried.Swap(0))
 		}
 	}
 
@@ -164,13 +165,25 @@ func fill(addr, name string, size int) {
 	}
 }
 
+// retried counts the puts answered 503 and sent again.
+var retried atomic.Int64
+
+// put stores body under key in kv actor name. A 503 (the actor unavailable
+// for a moment, with Retry-After) is retried after a second, up to 30
+// times, as a client would, and counted.
 func put(addr, name, key string, body []byte) (int, string) {
-	req, _ := http.NewRequest(http.MethodPut, fmt.Sprintf("http://%s/actor/kv/%s/%s", addr, name, key), bytes.NewReader(body))
-	res, err := client.Do(req)
-	if err != nil {
-		procs.Fail(err)
+	for try := 0; ; try++ {
+		req, _ := http.NewRequest(http.MethodPut, fmt.Sprintf("http://%s/actor/kv/%s/%s", addr, name, key), bytes.NewReader(body))
+		res, err := client.Do(req)
+		if err != nil {
+			procs.Fail(err)
+		}
+		msg, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusServiceUnavailable || try == 30 {
+			return res.StatusCode, string(msg)
+		}
+		retried.Add(1)
+		time.Sleep(time.Second)
 	}
-	defer res.Body.Close()
-	msg, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(msg)
 }
