@@ -57,8 +57,9 @@ type (
 )
 
 // stateIO sends an instance's bucket call with the faults of the chaos
-// phase; then runs with the reply, if the node is still that life.
-func (w *World) stateIO(n *node, r *resident, ev evOutput, req ownership.Request, then func(*stateOp, ownership.Reply)) {
+// phase; then runs with the reply, if the node is still that life. It
+// returns the call.
+func (w *World) stateIO(n *node, r *resident, ev evOutput, req ownership.Request, then func(*stateOp, ownership.Reply)) *stateOp {
 	w.Stats.Requests++
 	a := ev.actor
 	op := &stateOp{node: n.id, life: n.life, r: r, ev: ev, actor: a, req: req, then: then}
@@ -78,7 +79,6 @@ func (w *World) stateIO(n *node, r *resident, ev evOutput, req ownership.Request
 		}
 	}
 	w.note("io-send", n, "%s %s g%d %s", a, req.Op.String(), uint64(r.gen), op.fault)
-	w.lastOp = op
 	switch op.fault {
 	case "lose-request":
 		w.after(timeout, evStateReply{op: op, unknown: true})
@@ -94,6 +94,7 @@ func (w *World) stateIO(n *node, r *resident, ev evOutput, req ownership.Request
 		w.after(lat, evStateLand{op: op})
 		w.after(lat+w.uniform(time.Millisecond, 5*time.Millisecond), evStateReply{op: op})
 	}
+	return op
 }
 
 func (w *World) stateLand(op *stateOp) {
@@ -358,12 +359,12 @@ func (w *World) writeHead(n *node, r *resident, ev evOutput, next uint64, payloa
 
 // gcIO sends a bucket call of the runs' collection.
 func (w *World) gcIO(n *node, r *resident, ev evOutput, req ownership.Request, then func(ownership.Reply)) {
-	w.stateIO(n, r, ev, req, func(op *stateOp, reply ownership.Reply) {
+	op := w.stateIO(n, r, ev, req, func(op *stateOp, reply ownership.Reply) {
 		if then != nil {
 			then(reply)
 		}
 	})
-	w.lastOp.gc = true
+	op.gc = true // (its events are due later: nothing has seen it yet)
 }
 
 // sweep lists the room's runs and deletes those RunGarbage says the hold

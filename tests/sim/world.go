@@ -84,11 +84,9 @@ func coreConfig(node ownership.NodeID, inst ownership.InstanceID) ownership.Conf
 // World is one simulated cluster: nodes running real cores, a bucket with
 // the memory store's semantics, clients, sockets, faults. Single-threaded.
 type World struct {
-	P    Params
-	Seed uint64
-	rng  *rand.Rand
-	// lastOp is the state call stateIO sent last (gcIO marks it).
-	lastOp *stateOp
+	P      Params
+	Seed   uint64
+	rng    *rand.Rand
 	now    time.Duration // virtual time since the start
 	seq    uint64
 	queue  eventQueue
