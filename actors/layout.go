@@ -500,19 +500,16 @@ func (s *kvState) collected(done []runName) {
 // decodeHead reads a state object's payload, in either format. Every
 // error matches ownership.ErrDamaged.
 func decodeHead(h ownership.StateHeader, p []byte) (*kvState, error) {
-	s := newKVState(h)
 	if !strings.HasPrefix(string(p), headMagic) {
 		kv, err := decodePairs(p)
 		if err != nil {
 			return nil, err
 		}
-		for k, v := range kv {
-			s.mem[k] = memEntry{v: v}
-			s.size += len(k) + len(v)
-		}
-		s.memBytes = s.size
+		s := stateOfMap(kv)
+		s.StateHeader = h
 		return s, nil
 	}
+	s := newKVState(h)
 	d := decoder{p: p[len(headMagic):]}
 	s.size = int(d.uvarint())
 	nruns := d.count()
