@@ -109,14 +109,8 @@ func (s *Store) runCommitter() {
 	q := &s.committer
 	for {
 		q.mu.Lock()
-		n, bytes := 0, 0
-		for n < len(q.queue) && (n == 0 || bytes+q.queue[n].size() <= maxBatchBytes) {
-			bytes += q.queue[n].size()
-			n++
-		}
-		batch := q.queue[:n:n]
-		q.queue = q.queue[n:]
-		if n == 0 {
+		batch := q.next()
+		if len(batch) == 0 {
 			q.queue = nil
 			q.running = false
 			q.mu.Unlock()
@@ -125,6 +119,50 @@ func (s *Store) runCommitter() {
 		q.mu.Unlock()
 		s.commitBatch(context.Background(), batch)
 	}
+}
+
+// smallWrite is the size up to which a queued write goes into the next
+// batch ahead of bigger ones that queued before it.
+const smallWrite = 64 << 10
+
+// next takes the next batch from the queue: the oldest write, then every
+// small write queued, then more writes in queue order while the batch
+// stays within maxBatchBytes. So a small write (a lease renewal, an
+// actor's head) waits for at most the batch running when it queued, never
+// behind a queue of big ones (runs, merge parts), and the oldest write,
+// whatever its size, is always in the next batch. Taking writes out of
+// their queue order is sound: every write queued is concurrent with every
+// other (none has been answered), and the conditions are checked in the
+// batch's order. The caller holds q.mu.
+func (q *committer) next() []*write {
+	if len(q.queue) == 0 {
+		return nil
+	}
+	batch, left := q.queue[:1:1], q.queue[1:1]
+	bytes := batch[0].size()
+	// Small writes first, then big ones until the first that does not fit.
+	var big []*write
+	for _, w := range q.queue[1:] {
+		switch {
+		case w.size() > smallWrite:
+			big = append(big, w)
+		case bytes+w.size() <= maxBatchBytes:
+			batch = append(batch, w)
+			bytes += w.size()
+		default:
+			left = append(left, w)
+		}
+	}
+	for i, w := range big {
+		if bytes+w.size() > maxBatchBytes {
+			left = append(left, big[i:]...)
+			break
+		}
+		batch = append(batch, w)
+		bytes += w.size()
+	}
+	q.queue = left
+	return batch
 }
 
 // commitBatch commits a batch under one hold of the write lock, with one
@@ -149,13 +187,15 @@ func (s *Store) commitBatch(ctx context.Context, batch []*write) {
 	}
 	defer unlockFn()
 	caughtUp := s.runBatch(batch)
-	answer(batch)
 	// Invariant: only a Store whose index holds every whole frame of the
 	// segment compacts it; one that could not catch up (damage, say)
-	// would drop the writes it did not see.
+	// would drop the writes it did not see. A compaction due starts
+	// before the batch is answered, so that a caller that waits for
+	// s.background after its write returned waits for it too.
 	if caughtUp {
 		s.maybeCompact()
 	}
+	answer(batch)
 }
 
 func answer(batch []*write) {

@@ -2,7 +2,9 @@ package dirstore
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/wasmkeep/wasmkeep/ownership"
@@ -52,6 +54,7 @@ func churn(t *testing.T, s *Store, m model, rounds int) {
 			}
 		}
 	}
+	s.background.Wait() // the compactions it started
 }
 
 // TestCompaction: overwrites and deletes pile up dead bytes until the
@@ -114,27 +117,7 @@ func TestCompactionAfterCrashBetweenSwitchAndUnlink(t *testing.T) {
 	m.check(t, b)
 	old := segmentPath(t, dir)
 
-	// Compact as a would, but keep the old segment linked.
-	unlockFn, err := a.lock(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.mu.RLock()
-	recs := make([]liveRecord, 0, len(a.idx.m))
-	for _, k := range a.idx.sorted() {
-		recs = append(recs, liveRecord{k, a.idx.m[k]})
-	}
-	sg := a.seg
-	a.mu.RUnlock()
-	next, _, err := a.writeSegment(sg, segName(sg.seq+1), recs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	closeFD(next.fd)
-	if err := replaceFromTemp(a); err != nil {
-		t.Fatal(err)
-	}
-	unlockFn() // the compactor dies; its lock goes with it
+	switchWithoutUnlink(t, a)
 	a.Close()
 	if segs := segments(t, dir); len(segs) != 2 {
 		t.Fatalf("segments: %q, want the old and the new", segs)
@@ -148,11 +131,164 @@ func TestCompactionAfterCrashBetweenSwitchAndUnlink(t *testing.T) {
 	}
 }
 
-// replaceFromTemp does the rename of a compaction: the temp file written
-// by writeSegment becomes `current`.
-func replaceFromTemp(s *Store) error {
-	if err := renameFile(s.path(currentName+tmpSuffix+"compact"), s.path(currentName)); err != nil {
-		return err
+// TestWritesGoOnWhileCompactionCopies: a compaction copies without the
+// write lock, so writes, deletes and another Store's open all go on while
+// it is stuck in the middle of its copy; when it goes on it carries what
+// they wrote into the new segment (a key written again is copied again, a
+// key deleted gets a delete record), and nothing is lost or brought back.
+func TestWritesGoOnWhileCompactionCopies(t *testing.T) {
+	dir := t.TempDir()
+	a := openDir(t, dir)
+	a.compactMin = 64 << 10
+	copying, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	a.sys.datasync = func(fd int, p string) error {
+		if strings.Contains(p, compactTmp) {
+			once.Do(func() { close(copying); <-release })
+		}
+		return fdatasync(fd, p)
 	}
-	return syncDir(s.dir)
+	m := model{}
+	first := segmentPath(t, dir)
+	started := false
+	for i := 0; i < 10000 && !started; i++ {
+		k := fmt.Sprintf("k%02d", i%40)
+		m[k] = struct {
+			body string
+			etag ownership.ETag
+		}{strings.Repeat("v", 4000) + k, mustPut(t, a, k, strings.Repeat("v", 4000)+k, ownership.Always())}
+		select {
+		case <-copying:
+			started = true
+		default:
+		}
+	}
+	if !started {
+		t.Fatal("no compaction started")
+	}
+
+	// The copy is stuck. Writes land meanwhile, and a new Store opens.
+	e := mustPut(t, a, "new", "during the copy", ownership.IfAbsent())
+	e2 := mustPut(t, a, "k01", "rewritten during the copy", ownership.IfMatch(m["k01"].etag))
+	if err := a.Delete(t.Context(), "k02", ownership.IfMatch(m["k02"].etag)); err != nil {
+		t.Fatal(err)
+	}
+	delete(m, "k02")
+	m["new"] = struct {
+		body string
+		etag ownership.ETag
+	}{"during the copy", e}
+	m["k01"] = struct {
+		body string
+		etag ownership.ETag
+	}{"rewritten during the copy", e2}
+	b := openDir(t, dir)
+	m.check(t, b)
+	if got := segmentPath(t, dir); got != first {
+		t.Fatalf("segment %s while the copy is stuck, want still %s", got, first)
+	}
+
+	close(release)
+	a.background.Wait()
+	if segmentPath(t, dir) == first {
+		t.Fatal("the compaction did not switch segments")
+	}
+	if segs := segments(t, dir); len(segs) != 1 {
+		t.Fatalf("segments after the switch: %q, want one", segs)
+	}
+	for _, s := range []*Store{a, b, openDir(t, dir)} {
+		m.check(t, s)
+		wantMissing(t, s, "k02")
+	}
+}
+
+// TestCompactionStartedElsewhere: while one Store's compaction copies,
+// another Store's writer neither starts a second nor removes the first
+// one's copy as a crash's leftover (it holds `compacting`); a writer that
+// loads the switched segment afterwards finds only it.
+func TestCompactionStartedElsewhere(t *testing.T) {
+	dir := t.TempDir()
+	a, b := openDir(t, dir), openDir(t, dir)
+	a.compactMin, b.compactMin = 64<<10, 64<<10
+	copying, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	a.sys.datasync = func(fd int, p string) error {
+		if strings.Contains(p, compactTmp) {
+			once.Do(func() { close(copying); <-release })
+		}
+		return fdatasync(fd, p)
+	}
+	m := model{}
+	for i := 0; ; i++ {
+		if i == 10000 {
+			t.Fatal("no compaction started")
+		}
+		mustPut(t, a, fmt.Sprintf("k%02d", i%40), strings.Repeat("v", 4000), ownership.Always())
+		select {
+		case <-copying:
+		default:
+			continue
+		}
+		break
+	}
+	for k := range 40 {
+		key := fmt.Sprintf("k%02d", k)
+		obj, err := b.Get(t.Context(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m[key] = struct {
+			body string
+			etag ownership.ETag
+		}{string(obj.Body), obj.ETag}
+	}
+	// b piles up more than enough dead bytes to compact, and cannot.
+	churn(t, b, m, 3)
+	var copies int
+	names, err := readDirNames(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if strings.HasPrefix(n, compactTmp) {
+			copies++
+		}
+	}
+	if copies != 1 {
+		t.Fatalf("%d compactions' copies in %q while a's copies, want a's alone", copies, names)
+	}
+	close(release)
+	a.background.Wait()
+	churn(t, b, m, 1)
+	m.check(t, a)
+	m.check(t, b)
+	if segs := segments(t, dir); len(segs) != 1 {
+		t.Fatalf("segments: %q, want one", segs)
+	}
+}
+
+// TestNextBatchTakesSmallWritesFirst: the next batch is the oldest write,
+// every small write queued, and big ones in queue order while they fit.
+func TestNextBatchTakesSmallWritesFirst(t *testing.T) {
+	big := func(k string) *write { return &write{key: k, body: make([]byte, 3<<20)} }
+	small := func(k string) *write { return &write{key: k, body: make([]byte, 100)} }
+	q := &committer{queue: []*write{big("b0"), big("b1"), small("s0"), big("b2"), big("b3"), small("s1")}}
+	keys := func(ws []*write) (ks []string) {
+		for _, w := range ws {
+			ks = append(ks, w.key)
+		}
+		return ks
+	}
+	if got, want := keys(q.next()), []string{"b0", "s0", "s1", "b1"}; !slices.Equal(got, want) {
+		t.Fatalf("first batch %q, want %q", got, want)
+	}
+	if got, want := keys(q.queue), []string{"b2", "b3"}; !slices.Equal(got, want) {
+		t.Fatalf("left %q, want %q", got, want)
+	}
+	if got, want := keys(q.next()), []string{"b2", "b3"}; !slices.Equal(got, want) {
+		t.Fatalf("second batch %q, want %q", got, want)
+	}
+	if got := q.next(); len(got) != 0 || len(q.queue) != 0 {
+		t.Fatalf("third batch %q, queue %q, want both empty", keys(got), keys(q.queue))
+	}
 }

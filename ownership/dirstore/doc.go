@@ -32,11 +32,14 @@
 //     context's error), never a refusal.
 //
 // How a write works: Put and Delete queue their write for a group commit
-// (commit.go). A committer takes every write queued so far as a batch and,
-// under the store's lock (a one-slot semaphore for goroutines of this
-// Store, plus flock on dir/lock for other Stores and processes): catches
-// up with what other Stores appended; checks each write's condition, in
-// queue order, against the index and against earlier writes of the batch;
+// (commit.go). A committer takes the writes queued so far as a batch (up
+// to 8 MiB of them: the oldest first, then every small one, up to 64 KiB,
+// ahead of bigger ones, so that a lease renewal or an actor's head never
+// waits behind a queue of runs) and, under the store's lock (a one-slot
+// semaphore for goroutines of this Store, plus flock on dir/lock for
+// other Stores and processes): catches up with what other Stores
+// appended; checks each write's condition, in batch order, against the
+// index and against earlier writes of the batch;
 // appends the records of those that pass as one frame, with one pwrite;
 // applies them to the index; fdatasyncs the segment; and only then
 // answers every write of the batch and releases the lock. Writes that
@@ -184,9 +187,13 @@
 // Compaction (compact.go) keeps the log to what the keys hold now: when a
 // batch leaves the segment with more dead bytes (overwritten and deleted
 // versions, delete records) than live ones, and at least 64 MiB of them,
-// the writer copies the live records into a new segment, syncs it,
-// switches `current` to it (rename, then a directory sync), and unlinks
-// the old one, all before it releases the lock. The old segment is never
+// the writer starts a compaction. It copies the live records into a new
+// file while writes go on, then, in rounds, what was written meanwhile;
+// only the last round, of at most about 16 MiB, holds the lock, with the
+// switch: the copy synced and renamed to the next segment, `current`
+// replaced (rename, then a directory sync), the old segment unlinked. So
+// writes never wait for a copy of the whole store, which at gigabytes
+// would take longer than a lease can wait. The old segment is never
 // unlinked before a directory sync succeeded: if the compactor's fails,
 // it leaves the old segment linked and refuses writes (Failed, nothing
 // written) until a sync succeeds, since a crash could otherwise bring back
@@ -210,14 +217,17 @@
 // Layout of the directory:
 //
 //	format          marker naming the layout: "wasmkeep dirstore 2"
-//	lock            flocked around every write batch and compaction
+//	lock            flocked around every write batch and segment switch
+//	compacting      flocked while a compaction copies
 //	current         the name of the segment in use, replaced by rename
 //	seg-<16 hex>    segments, numbered in order; only the one current
 //	                names is in use, and Open removes the others
 //	suspect         the name of a segment whose fdatasync failed, while
 //	                it is current and not yet rewritten (Failed syncs)
-//	*.tmp-*         a file being written (format, current, suspect), or
-//	                left by a crash and removed by the next Open
+//	*.tmp-*         a file being written (format, current, suspect, and
+//	                compact.tmp-* a compaction's copy), or left by a crash
+//	                and removed by the next Open or writer (a copy only
+//	                while no one holds `compacting`)
 //
 // A directory that holds a segment with frames but no `current` has lost
 // it, and Open refuses it (ErrCorrupt) rather than start a new store over

@@ -196,7 +196,8 @@ func TestFollowAfterCut(t *testing.T) {
 }
 
 // switchWithoutUnlink compacts as s would, but leaves the old segment
-// linked, as a compactor that died before the unlink does.
+// linked, as a compactor that died before the unlink does: the remove
+// does nothing.
 func switchWithoutUnlink(t *testing.T, s *Store) {
 	t.Helper()
 	unlockFn, err := s.lock(t.Context())
@@ -204,19 +205,10 @@ func switchWithoutUnlink(t *testing.T, s *Store) {
 		t.Fatal(err)
 	}
 	defer unlockFn()
-	s.mu.Lock()
-	recs := make([]liveRecord, 0, len(s.idx.m))
-	for _, k := range s.idx.sorted() {
-		recs = append(recs, liveRecord{k, s.idx.m[k]})
-	}
-	sg := s.seg
-	s.mu.Unlock()
-	next, _, err := s.writeSegment(sg, segName(sg.seq+1), recs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	closeFD(next.fd)
-	if err := replaceFromTemp(s); err != nil {
+	remove := s.sys.remove
+	defer func() { s.sys.remove = remove }()
+	s.sys.remove = func(string) error { return nil }
+	if err := s.compact(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -269,7 +261,15 @@ func TestCompactDirSyncFailure(t *testing.T) {
 	churn(t, a, m, 2)
 	old := segmentPath(t, dir)
 
-	a.sys.syncDir = func(string) error { return errInjected }
+	// The sync after the copy is renamed to a segment passes; the one
+	// after `current` is replaced fails.
+	dirSyncs := 0
+	a.sys.syncDir = func(dir string) error {
+		if dirSyncs++; dirSyncs == 1 {
+			return syncDir(dir)
+		}
+		return errInjected
+	}
 	unlockFn, err := a.lock(t.Context())
 	if err != nil {
 		t.Fatal(err)

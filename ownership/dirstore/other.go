@@ -23,6 +23,7 @@ func openRW(string) (int, error)                    { return -1, errUnsupported 
 func createNew(string) (int, error)                 { return -1, errUnsupported }
 func closeFD(int) error                             { return errUnsupported }
 func isNotExist(err error) bool                     { return errors.Is(err, os.ErrNotExist) }
+func dupFD(int, string) (int, error)                { return 0, errUnsupported }
 func fdatasync(int, string) error                   { return errUnsupported }
 func fstat(int, string) (fileState, error)          { return fileState{}, errUnsupported }
 func inode(string) (uint64, error)                  { return 0, errUnsupported }

@@ -166,6 +166,7 @@ func TestRangeAcrossStores(t *testing.T) {
 	// Two dead versions, more than the live one: the write compacts.
 	a.compactMin = 1
 	mustPut(t, a, "runs/a", string(other), ownership.Always())
+	a.background.Wait()
 	if segs := segments(t, dir); len(segs) != 1 || segs[0] == segName(1) {
 		t.Fatalf("segments %q after a compaction, want one, not the first", segs)
 	}

@@ -75,6 +75,15 @@ type Store struct {
 	// have checked (ranges.go); it has a mutex of its own.
 	sums sumCache
 
+	// compactAt raises compactMin after a compaction failed, so that a
+	// full disk is not retried on every batch. compacting is set while
+	// this Store's compaction runs (compact.go), and background counts it
+	// for Close; compactFile is what it holds flocked meanwhile.
+	compactAt   atomic.Int64
+	compacting  atomic.Bool
+	background  sync.WaitGroup
+	compactFile *os.File
+
 	// The fields below belong to whoever holds the write lock.
 
 	// dirUnsynced: `current` may name a segment that no directory sync of
@@ -93,10 +102,8 @@ type Store struct {
 	// writer rewrites it first.
 	suspect string
 	// compactMin is the dead bytes that make a segment worth compacting
-	// (tests lower it); compactAt raises it after a compaction fails, so
-	// that a full disk is not retried on every batch.
+	// (tests lower it).
 	compactMin int64
-	compactAt  int64
 	// sys makes files durable and removes segments (see sysCalls).
 	sys sysCalls
 
@@ -162,6 +169,9 @@ func (s *Store) open() error {
 		return err
 	}
 	s.lockFile = f
+	if s.compactFile, err = os.OpenFile(s.path(compactingName), os.O_RDWR|os.O_CREATE, 0o666); err != nil {
+		return err
+	}
 	unlockFn, err := s.lock(context.Background())
 	if err != nil {
 		return err
@@ -212,7 +222,7 @@ func (s *Store) checkFormat() error {
 		return err
 	}
 	for _, name := range names {
-		if name != lockName && !strings.HasPrefix(name, formatName+tmpSuffix) {
+		if name != lockName && name != compactingName && !strings.HasPrefix(name, formatName+tmpSuffix) {
 			return fmt.Errorf("%w: no format marker, and the directory is not empty (it holds %q)", ErrFormat, name)
 		}
 	}
@@ -334,12 +344,22 @@ func (s *Store) removeStale(current string) error {
 	if err != nil {
 		return err
 	}
+	// A compaction's file is a crash's leftover only if no compaction
+	// runs: this Store's, or another's, which holds the compaction lock.
+	copies := false
+	if !s.compacting.Load() {
+		if ok, _ := tryLock(s.compactFile); ok {
+			defer unlock(s.compactFile)
+			copies = true
+		}
+	}
 	for _, name := range names {
 		_, isSeg := parseSegName(name)
 		var err error
 		switch {
 		case isSeg && name != current:
 			err = s.sys.remove(s.path(name))
+		case strings.HasPrefix(name, compactTmp) && !copies:
 		case strings.Contains(name, tmpSuffix):
 			err = os.Remove(s.path(name))
 		}
@@ -436,6 +456,7 @@ func (s *Store) Close() error {
 		return ErrClosed
 	}
 	<-s.sem
+	s.background.Wait() // a compaction stops at its next record
 	if err := s.release(); err != nil {
 		return fmt.Errorf("dirstore: close %s: %w", s.dir, err)
 	}
@@ -452,6 +473,9 @@ func (s *Store) release() error {
 	s.mu.Unlock()
 	if s.lockFile != nil {
 		errs = append(errs, s.lockFile.Close())
+	}
+	if s.compactFile != nil {
+		errs = append(errs, s.compactFile.Close())
 	}
 	return errors.Join(errs...)
 }

@@ -528,8 +528,6 @@ func TestBatchOrder(t *testing.T) {
 	wantBody(t, s, "k", "2", second.etag.ETag())
 }
 
-func renameFile(from, to string) error { return os.Rename(from, to) }
-
 // TestSyncFailure: a batch whose fdatasync fails is answered
 // ErrUnknownOutcome; its write is visible, and the writer rewrites the
 // segment (a compaction) so that what it holds is durable again before

@@ -40,7 +40,11 @@ func openFD(p string, flags int, perm uint32) (int, error) {
 func openRW(p string) (int, error)    { return openFD(p, unix.O_RDWR, 0) }
 func createNew(p string) (int, error) { return openFD(p, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL, 0o666) }
 func closeFD(fd int) error            { return unix.Close(fd) }
-func isNotExist(err error) bool       { return errors.Is(err, os.ErrNotExist) }
+func dupFD(fd int, p string) (int, error) {
+	nfd, err := unix.Dup(fd)
+	return nfd, wrap("dup", p, err)
+}
+func isNotExist(err error) bool { return errors.Is(err, os.ErrNotExist) }
 
 func fsync(fd int, p string) error {
 	return wrap("fsync", p, retryEINTR(func() error { return unix.Fsync(fd) }))
