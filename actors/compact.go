@@ -86,6 +86,8 @@ func (ra *residentActor) maybeCompact(ctx actor.Context) {
 	}
 	cctx, cancel := context.WithCancel(context.Background())
 	ra.compacting = cancel
+	// The actor stays resident until the merge is back (see mergingMsg).
+	ctx.Send(ctx.Parent(), &mergingMsg{actor: ra.actor, pid: ctx.Self(), on: true})
 	self, root, bucket, a, gen, timeout := ctx.Self(), ra.h.cfg.System.Root, ra.h.cfg.Bucket, ra.actor, ra.gen, ra.h.cfg.IOTimeout
 	runs, log := ra.h.runs(), ra.log()
 	slots := ra.h.merges
@@ -112,6 +114,16 @@ func (ra *residentActor) maybeCompact(ctx actor.Context) {
 // compacted takes a merge's result.
 func (ra *residentActor) compacted(ctx actor.Context, m *compactedMsg) {
 	ra.compacting = nil
+	// Whatever happens to the result, the merge no longer keeps the actor
+	// resident, and a commit that waited for it (see stalled) goes now.
+	// The commit that lists the result goes before the actor leaves
+	// memory: an idle stop commits what is pending first.
+	defer func() {
+		ctx.Send(ctx.Parent(), &mergingMsg{actor: ra.actor, pid: ctx.Self()})
+		if ra.loaded {
+			ra.pump(ctx)
+		}
+	}()
 	if !ra.loaded || ra.gen != m.gen {
 		return // the state was dropped: what the merge wrote is swept later
 	}
@@ -139,7 +151,6 @@ func (ra *residentActor) compacted(ctx actor.Context, m *compactedMsg) {
 	// A change of the state without an event: the next commit's head
 	// lists the merge, and drops what it replaced.
 	ra.version++
-	ra.pump(ctx)
 }
 
 // sweepRuns deletes the run objects of actor a that the rule of

@@ -41,6 +41,18 @@ type (
 		actor ownership.Actor
 		seq   uint64
 	}
+	// mergingMsg: a resident actor started a merge of its runs (on), or
+	// has its result back. While it merges, its idle timer does not stop
+	// it, so that a big actor that goes quiet still finishes the merges
+	// its writes called for, instead of leaving them to its next wake:
+	// the timer is armed again when the merge is back. An eviction past
+	// MaxResident, a stop or a drain stops it all the same (the merge is
+	// cancelled, and what it wrote swept later).
+	mergingMsg struct {
+		actor ownership.Actor
+		pid   *actor.PID
+		on    bool
+	}
 	stopActingMsg struct {
 		actor ownership.Actor
 		gen   ownership.Generation
@@ -82,6 +94,7 @@ type residentEntry struct {
 	// if the actor stops without running them (its supervisor stopped it).
 	replies map[uint64]chan result
 	seq     uint64 // events sent so far; names the idle timer
+	merging bool   // see mergingMsg
 	timer   *time.Timer
 	elem    *list.Element // in lru; front is most recent
 	// ended is set when the hold ended (StopActing, a lost lease): events
@@ -135,8 +148,15 @@ func (d *director) Receive(ctx actor.Context) {
 	case *doneMsg:
 		d.done(ctx, m)
 	case *idleMsg:
-		if e := d.entries[m.actor]; e != nil && e.seq == m.seq && e.pending == 0 {
+		if e := d.entries[m.actor]; e != nil && e.seq == m.seq && e.pending == 0 && !e.merging {
 			d.remove(ctx, m.actor, e, "idle", true)
+		}
+	case *mergingMsg:
+		if e := d.entries[m.actor]; e != nil && e.pid.Id == m.pid.Id {
+			e.merging = m.on
+			if !m.on && e.pending == 0 {
+				d.armIdle(ctx, m.actor, e)
+			}
 		}
 	case *stopActingMsg:
 		// The keeper releases the hold once told its resident actor has

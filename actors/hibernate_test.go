@@ -2,7 +2,14 @@ package actors_test
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -76,4 +83,166 @@ func TestMaxResident(t *testing.T) {
 	if n := h.Resident(); n != 2 {
 		t.Fatalf("resident %d, want 2", n)
 	}
+}
+
+// gatedRuns is a bucket whose run writes after the first free ones wait
+// until open is closed (or their context ends); blocked is closed when the
+// first of them waits.
+type gatedRuns struct {
+	ownership.Bucket
+	free    int
+	writes  atomic.Int64
+	blocked chan struct{}
+	open    chan struct{}
+	once    sync.Once
+}
+
+func (g *gatedRuns) Put(ctx context.Context, key string, body []byte, cond ownership.Condition) (ownership.ETag, error) {
+	if strings.HasPrefix(key, ownership.RunsPrefix(bulkActor)) && g.writes.Add(1) > int64(g.free) {
+		g.once.Do(func() { close(g.blocked) })
+		select {
+		case <-g.open:
+		case <-ctx.Done(): // the write's own timeout
+		}
+	}
+	return g.Bucket.Put(ctx, key, body, cond)
+}
+
+// TestIdleWaitsForMerge: an actor whose writes called for a merge of its
+// runs stays resident past its idle timeout until the merge is back, and
+// then hibernates with a head that lists the merged run, not the runs it
+// replaced. Time is synctest's.
+func TestIdleWaitsForMerge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		o := &fakeKeeper{}
+		// Two commits flush a run each; the third run write is the merge's.
+		g := &gatedRuns{Bucket: memstore.New(memstore.Faults{}), free: 2, blocked: make(chan struct{}), open: make(chan struct{})}
+		reg := actors.BuiltIn()
+		if err := reg.Register("bulk", bulk{}); err != nil {
+			t.Fatal(err)
+		}
+		h, err := actors.NewHost(actors.Config{Keeper: o, Bucket: g, Registry: reg,
+			System: keeper.NewSystem(nil), IdleTimeout: time.Second, IOTimeout: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.HibernateAll(context.Background())
+		m := model{}
+		m.fill(t, h, 1, 0, 20, 300, "a")
+		m.fill(t, h, 1, 20, 20, 300, "b")
+		<-g.blocked
+		// Five idle timeouts, within the merge's I/O timeout.
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if got := o.idled(); len(got) != 0 || h.Resident() != 1 {
+			t.Fatalf("5 s into the merge: idle %v, resident %d; want it resident", got, h.Resident())
+		}
+		close(g.open)
+		synctest.Wait()
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if got := o.idled(); !slices.Equal(got, []ownership.Generation{1}) || h.Resident() != 0 {
+			t.Fatalf("after the merge and the idle timeout: idle %v, resident %d; want [1], 0", got, h.Resident())
+		}
+		if _, listed, _ := head(t, g); len(listed) != 1 {
+			t.Fatalf("the head lists %v, want the one merged run", listed)
+		}
+		m.check(t, h, 2)
+	})
+}
+
+// bigRuns is a bucket whose writes of runs over big bytes (a merge's, in
+// TestCommitWaitsForMerge, where every flush is smaller) wait until open
+// is closed, or their context ends; blocked is closed when the first
+// waits.
+type bigRuns struct {
+	ownership.Bucket
+	big     int
+	blocked chan struct{}
+	open    chan struct{}
+	once    sync.Once
+}
+
+func (g *bigRuns) Put(ctx context.Context, key string, body []byte, cond ownership.Condition) (ownership.ETag, error) {
+	if strings.HasPrefix(key, ownership.RunsPrefix(bulkActor)) && len(body) > g.big {
+		g.once.Do(func() { close(g.blocked) })
+		select {
+		case <-g.open:
+		case <-ctx.Done():
+		}
+	}
+	return g.Bucket.Put(ctx, key, body, cond)
+}
+
+// TestCommitWaitsForMerge: an actor whose runs outran its merge (MaxRuns
+// of them, the merge stuck) holds the answer of its next event that would
+// flush one more, and counts the stall; the answer goes out once the merge
+// is back, and nothing is lost. Time is synctest's.
+func TestCommitWaitsForMerge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := &bigRuns{Bucket: memstore.New(memstore.Faults{}), big: 10 << 10, blocked: make(chan struct{}), open: make(chan struct{})}
+		var opened sync.Once
+		release := func() { opened.Do(func() { close(g.open) }) }
+		defer release() // a failed test leaves no write waiting
+		reg := actors.BuiltIn()
+		if err := reg.Register("bulk", bulk{}); err != nil {
+			t.Fatal(err)
+		}
+		h, err := actors.NewHost(actors.Config{Keeper: &fakeKeeper{}, Bucket: g, Registry: reg, System: keeper.NewSystem(nil)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.HibernateAll(context.Background())
+		m := model{}
+		// Each fill flushes a run of about 7 KiB; the first two call for
+		// a merge, which gets stuck, and the runs pile up.
+		for i := range actors.MaxRuns {
+			m.fill(t, h, 1, i*20, 20, 300, "a")
+			if i == 1 {
+				<-g.blocked
+			}
+		}
+		if n := h.StorageStats().Stalls; n != 0 {
+			t.Fatalf("%d stalls before the runs reached MaxRuns", n)
+		}
+		// One more fill, from another goroutine: its answer is held.
+		from := actors.MaxRuns * 20
+		r := &actors.Request{Method: http.MethodPost, Header: http.Header{},
+			Query: url.Values{"n": {"20"}, "size": {"300"}, "from": {strconv.Itoa(from)}, "tag": {"b"}}}
+		answered := make(chan error, 1)
+		go func() {
+			resp, err := h.Deliver(t.Context(), bulkActor, 1, r)
+			if err == nil && resp.Status != http.StatusOK {
+				err = fmt.Errorf("status %d: %s", resp.Status, resp.Body)
+			}
+			answered <- err
+		}()
+		synctest.Wait()
+		select {
+		case err := <-answered:
+			t.Fatalf("the event past MaxRuns was answered (%v) while the merge was stuck", err)
+		default:
+		}
+		if n := h.StorageStats().Stalls; n != 1 {
+			t.Fatalf("%d stalls, want 1", n)
+		}
+		release()
+		if err := <-answered; err != nil {
+			t.Fatal(err)
+		}
+		for i := from; i < from+20; i++ {
+			k := fmt.Sprintf("k%07d", i)
+			m[k] = bulkValue(k, "b", 300)
+		}
+		m.check(t, h, 1)
+		if err := h.HibernateAll(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		h2, err := actors.NewHost(actors.Config{Keeper: &fakeKeeper{}, Bucket: g, Registry: reg, System: keeper.NewSystem(nil)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h2.HibernateAll(context.Background())
+		m.check(t, h2, 2)
+	})
 }

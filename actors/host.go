@@ -228,6 +228,8 @@ type storageReads struct {
 	// writes and the bytes of their bodies: heads (commits) and runs
 	// (flushes and merges)
 	headWrites, headBytes, runWrites, runWriteBytes atomic.Int64
+	// stalls: commits held back for a merge (resident.go, stalled)
+	stalls atomic.Int64
 }
 
 // StorageStats is what the resident actors' storage read from the bucket,
@@ -240,7 +242,10 @@ type StorageStats struct {
 	// HeadWrites and HeadBytes count the state objects written (commits,
 	// fences), RunWrites and RunWriteBytes the runs (flushes, merges).
 	HeadWrites, HeadBytes, RunWrites, RunWriteBytes int64
-	Cache                                           kvrun.CacheStats
+	// Stalls counts the times an actor's commit waited for the merge of
+	// its runs: its runs had outrun the merges (see MaxRuns).
+	Stalls int64
+	Cache  kvrun.CacheStats
 }
 
 // runs is what the resident actors read their runs with.
@@ -255,7 +260,7 @@ func (h *Host) StorageStats() StorageStats {
 	return StorageStats{
 		HeadReads: r.heads.Load(), RunReads: r.runs.Load(), RunBytes: r.runBytes.Load(),
 		HeadWrites: r.headWrites.Load(), HeadBytes: r.headBytes.Load(), RunWrites: r.runWrites.Load(), RunWriteBytes: r.runWriteBytes.Load(),
-		Cache: h.blocks.Stats(),
+		Stalls: r.stalls.Load(), Cache: h.blocks.Stats(),
 	}
 }
 

@@ -49,6 +49,9 @@ type residentActor struct {
 
 	// compacting cancels the merge of runs under way, if any (compact.go).
 	compacting context.CancelFunc
+	// stalling: the commit waits for that merge (see stalled); settling:
+	// the actor is settling its events, and no commit waits.
+	stalling, settling bool
 
 	version  uint64     // events with writes applied to state
 	durable  uint64     // the version the bucket holds
@@ -263,10 +266,39 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 // pump starts a commit when writes wait and none is in flight, and
 // releases what the durable version covers.
 func (ra *residentActor) pump(ctx actor.Context) {
-	if ra.inflight == nil && ra.version > ra.durable {
+	if ra.inflight == nil && ra.version > ra.durable && !ra.stalled() {
 		ra.startCommit(ctx)
 	}
 	ra.release(ctx)
+}
+
+// MaxRuns is how many runs an actor lists before its commits wait for the
+// merge under way instead of flushing one more run. Merges keep an actor
+// at about log(size / 2 KiB) / log 3 runs (a dozen at 1 GiB), but a node
+// runs few at once (Config.Merges): an actor written faster than the
+// bucket takes its merges would pile up runs, and every read after its
+// wake touches each one. So past MaxRuns, with a merge under way, a
+// commit that would flush waits, and the events that ran since wait with
+// it at the output gate: the actor's clients slow down to what the
+// merges keep up with. The memory table goes on growing meanwhile, up to
+// maxStalledMem, past which the commit flushes all the same. A merge's
+// result, and an actor that stops or moves, end the wait.
+const MaxRuns = 16
+
+// maxStalledMem bounds the memory table of an actor whose commit waits
+// for a merge.
+const maxStalledMem = 4 << 20
+
+// stalled reports whether the commit of what waits must wait for the
+// merge under way (see MaxRuns), and counts each wait once.
+func (ra *residentActor) stalled() bool {
+	s := ra.state
+	stall := !ra.settling && ra.compacting != nil && len(s.runs) >= MaxRuns && s.memBytes > flushAt && s.memBytes < maxStalledMem
+	if stall && !ra.stalling {
+		ra.h.reads.stalls.Add(1)
+	}
+	ra.stalling = stall
+	return stall
 }
 
 // startCommit writes the working state's head with If-Match on the version
@@ -407,6 +439,12 @@ func (ra *residentActor) failWaiting(ctx actor.Context, err error) {
 // released through the gate; without, it fails. Afterwards nothing waits
 // and nothing is in flight.
 func (ra *residentActor) settle(ctx actor.Context, flush bool) {
+	if flush {
+		// What a merge held back is committed now (see stalled).
+		ra.settling = true
+		defer func() { ra.settling = false }()
+		ra.pump(ctx)
+	}
 	for ra.inflight != nil {
 		res := <-ra.inflight.done
 		if flush {

@@ -32,6 +32,8 @@ func registerStorage(reg prometheus.Registerer, h *actors.Host) error {
 			func(s actors.StorageStats) int64 { return s.RunWrites }},
 		{"wasmkeep_storage_run_written_bytes_total", "Bytes of the writes of actors' run objects.", false,
 			func(s actors.StorageStats) int64 { return s.RunWriteBytes }},
+		{"wasmkeep_storage_commit_stalls_total", "Times an actor's commit waited for the merge of its runs, its runs having outrun the merges (past actors.MaxRuns): its clients were slowed down.", false,
+			func(s actors.StorageStats) int64 { return s.Stalls }},
 		{"wasmkeep_storage_cache_hits_total", "Reads of runs' blocks and indexes answered by the node's block cache.", false,
 			func(s actors.StorageStats) int64 { return s.Cache.Hits }},
 		{"wasmkeep_storage_cache_misses_total", "Reads of runs' blocks and indexes the node's block cache did not hold.", false,

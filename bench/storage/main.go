@@ -54,7 +54,8 @@ func main() {
 		for i := range sz.actors {
 			fill(n.Addr, fmt.Sprintf("s%d-%d", sz.bytes, i), sz.bytes)
 		}
-		fmt.Printf("filled %d actors of %s in %v (%d puts answered 503 and retried)\n", sz.actors, sz.label, time.Since(start).Round(time.Millisecond), retried.Swap(0))
+		fmt.Printf("filled %d actors of %s in %v (%d puts answered 503 and retried; the node's lease lapsed %.0f times so far)\n",
+			sz.actors, sz.label, time.Since(start).Round(time.Millisecond), retried.Swap(0), metric(n.Addr, "wasmkeep_lease_lapses_total"))
 	}
 	quiet(n)
 
@@ -85,6 +86,7 @@ func main() {
 		}
 	}
 
+	fmt.Printf("the node's lease lapsed %.0f times before the restart\n", metric(n.Addr, "wasmkeep_lease_lapses_total"))
 	n.Stop()
 	n.Start()
 	for _, sz := range sizes {
@@ -119,6 +121,12 @@ type size struct {
 // bucketBytes is what the node's actors have put to the bucket (heads and
 // runs), from its /metrics.
 func bucketBytes(addr string) int64 {
+	return int64(metric(addr, "wasmkeep_storage_head_written_bytes_total") + metric(addr, "wasmkeep_storage_run_written_bytes_total"))
+}
+
+// metric is the sum of the series of one metric without labels in the
+// node's /metrics.
+func metric(addr, name string) float64 {
 	res, err := client.Get("http://" + addr + "/metrics")
 	if err != nil {
 		procs.Fail(err)
@@ -127,14 +135,12 @@ func bucketBytes(addr string) int64 {
 	body, _ := io.ReadAll(res.Body)
 	var n float64
 	for line := range strings.SplitSeq(string(body), "\n") {
-		for _, m := range []string{"wasmkeep_storage_head_written_bytes_total ", "wasmkeep_storage_run_written_bytes_total "} {
-			if v, ok := strings.CutPrefix(line, m); ok {
-				f, _ := strconv.ParseFloat(v, 64)
-				n += f
-			}
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			n += f
 		}
 	}
-	return int64(n)
+	return n
 }
 
 // quiet waits until the node writes less than 64 KiB in 2 s (its merges
