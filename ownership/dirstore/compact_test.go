@@ -131,6 +131,34 @@ func TestCompactionAfterCrashBetweenSwitchAndUnlink(t *testing.T) {
 	}
 }
 
+// stickCompaction makes the first compaction of s stop at its first
+// fdatasync of its copy (creating it), without the write lock, until
+// release is called (or the test ends); copying is closed when it stops
+// there.
+func stickCompaction(t *testing.T, s *Store) (copying chan struct{}, release func()) {
+	copying, open := make(chan struct{}), make(chan struct{})
+	var stop, opened sync.Once
+	s.sys.datasync = func(fd int, p string) error {
+		if strings.Contains(p, compactTmp) {
+			stop.Do(func() { close(copying); <-open })
+		}
+		return fdatasync(fd, p)
+	}
+	release = func() { opened.Do(func() { close(open) }) }
+	t.Cleanup(release) // before the Store's Close, which waits for it
+	return copying, release
+}
+
+// stuck reports whether copying is closed.
+func stuck(copying chan struct{}) bool {
+	select {
+	case <-copying:
+		return true
+	default:
+		return false
+	}
+}
+
 // TestWritesGoOnWhileCompactionCopies: a compaction copies without the
 // write lock, so writes, deletes and another Store's open all go on while
 // it is stuck in the middle of its copy; when it goes on it carries what
@@ -140,31 +168,21 @@ func TestWritesGoOnWhileCompactionCopies(t *testing.T) {
 	dir := t.TempDir()
 	a := openDir(t, dir)
 	a.compactMin = 64 << 10
-	copying, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	a.sys.datasync = func(fd int, p string) error {
-		if strings.Contains(p, compactTmp) {
-			once.Do(func() { close(copying); <-release })
-		}
-		return fdatasync(fd, p)
-	}
+	copying, release := stickCompaction(t, a)
 	m := model{}
 	first := segmentPath(t, dir)
-	started := false
-	for i := 0; i < 10000 && !started; i++ {
+	for i := 0; ; i++ {
+		if i == 10000 {
+			t.Fatal("no compaction started")
+		}
 		k := fmt.Sprintf("k%02d", i%40)
 		m[k] = struct {
 			body string
 			etag ownership.ETag
 		}{strings.Repeat("v", 4000) + k, mustPut(t, a, k, strings.Repeat("v", 4000)+k, ownership.Always())}
-		select {
-		case <-copying:
-			started = true
-		default:
+		if stuck(copying) {
+			break
 		}
-	}
-	if !started {
-		t.Fatal("no compaction started")
 	}
 
 	// The copy is stuck. Writes land meanwhile, and a new Store opens.
@@ -188,7 +206,7 @@ func TestWritesGoOnWhileCompactionCopies(t *testing.T) {
 		t.Fatalf("segment %s while the copy is stuck, want still %s", got, first)
 	}
 
-	close(release)
+	release()
 	a.background.Wait()
 	if segmentPath(t, dir) == first {
 		t.Fatal("the compaction did not switch segments")
@@ -210,26 +228,16 @@ func TestCompactionStartedElsewhere(t *testing.T) {
 	dir := t.TempDir()
 	a, b := openDir(t, dir), openDir(t, dir)
 	a.compactMin, b.compactMin = 64<<10, 64<<10
-	copying, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	a.sys.datasync = func(fd int, p string) error {
-		if strings.Contains(p, compactTmp) {
-			once.Do(func() { close(copying); <-release })
-		}
-		return fdatasync(fd, p)
-	}
+	copying, release := stickCompaction(t, a)
 	m := model{}
 	for i := 0; ; i++ {
 		if i == 10000 {
 			t.Fatal("no compaction started")
 		}
 		mustPut(t, a, fmt.Sprintf("k%02d", i%40), strings.Repeat("v", 4000), ownership.Always())
-		select {
-		case <-copying:
-		default:
-			continue
+		if stuck(copying) {
+			break
 		}
-		break
 	}
 	for k := range 40 {
 		key := fmt.Sprintf("k%02d", k)
@@ -257,7 +265,7 @@ func TestCompactionStartedElsewhere(t *testing.T) {
 	if copies != 1 {
 		t.Fatalf("%d compactions' copies in %q while a's copies, want a's alone", copies, names)
 	}
-	close(release)
+	release()
 	a.background.Wait()
 	churn(t, b, m, 1)
 	m.check(t, a)
