@@ -110,23 +110,14 @@ type SQLRows struct {
 // the actor's state past its bound (SQLite's SQLITE_FULL); the statement
 // is then undone, and the event's other writes stay.
 func (db *SQLDB) Exec(query string, args ...any) (SQLResult, error) {
-	c, err := db.conn()
-	if err != nil {
-		return SQLResult{}, err
-	}
 	var res SQLResult
-	err = c.call(db, query, func() error {
-		conn := c.conn
-		conn.SetLastInsertRowID(0)
-		before := conn.TotalChanges()
-		stmt, multi, err := c.stmt(query)
+	err := db.prepared(query, func(c *sqlConn, stmt *sqlite3.Stmt, multi bool, changes func() SQLResult) error {
+		var err error
 		switch {
-		case err != nil:
-			return err
 		case multi && len(args) > 0:
 			return errMultiple
 		case multi:
-			err = conn.Exec(query)
+			err = c.conn.Exec(query)
 		default:
 			if err = bindAll(stmt, args); err == nil {
 				err = stmt.Exec()
@@ -136,27 +127,42 @@ func (db *SQLDB) Exec(query string, args ...any) (SQLResult, error) {
 		if err != nil {
 			return err
 		}
-		res = SQLResult{RowsAffected: conn.TotalChanges() - before, LastInsertID: conn.LastInsertRowID()}
+		res = changes()
 		return nil
 	})
 	return res, err
+}
+
+// prepared runs f, within the connection's call (see call), on the
+// prepared statement of query and whether query holds more statements
+// after it. What a result reports is reset first: changes gives what
+// the statement changed, once it ran.
+func (db *SQLDB) prepared(query string, f func(c *sqlConn, stmt *sqlite3.Stmt, multi bool, changes func() SQLResult) error) error {
+	c, err := db.conn()
+	if err != nil {
+		return err
+	}
+	return c.call(db, query, func() error {
+		conn := c.conn
+		conn.SetLastInsertRowID(0)
+		before := conn.TotalChanges()
+		stmt, multi, err := c.stmt(query)
+		if err != nil {
+			return err
+		}
+		return f(c, stmt, multi, func() SQLResult {
+			return SQLResult{RowsAffected: conn.TotalChanges() - before, LastInsertID: conn.LastInsertRowID()}
+		})
+	})
 }
 
 // Query runs query, one statement, with args as Exec does, and returns
 // the rows it yields, read whole into memory. A statement that writes
 // (INSERT ... RETURNING) is run as Exec would run it.
 func (db *SQLDB) Query(query string, args ...any) (*SQLRows, error) {
-	c, err := db.conn()
-	if err != nil {
-		return nil, err
-	}
 	var rows *SQLRows
-	err = c.call(db, query, func() error {
-		stmt, multi, err := c.stmt(query)
-		switch {
-		case err != nil:
-			return err
-		case multi:
+	err := db.prepared(query, func(_ *sqlConn, stmt *sqlite3.Stmt, multi bool, _ func() SQLResult) error {
+		if multi {
 			return errMultiple
 		}
 		defer stmt.ClearBindings()

@@ -16,23 +16,12 @@ import (
 // fails, and what the statement wrote (INSERT ... RETURNING) is undone.
 // Other errors are Exec's.
 func (db *SQLDB) Statement(query string, maxSize int, args ...any) (SQLResult, *SQLRows, error) {
-	c, err := db.conn()
-	if err != nil {
-		return SQLResult{}, nil, err
-	}
 	var (
 		res  SQLResult
 		rows *SQLRows
 	)
-	err = c.call(db, query, func() error {
-		conn := c.conn
-		conn.SetLastInsertRowID(0)
-		before := conn.TotalChanges()
-		stmt, multi, err := c.stmt(query)
-		switch {
-		case err != nil:
-			return err
-		case multi:
+	err := db.prepared(query, func(c *sqlConn, stmt *sqlite3.Stmt, multi bool, changes func() SQLResult) error {
+		if multi {
 			return errMultiple
 		}
 		defer stmt.ClearBindings() // let go of the arguments
@@ -49,6 +38,7 @@ func (db *SQLDB) Statement(query string, maxSize int, args ...any) (SQLResult, *
 				return err
 			}
 		}
+		var err error
 		rows, err = readRows(stmt, maxSize)
 		_ = stmt.Reset() // (its error is the step's, which readRows has)
 		if guard {
@@ -63,7 +53,7 @@ func (db *SQLDB) Statement(query string, maxSize int, args ...any) (SQLResult, *
 		if err != nil {
 			return err
 		}
-		res = SQLResult{RowsAffected: conn.TotalChanges() - before, LastInsertID: conn.LastInsertRowID()}
+		res = changes()
 		return nil
 	})
 	if err != nil {
