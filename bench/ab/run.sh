@@ -9,6 +9,8 @@
 #   bench/ab/run.sh                          A = WASMKEEP_REF (default HEAD~1), B = the working tree
 #   WASMKEEP_REF=c5437b7 bench/ab/run.sh     A = that commit
 #   B_REF=HEAD bench/ab/run.sh               B = a commit too
+#   WASMKEEP_REF=HEAD B_REF=HEAD A_FLAGS="--wasm-isolation class" B_FLAGS="--wasm-isolation actor" bench/ab/run.sh
+#                                            one build, two sets of node flags
 #
 # env:
 #   PEER      the peer benchmark (default ../shared/bench/peer)
@@ -18,6 +20,7 @@
 #   CONNS     keep-alive connections of the http runs        32
 #   WS_SOCKETS, WS_MSGS, WS_BCAST   echo and broadcast sizes 100, 300, 1000
 #   IDLE_SOCKETS  idle sockets (over 50 rooms), held 8 s     2000
+#   A_FLAGS, B_FLAGS  more flags of each side's node (split on spaces)   none
 #   SCENARIOS which to run (default all): http-1name http-1000names ws-echo ws-echo-wasm ws-bcast ws-bcast-wasm ws-idle
 # Scenarios: http-1name, http-1000names (class counter), ws-echo and ws-bcast
 # (class chat), ws-echo-wasm and ws-bcast-wasm (class room-wasm, the wasm chat room,
@@ -72,12 +75,15 @@ build() {
 BIN_A=$(build "$A_REF"); BIN_B=$(build "$B_REF")
 say "A: $A_REF ($(git -C "$REPO" rev-parse --short "$A_REF")), B: ${B_REF:-working tree at $(git -C "$REPO" rev-parse --short HEAD)$(git -C "$REPO" diff --quiet HEAD || echo ' with changes')}"
 say "$(uname -r); cpus $(nproc); $(go version)"
+[ -n "${A_FLAGS:-}${B_FLAGS:-}" ] && say "node flags: A ${A_FLAGS:-(none)}; B ${B_FLAGS:-(none)}"
 
 declare -A PID PORT BIN
 PORT[A]=8796; PORT[B]=8797; BIN[A]=$BIN_A; BIN[B]=$BIN_B
+declare -A FLAGS; FLAGS[A]=${A_FLAGS:-}; FLAGS[B]=${B_FLAGS:-}
 start() { # side [flags...]
   local s=$1; shift
-  "${BIN[$s]}" serve --listen 127.0.0.1:${PORT[$s]} --node ab$s --bucket mem:// --classes "$(dirname "${BIN[$s]}")/classes" --cache-dir "" "$@" \
+  # shellcheck disable=SC2086 # the side's flags are words
+  "${BIN[$s]}" serve ${FLAGS[$s]} --listen 127.0.0.1:${PORT[$s]} --node ab$s --bucket mem:// --classes "$(dirname "${BIN[$s]}")/classes" --cache-dir "" "$@" \
     >>"$OUT/node-$s.log" 2>&1 &
   PID[$s]=$!
   "$LG" wait-ready -url "http://127.0.0.1:${PORT[$s]}/readyz" >/dev/null 2>&1 || die "node $s did not start"
