@@ -8,7 +8,7 @@
 // many renewals took longer than 2 s (the attempt timeout of a lease
 // renewal), and the bytes the writers wrote per second.
 //
-//	go run ./bench/storelag [-dir /tmp/x] [-live 4GiB] [-size 8MiB] [-writers 4] [-duration 90s]
+//	go run ./bench/storelag [-dir DIR] [-live 4294967296] [-size 8388608] [-writers 4] [-duration 90s]
 //
 // Every loop is bounded by -duration.
 package main
