@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -85,21 +84,25 @@ func TestMaxResident(t *testing.T) {
 	}
 }
 
-// gatedRuns is a bucket whose run writes after the first free ones wait
-// until open is closed (or their context ends); blocked is closed when the
-// first of them waits.
-type gatedRuns struct {
+// mergeGate is a bucket whose writes of the bulk actor's runs over 10
+// KiB (a merge's, in the tests below, where every flush is about 7 KiB)
+// wait until release (or their own context ends); blocked is closed when
+// the first waits.
+type mergeGate struct {
 	ownership.Bucket
-	free    int
-	writes  atomic.Int64
-	blocked chan struct{}
-	open    chan struct{}
-	once    sync.Once
+	blocked, open chan struct{}
+	stop, opened  sync.Once
 }
 
-func (g *gatedRuns) Put(ctx context.Context, key string, body []byte, cond ownership.Condition) (ownership.ETag, error) {
-	if strings.HasPrefix(key, ownership.RunsPrefix(bulkActor)) && g.writes.Add(1) > int64(g.free) {
-		g.once.Do(func() { close(g.blocked) })
+func newMergeGate() *mergeGate {
+	return &mergeGate{Bucket: memstore.New(memstore.Faults{}), blocked: make(chan struct{}), open: make(chan struct{})}
+}
+
+func (g *mergeGate) release() { g.opened.Do(func() { close(g.open) }) }
+
+func (g *mergeGate) Put(ctx context.Context, key string, body []byte, cond ownership.Condition) (ownership.ETag, error) {
+	if strings.HasPrefix(key, ownership.RunsPrefix(bulkActor)) && len(body) > 10<<10 {
+		g.stop.Do(func() { close(g.blocked) })
 		select {
 		case <-g.open:
 		case <-ctx.Done(): // the write's own timeout
@@ -115,8 +118,9 @@ func (g *gatedRuns) Put(ctx context.Context, key string, body []byte, cond owner
 func TestIdleWaitsForMerge(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		o := &fakeKeeper{}
-		// Two commits flush a run each; the third run write is the merge's.
-		g := &gatedRuns{Bucket: memstore.New(memstore.Faults{}), free: 2, blocked: make(chan struct{}), open: make(chan struct{})}
+		// Two commits flush a run each, and call for a merge.
+		g := newMergeGate()
+		defer g.release() // a failed test leaves no write waiting
 		reg := actors.BuiltIn()
 		if err := reg.Register("bulk", bulk{}); err != nil {
 			t.Fatal(err)
@@ -137,7 +141,7 @@ func TestIdleWaitsForMerge(t *testing.T) {
 		if got := o.idled(); len(got) != 0 || h.Resident() != 1 {
 			t.Fatalf("5 s into the merge: idle %v, resident %d; want it resident", got, h.Resident())
 		}
-		close(g.open)
+		g.release()
 		synctest.Wait()
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
@@ -151,39 +155,14 @@ func TestIdleWaitsForMerge(t *testing.T) {
 	})
 }
 
-// bigRuns is a bucket whose writes of runs over big bytes (a merge's, in
-// TestCommitWaitsForMerge, where every flush is smaller) wait until open
-// is closed, or their context ends; blocked is closed when the first
-// waits.
-type bigRuns struct {
-	ownership.Bucket
-	big     int
-	blocked chan struct{}
-	open    chan struct{}
-	once    sync.Once
-}
-
-func (g *bigRuns) Put(ctx context.Context, key string, body []byte, cond ownership.Condition) (ownership.ETag, error) {
-	if strings.HasPrefix(key, ownership.RunsPrefix(bulkActor)) && len(body) > g.big {
-		g.once.Do(func() { close(g.blocked) })
-		select {
-		case <-g.open:
-		case <-ctx.Done():
-		}
-	}
-	return g.Bucket.Put(ctx, key, body, cond)
-}
-
 // TestCommitWaitsForMerge: an actor whose runs outran its merge (MaxRuns
 // of them, the merge stuck) holds the answer of its next event that would
 // flush one more, and counts the stall; the answer goes out once the merge
 // is back, and nothing is lost. Time is synctest's.
 func TestCommitWaitsForMerge(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := &bigRuns{Bucket: memstore.New(memstore.Faults{}), big: 10 << 10, blocked: make(chan struct{}), open: make(chan struct{})}
-		var opened sync.Once
-		release := func() { opened.Do(func() { close(g.open) }) }
-		defer release() // a failed test leaves no write waiting
+		g := newMergeGate()
+		defer g.release() // a failed test leaves no write waiting
 		reg := actors.BuiltIn()
 		if err := reg.Register("bulk", bulk{}); err != nil {
 			t.Fatal(err)
@@ -226,7 +205,7 @@ func TestCommitWaitsForMerge(t *testing.T) {
 		if n := h.StorageStats().Stalls; n != 1 {
 			t.Fatalf("%d stalls, want 1", n)
 		}
-		release()
+		g.release()
 		if err := <-answered; err != nil {
 			t.Fatal(err)
 		}
