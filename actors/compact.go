@@ -66,7 +66,9 @@ type compactedMsg struct {
 // maybeCompact starts a merge if the state's runs call for one and none
 // is running.
 func (ra *residentActor) maybeCompact(ctx actor.Context) {
-	if ra.compacting != nil || !ra.loaded {
+	// Not while the actor settles its events to stop or reload: the merge
+	// would be cancelled as soon as it started.
+	if ra.compacting != nil || !ra.loaded || ra.settling {
 		return
 	}
 	i, j, ok := pickCompaction(ra.state.runs)

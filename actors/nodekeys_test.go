@@ -36,7 +36,7 @@ func TestNodeKeysAreHiddenFromTheClass(t *testing.T) {
 	if err := tx.nodePut("p3", nil); err == nil {
 		t.Fatal("nodePut of a key without the prefix was taken")
 	}
-	if got := tx.nodeList(NodePrefix); len(got) != 2 || got[0].Key != NodePrefix+"p1" || got[1].Key != NodePrefix+"p2" {
+	if got := tx.nodeList(ListOptions{Prefix: NodePrefix}); len(got) != 2 || got[0].Key != NodePrefix+"p1" || got[1].Key != NodePrefix+"p2" {
 		t.Fatalf("nodeList = %v", got)
 	}
 	if err := DeleteAll(tx); err != nil {

@@ -170,28 +170,9 @@ func (db *SQLDB) Query(query string, args ...any) (*SQLRows, error) {
 		if err := bindAll(stmt, args); err != nil {
 			return err
 		}
-		n := stmt.ColumnCount()
-		rows = &SQLRows{Columns: make([]string, n), Rows: [][]any{}}
-		for i := range n {
-			rows.Columns[i] = stmt.ColumnName(i)
-		}
-		for stmt.Step() {
-			row := make([]any, n)
-			for i := range n {
-				switch stmt.ColumnType(i) {
-				case sqlite3.INTEGER:
-					row[i] = stmt.ColumnInt64(i)
-				case sqlite3.FLOAT:
-					row[i] = stmt.ColumnFloat(i)
-				case sqlite3.TEXT:
-					row[i] = stmt.ColumnText(i)
-				case sqlite3.BLOB:
-					row[i] = stmt.ColumnBlob(i, []byte{})
-				}
-			}
-			rows.Rows = append(rows.Rows, row)
-		}
-		return stmt.Err()
+		var err error
+		rows, err = readRows(stmt, math.MaxInt)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -215,17 +196,28 @@ func (db *SQLDB) Transaction(fn func() error) error {
 		c.depth--
 		return err
 	}
+	// reset: a DeleteAll during fn took the pages the transaction began
+	// on. Nothing may then be written through this connection, neither a
+	// commit (its pages would land on the emptied storage) nor an undo
+	// (which puts pages back): it is closed, and the next SQL call opens
+	// the database DeleteAll left.
+	reset := func() bool {
+		if !c.closed && !c.file.current(db.ev.call.t) {
+			c.close()
+		}
+		return c.closed
+	}
 	done := false
 	defer func() {
 		c.depth--
-		if !done && !c.closed { // fn panicked
+		if !done && !reset() { // fn panicked
 			_ = c.internal(undo)
 		}
 	}()
 	ferr := fn()
 	done = true
-	if c.closed {
-		return errors.Join(ferr, errors.New("sql: the database was reset during the transaction (DeleteAll)"))
+	if reset() {
+		return errors.Join(ferr, ErrSQLReset)
 	}
 	if ferr == nil {
 		// A commit can fail (a deferred foreign key): then it is undone.
@@ -269,6 +261,22 @@ const sqlCacheKiB = 256
 var sqlSetup = fmt.Sprintf("PRAGMA page_size=%d; PRAGMA journal_mode=MEMORY; PRAGMA locking_mode=NORMAL;"+
 	" PRAGMA synchronous=OFF; PRAGMA temp_store=MEMORY; PRAGMA foreign_keys=ON; PRAGMA cache_size=-%d", sqlPageSize, sqlCacheKiB)
 
+// What one connection may take, whatever its statements ask: memory for
+// SQLite's own heap (its page cache, the journal of the event's changes,
+// sorts and temporary tables, which are kept in memory), and the length
+// of one string, blob or row. Past them a statement fails (out of
+// memory; string or blob too big) and the connection stays usable. A
+// connection lives as long as its actor is resident, and its memory is
+// not given back before it closes: without a bound, one statement of a
+// class (or a wasm guest's) could make each resident actor hold the
+// library's default of 256 MiB.
+const (
+	sqlMaxMemory = 64 << 20
+	// SQLMaxLength bounds one string, blob or row in SQL (as the 2 MB
+	// rows of Durable Objects' SQL).
+	SQLMaxLength = 2 << 20
+)
+
 // The connections opened so far, and those open now (tests, benchmarks).
 var sqlOpens, sqlLive atomic.Int64
 
@@ -278,7 +286,7 @@ func openSQL(st nodeStorage) (*sqlConn, error) {
 	c := &sqlConn{file: newSQLFile(st)}
 	name := "/" + strconv.FormatUint(sqlNames.Add(1), 10)
 	sqlOpening.Store(name, c.file)
-	conn, err := sqlite3.OpenFlags("file:"+name+"?vfs="+sqlVFSName, sqlite3.OPEN_READWRITE|sqlite3.OPEN_CREATE|sqlite3.OPEN_URI)
+	conn, err := sqlite3.OpenContext(sqlite3.WithMaxMemory(context.Background(), sqlMaxMemory), "file:"+name+"?vfs="+sqlVFSName)
 	sqlOpening.Delete(name) // if SQLite did not get to open it
 	if err != nil {
 		return nil, fmt.Errorf("sql: open: %w", err)
@@ -294,6 +302,7 @@ func openSQL(st nodeStorage) (*sqlConn, error) {
 		c.close()
 		return nil, fmt.Errorf("sql: set up: %w", err)
 	}
+	conn.Limit(sqlite3.LIMIT_LENGTH, SQLMaxLength)
 	return c, nil
 }
 
@@ -332,8 +341,15 @@ func (db *SQLDB) conn() (*sqlConn, error) {
 // sqlConn returns the resident actor's connection for an event whose
 // storage is st, opening one if it has none that is current.
 func (ra *residentActor) sqlConn(st nodeStorage) (*sqlConn, error) {
-	if c := ra.sql; c != nil && (c.busy || !c.file.current(st) || (c.depth == 0 && !c.conn.GetAutocommit())) {
+	if c := ra.sql; c != nil && (c.closed || c.busy || !c.file.current(st) || (c.depth == 0 && !c.conn.GetAutocommit())) {
 		c.close()
+		if c.depth > 0 {
+			// Inside a Transaction whose pages a DeleteAll took: a fresh
+			// connection would write outside it, and its writes would
+			// stay when the Transaction fails. The closed one stays
+			// until the Transaction ends, failing every call.
+			return nil, ErrSQLReset
+		}
 		ra.sql = nil
 	}
 	if ra.sql == nil {
@@ -359,7 +375,7 @@ func (ra *residentActor) closeSQL() {
 // connection, and words its error.
 func (c *sqlConn) call(db *SQLDB, query string, fn func() error) error {
 	if c.closed {
-		return errors.New("sql: the database was reset during the transaction (DeleteAll)")
+		return ErrSQLReset
 	}
 	c.file.beginCall(db.ev.call.t)
 	c.denied = ""
@@ -402,6 +418,10 @@ type sqlStmt struct {
 	query string
 	stmt  *sqlite3.Stmt
 }
+
+// ErrSQLReset is what a Transaction that spans a DeleteAll returns, and
+// every SQL call inside it after the DeleteAll.
+var ErrSQLReset = errors.New("sql: the database was reset during the transaction (DeleteAll)")
 
 var errMultiple = errors.New("more than one statement (only Exec without arguments runs several)")
 

@@ -452,3 +452,92 @@ func TestSQLValues(t *testing.T) {
 	assert.Equal(t, []string{"i", "f", "s", "b", "e", "n", "t"}, got.Columns)
 	assert.Equal(t, [][]any{{int64(-7), 2.5, "text", []byte{1, 2}, []byte{}, nil, int64(1)}}, got.Rows)
 }
+
+// A Transaction that spans a DeleteAll fails, whether or not fn calls SQL
+// after the DeleteAll, and writes nothing: neither its commit nor its undo
+// reaches the emptied storage, nor does a statement run after the
+// DeleteAll. The next event's SQL opens the empty database DeleteAll left.
+func TestSQLTransactionAcrossDeleteAll(t *testing.T) {
+	for _, after := range []string{"", "INSERT INTO t VALUES ('after')"} {
+		t.Run(fmt.Sprintf("a statement after: %q", after), func(t *testing.T) {
+			r := routes{
+				"/make": func(ctx context.Context, _ *actors.Request, _ actors.Storage) (*actors.Response, error) {
+					db := actors.SQL(ctx)
+					if _, err := db.Exec("CREATE TABLE t(v TEXT)"); err != nil {
+						return nil, err
+					}
+					_, err := db.Exec("INSERT INTO t VALUES ('before')")
+					return actors.Text(http.StatusOK, ""), err
+				},
+				"/tx": func(ctx context.Context, _ *actors.Request, st actors.Storage) (*actors.Response, error) {
+					db := actors.SQL(ctx)
+					err := db.Transaction(func() error {
+						if _, err := db.Exec("INSERT INTO t SELECT v || ' again' FROM t"); err != nil {
+							return err
+						}
+						if err := actors.DeleteAll(st); err != nil {
+							return err
+						}
+						if after != "" {
+							if _, err := db.Exec(after); !errors.Is(err, actors.ErrSQLReset) {
+								return fmt.Errorf("%q after the DeleteAll: %v, want the reset", after, err)
+							}
+						}
+						return nil
+					})
+					if !errors.Is(err, actors.ErrSQLReset) {
+						return nil, fmt.Errorf("the Transaction: %v, want the reset", err)
+					}
+					rows, err := db.Query("SELECT name FROM sqlite_schema")
+					if err != nil {
+						return nil, err
+					}
+					return actors.Text(http.StatusOK, "schema: "+table(rows)), st.Put("k", []byte("v"))
+				},
+			}
+			b := memstore.New(memstore.Faults{})
+			h := storeHost(t, b, r, 0)
+			assert.Equal(t, http.StatusOK, deliver(t, h, 1, "/make").Status)
+			resp := deliver(t, h, 1, "/tx")
+			assert.Equal(t, "schema: ", string(resp.Body), "the database after the Transaction")
+			require.NoError(t, h.HibernateAll(t.Context()))
+			assert.Equal(t, "k=v", durable(t, b, r, 2), "the class's keys: what the event put after the DeleteAll")
+			h2 := storeHost(t, b, r, 0)
+			assert.Equal(t, http.StatusOK, deliver(t, h2, 3, "/make").Status, "a new table on the emptied database")
+		})
+	}
+}
+
+// A statement cannot make its connection hold more than SQL allows. A
+// value past SQLMaxLength fails as a statement. A sort past the
+// connection's memory stops SQLite where it stands: the event fails
+// (its writes, pages half written among them, are discarded), and the
+// next event's SQL runs on a fresh connection over the pages as they
+// were.
+func TestSQLMemoryBound(t *testing.T) {
+	query := func(q string) func(context.Context, *actors.Request, actors.Storage) (*actors.Response, error) {
+		return func(ctx context.Context, _ *actors.Request, _ actors.Storage) (*actors.Response, error) {
+			rows, err := actors.SQL(ctx).Query(q)
+			if err != nil {
+				return actors.Text(http.StatusOK, "error: "+err.Error()), nil
+			}
+			return actors.Text(http.StatusOK, table(rows)), nil
+		}
+	}
+	r := routes{
+		"/make": func(ctx context.Context, _ *actors.Request, _ actors.Storage) (*actors.Response, error) {
+			_, err := actors.SQL(ctx).Exec("CREATE TABLE t(v); INSERT INTO t VALUES ('kept')")
+			return actors.Text(http.StatusOK, ""), err
+		},
+		"/blob": query(fmt.Sprintf("SELECT length(randomblob(%d))", actors.SQLMaxLength+1)),
+		"/sort": query("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c LIMIT 2000000) " +
+			"SELECT count(*) FROM (SELECT randomblob(100) AS v FROM c ORDER BY v)"),
+		"/read": query("SELECT v FROM t"),
+	}
+	h := storeHost(t, memstore.New(memstore.Faults{}), r, 0)
+	assert.Equal(t, http.StatusOK, deliver(t, h, 1, "/make").Status)
+	assert.Contains(t, string(deliver(t, h, 1, "/blob").Body), "string or blob too big")
+	resp := deliver(t, h, 1, "/sort")
+	assert.Equal(t, http.StatusInternalServerError, resp.Status, "%s", resp.Body)
+	assert.Equal(t, "kept\n", string(deliver(t, h, 1, "/read").Body))
+}

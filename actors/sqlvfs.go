@@ -51,18 +51,15 @@ func sqlPageKey(n int64) string {
 	return string(b[:])
 }
 
-// sqlFileSize is the size of the file kept in st: where its last page ends.
+// sqlFileSize is the size of the file kept in st: where its last page
+// ends. It reads that page alone.
 func sqlFileSize(st nodeStorage) int64 {
-	pages := st.nodeList(sqlPagePrefix)
-	for i := len(pages) - 1; i >= 0; i-- {
-		k := pages[i].Key
-		if len(k) != len(sqlPagePrefix)+8 {
-			continue // not a page's key (none is written)
-		}
-		n := int64(binary.BigEndian.Uint64([]byte(k[len(sqlPagePrefix):])))
-		return (n-1)*sqlPageSize + int64(len(pages[i].Value))
+	last := st.nodeList(ListOptions{Prefix: sqlPagePrefix, Reverse: true, Limit: 1})
+	if len(last) == 0 {
+		return 0
 	}
-	return 0
+	n := int64(binary.BigEndian.Uint64([]byte(last[0].Key[len(sqlPagePrefix):])))
+	return (n-1)*sqlPageSize + int64(len(last[0].Value))
 }
 
 // sqlVFS is the VFS of every actor's database. SQLite opens through it the

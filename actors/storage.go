@@ -126,9 +126,9 @@ type nodeStorage interface {
 	nodeGet(key string) ([]byte, bool)
 	nodePut(key string, value []byte) error
 	nodeDelete(key string)
-	// nodeList returns the node's entries whose keys start with prefix,
-	// ascending, values not copied (the caller must not change them).
-	nodeList(prefix string) []Entry
+	// nodeList returns the node's entries opt selects, values not copied
+	// (the caller must not change them).
+	nodeList(opt ListOptions) []Entry
 }
 
 func stateSize(kv map[string][]byte) int {
@@ -288,9 +288,7 @@ func (t *txn) nodeDelete(key string) {
 	t.writes[key] = nil
 }
 
-func (t *txn) nodeList(prefix string) []Entry {
-	return t.entries(ListOptions{Prefix: prefix}, true)
-}
+func (t *txn) nodeList(opt ListOptions) []Entry { return t.entries(opt, true) }
 
 // deleteAll removes every key, the node's too, without reading any.
 func (t *txn) deleteAll() {

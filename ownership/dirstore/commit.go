@@ -187,15 +187,13 @@ func (s *Store) commitBatch(ctx context.Context, batch []*write) {
 	}
 	defer unlockFn()
 	caughtUp := s.runBatch(batch)
+	answer(batch)
 	// Invariant: only a Store whose index holds every whole frame of the
 	// segment compacts it; one that could not catch up (damage, say)
-	// would drop the writes it did not see. A compaction due starts
-	// before the batch is answered, so that a caller that waits for
-	// s.background after its write returned waits for it too.
+	// would drop the writes it did not see.
 	if caughtUp {
 		s.maybeCompact()
 	}
-	answer(batch)
 }
 
 func answer(batch []*write) {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"slices"
 )
@@ -63,9 +62,10 @@ const compactFrameLen = 4 << 20
 // dirty: a writer's fdatasync would otherwise wait behind its writeback.
 const compactSyncEvery = 32 << 20
 
-// finalRound bounds the bytes copied under the write lock: rounds without
-// it go on until one copies less. maxRounds bounds the rounds, for writers
-// that outrun the copy.
+// finalRound bounds the bytes copied under the write lock (a Store's
+// compactRound; tests lower it): rounds without it go on until one
+// copies less. maxRounds bounds the rounds, for writers that outrun the
+// copy.
 const (
 	finalRound = 16 << 20
 	maxRounds  = 8
@@ -92,6 +92,8 @@ func (s *Store) maybeCompact() {
 	if s.suspect == sg.name {
 		if err := s.compact(); err != nil {
 			s.compactAt.Store(dead + s.compactMin)
+		} else {
+			s.compactAt.Store(0)
 		}
 		return
 	}
@@ -105,9 +107,8 @@ func (s *Store) maybeCompact() {
 		switch err := s.compactConcurrently(); {
 		case err == nil:
 			s.compactAt.Store(0)
-		case !errors.Is(err, errCompactionBusy):
+		case !errors.Is(err, errCompactionBusy) && !errors.Is(err, ErrClosed):
 			s.compactAt.Store(dead + s.compactMin)
-			s.log.Warn("dirstore: compaction failed; the segment stays in use", slog.String("dir", s.dir), slog.String("err", err.Error()))
 		}
 	}()
 }
@@ -137,7 +138,7 @@ func (s *Store) compactConcurrently() error {
 		if err != nil {
 			return err
 		}
-		if n <= finalRound || round == maxRounds {
+		if n <= s.compactRound || round == maxRounds {
 			break
 		}
 	}
@@ -252,8 +253,8 @@ func (c *segCopy) round(s *Store) (int64, error) {
 	// In segment order, so that the copy reads the old segment forward.
 	slices.SortFunc(todo, func(a, b liveRecord) int { return cmp.Compare(a.e.off, b.e.off) })
 	var n int64
-	for i, lr := range todo {
-		if i%64 == 0 && s.closed.Load() {
+	for _, lr := range todo {
+		if s.closed.Load() {
 			return n, ErrClosed
 		}
 		if err := c.copyRecord(lr); err != nil {

@@ -131,16 +131,19 @@ func TestCompactionAfterCrashBetweenSwitchAndUnlink(t *testing.T) {
 	}
 }
 
-// stickCompaction makes the first compaction of s stop at its first
-// fdatasync of its copy (creating it), without the write lock, until
-// release is called (or the test ends); copying is closed when it stops
-// there.
+// stickCompaction makes the first compaction of s stop, without the write
+// lock, at the end of its first round (its second fdatasync of its copy:
+// the first is the empty file's), until release is called (or the test
+// ends); copying is closed when it stops there.
 func stickCompaction(t *testing.T, s *Store) (copying chan struct{}, release func()) {
 	copying, open := make(chan struct{}), make(chan struct{})
 	var stop, opened sync.Once
+	syncs := 0
 	s.sys.datasync = func(fd int, p string) error {
 		if strings.Contains(p, compactTmp) {
-			stop.Do(func() { close(copying); <-open })
+			if syncs++; syncs == 2 {
+				stop.Do(func() { close(copying); <-open })
+			}
 		}
 		return fdatasync(fd, p)
 	}
@@ -167,7 +170,9 @@ func stuck(copying chan struct{}) bool {
 func TestWritesGoOnWhileCompactionCopies(t *testing.T) {
 	dir := t.TempDir()
 	a := openDir(t, dir)
-	a.compactMin = 64 << 10
+	// Rounds without the lock go on until one copies nothing: what is
+	// written while the first is stuck is copied by the second.
+	a.compactMin, a.compactRound = 64<<10, 0
 	copying, release := stickCompaction(t, a)
 	m := model{}
 	first := segmentPath(t, dir)
@@ -250,8 +255,15 @@ func TestCompactionStartedElsewhere(t *testing.T) {
 			etag ownership.ETag
 		}{string(obj.Body), obj.ETag}
 	}
-	// b piles up more than enough dead bytes to compact, and cannot.
+	// b piles up more than enough dead bytes to compact, and cannot; a
+	// Store opened meanwhile, which removes what a crash left, leaves the
+	// copy be.
+	first := segmentPath(t, dir)
 	churn(t, b, m, 3)
+	openDir(t, dir)
+	if got := segmentPath(t, dir); got != first {
+		t.Fatalf("segment %s while a's copy is stuck, want still %s: another compaction ran", got, first)
+	}
 	var copies int
 	names, err := readDirNames(dir)
 	if err != nil {

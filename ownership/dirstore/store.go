@@ -101,9 +101,10 @@ type Store struct {
 	// markSuspect). Nothing is appended to a suspect segment: the next
 	// writer rewrites it first.
 	suspect string
-	// compactMin is the dead bytes that make a segment worth compacting
-	// (tests lower it).
-	compactMin int64
+	// compactMin is the dead bytes that make a segment worth compacting,
+	// compactRound the bytes of a compaction's last round (finalRound);
+	// tests lower them.
+	compactMin, compactRound int64
 	// sys makes files durable and removes segments (see sysCalls).
 	sys sysCalls
 
@@ -153,7 +154,7 @@ func OpenWith(dir string, opts Options) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{dir: abs, log: log, sem: make(chan struct{}, 1), compactMin: defaultCompactMin, sys: sysHooks}
+	s := &Store{dir: abs, log: log, sem: make(chan struct{}, 1), compactMin: defaultCompactMin, compactRound: finalRound, sys: sysHooks}
 	if err := s.open(); err != nil {
 		s.release()
 		return nil, fmt.Errorf("dirstore: open %s: %w", dir, err)
