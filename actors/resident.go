@@ -228,21 +228,19 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 		ra.answer(ctx, m, result{err: ra.h.unavailable(ra.actor, "commit before a call did not land")})
 		return
 	}
-	if t.fault != nil && !isReadFailure(err) {
-		// A read failed and something swallowed it: the event fails all
-		// the same.
-		err = ra.readFailed(t.fault)
+	if t.fault != nil {
+		// A read of the event's storage failed (t keeps the first fault,
+		// whether the class returned it, panicked with it, or swallowed
+		// it): the event fails. The actor's SQL connection may have been
+		// cut short in the middle of a statement: the next SQL call opens
+		// a fresh one. Nothing of the event is kept, and its answer
+		// reveals nothing: it goes out at once.
+		ra.closeSQL()
+		ra.answer(ctx, m, result{err: ra.readFailed(t.fault)})
+		return
 	}
 	var r result
 	switch {
-	case err != nil && isReadFailure(err):
-		// The actor's SQL connection may have been cut short in the
-		// middle of a statement: the next SQL call opens a fresh one.
-		ra.closeSQL()
-		// Nothing of the event is kept, and its answer reveals nothing:
-		// it goes out at once.
-		ra.answer(ctx, m, result{err: err})
-		return
 	case err != nil:
 		// (rb is declared here: taken by address, it moves to the heap,
 		// which only an event that failed pays for.)
@@ -465,10 +463,10 @@ func (ra *residentActor) run(ctx context.Context, m *eventMsg, t *txn) (resp *Re
 	defer func() {
 		if p := recover(); p != nil {
 			if f, ok := p.(readFault); ok {
-				// A storage read failed under the class: the event fails,
-				// as a commit that did not land fails it, and the class's
-				// code is not at fault.
-				resp, err = nil, ra.readFailed(f.err)
+				// A storage read failed under the class (t.fault has it):
+				// the event fails, as a commit that did not land fails it,
+				// and the class's code is not at fault.
+				resp, err = nil, f.err
 				return
 			}
 			ra.log().Error("actor panicked", slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
@@ -484,14 +482,14 @@ func (ra *residentActor) run(ctx context.Context, m *eventMsg, t *txn) (resp *Re
 	}
 	if m.sock != nil {
 		if sc, ok := c.(SocketClass); ok {
-			return nil, ra.readFaultOf(sc.HandleSocket(ctx, m.sock, t))
+			return nil, sc.HandleSocket(ctx, m.sock, t)
 		}
 		return nil, nil // a class without socket events: dropped
 	}
 	if resp, err = c.Handle(ctx, m.req, t); err == nil && resp == nil {
 		err = errNoResponse
 	}
-	return resp, ra.readFaultOf(err)
+	return resp, err
 }
 
 // readFailed is the error of an event whose storage read failed: a
@@ -502,32 +500,7 @@ func (ra *residentActor) readFailed(err error) error {
 		return ra.damaged(StateKey(ra.actor), err)
 	}
 	ra.log().Warn("actor storage read failed", slog.Any("err", err))
-	return &storageReadError{ra.h.unavailable(ra.actor, "storage read failed: "+ownership.OutcomeOf(err).String())}
-}
-
-// storageReadError marks an event's failure as a failed read, which the
-// event's answer reports as the actor being unavailable, not as the
-// class's error.
-type storageReadError struct{ *UnavailableError }
-
-func (e *storageReadError) Unwrap() error { return e.UnavailableError }
-
-// readFaultOf turns a read fault that came back as an error (a wasm host
-// recovers the panics of its guest's host calls) into the event's failed
-// read; any other err is returned as it is.
-func (ra *residentActor) readFaultOf(err error) error {
-	var f readFault
-	if err != nil && errors.As(err, &f) {
-		return ra.readFailed(f.err)
-	}
-	return err
-}
-
-// isReadFailure says whether err is an event's failed storage read.
-func isReadFailure(err error) bool {
-	var re *storageReadError
-	var de *DamagedError
-	return errors.As(err, &re) || errors.As(err, &de)
+	return ra.h.unavailable(ra.actor, "storage read failed: "+ownership.OutcomeOf(err).String())
 }
 
 // errNoResponse fails a request event whose handler returned neither a
