@@ -41,18 +41,18 @@ const (
 	maxPart = 8 << 20
 )
 
-// pickCompaction chooses the runs [i, j) (newest first) to merge, if any:
-// the newest ones and every older one that is at most mergeRatio times
-// the size of those before it.
-func pickCompaction(runs []*run) (i, j int, ok bool) {
+// pickCompaction chooses the runs [0, n) (newest first) to merge, if
+// any: the newest one and every older one that is at most mergeRatio
+// times the size of those before it.
+func pickCompaction(runs []*run) (n int, ok bool) {
 	if len(runs) < 2 {
-		return 0, 0, false
+		return 0, false
 	}
 	newer, k := runs[0].size(), 0
 	for m := 1; m < len(runs) && runs[m].size() <= mergeRatio*newer; m++ {
 		k, newer = m, newer+runs[m].size()
 	}
-	return 0, k + 1, k > 0
+	return k + 1, k > 0
 }
 
 // compactedMsg brings a merge's result back to its resident actor.
@@ -71,12 +71,12 @@ func (ra *residentActor) maybeCompact(ctx actor.Context) {
 	if ra.compacting != nil || !ra.loaded || ra.settling {
 		return
 	}
-	i, j, ok := pickCompaction(ra.state.runs)
+	n, ok := pickCompaction(ra.state.runs)
 	if !ok {
 		return
 	}
 	s := ra.state
-	group, bottom := slices.Clone(s.runs[i:j]), j == len(s.runs)
+	group, bottom := slices.Clone(s.runs[:n]), n == len(s.runs)
 	listed := map[runName]bool{}
 	for _, r := range s.runs {
 		for _, p := range r.parts {

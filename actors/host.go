@@ -118,7 +118,7 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("no actor system"))
 	}
 	if c.IdleTimeout < 0 || c.MaxResident < 0 || c.MaxState < 0 || c.BlockCache < 0 || c.Merges < 0 || c.IOTimeout < 0 || c.RetryAfter < 0 || c.CallTimeout < 0 {
-		errs = append(errs, errors.New("idle timeout, max resident, max state, io timeout, retry after and call timeout must not be negative"))
+		errs = append(errs, errors.New("idle timeout, max resident, max state, block cache, merges, io timeout, retry after and call timeout must not be negative"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("actors host config: %w", err)

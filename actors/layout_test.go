@@ -101,8 +101,9 @@ func moveOn(t *testing.T, h *actors.Host, b ownership.Bucket, gen ownership.Gene
 	return bulkHost(t, b), gen + 1
 }
 
-// send delivers one request to the bulk actor at gen and wants status 200
-// (or want, when given).
+// send delivers one request to the bulk actor at gen and returns its
+// answer; a delivery that fails fails the test. remove sends a DELETE and
+// wants it answered 200.
 func send(t *testing.T, h *actors.Host, gen ownership.Generation, method, path, query string, body []byte) *actors.Response {
 	t.Helper()
 	r := &actors.Request{Method: method, Path: path, Header: http.Header{}, Body: body}
@@ -117,6 +118,13 @@ func send(t *testing.T, h *actors.Host, gen ownership.Generation, method, path, 
 		t.Fatalf("%s %s?%s at %d: %v", method, path, query, gen, err)
 	}
 	return resp
+}
+
+func remove(t *testing.T, h *actors.Host, gen ownership.Generation, path string) {
+	t.Helper()
+	if r := send(t, h, gen, http.MethodDelete, path, "", nil); r.Status != http.StatusOK {
+		t.Fatalf("DELETE %q at %d: %d %s", path, gen, r.Status, r.Body)
+	}
 }
 
 // model is what the bulk actor should hold: key to value.
@@ -224,7 +232,7 @@ func TestLayoutAcknowledgedWritesSurvive(t *testing.T) {
 			m.fill(t, h, gen, i*10, 20, 300, "a"+strconv.Itoa(i)) // overlapping: half overwrites
 			if i%5 == 4 {
 				k := fmt.Sprintf("k%07d", i*3)
-				send(t, h, gen, http.MethodDelete, "/"+k, "", nil)
+				remove(t, h, gen, "/"+k)
 				delete(m, k)
 			}
 			if i%8 == 7 { // the hold moves on: another host, a later generation
@@ -238,7 +246,7 @@ func TestLayoutAcknowledgedWritesSurvive(t *testing.T) {
 		if _, listed, _ := head(t, b); len(listed) == 0 || runWrites <= int64(len(listed)) {
 			t.Fatalf("the head lists %d runs of %d written: the test wrote too little to flush and merge", len(listed), runWrites)
 		}
-		send(t, h, gen, http.MethodDelete, "", "", nil)
+		remove(t, h, gen, "")
 		m = model{}
 		m.fill(t, h, gen, 5, 3, 10, "after")
 		gen++
@@ -272,13 +280,23 @@ func TestLayoutSupersededRunNeverRead(t *testing.T) {
 			t.Fatal(err)
 		}
 		m.check(t, newer, 2)
-		// Enough writes at generation 2 for a merge, whose sweep deletes
+		// A wake reads only what the head lists: a later host, at a later
+		// generation, reads what was acknowledged, not the late run.
+		if _, listed, _ := head(t, b); slices.Contains(listed, late) {
+			t.Fatalf("the head lists the superseded hold's late run %s", late)
+		}
+		if err := newer.HibernateAll(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		latest := bulkHost(t, b)
+		m.check(t, latest, 3)
+		// Enough writes at generation 3 for a merge, whose sweep deletes
 		// the late run.
 		for i := range 12 {
-			m.fill(t, newer, 2, 100+i*20, 20, 300, "new")
+			m.fill(t, latest, 3, 100+i*20, 20, 300, "new")
 		}
-		m.check(t, newer, 2)
-		if err := newer.HibernateAll(t.Context()); err != nil {
+		m.check(t, latest, 3)
+		if err := latest.HibernateAll(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		if slices.Contains(objects(t, b, ownership.RunsPrefix(bulkActor)), late) {
@@ -313,7 +331,7 @@ func TestLayoutNothingLeftBehind(t *testing.T) {
 		for i := range 30 {
 			m.fill(t, h, gen, i*20, 20, 300, "x")
 			if i == 15 {
-				send(t, h, gen, http.MethodDelete, "", "", nil)
+				remove(t, h, gen, "")
 				m = model{}
 			}
 			if i%10 == 9 {

@@ -9,17 +9,20 @@
 # env: WASMKEEP_REF  build wasmkeep from this commit instead of the working tree
 #      WORK          where workerd is installed (default bench/peer/.work, as bench/peer/run.sh
 #                    leaves it; npm install there if it is missing)
+#      PEER          the peer benchmark whose package.json that install copies (default
+#                    ../shared/bench/peer)
 # Output: bench/bigstate/results/<time>/{log.txt,results.jsonl,server-*.log}
 # Every process started here is stopped by PID on exit.
 set -u -o pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 WORK=${WORK:-$REPO/bench/peer/.work}
+PEER=${PEER:-$REPO/../shared/bench/peer}
 NAMES=${NAMES:-1000}; SIZE=${SIZE:-1048576}; REPS=${REPS:-3}; DURATION=${DURATION:-10s}; CONNS=${CONNS:-16}
 die() { echo "bigstate: $*" >&2; exit 1; }
 WORKERD=$WORK/node_modules/@cloudflare/workerd-linux-64/bin/workerd
 if [ ! -x "$WORKERD" ]; then
-  mkdir -p "$WORK" && cp -r "$REPO/../shared/bench/peer/." "$WORK/" && chmod -R u+w "$WORK" &&
+  mkdir -p "$WORK" && cp -r "$PEER/." "$WORK/" && chmod -R u+w "$WORK" &&
     (cd "$WORK" && npm install --no-audit --no-fund) || die "npm install in $WORK"
 fi
 OUT=$HERE/results/$(date -u +%Y%m%dT%H%M%SZ); mkdir -p "$OUT"

@@ -10,7 +10,8 @@
 //
 //	go run ./bench/storelag [-dir DIR] [-live 4294967296] [-size 8388608] [-writers 4] [-duration 90s]
 //
-// Every loop is bounded by -duration.
+// The fill is bounded by its count, every other loop by -duration; the
+// store's directory, if the command made it, is removed however it ends.
 package main
 
 import (
@@ -41,18 +42,25 @@ func main() {
 	duration := flag.Duration("duration", 90*time.Second, "how long the writers run after the fill")
 	flag.Parse()
 	d := *dir
+	var cleanup func()
 	if d == "" {
 		var err error
 		if d, err = os.MkdirTemp("", "storelag-"); err != nil {
 			log.Fatal(err)
 		}
-		defer os.RemoveAll(d)
+		cleanup = func() { os.RemoveAll(d) }
 	}
 	st, err := dirstore.Open(d)
 	if err != nil {
-		log.Fatal(err)
+		fail(cleanup, err)
 	}
-	defer st.Close()
+	defer func() {
+		st.Close()
+		if cleanup != nil {
+			cleanup()
+		}
+	}()
+	fatal := func(err error) { st.Close(); fail(cleanup, err) }
 	ctx := context.Background()
 	keys := int(*live / int64(*size))
 	body := make([]byte, *size)
@@ -70,7 +78,7 @@ func main() {
 					return
 				}
 				if _, err := st.Put(ctx, fmt.Sprintf("big/%06d", i), body, ownership.Condition{}); err != nil {
-					log.Fatal(err)
+					fatal(err)
 				}
 			}
 		})
@@ -80,7 +88,7 @@ func main() {
 
 	etag, err := st.Put(ctx, "lease", []byte("holder n1 until …"), ownership.Condition{})
 	if err != nil {
-		log.Fatal(err)
+		fatal(err)
 	}
 	stop := time.Now().Add(*duration)
 	var written atomic.Int64
@@ -89,7 +97,7 @@ func main() {
 			for time.Now().Before(stop) {
 				k := fmt.Sprintf("big/%06d", mrand.IntN(keys))
 				if _, err := st.Put(ctx, k, body, ownership.Condition{}); err != nil {
-					log.Fatal(err)
+					fatal(err)
 				}
 				written.Add(int64(len(body)))
 			}
@@ -104,7 +112,7 @@ func main() {
 		cancel()
 		el := time.Since(t)
 		if err != nil {
-			log.Fatalf("renewal after %v: %v", el, err)
+			fatal(fmt.Errorf("renewal after %v: %w", el, err))
 		}
 		etag = e
 		lat = append(lat, el)
@@ -125,4 +133,12 @@ func main() {
 			fmt.Printf("compactions: %d\n", seq-1)
 		}
 	}
+}
+
+// fail reports err and exits, after cleanup (if any).
+func fail(cleanup func(), err error) {
+	if cleanup != nil {
+		cleanup()
+	}
+	log.Fatal(err)
 }
