@@ -75,6 +75,9 @@ func TestSeeds(t *testing.T) {
 	total.Releases = map[string]int{}
 	failures := runSeeds(*flagFirst, *flagSeeds, func(w *World) { total.add(w.Stats) })
 	t.Logf("%d seeds: %s", *flagSeeds, total.summary())
+	if total.Runs == 0 {
+		t.Errorf("%d seeds wrote no run: the simulation does not drive the fence of runs", *flagSeeds)
+	}
 	for seed := *flagFirst; seed < *flagFirst+uint64(*flagSeeds); seed++ {
 		if f, ok := failures[seed]; ok {
 			t.Errorf("seed %d failed (%d of %d seeds failed): %s\nreplay: %s", seed, len(failures), *flagSeeds, f, replayCommand(seed))
