@@ -214,6 +214,11 @@ func TestCommitWaitsForMerge(t *testing.T) {
 			m[k] = bulkValue(k, "b", 300)
 		}
 		m.check(t, h, 1)
+		// The merges the commits started are done before the stop: one
+		// cancelled by it would send its result to an actor that is gone,
+		// and the actor system's dead letters leave a goroutine behind
+		// that outlives the bubble.
+		synctest.Wait()
 		if err := h.HibernateAll(t.Context()); err != nil {
 			t.Fatal(err)
 		}

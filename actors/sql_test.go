@@ -181,6 +181,7 @@ func TestSQLDiscardedEvents(t *testing.T) {
 	see(t, h, 1, "/add/last", http.StatusOK, "id 3, 1 row")
 	see(t, h, 1, "/add-fail/lost", http.StatusInternalServerError, "actor error\n")
 	see(t, h, 1, "/list/0", http.StatusOK, "1|kept\n2|next\n3|last\n")
+	require.NoError(t, h.HibernateAll(t.Context())) // the hold ends before the next begins
 	see(t, notesHost(t, b, 0), 2, "/list/0", http.StatusOK, "1|kept\n2|next\n3|last\n")
 }
 
@@ -238,6 +239,7 @@ func TestSQLCommitsWithKV(t *testing.T) {
 	see(t, h, 1, "/list/0", http.StatusOK, "1|first\n")
 	see(t, h, 1, "/both/c/third", http.StatusOK, "both")
 	see(t, h, 1, "/list/0", http.StatusOK, "1|first\n2|third\n")
+	require.NoError(t, h.HibernateAll(t.Context())) // the hold ends before the next begins
 	h2 := storeHost(t, b, routes{}, 0)
 	assert.Equal(t, "a=first,c=third", string(deliver(t, h2, 2, "/dump").Body), "the KV writes")
 	see(t, notesHost(t, b, 0), 3, "/list/0", http.StatusOK, "1|first\n2|third\n")
@@ -261,6 +263,7 @@ func TestSQLBound(t *testing.T) {
 	see(t, h, 1, "/wipe/", http.StatusOK, "schema after DeleteAll: ")
 	see(t, h, 1, "/count/", http.StatusOK, "0\n")
 	see(t, h, 1, "/blob/30000", http.StatusOK, "id 1")
+	require.NoError(t, h.HibernateAll(t.Context())) // the hold ends before the next begins
 	see(t, notesHost(t, b, 0), 2, "/list/0", http.StatusOK, "1|blob\n")
 }
 
@@ -290,6 +293,7 @@ func TestSQLBoundInTheClass(t *testing.T) {
 	b := memstore.New(memstore.Faults{})
 	h := storeHost(t, b, r, 32<<10)
 	assert.Equal(t, "0\n", string(deliver(t, h, 1, "/fill").Body))
+	require.NoError(t, h.HibernateAll(t.Context())) // the hold ends before the next begins
 	assert.Equal(t, "k=v", durable(t, b, r, 2))
 }
 
@@ -302,6 +306,7 @@ func TestSQLDeleteAll(t *testing.T) {
 	see(t, h, 1, "/wipe/", http.StatusOK, "schema after DeleteAll: ")
 	see(t, h, 1, "/list/0", http.StatusOK, "")
 	see(t, h, 1, "/add/two", http.StatusOK, "id 1, 1 row")
+	require.NoError(t, h.HibernateAll(t.Context())) // the hold ends before the next begins
 	h2 := storeHost(t, b, routes{}, 0)
 	assert.Equal(t, "", string(deliver(t, h2, 2, "/dump").Body), "the pages are no class's keys")
 	see(t, notesHost(t, b, 0), 3, "/list/0", http.StatusOK, "1|two\n")
@@ -428,6 +433,7 @@ func TestSQLTransaction(t *testing.T) {
 	b := memstore.New(memstore.Faults{})
 	h := storeHost(t, b, r, 0)
 	assert.Equal(t, "changed my mind; <nil>; outer\n", string(deliver(t, h, 1, "/tx").Body))
+	require.NoError(t, h.HibernateAll(t.Context())) // the hold ends before the next begins
 	assert.Equal(t, "k=kept", durable(t, b, r, 2))
 }
 
