@@ -67,7 +67,18 @@ func newHost(t testing.TB, b ownership.Bucket, o actors.Keeper, reg *actors.Regi
 	if reg == nil {
 		reg = actors.BuiltIn()
 	}
-	h, err := actors.NewHost(actors.Config{Keeper: o, Bucket: b, Registry: reg, System: keeper.NewSystem(nil)})
+	return hostOf(t, actors.Config{Keeper: o, Bucket: b, Registry: reg})
+}
+
+// hostOf starts a host of cfg, with a system of its own and, if cfg names
+// none, a fake keeper; the test's end hibernates its actors.
+func hostOf(t testing.TB, cfg actors.Config) *actors.Host {
+	t.Helper()
+	if cfg.Keeper == nil {
+		cfg.Keeper = &fakeKeeper{}
+	}
+	cfg.System = keeper.NewSystem(nil)
+	h, err := actors.NewHost(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,11 +201,7 @@ func TestStorageLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := memstore.New(memstore.Faults{})
-	h, err := actors.NewHost(actors.Config{Keeper: &fakeKeeper{}, Bucket: b, Registry: reg, System: keeper.NewSystem(nil), MaxState: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.HibernateAll(context.Background()) })
+	h := hostOf(t, actors.Config{Bucket: b, Registry: reg, MaxState: 1 << 20})
 	a := ownership.Actor{Class: "store", Name: "s"}
 	put := func(key string, size int) (int, string) {
 		t.Helper()

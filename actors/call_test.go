@@ -13,7 +13,6 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/ownership"
-	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
 )
 
@@ -35,16 +34,8 @@ func (c *localCaller) Call(ctx context.Context, to ownership.Actor, req *actors.
 
 func newCallHost(t *testing.T, b ownership.Bucket, o actors.Keeper, reg *actors.Registry, c *localCaller) *actors.Host {
 	t.Helper()
-	h, err := actors.NewHost(actors.Config{Keeper: o, Bucket: b, Registry: reg, System: keeper.NewSystem(nil), Caller: c})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := hostOf(t, actors.Config{Keeper: o, Bucket: b, Registry: reg, Caller: c})
 	c.host.Store(h)
-	t.Cleanup(func() {
-		if err := h.HibernateAll(context.Background()); err != nil {
-			t.Error(err)
-		}
-	})
 	return h
 }
 

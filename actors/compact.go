@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -31,15 +32,7 @@ import (
 // earlier generations that the state does not list (ownership.RunGarbage):
 // what a superseded hold wrote, and what a hold that ended between a
 // run's write and its head's left behind.
-const (
-	mergeRatio = 2
-	// maxPart bounds one run object: a merge's output is cut into parts
-	// of about this size. Smaller parts cost the head more (each part is
-	// listed with its first and last key); larger ones cost the first
-	// read of each more on a store that checks an object whole then (the
-	// directory store, at its first range read of an object).
-	maxPart = 8 << 20
-)
+const mergeRatio = 2
 
 // pickCompaction chooses the runs [0, n) (newest first) to merge, if
 // any: the newest one and every older one that is at most mergeRatio
@@ -53,6 +46,27 @@ func pickCompaction(runs []*run) (n int, ok bool) {
 		k, newer = m, newer+runs[m].size()
 	}
 	return k + 1, k > 0
+}
+
+// merge is a merge under way, in a goroutine of its own.
+type merge struct {
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the goroutine returns
+	result *compactedMsg // set before done is closed
+	// ended: the actor stops, and waits for the goroutine, which then
+	// sends it nothing (a message to a stopped actor is a dead letter).
+	ended atomic.Bool
+}
+
+// end cancels the merge, waits for it to return and gives its result:
+// the actor is stopping, and takes the result itself, before its last
+// commit (a merge that was done is kept; one cut short deleted what it
+// wrote).
+func (m *merge) end() *compactedMsg {
+	m.ended.Store(true)
+	m.cancel()
+	<-m.done
+	return m.result
 }
 
 // compactedMsg brings a merge's result back to its resident actor.
@@ -82,19 +96,30 @@ func (ra *residentActor) maybeCompact(ctx actor.Context) {
 		for _, p := range r.parts {
 			listed[p.name()] = true
 		}
+		if r.man != nil {
+			listed[*r.man] = true
+		}
 	}
 	for _, g := range s.garbage {
 		listed[g] = true
 	}
 	cctx, cancel := context.WithCancel(context.Background())
-	ra.compacting = cancel
+	mg := &merge{cancel: cancel, done: make(chan struct{})}
+	ra.compacting = mg
 	// The actor stays resident until the merge is back (see mergingMsg).
 	ctx.Send(ctx.Parent(), &mergingMsg{actor: ra.actor, pid: ctx.Self(), on: true})
 	self, root, bucket, a, gen, timeout := ctx.Self(), ra.h.cfg.System.Root, ra.h.cfg.Bucket, ra.actor, ra.gen, ra.h.cfg.IOTimeout
 	runs, log := ra.h.runs(), ra.log()
 	slots := ra.h.merges
 	go func() {
+		defer close(mg.done)
 		defer cancel()
+		reply := func(m *compactedMsg) {
+			mg.result = m
+			if !mg.ended.Load() {
+				root.Send(self, m)
+			}
+		}
 		// A node runs few merges at once, whatever its actors: a merge
 		// reads and writes megabytes, and the bucket must keep room for
 		// the commits of events and the node's lease.
@@ -102,14 +127,21 @@ func (ra *residentActor) maybeCompact(ctx actor.Context) {
 		case slots <- struct{}{}:
 			defer func() { <-slots }()
 		case <-cctx.Done():
-			root.Send(self, &compactedMsg{gen: gen, group: group, out: &run{}, err: cctx.Err()})
+			reply(&compactedMsg{gen: gen, group: group, out: &run{}, err: cctx.Err()})
 			return
 		}
 		if err := sweepRuns(cctx, bucket, a, gen, listed, timeout); err != nil {
 			log.Info("actor run sweep did not finish", slog.Any("err", err))
 		}
 		out, err := mergeRuns(cctx, runs, a, gen, group, bottom)
-		root.Send(self, &compactedMsg{gen: gen, group: group, out: out, err: err})
+		if err != nil && len(out.parts) > 0 {
+			// No head lists what a failed merge wrote: it goes now, not
+			// at a later hold's sweep. What is left stays garbage.
+			dctx, dcancel := context.WithTimeout(context.Background(), timeout)
+			out.parts = undeleted(out.parts, deleteRuns(dctx, bucket, a, names(out.parts)))
+			dcancel()
+		}
+		reply(&compactedMsg{gen: gen, group: group, out: out, err: err})
 	}()
 }
 
@@ -186,8 +218,22 @@ func sweepRuns(ctx context.Context, b ownership.Bucket, a ownership.Actor, gen o
 	}
 }
 
+// names gives the names of parts.
+func names(parts []*part) []runName {
+	ns := make([]runName, len(parts))
+	for i, p := range parts {
+		ns[i] = p.name()
+	}
+	return ns
+}
+
+// undeleted gives the parts whose name is not in deleted.
+func undeleted(parts []*part, deleted []runName) []*part {
+	return slices.DeleteFunc(parts, func(p *part) bool { return slices.Contains(deleted, p.name()) })
+}
+
 // mergeRuns merges group (newest first) into one run of parts of at most
-// about maxPart bytes, each written before it returns. bottom drops
+// about o.part bytes, each written before it returns. bottom drops
 // deletes. On an error, out holds the parts written so far.
 func mergeRuns(ctx context.Context, o runOpener, a ownership.Actor, gen ownership.Generation, group []*run, bottom bool) (out *run, err error) {
 	its := make([]kvrun.Iterator, len(group))
@@ -232,7 +278,7 @@ func mergeRuns(ctx context.Context, o runOpener, a ownership.Actor, gen ownershi
 		if err := w.Add(e); err != nil {
 			return out, fmt.Errorf("build run: %w", err)
 		}
-		if bytes += len(e.Key) + len(e.Value); bytes >= maxPart {
+		if bytes += len(e.Key) + len(e.Value); bytes >= o.part {
 			if err := finish(); err != nil {
 				return out, err
 			}

@@ -1,6 +1,11 @@
 package actors
 
-import "github.com/wasmkeep/wasmkeep/ownership"
+import (
+	"context"
+	"time"
+
+	"github.com/wasmkeep/wasmkeep/ownership"
+)
 
 // Test hooks for the external tests of the storage layout.
 
@@ -8,20 +13,42 @@ import "github.com/wasmkeep/wasmkeep/ownership"
 // runs (format 1): the pairs alone.
 func EncodeFormat1(kv map[string][]byte) []byte { return encodePairs(kv) }
 
-// HeadOf reads a state object: whether it is in format 2, the keys of the
-// run objects it lists, and those of the garbage it lists.
-func HeadOf(a ownership.Actor, body []byte) (format2 bool, listed, garbage []string, err error) {
+// Head is what a state object's head lists.
+type Head struct {
+	Format    int      // 1 (pairs alone), 2 (runs) or 3 (runs and manifests)
+	Runs      int      // the runs it lists
+	Listed    []string // the keys of the run objects it lists: parts and manifests
+	Manifests []string // those of the manifests alone
+	Garbage   []string // those of the garbage it lists
+}
+
+// HeadOf reads a state object, and the manifests it lists from b.
+func HeadOf(ctx context.Context, b ownership.Bucket, a ownership.Actor, body []byte) (Head, error) {
 	s, p, err := decodeStateObject(body)
 	if err != nil {
-		return false, nil, nil, err
+		return Head{}, err
+	}
+	if err := s.loadManifests(ctx, a, runOpener{b: b, timeout: time.Minute, reads: &storageReads{}}); err != nil {
+		return Head{}, err
+	}
+	h := Head{Format: 1, Runs: len(s.runs)}
+	switch string(p[:min(len(p), len(headMagic2))]) {
+	case headMagic2:
+		h.Format = 2
+	case headMagic3:
+		h.Format = 3
 	}
 	for _, r := range s.runs {
 		for _, pt := range r.parts {
-			listed = append(listed, ownership.RunKey(a, pt.gen, pt.n))
+			h.Listed = append(h.Listed, ownership.RunKey(a, pt.gen, pt.n))
+		}
+		if r.man != nil {
+			key := ownership.RunKey(a, r.man.gen, r.man.n)
+			h.Listed, h.Manifests = append(h.Listed, key), append(h.Manifests, key)
 		}
 	}
 	for _, g := range s.garbage {
-		garbage = append(garbage, ownership.RunKey(a, g.gen, g.n))
+		h.Garbage = append(h.Garbage, ownership.RunKey(a, g.gen, g.n))
 	}
-	return len(p) >= len(headMagic) && string(p[:len(headMagic)]) == headMagic, listed, garbage, nil
+	return h, nil
 }

@@ -148,8 +148,8 @@ func TestIdleWaitsForMerge(t *testing.T) {
 		if got := o.idled(); !slices.Equal(got, []ownership.Generation{1}) || h.Resident() != 0 {
 			t.Fatalf("after the merge and the idle timeout: idle %v, resident %d; want [1], 0", got, h.Resident())
 		}
-		if _, listed, _ := head(t, g); len(listed) != 1 {
-			t.Fatalf("the head lists %v, want the one merged run", listed)
+		if hd := head(t, g); hd.Runs != 1 {
+			t.Fatalf("the head lists %d runs %v, want the one merged run", hd.Runs, hd.Listed)
 		}
 		m.check(t, h, 2)
 	})

@@ -59,6 +59,10 @@ type Config struct {
 	// Merges bounds the merges of actors' runs under way at once, across
 	// every actor. Zero: DefaultMerges.
 	Merges int
+	// RunPart is about the largest run object a merge writes: it cuts its
+	// output into parts of this many bytes of keys and values. Zero:
+	// DefaultRunPart.
+	RunPart int
 	// IOTimeout bounds one bucket call of an event. Zero: 10 s.
 	IOTimeout time.Duration
 	// RetryAfter is what a refused event suggests. Zero: 1 s.
@@ -117,7 +121,7 @@ func (c Config) Validate() error {
 	if c.System == nil {
 		errs = append(errs, errors.New("no actor system"))
 	}
-	if c.IdleTimeout < 0 || c.MaxResident < 0 || c.MaxState < 0 || c.BlockCache < 0 || c.Merges < 0 || c.IOTimeout < 0 || c.RetryAfter < 0 || c.CallTimeout < 0 {
+	if c.IdleTimeout < 0 || c.MaxResident < 0 || c.MaxState < 0 || c.BlockCache < 0 || c.Merges < 0 || c.RunPart < 0 || c.IOTimeout < 0 || c.RetryAfter < 0 || c.CallTimeout < 0 {
 		errs = append(errs, errors.New("idle timeout, max resident, max state, block cache, merges, io timeout, retry after and call timeout must not be negative"))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -147,6 +151,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Merges == 0 {
 		c.Merges = DefaultMerges
+	}
+	if c.RunPart == 0 {
+		c.RunPart = DefaultRunPart
 	}
 	if c.RetryAfter == 0 {
 		c.RetryAfter = time.Second
@@ -224,9 +231,9 @@ type Host struct {
 
 // storageReads counts the bucket calls of actors' storage.
 type storageReads struct {
-	heads, runs, runBytes atomic.Int64
+	heads, manifests, runs, runBytes atomic.Int64
 	// writes and the bytes of their bodies: heads (commits) and runs
-	// (flushes and merges)
+	// (flushes, merges and manifests)
 	headWrites, headBytes, runWrites, runWriteBytes atomic.Int64
 	// stalls: commits held back for a merge (resident.go, stalled)
 	stalls atomic.Int64
@@ -237,10 +244,13 @@ type storageReads struct {
 type StorageStats struct {
 	// HeadReads counts reads of state objects (an actor's load, when no
 	// seal's copy came with its grant); RunReads the ranged reads of run
-	// objects (an index with its filter, or a block), RunBytes their bytes.
-	HeadReads, RunReads, RunBytes int64
+	// objects (an index with its filter, or a block), RunBytes their bytes;
+	// ManifestReads the reads of run manifests (an actor's load, one for
+	// each run of more than one part).
+	HeadReads, ManifestReads, RunReads, RunBytes int64
 	// HeadWrites and HeadBytes count the state objects written (commits,
-	// fences), RunWrites and RunWriteBytes the runs (flushes, merges).
+	// fences), RunWrites and RunWriteBytes the run objects (flushes,
+	// merges' parts, manifests).
 	HeadWrites, HeadBytes, RunWrites, RunWriteBytes int64
 	// Stalls counts the times an actor's commit waited for the merge of
 	// its runs: its runs had outrun the merges (see MaxRuns).
@@ -250,7 +260,7 @@ type StorageStats struct {
 
 // runs is what the resident actors read their runs with.
 func (h *Host) runs() runOpener {
-	return runOpener{b: h.cfg.Bucket, c: h.blocks, timeout: h.cfg.IOTimeout, reads: &h.reads}
+	return runOpener{b: h.cfg.Bucket, c: h.blocks, timeout: h.cfg.IOTimeout, part: h.cfg.RunPart, reads: &h.reads}
 }
 
 // StorageStats reports the storage's reads and cache. It is safe to call
@@ -258,7 +268,7 @@ func (h *Host) runs() runOpener {
 func (h *Host) StorageStats() StorageStats {
 	r := &h.reads
 	return StorageStats{
-		HeadReads: r.heads.Load(), RunReads: r.runs.Load(), RunBytes: r.runBytes.Load(),
+		HeadReads: r.heads.Load(), ManifestReads: r.manifests.Load(), RunReads: r.runs.Load(), RunBytes: r.runBytes.Load(),
 		HeadWrites: r.headWrites.Load(), HeadBytes: r.headBytes.Load(), RunWrites: r.runWrites.Load(), RunWriteBytes: r.runWriteBytes.Load(),
 		Stalls: r.stalls.Load(), Cache: h.blocks.Stats(),
 	}
@@ -267,6 +277,15 @@ func (h *Host) StorageStats() StorageStats {
 // DefaultBlockCache is the node's cache of run blocks unless Config says
 // otherwise.
 const DefaultBlockCache = 64 << 20
+
+// DefaultRunPart is the size of the parts a merge cuts its output into
+// unless Config says otherwise, so that no object, and nothing a node
+// holds while it writes one, grows with the actor. A run of more than one
+// part is listed through its manifest (layout.go), so smaller parts cost
+// a head nothing, but they cost a merge more requests; larger ones cost
+// the first read of each more on a store that checks an object whole
+// then (the directory store, at its first range read of an object).
+const DefaultRunPart = 8 << 20
 
 // DefaultMerges is how many merges of runs a node runs at once unless
 // Config says otherwise.

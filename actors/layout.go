@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -24,7 +25,13 @@ import (
 //     memory table: puts, and deletes of keys a run may hold), sorted;
 //   - its runs (ownership.RunKey): immutable sorted tables of entries
 //     (actors/kvrun), each written once, If-None-Match, before the head
-//     that lists it, and named by the writing hold's generation.
+//     that lists it, and named by the writing hold's generation. A run
+//     may be cut into parts, each such an object; the head lists a run
+//     of one part with the part's range and index, and a run of more
+//     through its manifest: an object named like a part, written once
+//     before the first head that lists it, that lists the parts. So a
+//     head stays small however large the actor's oldest runs grow, and a
+//     load reads one manifest per run of more than one part.
 //
 // A commit rewrites the head, If-Match as before; once its memory table
 // passes flushAt bytes, the commit first writes the table as a new run,
@@ -42,15 +49,23 @@ import (
 //
 // A head written before runs existed (format 1: the pairs alone) is read
 // as a memory table and written in this format by the actor's next
-// commit.
+// commit. A head in format 2 lists every part of every run; it is read,
+// and the next commit writes a manifest for each run of more than one
+// part and lists that instead (format 3). A head that lists no manifest
+// is still written in format 2, which nodes that predate manifests read.
 
 // flushAt is the size of the memory table past which a commit writes it
 // as a run: the head every commit rewrites stays about this small.
 const flushAt = 2 << 10
 
-// headMagic begins a head's payload in format 2. A format 1 payload
-// begins with a key's length, never 0, or is empty.
-const headMagic = "\x00wk2"
+// headMagic2 and headMagic3 begin a head's payload in formats 2 and 3. A
+// format 1 payload begins with a key's length, never 0, or is empty.
+// manifestMagic begins a manifest.
+const (
+	headMagic2    = "\x00wk2"
+	headMagic3    = "\x00wk3"
+	manifestMagic = "\x00wkm"
+)
 
 // memEntry is one write of the memory table: a value, or a delete (del)
 // of a key that a run may hold. ver is the working version that wrote it.
@@ -61,11 +76,21 @@ type memEntry struct {
 }
 
 // run is one sorted run a head lists: one part or more, each an object,
-// with disjoint key ranges in ascending order (a compaction splits its
-// output at maxPart bytes, so that no object, and nothing a node holds
-// while it writes one, grows with the actor).
+// with disjoint key ranges in ascending order (a merge cuts its output
+// into parts of Config.RunPart bytes, so that no object, and nothing a
+// node holds while it writes one, grows with the actor).
 type run struct {
 	parts []*part
+	// man names the manifest that lists the parts of a run of more than
+	// one: nil until the commit that writes it lands (a merge's output,
+	// or a run a format 2 head listed part by part).
+	man *runName
+	// listed is the parts' count and bytes as a decoded head lists them
+	// with its manifest, which a load checks the manifest against.
+	listed struct {
+		parts int
+		size  int64
+	}
 }
 
 // part is one run object.
@@ -77,6 +102,19 @@ type part struct {
 }
 
 func (p *part) name() runName { return runName{p.gen, p.n} }
+
+// listsManifest says a head lists r through its manifest: it has more
+// than one part, or a manifest whose parts are not read yet.
+func (r *run) listsManifest() bool { return len(r.parts) > 1 || r.man != nil }
+
+// shape is r's count of parts and their bytes, as its parts say or, until
+// its manifest is read, as the head listed them.
+func (r *run) shape() (int, int64) {
+	if r.parts == nil {
+		return r.listed.parts, r.listed.size
+	}
+	return len(r.parts), r.size()
+}
 
 func (r *run) size() int64 {
 	var n int64
@@ -244,10 +282,13 @@ func (s *kvState) clear(ver uint64) {
 	s.runs, s.mem, s.memBytes, s.size, s.clearedAt = nil, map[string]memEntry{}, 0, 0, ver
 }
 
-// drop makes r's parts garbage.
+// drop makes r's parts, and its manifest, garbage.
 func (s *kvState) drop(r *run) {
 	for _, p := range r.parts {
 		s.garbage = append(s.garbage, p.name())
+	}
+	if r.man != nil {
+		s.garbage = append(s.garbage, *r.man)
 	}
 }
 
@@ -267,6 +308,7 @@ type runOpener struct {
 	b       ownership.Bucket
 	c       *kvrun.Cache
 	timeout time.Duration // of each read
+	part    int           // Config.RunPart, for merges
 	reads   *storageReads
 }
 
@@ -339,20 +381,31 @@ func (c *chain) Next() (kvrun.Entry, bool) {
 
 func (c *chain) Err() error { return c.err }
 
-// head is what one commit writes: the state object's payload, and the run
-// to write before it, if the memory table is flushed.
+// head is what one commit writes: the state object's payload, and the
+// objects to write before it: the run, if the memory table is flushed,
+// and the manifests of runs of more than one part that have none yet.
 type head struct {
-	payload []byte
-	flush   *run   // the new run (one part), listed first in payload
-	body    []byte // its part's bytes
-	upto    uint64 // the working version the commit covers
+	payload   []byte
+	flush     *run   // the new run (one part), listed first in payload
+	body      []byte // its part's bytes
+	manifests []manifest
+	upto      uint64 // the working version the commit covers
+}
+
+// manifest is one manifest a commit writes before its head.
+type manifest struct {
+	r    *run
+	name runName
+	body []byte
 }
 
 // encodeHead gives the head of the state at version ver for the hold at
 // gen. With a memory table past flushAt, the table becomes a new run (the
 // caller writes it first), named by gen and a random number, so that no
 // two attempts ever name the same run, whatever a hold remembers; the
-// head then lists it and holds no memory table.
+// head then lists it and holds no memory table. A run of more than one
+// part without a manifest gets one, named the same way, which the caller
+// writes before the head too.
 func (s *kvState) encodeHead(gen ownership.Generation, ver uint64) (head, error) {
 	h := head{upto: ver}
 	runs := s.runs
@@ -365,31 +418,52 @@ func (s *kvState) encodeHead(gen ownership.Generation, ver uint64) (head, error)
 		runs = append([]*run{h.flush}, runs...)
 		s.flushing = true
 	}
-	n := len(headMagic) + 2*binary.MaxVarintLen64
+	magic := headMagic2
+	n := len(headMagic2) + 2*binary.MaxVarintLen64
 	for _, r := range runs {
-		n += binary.MaxVarintLen64 + len(r.parts)*(4*binary.MaxVarintLen64+len(r.parts[0].meta.MinKey)+len(r.parts[0].meta.MaxKey)+16*binary.MaxVarintLen64)
+		if r.listsManifest() {
+			magic = headMagic3
+			n += 5 * binary.MaxVarintLen64
+			if r.man == nil {
+				m := manifest{r: r, name: runName{gen, rand.Uint64()}}
+				var err error
+				if m.body, err = appendManifest(nil, r.parts); err != nil {
+					return head{}, err
+				}
+				h.manifests = append(h.manifests, m)
+			}
+			continue
+		}
+		n += 5*binary.MaxVarintLen64 + len(r.parts[0].meta.MinKey) + len(r.parts[0].meta.MaxKey) + 16*binary.MaxVarintLen64
 	}
 	n += len(s.garbage) * 2 * binary.MaxVarintLen64
 	if !flushed {
 		n += s.memBytes + len(s.mem)*(1+2*binary.MaxVarintLen32)
 	}
 	b := make([]byte, 0, n)
-	b = append(b, headMagic...)
+	b = append(b, magic...)
 	b = binary.AppendUvarint(b, uint64(s.size))
 	b = binary.AppendUvarint(b, uint64(len(runs)))
 	for _, r := range runs {
-		b = binary.AppendUvarint(b, uint64(len(r.parts)))
-		for _, p := range r.parts {
-			b = binary.AppendUvarint(b, uint64(p.gen))
-			b = binary.AppendUvarint(b, p.n)
-			at := len(b)
-			b = append(b, 0) // the meta's length, one byte if it fits
+		if !r.listsManifest() {
 			var err error
-			if b, err = p.meta.AppendBinary(b); err != nil {
+			if b, err = appendParts(b, r.parts); err != nil {
 				return head{}, err
 			}
-			b = fixLength(b, at)
+			continue
 		}
+		// A run through its manifest: no parts, then the manifest's
+		// name, and the parts' count and bytes.
+		man := r.man
+		if man == nil {
+			man = &h.manifests[slices.IndexFunc(h.manifests, func(m manifest) bool { return m.r == r })].name
+		}
+		nparts, size := r.shape()
+		b = append(b, 0)
+		b = binary.AppendUvarint(b, uint64(man.gen))
+		b = binary.AppendUvarint(b, man.n)
+		b = binary.AppendUvarint(b, uint64(nparts))
+		b = binary.AppendUvarint(b, uint64(size))
 	}
 	b = binary.AppendUvarint(b, uint64(len(s.garbage)))
 	for _, g := range s.garbage {
@@ -401,6 +475,96 @@ func (s *kvState) encodeHead(gen ownership.Generation, ver uint64) (head, error)
 	}
 	h.payload = b
 	return h, nil
+}
+
+// appendParts appends a count of parts, then each part's name and meta.
+func appendParts(b []byte, parts []*part) ([]byte, error) {
+	b = binary.AppendUvarint(b, uint64(len(parts)))
+	for _, p := range parts {
+		b = binary.AppendUvarint(b, uint64(p.gen))
+		b = binary.AppendUvarint(b, p.n)
+		at := len(b)
+		b = append(b, 0) // the meta's length, one byte if it fits
+		var err error
+		if b, err = p.meta.AppendBinary(b); err != nil {
+			return nil, err
+		}
+		b = fixLength(b, at)
+	}
+	return b, nil
+}
+
+// appendManifest appends a manifest of parts: manifestMagic, the parts
+// (appendParts), and a CRC-32C of what precedes it, little-endian.
+func appendManifest(b []byte, parts []*part) ([]byte, error) {
+	start := len(b)
+	b = append(b, manifestMagic...)
+	b, err := appendParts(b, parts)
+	if err != nil {
+		return nil, err
+	}
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli)), nil
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// decodeManifest reads a manifest. Every error matches
+// ownership.ErrDamaged.
+func decodeManifest(body []byte) ([]*part, error) {
+	n := len(body) - 4
+	if n < len(manifestMagic) || string(body[:len(manifestMagic)]) != manifestMagic {
+		return nil, fmt.Errorf("%w: not a manifest", ownership.ErrDamaged)
+	}
+	if crc32.Checksum(body[:n], castagnoli) != binary.LittleEndian.Uint32(body[n:]) {
+		return nil, fmt.Errorf("%w: manifest checksum mismatch", ownership.ErrDamaged)
+	}
+	d := decoder{p: body[len(manifestMagic):n]}
+	parts := d.parts(d.count())
+	if d.err == nil && len(d.p) > 0 {
+		d.fail("%d bytes past the manifest's parts", len(d.p))
+	}
+	if d.err == nil && len(parts) < 2 {
+		d.fail("a manifest of %d parts", len(parts))
+	}
+	if d.err != nil {
+		return nil, fmt.Errorf("decode manifest: %w: %w", ownership.ErrDamaged, d.err)
+	}
+	return parts, nil
+}
+
+// loadManifests reads the manifest of each run that a decoded head lists
+// through one, and gives the run its parts: one read for each. A manifest
+// that is missing, or that lists other than what the head says, is
+// damage (an error that matches ownership.ErrDamaged); a read that fails
+// is returned as it is.
+func (s *kvState) loadManifests(ctx context.Context, a ownership.Actor, o runOpener) error {
+	for _, r := range s.runs {
+		if r.man == nil || r.parts != nil {
+			continue
+		}
+		key := ownership.RunKey(a, r.man.gen, r.man.n)
+		rctx, cancel := context.WithTimeout(ctx, o.timeout)
+		o.reads.manifests.Add(1)
+		obj, err := o.b.Get(rctx, key)
+		cancel()
+		if errors.Is(err, ownership.ErrNotFound) {
+			return fmt.Errorf("%w: manifest %s listed by the head is missing", ownership.ErrDamaged, key)
+		}
+		if err != nil {
+			return fmt.Errorf("read manifest %s: %w", key, err)
+		}
+		parts, err := decodeManifest(obj.Body)
+		if err != nil {
+			return fmt.Errorf("manifest %s: %w", key, err)
+		}
+		got := &run{parts: parts}
+		if len(parts) != r.listed.parts || got.size() != r.listed.size {
+			return fmt.Errorf("%w: manifest %s lists %d parts of %d bytes, the head %d of %d",
+				ownership.ErrDamaged, key, len(parts), got.size(), r.listed.parts, r.listed.size)
+		}
+		r.parts = parts
+	}
+	return nil
 }
 
 // fixLength makes b[at], a one-byte placeholder, the uvarint length of
@@ -464,6 +628,14 @@ func (s *kvState) flushMem(gen ownership.Generation) (*run, []byte, error) {
 // memory table's entries it covered move to that run.
 func (s *kvState) landed(h head, seq uint64) {
 	s.Seq = seq
+	for _, m := range h.manifests {
+		if slices.Contains(s.runs, m.r) {
+			m.r.man = &m.name
+		} else {
+			// The run left the state meanwhile (a merge, a DeleteAll).
+			s.garbage = append(s.garbage, m.name)
+		}
+	}
 	if h.flush == nil {
 		return
 	}
@@ -500,7 +672,8 @@ func (s *kvState) collected(done []runName) {
 // decodeHead reads a state object's payload, in either format. Every
 // error matches ownership.ErrDamaged.
 func decodeHead(h ownership.StateHeader, p []byte) (*kvState, error) {
-	if !strings.HasPrefix(string(p), headMagic) {
+	format3 := strings.HasPrefix(string(p), headMagic3)
+	if !format3 && !strings.HasPrefix(string(p), headMagic2) {
 		kv, err := decodePairs(p)
 		if err != nil {
 			return nil, err
@@ -510,23 +683,22 @@ func decodeHead(h ownership.StateHeader, p []byte) (*kvState, error) {
 		return s, nil
 	}
 	s := newKVState(h)
-	d := decoder{p: p[len(headMagic):]}
+	d := decoder{p: p[len(headMagic2):]}
 	s.size = int(d.uvarint())
 	nruns := d.count()
 	for range nruns {
 		r := &run{}
 		nparts := d.count()
-		for range nparts {
-			p := &part{gen: ownership.Generation(d.uvarint()), n: d.uvarint()}
-			if err := p.meta.UnmarshalBinary(d.field()); err != nil && d.err == nil {
-				d.err = err
+		switch {
+		case nparts > 0:
+			r.parts = d.parts(nparts)
+		case format3: // a run through its manifest
+			r.man = &runName{ownership.Generation(d.uvarint()), d.uvarint()}
+			r.listed.parts, r.listed.size = int(d.uvarint()), int64(d.uvarint())
+			if d.err == nil && r.listed.parts < 2 {
+				d.fail("a manifest of %d parts", r.listed.parts)
 			}
-			if k := len(r.parts); k > 0 && d.err == nil && r.parts[k-1].meta.MaxKey >= p.meta.MinKey {
-				d.fail("parts of a run overlap")
-			}
-			r.parts = append(r.parts, p)
-		}
-		if len(r.parts) == 0 {
+		default:
 			d.fail("a run of no parts")
 		}
 		s.runs = append(s.runs, r)
@@ -555,6 +727,23 @@ func decodeHead(h ownership.StateHeader, p []byte) (*kvState, error) {
 		return nil, fmt.Errorf("decode actor state: %w: %w", ownership.ErrDamaged, d.err)
 	}
 	return s, nil
+}
+
+// parts reads n parts (appendParts after the count), in ascending and
+// disjoint key ranges.
+func (d *decoder) parts(n int) []*part {
+	var parts []*part
+	for range n {
+		p := &part{gen: ownership.Generation(d.uvarint()), n: d.uvarint()}
+		if err := p.meta.UnmarshalBinary(d.field()); err != nil && d.err == nil {
+			d.err = err
+		}
+		if k := len(parts); k > 0 && d.err == nil && parts[k-1].meta.MaxKey >= p.meta.MinKey {
+			d.fail("parts of a run overlap")
+		}
+		parts = append(parts, p)
+	}
+	return parts
 }
 
 // decoder reads a head's fields; the first error sticks.

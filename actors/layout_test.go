@@ -82,13 +82,17 @@ func (bulk) Handle(_ context.Context, r *actors.Request, st actors.Storage) (*ac
 
 var bulkActor = ownership.Actor{Class: "bulk", Name: "b"}
 
+// bulkPart is the run part size of bulk hosts: small, so that the tests'
+// merges cut runs of more than one part, listed through manifests.
+const bulkPart = 16 << 10
+
 func bulkHost(t *testing.T, b ownership.Bucket) *actors.Host {
 	t.Helper()
 	reg := actors.BuiltIn()
 	if err := reg.Register("bulk", bulk{}); err != nil {
 		t.Fatal(err)
 	}
-	return newHost(t, b, &fakeKeeper{}, reg)
+	return hostOf(t, actors.Config{Bucket: b, Registry: reg, RunPart: bulkPart})
 }
 
 // moveOn hibernates h's actors and returns another host on b, for the
@@ -205,17 +209,17 @@ func objects(t *testing.T, b ownership.Bucket, prefix string) []string {
 }
 
 // head reads the bulk actor's head.
-func head(t *testing.T, b ownership.Bucket) (format2 bool, listed, garbage []string) {
+func head(t *testing.T, b ownership.Bucket) actors.Head {
 	t.Helper()
 	obj, err := b.Get(t.Context(), actors.StateKey(bulkActor))
 	if err != nil {
 		t.Fatal(err)
 	}
-	format2, listed, garbage, err = actors.HeadOf(bulkActor, obj.Body)
+	h, err := actors.HeadOf(t.Context(), b, bulkActor, obj.Body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return format2, listed, garbage
+	return h
 }
 
 // Property 1: every acknowledged write survives the hold moving on, over
@@ -243,8 +247,10 @@ func TestLayoutAcknowledgedWritesSurvive(t *testing.T) {
 		}
 		m.check(t, h, gen)
 		runWrites += h.StorageStats().RunWrites
-		if _, listed, _ := head(t, b); len(listed) == 0 || runWrites <= int64(len(listed)) {
-			t.Fatalf("the head lists %d runs of %d written: the test wrote too little to flush and merge", len(listed), runWrites)
+		// The oldest run is of several parts by now, listed through its
+		// manifest, which every move above read.
+		if hd := head(t, b); len(hd.Listed) == 0 || runWrites <= int64(len(hd.Listed)) || len(hd.Manifests) == 0 {
+			t.Fatalf("the head lists %d run objects (%d manifests) of %d written: the test wrote too little to flush, merge and cut", len(hd.Listed), len(hd.Manifests), runWrites)
 		}
 		remove(t, h, gen, "")
 		m = model{}
@@ -283,7 +289,7 @@ func TestLayoutSupersededRunNeverRead(t *testing.T) {
 		// A wake reads only what the head lists (a later host's, at the
 		// end, reads what was acknowledged): the head does not list the
 		// late run.
-		if _, listed, _ := head(t, b); slices.Contains(listed, late) {
+		if slices.Contains(head(t, b).Listed, late) {
 			t.Fatalf("the head lists the superseded hold's late run %s", late)
 		}
 		// Enough writes at generation 2 for a merge, whose sweep deletes
@@ -346,11 +352,11 @@ func TestLayoutNothingLeftBehind(t *testing.T) {
 		// The head may still name garbage whose delete landed after it
 		// (a merge's own commit comes last): the next commit drops the
 		// names. The bucket holds what the head lists, and nothing else.
-		_, listed, garbage := head(t, b)
+		hd := head(t, b)
 		have := objects(t, b, ownership.RunsPrefix(bulkActor))
-		slices.Sort(listed)
-		if !slices.Equal(have, listed) {
-			t.Fatalf("runs in the bucket %v; the head lists %v, garbage %v", have, listed, garbage)
+		slices.Sort(hd.Listed)
+		if !slices.Equal(have, hd.Listed) || len(hd.Manifests) == 0 {
+			t.Fatalf("runs in the bucket %v; the head lists %v (manifests %v), garbage %v", have, hd.Listed, hd.Manifests, hd.Garbage)
 		}
 	})
 }
@@ -369,21 +375,26 @@ func TestLayoutWakeReadsAreBounded(t *testing.T) {
 		if err := h.HibernateAll(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		_, listed, _ := head(t, b)
+		hd := head(t, b)
 		woken := bulkHost(t, b)
 		r := send(t, woken, 2, http.MethodGet, "/k0000007", "", nil)
 		if want := bulkValue("k0000007", "w", 1000); r.Status != http.StatusOK || !bytes.Equal(r.Body, want) {
 			t.Fatalf("GET after the wake: %d %.40q", r.Status, r.Body)
 		}
-		// The woken host's own counts: a merge the hibernated host had
-		// under way may still read a block on the shared bucket.
+		// The woken host's own counts: the head, the manifest of each run
+		// of more than one part, and at most an index and a block of each
+		// run, however many parts it has.
 		st := woken.StorageStats()
-		if st.HeadReads != 1 || st.RunReads > int64(2*len(listed)) || st.Cache.Misses < st.RunReads {
-			t.Fatalf("a wake and one read of a 2 MB actor in %d runs: %+v; want 1 head read and at most %d ranged reads, each after a cache miss", len(listed), st, 2*len(listed))
+		if len(hd.Manifests) == 0 || len(hd.Listed) < 2*hd.Runs {
+			t.Fatalf("the head lists %d runs in %d objects, %d of them manifests: the test wrote too little to cut runs into parts", hd.Runs, len(hd.Listed), len(hd.Manifests))
+		}
+		if st.HeadReads != 1 || st.ManifestReads != int64(len(hd.Manifests)) || st.RunReads > int64(2*hd.Runs) || st.Cache.Misses < st.RunReads {
+			t.Fatalf("a wake and one read of a 2 MB actor in %d runs, %d manifests: %+v; want 1 head read, %d manifest reads and at most %d ranged reads, each after a cache miss",
+				hd.Runs, len(hd.Manifests), st, len(hd.Manifests), 2*hd.Runs)
 		}
 		// Again: from the node's block cache.
 		send(t, woken, 2, http.MethodGet, "/k0000007", "", nil)
-		if again := woken.StorageStats(); again.RunReads != st.RunReads || again.HeadReads != 1 {
+		if again := woken.StorageStats(); again.RunReads != st.RunReads || again.HeadReads != 1 || again.ManifestReads != st.ManifestReads {
 			t.Fatalf("a second read of the same key: %+v, want no more reads than %+v", again, st)
 		}
 	})
@@ -401,12 +412,12 @@ func TestLayoutReadsFormat1(t *testing.T) {
 	h := bulkHost(t, b)
 	m := model(kv)
 	m.check(t, h, 2)
-	if f2, _, _ := head(t, b); f2 {
-		t.Fatal("a read alone rewrote the head")
+	if f := head(t, b).Format; f != 1 {
+		t.Fatalf("a read alone rewrote the head: format %d", f)
 	}
 	m.fill(t, h, 2, 3, 1, 5, "new")
-	if f2, _, _ := head(t, b); !f2 {
-		t.Fatal("the commit after a format 1 head did not write format 2")
+	if f := head(t, b).Format; f != 2 {
+		t.Fatalf("the commit after a format 1 head wrote format %d, want 2", f)
 	}
 	m.check(t, bulkHost(t, b), 3)
 }
@@ -421,7 +432,7 @@ func TestLayoutRunReadFailures(t *testing.T) {
 	if err := h.HibernateAll(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	_, listed, _ := head(t, inner)
+	listed := head(t, inner).Listed
 	if len(listed) != 1 {
 		t.Fatalf("runs %v, want one", listed)
 	}
@@ -457,6 +468,53 @@ func TestLayoutRunReadFailures(t *testing.T) {
 	if _, err := h3.Deliver(t.Context(), bulkActor, 3, r); !errors.As(err, &de) {
 		t.Fatalf("a read of a listed run that is gone: %v, want damaged", err)
 	}
+}
+
+// A manifest whose read fails fails the load as unavailable; one the head
+// lists but the bucket lost is damage, and the head is left as it is.
+func TestLayoutManifestReadFailures(t *testing.T) {
+	stores(t, func(t *testing.T, inner ownership.Bucket) {
+		h := bulkHost(t, inner)
+		m := model{}
+		for i := range 16 {
+			m.fill(t, h, 1, i*20, 20, 1000, "man")
+		}
+		if err := h.HibernateAll(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		hd := head(t, inner)
+		if len(hd.Manifests) == 0 {
+			t.Fatalf("the head lists no manifest: %+v", hd)
+		}
+		fb := &readFailBucket{Bucket: inner, key: hd.Manifests[0]}
+		r := &actors.Request{Method: http.MethodGet, Path: "/k0000003", Header: http.Header{}}
+		if _, err := bulkHost(t, fb).Deliver(t.Context(), bulkActor, 2, r); !errors.Is(err, actors.ErrUnavailable) {
+			t.Fatalf("a wake whose manifest read fails: %v, want unavailable", err)
+		}
+		m.check(t, bulkHost(t, inner), 3)
+		before, err := inner.Get(t.Context(), actors.StateKey(bulkActor))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := inner.Delete(t.Context(), hd.Manifests[0], ownership.Always()); err != nil {
+			t.Fatal(err)
+		}
+		var de *actors.DamagedError
+		if _, err := bulkHost(t, inner).Deliver(t.Context(), bulkActor, 4, r); !errors.As(err, &de) || !strings.Contains(err.Error(), "manifest") {
+			t.Fatalf("a wake whose listed manifest is gone: %v, want damaged, naming the manifest", err)
+		}
+		// The load's fence restamped the head (no seal came with the
+		// grant), and nothing else was written: it lists what it listed.
+		after, err := inner.Get(t.Context(), actors.StateKey(bulkActor))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, was, _ := ownership.DecodeState(before.Body)
+		_, is, err := ownership.DecodeState(after.Body)
+		if err != nil || !bytes.Equal(is, was) {
+			t.Fatalf("the damaged actor's head was written over: %v", err)
+		}
+	})
 }
 
 // readFailBucket fails every read of one key with an unknown outcome.

@@ -47,8 +47,8 @@ type residentActor struct {
 	// failed commit wrote.
 	sealTaken ownership.Generation
 
-	// compacting cancels the merge of runs under way, if any (compact.go).
-	compacting context.CancelFunc
+	// compacting is the merge of runs under way, if any (compact.go).
+	compacting *merge
 	// stalling: the commit waits for that merge (see stalled); settling:
 	// the actor is settling its events, and no commit waits.
 	stalling, settling bool
@@ -110,13 +110,16 @@ func (ra *residentActor) Receive(ctx actor.Context) {
 		ra.closeSQL()
 	case *actor.Stopped:
 		// Events that ran are committed and released before the actor
-		// leaves memory: a drain or a stop finishes them.
+		// leaves memory: a drain or a stop finishes them. A merge under
+		// way is ended first: if it was done, the last commit lists it.
+		if mg := ra.compacting; mg != nil {
+			if m := mg.end(); m != nil {
+				ra.compacted(ctx, m)
+			}
+		}
 		ra.settleEnding(ctx, true)
 		ra.closePer()
 		ra.closeSQL()
-		if ra.compacting != nil {
-			ra.compacting() // what it wrote is swept by a later hold
-		}
 	}
 }
 
@@ -149,7 +152,7 @@ func (ra *residentActor) drop() {
 	ra.loaded, ra.gen, ra.etag, ra.state = false, 0, "", nil
 	ra.version, ra.durable = 0, 0
 	if ra.compacting != nil {
-		ra.compacting() // its result, if any, finds the state dropped
+		ra.compacting.cancel() // its result, if any, finds the state dropped
 	}
 }
 
@@ -321,10 +324,17 @@ func (ra *residentActor) startCommit(ctx actor.Context) {
 		var res commitResult
 		if hd.flush != nil {
 			// The run first: the head that lists it must never land
-			// without it.
+			// without it. So too the manifests.
 			p := hd.flush.parts[0]
 			runs.wroteRun(len(hd.body))
 			_, res.err = bucket.Put(cctx, ownership.RunKey(a, p.gen, p.n), hd.body, ownership.IfAbsent())
+		}
+		for _, m := range hd.manifests {
+			if res.err != nil {
+				break
+			}
+			runs.wroteRun(len(m.body))
+			_, res.err = bucket.Put(cctx, ownership.RunKey(a, m.name.gen, m.name.n), m.body, ownership.IfAbsent())
 		}
 		if res.err == nil {
 			cond := ownership.IfMatch(etag)
@@ -567,9 +577,7 @@ func (ra *residentActor) load(ctx context.Context, gen ownership.Generation, sea
 			ra.h.cfg.Keeper.HoldEnded(ra.actor, gen, "superseded")
 			return ra.h.notRun(ra.actor, fmt.Sprintf("state sealed at generation %d, hold at %d: superseded", st.Gen, gen))
 		case ownership.StateUse:
-			ra.loaded, ra.gen, ra.etag, ra.state = true, gen, obj.ETag, st
-			ra.opened()
-			return nil
+			return ra.opened(ctx, key, gen, obj.ETag, st)
 		}
 		st.StateHeader, cond = h, ownership.IfMatch(obj.ETag) // StateFence
 	case ownership.Damaged:
@@ -595,14 +603,24 @@ func (ra *residentActor) load(ctx context.Context, gen ownership.Generation, sea
 			slog.Uint64("gen", uint64(gen)), slog.String("outcome", ownership.OutcomeOf(err).String()), slog.Any("err", err))
 		return ra.h.notRun(ra.actor, "fence write "+ownership.OutcomeOf(err).String())
 	}
-	ra.loaded, ra.gen, ra.etag, ra.state = true, gen, etag, st
-	ra.opened()
-	return nil
+	return ra.opened(ctx, key, gen, etag, st)
 }
 
-// opened readies a state just loaded for the hold: readers for its runs.
-func (ra *residentActor) opened() {
-	ra.state.openRuns(ra.actor, ra.h.runs())
+// opened readies the state st, just read from key at etag, for the hold
+// at gen: it reads the manifests its head lists, then gives its runs
+// readers, and the actor has its state.
+func (ra *residentActor) opened(ctx context.Context, key string, gen ownership.Generation, etag ownership.ETag, st *kvState) error {
+	o := ra.h.runs()
+	if err := st.loadManifests(ctx, ra.actor, o); err != nil {
+		if errors.Is(err, ownership.ErrDamaged) {
+			return ra.damaged(key, err)
+		}
+		ra.log().Warn("actor state read failed", slog.String("key", key), slog.Any("err", err))
+		return ra.h.notRun(ra.actor, "state read failed")
+	}
+	st.openRuns(ra.actor, o)
+	ra.loaded, ra.gen, ra.etag, ra.state = true, gen, etag, st
+	return nil
 }
 
 // damaged fails an event whose actor's state object, at key, is damaged.

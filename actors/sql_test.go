@@ -15,7 +15,6 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/ownership"
-	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
 )
 
@@ -120,10 +119,7 @@ func notesHost(t *testing.T, b ownership.Bucket, maxState int) *actors.Host {
 	t.Helper()
 	reg := actors.NewRegistry()
 	require.NoError(t, reg.Register("store", notes{}))
-	h, err := actors.NewHost(actors.Config{Keeper: &fakeKeeper{}, Bucket: b, Registry: reg, System: keeper.NewSystem(nil), MaxState: maxState})
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, h.HibernateAll(context.Background())) })
-	return h
+	return hostOf(t, actors.Config{Bucket: b, Registry: reg, MaxState: maxState})
 }
 
 // see checks the answer of path on the store actor at gen.

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"maps"
 	"slices"
@@ -75,17 +76,37 @@ func TestHeadRoundTrip(t *testing.T) {
 			t.Fatalf("mem %q = %+v, want %+v", k, g, e)
 		}
 	}
-	if len(out.runs) != 2 || len(out.runs[0].parts) != 2 || len(out.runs[1].parts) != 1 {
-		t.Fatalf("runs %v", out.runs)
+	// The run of two parts is listed through a manifest the commit writes
+	// first (format 3), named by the writing hold; the run of one part is
+	// listed whole.
+	if !strings.HasPrefix(string(h.payload), headMagic3) || len(h.manifests) != 1 || h.manifests[0].r != s.runs[0] || h.manifests[0].name.gen != 4 {
+		t.Fatalf("head %.5q with manifests %+v, want format 3 and one manifest of the first run at generation 4", h.payload, h.manifests)
 	}
-	for i, p := range []*part{out.runs[0].parts[0], out.runs[0].parts[1], out.runs[1].parts[0]} {
+	if len(out.runs) != 2 || out.runs[0].parts != nil || out.runs[0].man == nil || *out.runs[0].man != h.manifests[0].name ||
+		out.runs[0].listed.parts != 2 || out.runs[0].listed.size != s.runs[0].size() || len(out.runs[1].parts) != 1 || out.runs[1].man != nil {
+		t.Fatalf("runs %+v %+v", out.runs[0], out.runs[1])
+	}
+	manParts, err := decodeManifest(h.manifests[0].body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range []*part{manParts[0], manParts[1], out.runs[1].parts[0]} {
 		want := []*part{p1, p2, p3}[i]
 		if p.gen != want.gen || p.n != want.n || p.meta != want.meta {
 			t.Fatalf("part %d = %+v, want %+v", i, p, want)
 		}
 	}
+	// Once the manifest landed, the next head lists the same name; with
+	// its parts not read (a decoded head), it is written as it was read.
+	s.landed(h, 12)
+	if again, err := s.encodeHead(4, 2); err != nil || len(again.manifests) != 0 || !bytes.Equal(again.payload, h.payload) {
+		t.Fatalf("the head after its manifest landed: %v, %d manifests, same bytes %v", err, len(again.manifests), bytes.Equal(again.payload, h.payload))
+	}
+	if again, err := out.encodeHead(4, 2); err != nil || len(again.manifests) != 0 || !bytes.Equal(again.payload, h.payload) {
+		t.Fatalf("a decoded head re-encoded: %v, %d manifests, same bytes %v", err, len(again.manifests), bytes.Equal(again.payload, h.payload))
+	}
 	// Cut short anywhere, it is damaged, never read as something else.
-	for cut := 1; cut < len(h.payload)-len(headMagic); cut++ {
+	for cut := 1; cut < len(h.payload)-len(headMagic3); cut++ {
 		if _, err := decodeHead(s.StateHeader, h.payload[:len(h.payload)-cut]); err == nil {
 			// Cutting whole trailing entries of the memory table leaves a
 			// shorter valid table; anything else must fail.
@@ -93,6 +114,87 @@ func TestHeadRoundTrip(t *testing.T) {
 		} else if !errors.Is(err, ownership.ErrDamaged) {
 			t.Fatalf("cut %d: %v, want ErrDamaged", cut, err)
 		}
+	}
+}
+
+// A head whose runs are of one part each is written in format 2, which
+// nodes that predate manifests read.
+func TestHeadOfSinglePartsIsFormat2(t *testing.T) {
+	p1, _ := testRun(t, 2, 7, kvrun.Entry{Key: "a", Value: []byte("1")})
+	s := newKVState(ownership.StateHeader{Gen: 2, Seq: 1})
+	s.runs = []*run{{parts: []*part{p1}}}
+	h, err := s.encodeHead(2, 1)
+	if err != nil || !strings.HasPrefix(string(h.payload), headMagic2) || len(h.manifests) != 0 {
+		t.Fatalf("encodeHead: %v, %.5q, %d manifests", err, h.payload, len(h.manifests))
+	}
+}
+
+// A format 2 head listed every part of a run of several: it is read as
+// it was, and the next commit writes the run's manifest and lists that
+// (format 3).
+func TestHeadFormat2PartsGetAManifest(t *testing.T) {
+	p1, _ := testRun(t, 1, 7, kvrun.Entry{Key: "a", Value: []byte("1")})
+	p2, _ := testRun(t, 1, 8, kvrun.Entry{Key: "b", Value: []byte("2")})
+	payload := binary.AppendUvarint([]byte(headMagic2), 4)
+	payload = binary.AppendUvarint(payload, 1)
+	payload, err := appendParts(payload, []*part{p1, p2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload = binary.AppendUvarint(payload, 0) // no garbage, no memory table
+	s, err := decodeHead(ownership.StateHeader{Gen: 1, Seq: 1}, payload)
+	if err != nil || len(s.runs) != 1 || len(s.runs[0].parts) != 2 || s.runs[0].man != nil {
+		t.Fatalf("decodeHead of format 2: %v, %+v", err, s)
+	}
+	h, err := s.encodeHead(3, 1)
+	if err != nil || len(h.manifests) != 1 || !strings.HasPrefix(string(h.payload), headMagic3) || h.manifests[0].name.gen != 3 {
+		t.Fatalf("the next head: %v, %d manifests, %.5q", err, len(h.manifests), h.payload)
+	}
+	s.landed(h, 2)
+	if s.runs[0].man == nil || *s.runs[0].man != h.manifests[0].name || len(s.garbage) != 0 {
+		t.Fatalf("after landing: manifest %v, garbage %v", s.runs[0].man, s.garbage)
+	}
+	// A run the state dropped while the commit was in flight leaves its
+	// new manifest as garbage.
+	s2, _ := decodeHead(ownership.StateHeader{Gen: 1, Seq: 1}, payload)
+	h2, _ := s2.encodeHead(3, 1)
+	s2.clear(2)
+	s2.landed(h2, 2)
+	if !slices.Contains(s2.garbage, h2.manifests[0].name) {
+		t.Fatalf("garbage %v, want the dropped run's manifest %v", s2.garbage, h2.manifests[0].name)
+	}
+}
+
+// A manifest that is cut short, altered or not one is damage; one that
+// decodes lists exactly its parts.
+func TestManifestDamage(t *testing.T) {
+	p1, _ := testRun(t, 2, 7, kvrun.Entry{Key: "a", Value: []byte("1")})
+	p2, _ := testRun(t, 2, 8, kvrun.Entry{Key: "b", Value: []byte("2")})
+	body, err := appendManifest(nil, []*part{p1, p2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if parts, err := decodeManifest(body); err != nil || len(parts) != 2 || parts[0].meta != p1.meta || parts[1].n != 8 {
+		t.Fatalf("decodeManifest: %v, %+v", err, parts)
+	}
+	for cut := 1; cut < len(body); cut++ {
+		if _, err := decodeManifest(body[:len(body)-cut]); !errors.Is(err, ownership.ErrDamaged) {
+			t.Fatalf("cut %d: %v, want ErrDamaged", cut, err)
+		}
+	}
+	for i := range body {
+		bad := bytes.Clone(body)
+		bad[i] ^= 0x10
+		if _, err := decodeManifest(bad); !errors.Is(err, ownership.ErrDamaged) {
+			t.Fatalf("byte %d altered: %v, want ErrDamaged", i, err)
+		}
+	}
+	one, err := appendManifest(nil, []*part{p1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := decodeManifest(one); !errors.Is(err, ownership.ErrDamaged) {
+		t.Fatalf("a manifest of one part: %v, want ErrDamaged", err)
 	}
 }
 
@@ -134,6 +236,14 @@ func FuzzDecodeState(f *testing.F) {
 	s.garbage = []runName{{1, 2}}
 	if h, err := s.encodeHead(3, 0); err == nil {
 		f.Add(ownership.EncodeState(s.StateHeader, h.payload))
+	}
+	// A head of format 3: a run through its manifest, and one of one part.
+	p1, _ := testRun(f, 2, 7, kvrun.Entry{Key: "a", Value: []byte("1")})
+	p2, _ := testRun(f, 2, 8, kvrun.Entry{Key: "b", Value: []byte("2")})
+	s3 := newKVState(ownership.StateHeader{Gen: 3, Seq: 9})
+	s3.runs = []*run{{parts: []*part{p1, p2}}, {parts: []*part{p1}}}
+	if h, err := s3.encodeHead(3, 0); err == nil {
+		f.Add(ownership.EncodeState(s3.StateHeader, h.payload))
 	}
 	f.Add([]byte("wk1 state 1 1\n"))
 	f.Add([]byte("wk1 state 1 1\n\x05a"))

@@ -14,7 +14,6 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/ownership"
-	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
 )
 
@@ -58,10 +57,7 @@ func storeHost(t *testing.T, b ownership.Bucket, r routes, maxState int) *actors
 	t.Helper()
 	reg := actors.NewRegistry()
 	require.NoError(t, reg.Register("store", r))
-	h, err := actors.NewHost(actors.Config{Keeper: &fakeKeeper{}, Bucket: b, Registry: reg, System: keeper.NewSystem(nil), MaxState: maxState})
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, h.HibernateAll(context.Background())) })
-	return h
+	return hostOf(t, actors.Config{Bucket: b, Registry: reg, MaxState: maxState})
 }
 
 var store = ownership.Actor{Class: "store", Name: "s"}

@@ -20,6 +20,8 @@ func registerStorage(reg prometheus.Registerer, h *actors.Host) error {
 	}{
 		{"wasmkeep_storage_head_reads_total", "Reads of actors' state objects (their heads) from the bucket: one per load without a seal's copy.", false,
 			func(s actors.StorageStats) int64 { return s.HeadReads }},
+		{"wasmkeep_storage_manifest_reads_total", "Reads of the manifests of actors' runs of more than one part: one per such run at each load.", false,
+			func(s actors.StorageStats) int64 { return s.ManifestReads }},
 		{"wasmkeep_storage_run_reads_total", "Ranged reads of actors' run objects from the bucket: an index with its filter, or a block.", false,
 			func(s actors.StorageStats) int64 { return s.RunReads }},
 		{"wasmkeep_storage_run_read_bytes_total", "Bytes of the ranged reads of actors' run objects.", false,
@@ -28,7 +30,7 @@ func registerStorage(reg prometheus.Registerer, h *actors.Host) error {
 			func(s actors.StorageStats) int64 { return s.HeadWrites }},
 		{"wasmkeep_storage_head_written_bytes_total", "Bytes of the writes of actors' state objects.", false,
 			func(s actors.StorageStats) int64 { return s.HeadBytes }},
-		{"wasmkeep_storage_run_writes_total", "Writes of actors' run objects: flushes of commits and merges.", false,
+		{"wasmkeep_storage_run_writes_total", "Writes of actors' run objects: flushes of commits, merges' parts and manifests.", false,
 			func(s actors.StorageStats) int64 { return s.RunWrites }},
 		{"wasmkeep_storage_run_written_bytes_total", "Bytes of the writes of actors' run objects.", false,
 			func(s actors.StorageStats) int64 { return s.RunWriteBytes }},
