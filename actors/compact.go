@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -48,27 +47,6 @@ func pickCompaction(runs []*run) (n int, ok bool) {
 	return k + 1, k > 0
 }
 
-// merge is a merge under way, in a goroutine of its own.
-type merge struct {
-	cancel context.CancelFunc
-	done   chan struct{} // closed when the goroutine returns
-	result *compactedMsg // set before done is closed
-	// ended: the actor stops, and waits for the goroutine, which then
-	// sends it nothing (a message to a stopped actor is a dead letter).
-	ended atomic.Bool
-}
-
-// end cancels the merge, waits for it to return and gives its result:
-// the actor is stopping, and takes the result itself, before its last
-// commit (a merge that was done is kept; one cut short deleted what it
-// wrote).
-func (m *merge) end() *compactedMsg {
-	m.ended.Store(true)
-	m.cancel()
-	<-m.done
-	return m.result
-}
-
 // compactedMsg brings a merge's result back to its resident actor.
 type compactedMsg struct {
 	gen   ownership.Generation
@@ -82,7 +60,7 @@ type compactedMsg struct {
 func (ra *residentActor) maybeCompact(ctx actor.Context) {
 	// Not while the actor settles its events to stop or reload: the merge
 	// would be cancelled as soon as it started.
-	if ra.compacting != nil || !ra.loaded || ra.settling {
+	if ra.compacting != nil || !ra.loaded || ra.settling || ra.stopping {
 		return
 	}
 	n, ok := pickCompaction(ra.state.runs)
@@ -103,23 +81,12 @@ func (ra *residentActor) maybeCompact(ctx actor.Context) {
 	for _, g := range s.garbage {
 		listed[g] = true
 	}
-	cctx, cancel := context.WithCancel(context.Background())
-	mg := &merge{cancel: cancel, done: make(chan struct{})}
-	ra.compacting = mg
 	// The actor stays resident until the merge is back (see mergingMsg).
 	ctx.Send(ctx.Parent(), &mergingMsg{actor: ra.actor, pid: ctx.Self(), on: true})
-	self, root, bucket, a, gen, timeout := ctx.Self(), ra.h.cfg.System.Root, ra.h.cfg.Bucket, ra.actor, ra.gen, ra.h.cfg.IOTimeout
+	bucket, a, gen, timeout := ra.h.cfg.Bucket, ra.actor, ra.gen, ra.h.cfg.IOTimeout
 	runs, log := ra.h.runs(), ra.log()
 	slots := ra.h.merges
-	go func() {
-		defer close(mg.done)
-		defer cancel()
-		reply := func(m *compactedMsg) {
-			mg.result = m
-			if !mg.ended.Load() {
-				root.Send(self, m)
-			}
-		}
+	ra.compacting = goBackground(ctx, ra.h.cfg.System.Root, func(cctx context.Context) *compactedMsg {
 		// A node runs few merges at once, whatever its actors: a merge
 		// reads and writes megabytes, and the bucket must keep room for
 		// the commits of events and the node's lease.
@@ -127,8 +94,7 @@ func (ra *residentActor) maybeCompact(ctx actor.Context) {
 		case slots <- struct{}{}:
 			defer func() { <-slots }()
 		case <-cctx.Done():
-			reply(&compactedMsg{gen: gen, group: group, out: &run{}, err: cctx.Err()})
-			return
+			return &compactedMsg{gen: gen, group: group, out: &run{}, err: cctx.Err()}
 		}
 		if err := sweepRuns(cctx, bucket, a, gen, listed, timeout); err != nil {
 			log.Info("actor run sweep did not finish", slog.Any("err", err))
@@ -141,8 +107,8 @@ func (ra *residentActor) maybeCompact(ctx actor.Context) {
 			out.parts = undeleted(out.parts, deleteRuns(dctx, bucket, a, names(out.parts)))
 			dcancel()
 		}
-		reply(&compactedMsg{gen: gen, group: group, out: out, err: err})
-	}()
+		return &compactedMsg{gen: gen, group: group, out: out, err: err}
+	}, func(t *background[*compactedMsg]) any { return t.result })
 }
 
 // compacted takes a merge's result.

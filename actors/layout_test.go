@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/internal/s3test"
@@ -139,6 +142,11 @@ func (m model) fill(t *testing.T, h *actors.Host, gen ownership.Generation, from
 	if r := send(t, h, gen, http.MethodPost, "", fmt.Sprintf("n=%d&size=%d&from=%d&tag=%s", n, size, from, tag), nil); r.Status != http.StatusOK {
 		t.Fatalf("fill: %d %s", r.Status, r.Body)
 	}
+	m.add(from, n, size, tag)
+}
+
+// add records what a fill of n keys from from put.
+func (m model) add(from, n, size int, tag string) {
 	for i := from; i < from+n; i++ {
 		k := fmt.Sprintf("k%07d", i)
 		m[k] = bulkValue(k, tag, size)
@@ -359,6 +367,83 @@ func TestLayoutNothingLeftBehind(t *testing.T) {
 			t.Fatalf("runs in the bucket %v; the head lists %v (manifests %v), garbage %v", have, hd.Listed, hd.Manifests, hd.Garbage)
 		}
 	})
+}
+
+// The deletes of garbage do not hold back the answers of events: with
+// every delete of a run stuck, events that follow a merge are answered,
+// and once the deletes go through the bucket holds what the head lists.
+func TestGarbageDeletesDoNotHoldAnswers(t *testing.T) {
+	g := &deleteGate{Bucket: memstore.New(memstore.Faults{}), blocked: make(chan struct{}), open: make(chan struct{})}
+	defer g.release()
+	h := bulkHost(t, g)
+	m := model{}
+	for i := 0; ; i++ {
+		m.fill(t, h, 1, i*20, 20, 300, "g")
+		select {
+		case <-g.blocked:
+		default:
+			if i == 100 {
+				t.Fatal("100 commits and no delete of garbage")
+			}
+			continue
+		}
+		break
+	}
+	// Events after the merge, in a goroutine: a test's goroutine must not
+	// wait for what may never come.
+	answered := make(chan error, 1)
+	go func() {
+		for i := range 5 {
+			r := &actors.Request{Method: http.MethodPost, Header: http.Header{},
+				Query: url.Values{"n": {"20"}, "size": {"300"}, "from": {strconv.Itoa(10000 + i*20)}, "tag": {"after"}}}
+			if resp, err := h.Deliver(context.Background(), bulkActor, 1, r); err != nil || resp.Status != http.StatusOK {
+				answered <- fmt.Errorf("fill %d: %v %v", i, resp, err)
+				return
+			}
+		}
+		answered <- nil
+	}()
+	select {
+	case err := <-answered:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("events were not answered while the deletes of garbage were stuck")
+	}
+	m.add(10000, 100, 300, "after")
+	g.release()
+	m.check(t, h, 1)
+	if err := h.HibernateAll(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	hd := head(t, g)
+	have := objects(t, g, ownership.RunsPrefix(bulkActor))
+	slices.Sort(hd.Listed)
+	if !slices.Equal(have, hd.Listed) {
+		t.Fatalf("runs in the bucket %v; the head lists %v, garbage %v", have, hd.Listed, hd.Garbage)
+	}
+}
+
+// deleteGate holds every delete of the bulk actor's runs until released.
+type deleteGate struct {
+	ownership.Bucket
+	blocked, open chan struct{}
+	stop, opened  sync.Once
+}
+
+func (g *deleteGate) release() { g.opened.Do(func() { close(g.open) }) }
+
+func (g *deleteGate) Delete(ctx context.Context, key string, cond ownership.Condition) error {
+	if strings.HasPrefix(key, ownership.RunsPrefix(bulkActor)) {
+		g.stop.Do(func() { close(g.blocked) })
+		select {
+		case <-g.open:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return g.Bucket.Delete(ctx, key, cond)
 }
 
 // Property 4: the reads after a wake are bounded by the runs the head

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -47,8 +48,16 @@ type residentActor struct {
 	// failed commit wrote.
 	sealTaken ownership.Generation
 
-	// compacting is the merge of runs under way, if any (compact.go).
-	compacting *merge
+	// compacting is the merge of runs under way, if any (compact.go);
+	// collecting the deletes of garbage (collect).
+	compacting *background[*compactedMsg]
+	collecting *collection
+	// undeleted is the garbage that the last head landed lists and no
+	// collection has tried to delete since.
+	undeleted []runName
+	// stopping: the actor got actor.Stopping, and starts no background
+	// work (see background).
+	stopping bool
 	// stalling: the commit waits for that merge (see stalled); settling:
 	// the actor is settling its events, and no commit waits.
 	stalling, settling bool
@@ -72,14 +81,24 @@ type commitJob struct {
 	version uint64
 	seq     uint64
 	head    head
+	garbage []runName         // what the head lists as garbage
 	done    chan commitResult // buffered: the writer never blocks
 }
 
 type commitResult struct {
-	etag    ownership.ETag
-	err     error
-	deleted []runName // garbage whose delete landed
+	etag ownership.ETag
+	err  error
 }
+
+// collection is the deletes of garbage under way (collect): the names it
+// deletes, and those whose delete landed.
+type collection struct {
+	names []runName
+	*background[[]runName]
+}
+
+// collectedMsg brings the deletes of garbage back (collect).
+type collectedMsg struct{ c *collection }
 
 // commitDoneMsg tells the resident actor its commit in flight has an answer.
 type commitDoneMsg struct{ job *commitJob }
@@ -99,6 +118,8 @@ func (ra *residentActor) Receive(ctx actor.Context) {
 		}
 	case *compactedMsg:
 		ra.compacted(ctx, msg)
+	case *collectedMsg:
+		ra.collected(ctx, msg.c)
 	case *actor.Restarting:
 		// A panic reached the supervisor, which restarts this actor: the
 		// producer hands back this same value. What waits at the gate is
@@ -108,16 +129,27 @@ func (ra *residentActor) Receive(ctx actor.Context) {
 		ra.drop()
 		ra.closePer()
 		ra.closeSQL()
+	case *actor.Stopping:
+		// From now on a message to this actor would be a dead letter: its
+		// background work sends none, and is waited for at Stopped.
+		ra.stopping = true
+		if ra.compacting != nil {
+			ra.compacting.stopping()
+		}
+		if ra.collecting != nil {
+			ra.collecting.stopping()
+		}
 	case *actor.Stopped:
 		// Events that ran are committed and released before the actor
 		// leaves memory: a drain or a stop finishes them. A merge under
 		// way is ended first: if it was done, the last commit lists it.
-		if mg := ra.compacting; mg != nil {
-			if m := mg.end(); m != nil {
-				ra.compacted(ctx, m)
-			}
+		if t := ra.compacting; t != nil {
+			t.cancel()
+			ra.compacted(ctx, t.wait())
 		}
+		ra.endCollect(ctx)
 		ra.settleEnding(ctx, true)
+		ra.collect(ctx) // what the last head lists, if its deletes did not run
 		ra.closePer()
 		ra.closeSQL()
 	}
@@ -150,7 +182,7 @@ func (ra *residentActor) closePer() {
 // wait at the gate or be in flight.
 func (ra *residentActor) drop() {
 	ra.loaded, ra.gen, ra.etag, ra.state = false, 0, "", nil
-	ra.version, ra.durable = 0, 0
+	ra.version, ra.durable, ra.undeleted = 0, 0, nil
 	if ra.compacting != nil {
 		ra.compacting.cancel() // its result, if any, finds the state dropped
 	}
@@ -308,7 +340,7 @@ func (ra *residentActor) stalled() bool {
 func (ra *residentActor) startCommit(ctx actor.Context) {
 	seq := ra.state.Seq + 1
 	hd, err := ra.state.encodeHead(ra.gen, ra.version)
-	job := &commitJob{version: ra.version, seq: seq, head: hd, done: make(chan commitResult, 1)}
+	job := &commitJob{version: ra.version, seq: seq, head: hd, garbage: slices.Clone(ra.state.garbage), done: make(chan commitResult, 1)}
 	ra.inflight = job
 	self, root, bucket, timeout := ctx.Self(), ra.h.cfg.System.Root, ra.h.cfg.Bucket, ra.h.cfg.IOTimeout
 	if err != nil {
@@ -316,7 +348,7 @@ func (ra *residentActor) startCommit(ctx actor.Context) {
 		root.Send(self, &commitDoneMsg{job: job})
 		return
 	}
-	body, key, etag, a, garbage := ownership.EncodeState(ownership.StateHeader{Gen: ra.gen, Seq: seq}, hd.payload), StateKey(ra.actor), ra.etag, ra.actor, ra.state.garbage
+	body, key, etag, a := ownership.EncodeState(ownership.StateHeader{Gen: ra.gen, Seq: seq}, hd.payload), StateKey(ra.actor), ra.etag, ra.actor
 	runs, reads := ra.h.runs(), &ra.h.reads
 	go func() {
 		cctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -345,12 +377,58 @@ func (ra *residentActor) startCommit(ctx actor.Context) {
 			reads.headBytes.Add(int64(len(body)))
 			res.etag, res.err = bucket.Put(cctx, key, body, cond)
 		}
-		if res.err == nil && len(garbage) > 0 {
-			res.deleted = deleteRuns(cctx, bucket, a, garbage)
-		}
 		job.done <- res
 		root.Send(self, &commitDoneMsg{job: job})
 	}()
+}
+
+// collect deletes, in the background, the garbage that the last head
+// landed lists (undeleted): run objects no head of this hold lists any
+// more. The event's answer does not wait for it (a merge of a large actor
+// leaves a hundred parts). What is deleted leaves the state's garbage, and
+// the next head no longer names it; what is not stays listed, and the
+// next landing tries again. One collection runs at a time; when it is
+// back, the next takes what landed meanwhile.
+func (ra *residentActor) collect(ctx actor.Context) {
+	if len(ra.undeleted) == 0 || ra.collecting != nil || !ra.loaded {
+		return
+	}
+	names, bucket, a, timeout := ra.undeleted, ra.h.cfg.Bucket, ra.actor, ra.h.cfg.IOTimeout
+	ra.undeleted = nil
+	if ra.stopping {
+		// The last commits of a stop, which waits for the deletes.
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		ra.state.collected(deleteRuns(ctx, bucket, a, names))
+		return
+	}
+	c := &collection{names: names}
+	c.background = goBackground(ctx, ra.h.cfg.System.Root, func(ctx context.Context) []runName {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		return deleteRuns(ctx, bucket, a, names)
+	}, func(*background[[]runName]) any { return &collectedMsg{c} })
+	ra.collecting = c
+}
+
+// collected takes the deletes of a collection, and starts the next.
+func (ra *residentActor) collected(ctx actor.Context, c *collection) {
+	if c != ra.collecting {
+		return
+	}
+	ra.collecting = nil
+	if ra.loaded {
+		ra.state.collected(c.result)
+	}
+	ra.collect(ctx)
+}
+
+// endCollect waits for the collection under way, if any, and takes it.
+func (ra *residentActor) endCollect(ctx actor.Context) {
+	if c := ra.collecting; c != nil {
+		c.wait()
+		ra.collected(ctx, c)
+	}
 }
 
 // deleteRuns deletes runs that a landed head no longer lists, and returns
@@ -385,7 +463,12 @@ func (ra *residentActor) committedAt(ctx actor.Context, res commitResult) {
 	}
 	ra.etag, ra.durable = res.etag, job.version
 	ra.state.landed(job.head, job.seq)
-	ra.state.collected(res.deleted)
+	// The garbage this head lists, less what a collection deletes now.
+	ra.undeleted = job.garbage
+	if c := ra.collecting; c != nil {
+		ra.undeleted = slices.DeleteFunc(slices.Clone(ra.undeleted), func(g runName) bool { return slices.Contains(c.names, g) })
+	}
+	ra.collect(ctx)
 	if f := job.head.flush; f != nil {
 		f.parts[0].r = ra.h.runs().open(ra.actor, f.parts[0])
 	}
