@@ -167,12 +167,22 @@ func ReadRange(ctx context.Context, b Bucket, key string, off, n int64) (Object,
 	if err != nil {
 		return Object{}, err
 	}
-	size := int64(len(obj.Body))
-	lo := min(off, size)
-	hi := lo + min(n, size-lo)
-	body := make([]byte, hi-lo)
-	copy(body, obj.Body[lo:hi])
-	return Object{Body: body, ETag: obj.ETag}, nil
+	return Object{Body: CopyRange(obj.Body, off, n), ETag: obj.ETag}, nil
+}
+
+// RangeOf is the span [lo, hi) that a range read of n bytes from off
+// gives of an object of size bytes: the range, cut at the object's end.
+func RangeOf(off, n, size int64) (lo, hi int64) {
+	lo = min(off, size)
+	return lo, lo + min(n, size-lo)
+}
+
+// CopyRange is what a range read of n bytes from off gives of body (see
+// RangeOf), copied, so that the rest of body is not kept alive; never
+// nil, as a range past the end is an empty body.
+func CopyRange(body []byte, off, n int64) []byte {
+	lo, hi := RangeOf(off, n, int64(len(body)))
+	return append(make([]byte, 0, hi-lo), body[lo:hi]...)
 }
 
 // Sentinels callers branch on. Stores wrap them with context (%w).

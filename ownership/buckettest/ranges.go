@@ -56,8 +56,8 @@ func wantRange(t *testing.T, b ownership.Bucket, key string, off, n int64, body 
 		return
 	}
 	size := int64(len(body))
-	lo := min(off, size)
-	want := body[lo : lo+min(n, size-lo)]
+	lo, hi := ownership.RangeOf(off, n, size)
+	want := body[lo:hi]
 	if !bytes.Equal(obj.Body, want) {
 		t.Errorf("range %d+%d of %q (%d bytes): %d bytes %s, want %d bytes %s",
 			off, n, key, size, len(obj.Body), abbrev(obj.Body), len(want), abbrev(want))

@@ -113,8 +113,7 @@ func (s *Store) readRange(key string, off, n int64) (ownership.Object, error) {
 		return ownership.Object{}, fmt.Errorf("dirstore: get %q: %w", key, ownership.ErrNotFound)
 	}
 	bodyLen := e.bodyLen()
-	lo := min(off, bodyLen)
-	hi := lo + min(n, bodyLen-lo)
+	lo, hi := ownership.RangeOf(off, n, bodyLen)
 	if bodyLen <= rangeWholeMax {
 		obj, err := s.read(key)
 		if err != nil {

@@ -209,14 +209,7 @@ func (s *State) getRange(key string, off, n int64) (ownership.Object, error) {
 	if !ok {
 		return ownership.Object{}, fmt.Errorf("memstore: get %q range %d+%d: %w", key, off, n, ownership.ErrNotFound)
 	}
-	size := int64(len(o.body))
-	lo := min(off, size)
-	hi := lo + min(n, size-lo)
-	// Never nil, as for a whole object: a range past the end is an empty
-	// body.
-	b := make([]byte, hi-lo)
-	copy(b, o.body[lo:hi])
-	return ownership.Object{Body: b, ETag: o.etag}, nil
+	return ownership.Object{Body: ownership.CopyRange(o.body, off, n), ETag: o.etag}, nil
 }
 
 // admits reports whether a write under cond may land on key.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"strconv"
@@ -85,20 +84,14 @@ func (s *Store) getRange(ctx context.Context, in *s3.GetObjectInput, off, n int6
 		if err != nil {
 			return ownership.Object{}, err
 		}
-		// Read the body inside the attempt: its deadline covers the
-		// transfer, not just the headers.
-		body, err := io.ReadAll(out.Body)
-		_ = out.Body.Close()
+		obj, err := readObject(out)
 		if err != nil {
-			return ownership.Object{}, fmt.Errorf("read body: %w", err)
-		}
-		if out.ETag == nil || *out.ETag == "" {
-			return ownership.Object{}, errors.New("response has no ETag")
-		}
-		if body, err = cutRange(body, aws.ToString(out.ContentRange), off, n); err != nil {
 			return ownership.Object{}, err
 		}
-		return ownership.Object{Body: body, ETag: ownership.ETag(*out.ETag)}, nil
+		if obj.Body, err = cutRange(obj.Body, aws.ToString(out.ContentRange), off, n); err != nil {
+			return ownership.Object{}, err
+		}
+		return obj, nil
 	}
 	return ownership.Object{}, fmt.Errorf("416 %d times, yet each HEAD after it found a longer object: %w",
 		maxRangeRounds, ownership.ErrUnknownOutcome)
@@ -110,12 +103,7 @@ func (s *Store) getRange(ctx context.Context, in *s3.GetObjectInput, off, n int6
 // server ignored Range and sent the whole object (no Content-Range).
 func cutRange(body []byte, contentRange string, off, n int64) ([]byte, error) {
 	if contentRange == "" {
-		size := int64(len(body))
-		lo := min(off, size)
-		// A copy, so the rest of the object is not kept alive.
-		cut := make([]byte, min(n, size-lo))
-		copy(cut, body[lo:])
-		return cut, nil
+		return ownership.CopyRange(body, off, n), nil
 	}
 	spec, ok := strings.CutPrefix(contentRange, "bytes ")
 	span, _, ok2 := strings.Cut(spec, "/")

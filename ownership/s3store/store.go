@@ -114,23 +114,28 @@ func (s *Store) Get(ctx context.Context, key string) (ownership.Object, error) {
 		if err != nil {
 			return err
 		}
-		// Read the body inside the attempt: its deadline covers the
-		// transfer, not just the headers.
-		body, err := io.ReadAll(out.Body)
-		_ = out.Body.Close()
-		if err != nil {
-			return fmt.Errorf("read body: %w", err)
-		}
-		if out.ETag == nil || *out.ETag == "" {
-			return errors.New("response has no ETag")
-		}
-		obj = ownership.Object{Body: body, ETag: ownership.ETag(*out.ETag)}
-		return nil
+		obj, err = readObject(out)
+		return err
 	})
 	if err != nil {
 		return ownership.Object{}, err
 	}
 	return obj, nil
+}
+
+// readObject reads a GET's answer: its body, and the ETag it must have.
+// It is called inside the attempt, so that the attempt's deadline covers
+// the transfer, not just the headers.
+func readObject(out *s3.GetObjectOutput) (ownership.Object, error) {
+	body, err := io.ReadAll(out.Body)
+	_ = out.Body.Close()
+	if err != nil {
+		return ownership.Object{}, fmt.Errorf("read body: %w", err)
+	}
+	if out.ETag == nil || *out.ETag == "" {
+		return ownership.Object{}, errors.New("response has no ETag")
+	}
+	return ownership.Object{Body: body, ETag: ownership.ETag(*out.ETag)}, nil
 }
 
 // Put writes an object under cond and returns the ETag S3 gave it, verbatim.
