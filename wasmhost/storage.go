@@ -190,25 +190,24 @@ func decodeKeys(b []byte) (keys []string, n int, ok bool) {
 // storage_get_many_len: a count, then for each key in order whether it has
 // a value (a byte, 1 or 0) and, if so, the value.
 func encodeValues(st actors.Storage, keys []string) []byte {
-	vals := make([][]byte, len(keys))
-	found := make([]bool, len(keys))
+	vals := actors.GetMany(st, keys...)
 	size := 4
-	for i, k := range keys {
-		vals[i], found[i] = st.Get(k)
+	for _, k := range keys {
 		size++
-		if found[i] {
-			size += 4 + len(vals[i])
+		if v, ok := vals[k]; ok {
+			size += 4 + len(v)
 		}
 	}
 	b := make([]byte, 0, size)
 	b = wire.AppendU32(b, uint32(len(keys)))
-	for i := range keys {
-		if !found[i] {
+	for _, k := range keys {
+		v, ok := vals[k]
+		if !ok {
 			b = append(b, 0)
 			continue
 		}
 		b = append(b, 1)
-		b = wire.AppendBytes(b, vals[i])
+		b = wire.AppendBytes(b, v)
 	}
 	return b
 }

@@ -635,27 +635,34 @@ int32_t wk_storage_list(const wk_list_options *opt, const wk_entry **entries) {
 	return (int32_t)count;
 }
 
+/* batch_op appends one operation of a batch (ABI.md): its kind, its key
+ * and, for a put, its value. */
+static void batch_op(wk_buf *b, bool del, wk_str key, wk_str value) {
+	wk_buf_u8(b, del ? BATCH_DELETE : BATCH_PUT);
+	wk_buf_string(b, key);
+	if (!del)
+		wk_buf_string(b, value);
+}
+
+/* batch_apply hands the host a batch that batch_op laid out. */
+static int batch_apply(const wk_buf *b) {
+	return wasmkeep_host_storage_batch(b->ptr, (uint32_t)b->len) == 0 ? WK_STORED : WK_LIMIT;
+}
+
 int wk_storage_batch(const wk_op *ops, size_t n_ops) {
 	wk_buf b = {0};
 	wk_buf_u32(&b, (uint32_t)n_ops);
-	for (size_t i = 0; i < n_ops; i++) {
-		wk_buf_u8(&b, ops[i].del ? BATCH_DELETE : BATCH_PUT);
-		wk_buf_string(&b, ops[i].key);
-		if (!ops[i].del)
-			wk_buf_string(&b, ops[i].value);
-	}
-	return wasmkeep_host_storage_batch(b.ptr, (uint32_t)b.len) == 0 ? WK_STORED : WK_LIMIT;
+	for (size_t i = 0; i < n_ops; i++)
+		batch_op(&b, ops[i].del, ops[i].key, ops[i].value);
+	return batch_apply(&b);
 }
 
 int wk_storage_put_many(const wk_entry *entries, size_t n_entries) {
 	wk_buf b = {0};
 	wk_buf_u32(&b, (uint32_t)n_entries);
-	for (size_t i = 0; i < n_entries; i++) {
-		wk_buf_u8(&b, BATCH_PUT);
-		wk_buf_string(&b, entries[i].key);
-		wk_buf_string(&b, entries[i].value);
-	}
-	return wasmkeep_host_storage_batch(b.ptr, (uint32_t)b.len) == 0 ? WK_STORED : WK_LIMIT;
+	for (size_t i = 0; i < n_entries; i++)
+		batch_op(&b, false, entries[i].key, entries[i].value);
+	return batch_apply(&b);
 }
 
 size_t wk_storage_get_many(const wk_str *keys, size_t n_keys, wk_str *values, bool *found) {
