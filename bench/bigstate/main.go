@@ -40,6 +40,7 @@ func main() {
 	pid := flag.Int("pid", 0, "the server's PID, for its RSS")
 	dir := flag.String("dir", "", "the server's storage directory, for its size")
 	fill := flag.Bool("fill", true, "fill the actors first (false: they are filled already)")
+	rep := flag.Int("rep", 0, "the rep's number: its writes' keys are its own, new to every rep")
 	flag.Parse()
 	if !strings.HasPrefix(*base, "http://127.0.0.1:") {
 		fail(fmt.Errorf("-url must be on 127.0.0.1"))
@@ -70,7 +71,7 @@ func main() {
 	small := bytes.Repeat([]byte("a"), 100)
 	write := measure(*conns, *dur, func() {
 		i := int(seq.Add(1))
-		do(client, http.MethodPut, fmt.Sprintf("%sbig%d/new%09d", *base, i%*names, i), small)
+		do(client, http.MethodPut, fmt.Sprintf("%sbig%d/new%03d-%09d", *base, i%*names, *rep, i), small)
 	})
 	res["reads"], res["writes"] = read, write
 	if *pid > 0 {

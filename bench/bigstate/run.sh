@@ -48,7 +48,7 @@ done
 log "bigstate $(date -u -Is): names=$NAMES size=$SIZE reps=$REPS duration=$DURATION conns=$CONNS; $(uname -r), $(nproc) cpus; wasmkeep ${WASMKEEP_REF:-working tree at $(git -C "$REPO" rev-parse --short HEAD)}; $("$WORKERD" --version)"
 bench() { # target rep fill
   "$DATA/bigstate" -url "${URL[$1]}" -label "$1" -names "$NAMES" -size "$SIZE" -conns "$CONNS" -duration "$DURATION" \
-    -pid "${PID[$1]}" -dir "${DIR[$1]}" -fill="$3" 2>&1 | tee -a "$LOG" | sed -n "s/^RESULT {/{\"rep\":$2,/p" >>"$RES"
+    -pid "${PID[$1]}" -dir "${DIR[$1]}" -fill="$3" -rep "$2" 2>&1 | tee -a "$LOG" | sed -n "s/^RESULT {/{\"rep\":$2,/p" >>"$RES"
 }
 for t in wasmkeep workerd-disk; do bench "$t" 0 true; done
 for r in $(seq 1 "$REPS"); do

@@ -1,8 +1,9 @@
 // Command storage measures what an actor's storage costs in the bucket:
 // one `wasmkeep serve` process on a directory bucket, the built-in kv
 // class. For actors holding about 1 KiB, 1 MiB and 100 MiB it reports the
-// bytes the node process wrote per 100-byte put (the directory store's
-// appends, and the few bytes of each HTTP answer), both for one key
+// bytes the node's actors put to the bucket per 100-byte put, and the bytes
+// the node process wrote (the directory store's appends and compaction,
+// the puts' answers, the lease's renewals), both for one key
 // overwritten and for new keys (which flush runs and merge them), each
 // with the writes of the background merges it caused; the time
 // to the first answer of an actor after the node restarted (its wake: the
@@ -69,7 +70,10 @@ func main() {
 					count = *bigPuts
 				}
 			}
-			before, putBefore := n.Written(), bucketBytes(n.Addr)
+			// The /metrics answer is written before the count starts,
+			// and the one at the end after it ends.
+			putBefore := bucketBytes(n.Addr)
+			before := n.Written()
 			for i := range count {
 				key := "hot"
 				if kind == "new keys" {
@@ -81,7 +85,7 @@ func main() {
 			}
 			quiet(n) // the merges the puts caused, in the background, count too
 			wrote, sent := n.Written()-before, bucketBytes(n.Addr)-putBefore
-			fmt.Printf("actor of %s, %s: %d bytes put to the bucket per 100-byte put, %d written by the node process (the directory store's log and its compaction included) (%d puts, the merges they caused included; %d answered 503 and retried)\n",
+			fmt.Printf("actor of %s, %s: %d bytes put to the bucket per 100-byte put, %d written by the node process (the directory store's log and its compaction, the puts' answers and the lease's renewals included) (%d puts, the merges they caused included; %d answered 503 and retried)\n",
 				sz.label, kind, sent/int64(count), wrote/int64(count), count, retried.Swap(0))
 		}
 	}
