@@ -55,8 +55,12 @@ import (
 // is still written in format 2, which nodes that predate manifests read.
 
 // flushAt is the size of the memory table past which a commit writes it
-// as a run: the head every commit rewrites stays about this small.
-const flushAt = 2 << 10
+// as a run: the head every commit rewrites stays about this small. Half
+// of it is what a commit rewrites of the table on average, against one
+// more level of runs, each byte's one more rewrite by merges, for each
+// halving (RATIONALE: at 2 KiB a put of a new key to an actor of 100 MiB
+// cost 4,252 bytes, at 1 KiB 3,875).
+const flushAt = 1 << 10
 
 // headMagic2 and headMagic3 begin a head's payload in formats 2 and 3. A
 // format 1 payload begins with a key's length, never 0, or is empty.

@@ -348,6 +348,16 @@ func TestLayoutNothingLeftBehind(t *testing.T) {
 			if i%10 == 9 {
 				h, gen = moveOn(t, h, b, gen)
 			}
+			if i == 10 {
+				// What a superseded hold left: a run and a manifest of
+				// generation 1 that landed after its last head, which no
+				// head lists.
+				for _, n := range []uint64{4242, 4243} {
+					if _, err := b.Put(t.Context(), ownership.RunKey(bulkActor, 1, n), []byte("late"), ownership.IfAbsent()); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
 		}
 		// One more small commit: it deletes what the last head lists as
 		// garbage.
@@ -625,11 +635,13 @@ func TestLayoutAcknowledgedWritesSurviveFaults(t *testing.T) {
 			b := memstore.New(memstore.Faults{Seed: seed, LoseRequest: 0.03, LoseReply: 0.03, LandLate: 0.03,
 				UnavailableApplied: 0.02, UnavailableNotApplied: 0.02})
 			may := map[string][][]byte{} // key: the values it may hold (nil: absent)
+			var ranges [][2]int          // event i's keys: from, n
 			gen := ownership.Generation(1)
 			h := bulkHost(t, b)
 			for i := range 60 {
 				tag := "f" + strconv.Itoa(i)
 				from, n := (i*7)%200, 20
+				ranges = append(ranges, [2]int{from, n})
 				q := fmt.Sprintf("n=%d&size=300&from=%d&tag=%s", n, from, tag)
 				r := &actors.Request{Method: http.MethodPost, Header: http.Header{}, Query: map[string][]string{}}
 				for kv := range strings.SplitSeq(q, "&") {
@@ -659,6 +671,7 @@ func TestLayoutAcknowledgedWritesSurviveFaults(t *testing.T) {
 			b.Settle()
 			check := bulkHost(t, b)
 			gen++
+			wrote := map[string]int{} // key: the event whose value it holds (-1: none)
 			for k, vals := range may {
 				var got *actors.Response
 				for try := 0; try < 50 && got == nil; try++ {
@@ -677,6 +690,27 @@ func TestLayoutAcknowledgedWritesSurviveFaults(t *testing.T) {
 				if got.Status != http.StatusOK && got.Status != http.StatusNotFound ||
 					!slices.ContainsFunc(vals, func(v []byte) bool { return (v == nil) == (held == nil) && bytes.Equal(v, held) }) {
 					t.Fatalf("%s holds %d %.40q, want one of %d values, the acknowledged last", k, got.Status, got.Body, len(vals))
+				}
+				wrote[k] = -1
+				if held != nil {
+					_, tag, _ := strings.Cut(string(held[:bytes.IndexByte(held, ';')]), "=")
+					wrote[k], _ = strconv.Atoi(strings.TrimPrefix(tag, "f"))
+				}
+			}
+			// An event's writes are all there or not at all: once one key
+			// holds event i's value, event i landed, and every key it
+			// wrote holds its value or a later event's.
+			for i, r := range ranges {
+				keys := make([]string, r[1])
+				landed := false
+				for j := range keys {
+					keys[j] = fmt.Sprintf("k%07d", r[0]+j)
+					landed = landed || wrote[keys[j]] == i
+				}
+				for _, k := range keys {
+					if landed && wrote[k] < i {
+						t.Fatalf("event %d landed (a key holds its value), yet %s holds event %d's", i, k, wrote[k])
+					}
 				}
 			}
 		})

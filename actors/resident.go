@@ -307,7 +307,7 @@ func (ra *residentActor) pump(ctx actor.Context) {
 
 // MaxRuns is how many runs an actor lists before its commits wait for the
 // merge under way instead of flushing one more run. Merges keep an actor
-// at about log(size / 2 KiB) / log 3 runs (a dozen at 1 GiB), but a node
+// at about log(size / 1 KiB) / log 3 runs (13 at 1 GiB), but a node
 // runs few at once (Config.Merges): an actor written faster than the
 // bucket takes its merges would pile up runs, and every read after its
 // wake touches each one. So past MaxRuns, with a merge under way, a

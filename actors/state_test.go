@@ -107,12 +107,23 @@ func TestHeadRoundTrip(t *testing.T) {
 	}
 	// Cut short anywhere, it is damaged, never read as something else.
 	for cut := 1; cut < len(h.payload)-len(headMagic3); cut++ {
-		if _, err := decodeHead(s.StateHeader, h.payload[:len(h.payload)-cut]); err == nil {
-			// Cutting whole trailing entries of the memory table leaves a
-			// shorter valid table; anything else must fail.
+		short, err := decodeHead(s.StateHeader, h.payload[:len(h.payload)-cut])
+		if err != nil {
+			if !errors.Is(err, ownership.ErrDamaged) {
+				t.Fatalf("cut %d: %v, want ErrDamaged", cut, err)
+			}
 			continue
-		} else if !errors.Is(err, ownership.ErrDamaged) {
-			t.Fatalf("cut %d: %v, want ErrDamaged", cut, err)
+		}
+		// Cutting whole trailing entries of the memory table leaves a
+		// shorter valid table, and the rest as it was; anything else must
+		// fail.
+		if short.size != out.size || len(short.runs) != len(out.runs) || !slices.Equal(short.garbage, out.garbage) || len(short.mem) >= len(out.mem) {
+			t.Fatalf("cut %d decoded as size %d, %d runs, garbage %v, %d entries", cut, short.size, len(short.runs), short.garbage, len(short.mem))
+		}
+		for k, e := range short.mem {
+			if g, ok := out.mem[k]; !ok || g.del != e.del || !bytes.Equal(g.v, e.v) {
+				t.Fatalf("cut %d: entry %q = %+v, not in the whole head", cut, k, e)
+			}
 		}
 	}
 }

@@ -72,13 +72,37 @@ func FuzzRun(f *testing.F) {
 // their checksums had matched, which random damage does not reach: they
 // must refuse what is not well formed without panicking.
 func FuzzDecode(f *testing.F) {
+	// Seeds: each of the first few blocks of small runs, with the bounds
+	// its run's index gives it, so that they decode before the fuzzer
+	// mutates them; and the index.
 	for _, es := range shapes() {
-		if data, m := build(f, Options{BlockSize: 64}, es); len(data) < 16<<10 {
-			f.Add(data[:m.IndexOff], data[m.IndexOff:m.FilterOff-4])
+		data, m := build(f, Options{BlockSize: 64}, es)
+		if len(data) >= 16<<10 {
+			continue
+		}
+		idx := data[m.IndexOff : m.FilterOff-4]
+		ix, err := parseIndex(idx, m)
+		if err != nil || len(ix.keys) == 0 {
+			f.Add([]byte{}, "", "", "", true, idx)
+			continue
+		}
+		for b := range min(len(ix.keys), 4) {
+			after := ""
+			if b > 0 {
+				after = ix.keys[b-1]
+			}
+			blk := data[ix.offs[b]:ix.offs[b+1]]
+			if _, err := decodeBlock(blk, after, ix.keys[b], b == 0, ix.minKey); err != nil {
+				f.Fatalf("seed block %d: %v", b, err)
+			}
+			f.Add(blk, after, ix.minKey, ix.keys[b], b == 0, idx)
 		}
 	}
-	f.Fuzz(func(t *testing.T, blk, idx []byte) {
-		if b, err := decodeBlock(blk, "", "\xff\xff", true, "\x00"); err == nil {
+	f.Fuzz(func(t *testing.T, blk []byte, after, first, last string, isFirst bool, idx []byte) {
+		if b, err := decodeBlock(blk, after, last, isFirst, first); err == nil {
+			if len(b.ents) == 0 || b.ents[0].Key <= after || b.ents[len(b.ents)-1].Key != last || isFirst && b.ents[0].Key != first {
+				t.Fatalf("a block of %d entries decoded outside its bounds (after %q, first %q, last %q)", len(b.ents), after, first, last)
+			}
 			for i := 1; i < len(b.ents); i++ {
 				if b.ents[i].Key <= b.ents[i-1].Key {
 					t.Fatalf("block keys out of order: %q after %q", b.ents[i].Key, b.ents[i-1].Key)
