@@ -15,7 +15,7 @@ func EncodeFormat1(kv map[string][]byte) []byte { return encodePairs(kv) }
 
 // Head is what a state object's head lists.
 type Head struct {
-	Format    int      // 1 (pairs alone), 2 (runs) or 3 (runs and manifests)
+	Format    int      // 1 (pairs alone) or 2 (runs)
 	Runs      int      // the runs it lists
 	Listed    []string // the keys of the run objects it lists: parts and manifests
 	Manifests []string // those of the manifests alone
@@ -32,11 +32,8 @@ func HeadOf(ctx context.Context, b ownership.Bucket, a ownership.Actor, body []b
 		return Head{}, err
 	}
 	h := Head{Format: 1, Runs: len(s.runs)}
-	switch string(p[:min(len(p), len(headMagic2))]) {
-	case headMagic2:
+	if string(p[:min(len(p), len(headMagic))]) == headMagic {
 		h.Format = 2
-	case headMagic3:
-		h.Format = 3
 	}
 	for _, r := range s.runs {
 		for _, pt := range r.parts {

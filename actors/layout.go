@@ -49,10 +49,13 @@ import (
 //
 // A head written before runs existed (format 1: the pairs alone) is read
 // as a memory table and written in this format by the actor's next
-// commit. A head in format 2 lists every part of every run; it is read,
-// and the next commit writes a manifest for each run of more than one
-// part and lists that instead (format 3). A head that lists no manifest
-// is still written in format 2, which nodes that predate manifests read.
+// commit. A run listed through its manifest is written as a run of no
+// parts followed by the manifest's name, which a node that predates
+// manifests refuses as damage ("a run of no parts"), and never reads as
+// something else; such a node reads every other head. A head written
+// before manifests lists every part of every run: it is read, and the
+// next commit writes a manifest for each run of more than one part and
+// lists that instead.
 
 // flushAt is the size of the memory table past which a commit writes it
 // as a run: the head every commit rewrites stays about this small. Half
@@ -62,12 +65,11 @@ import (
 // cost 4,252 bytes, at 1 KiB 3,875).
 const flushAt = 1 << 10
 
-// headMagic2 and headMagic3 begin a head's payload in formats 2 and 3. A
-// format 1 payload begins with a key's length, never 0, or is empty.
-// manifestMagic begins a manifest.
+// headMagic begins a head's payload in format 2. A format 1 payload
+// begins with a key's length, never 0, or is empty. manifestMagic begins
+// a manifest.
 const (
-	headMagic2    = "\x00wk2"
-	headMagic3    = "\x00wk3"
+	headMagic     = "\x00wk2"
 	manifestMagic = "\x00wkm"
 )
 
@@ -87,7 +89,7 @@ type run struct {
 	parts []*part
 	// man names the manifest that lists the parts of a run of more than
 	// one: nil until the commit that writes it lands (a merge's output,
-	// or a run a format 2 head listed part by part).
+	// or a run a head listed part by part).
 	man *runName
 	// listed is the parts' count and bytes as a decoded head lists them
 	// with its manifest, which a load checks the manifest against.
@@ -422,11 +424,9 @@ func (s *kvState) encodeHead(gen ownership.Generation, ver uint64) (head, error)
 		runs = append([]*run{h.flush}, runs...)
 		s.flushing = true
 	}
-	magic := headMagic2
-	n := len(headMagic2) + 2*binary.MaxVarintLen64
+	n := len(headMagic) + 2*binary.MaxVarintLen64
 	for _, r := range runs {
 		if r.listsManifest() {
-			magic = headMagic3
 			n += 5 * binary.MaxVarintLen64
 			if r.man == nil {
 				m := manifest{r: r, name: runName{gen, rand.Uint64()}}
@@ -445,7 +445,7 @@ func (s *kvState) encodeHead(gen ownership.Generation, ver uint64) (head, error)
 		n += s.memBytes + len(s.mem)*(1+2*binary.MaxVarintLen32)
 	}
 	b := make([]byte, 0, n)
-	b = append(b, magic...)
+	b = append(b, headMagic...)
 	b = binary.AppendUvarint(b, uint64(s.size))
 	b = binary.AppendUvarint(b, uint64(len(runs)))
 	for _, r := range runs {
@@ -676,8 +676,7 @@ func (s *kvState) collected(done []runName) {
 // decodeHead reads a state object's payload, in either format. Every
 // error matches ownership.ErrDamaged.
 func decodeHead(h ownership.StateHeader, p []byte) (*kvState, error) {
-	format3 := strings.HasPrefix(string(p), headMagic3)
-	if !format3 && !strings.HasPrefix(string(p), headMagic2) {
+	if !strings.HasPrefix(string(p), headMagic) {
 		kv, err := decodePairs(p)
 		if err != nil {
 			return nil, err
@@ -687,23 +686,20 @@ func decodeHead(h ownership.StateHeader, p []byte) (*kvState, error) {
 		return s, nil
 	}
 	s := newKVState(h)
-	d := decoder{p: p[len(headMagic2):]}
+	d := decoder{p: p[len(headMagic):]}
 	s.size = int(d.uvarint())
 	nruns := d.count()
 	for range nruns {
 		r := &run{}
 		nparts := d.count()
-		switch {
-		case nparts > 0:
+		if nparts > 0 {
 			r.parts = d.parts(nparts)
-		case format3: // a run through its manifest
+		} else { // a run through its manifest
 			r.man = &runName{ownership.Generation(d.uvarint()), d.uvarint()}
 			r.listed.parts, r.listed.size = int(d.uvarint()), int64(d.uvarint())
 			if d.err == nil && r.listed.parts < 2 {
 				d.fail("a manifest of %d parts", r.listed.parts)
 			}
-		default:
-			d.fail("a run of no parts")
 		}
 		s.runs = append(s.runs, r)
 	}

@@ -77,10 +77,15 @@ func TestHeadRoundTrip(t *testing.T) {
 		}
 	}
 	// The run of two parts is listed through a manifest the commit writes
-	// first (format 3), named by the writing hold; the run of one part is
-	// listed whole.
-	if !strings.HasPrefix(string(h.payload), headMagic3) || len(h.manifests) != 1 || h.manifests[0].r != s.runs[0] || h.manifests[0].name.gen != 4 {
-		t.Fatalf("head %.5q with manifests %+v, want format 3 and one manifest of the first run at generation 4", h.payload, h.manifests)
+	// first, named by the writing hold, as a run of no parts (which a node
+	// that predates manifests refuses as damage): after the magic, the
+	// size and the count of runs, a zero. The run of one part is listed
+	// whole.
+	if !strings.HasPrefix(string(h.payload), headMagic) || len(h.manifests) != 1 || h.manifests[0].r != s.runs[0] || h.manifests[0].name.gen != 4 {
+		t.Fatalf("head %.5q with manifests %+v, want one manifest of the first run at generation 4", h.payload, h.manifests)
+	}
+	if at := len(headMagic) + 1 + 1; h.payload[at] != 0 {
+		t.Fatalf("the run through its manifest begins with %d parts, want 0", h.payload[at])
 	}
 	if len(out.runs) != 2 || out.runs[0].parts != nil || out.runs[0].man == nil || *out.runs[0].man != h.manifests[0].name ||
 		out.runs[0].listed.parts != 2 || out.runs[0].listed.size != s.runs[0].size() || len(out.runs[1].parts) != 1 || out.runs[1].man != nil {
@@ -106,7 +111,7 @@ func TestHeadRoundTrip(t *testing.T) {
 		t.Fatalf("a decoded head re-encoded: %v, %d manifests, same bytes %v", err, len(again.manifests), bytes.Equal(again.payload, h.payload))
 	}
 	// Cut short anywhere, it is damaged, never read as something else.
-	for cut := 1; cut < len(h.payload)-len(headMagic3); cut++ {
+	for cut := 1; cut < len(h.payload)-len(headMagic); cut++ {
 		short, err := decodeHead(s.StateHeader, h.payload[:len(h.payload)-cut])
 		if err != nil {
 			if !errors.Is(err, ownership.ErrDamaged) {
@@ -128,25 +133,13 @@ func TestHeadRoundTrip(t *testing.T) {
 	}
 }
 
-// A head whose runs are of one part each is written in format 2, which
-// nodes that predate manifests read.
-func TestHeadOfSinglePartsIsFormat2(t *testing.T) {
-	p1, _ := testRun(t, 2, 7, kvrun.Entry{Key: "a", Value: []byte("1")})
-	s := newKVState(ownership.StateHeader{Gen: 2, Seq: 1})
-	s.runs = []*run{{parts: []*part{p1}}}
-	h, err := s.encodeHead(2, 1)
-	if err != nil || !strings.HasPrefix(string(h.payload), headMagic2) || len(h.manifests) != 0 {
-		t.Fatalf("encodeHead: %v, %.5q, %d manifests", err, h.payload, len(h.manifests))
-	}
-}
-
-// A format 2 head listed every part of a run of several: it is read as
-// it was, and the next commit writes the run's manifest and lists that
-// (format 3).
-func TestHeadFormat2PartsGetAManifest(t *testing.T) {
+// A head written before manifests listed every part of a run of several:
+// it is read as it was, and the next commit writes the run's manifest and
+// lists that.
+func TestHeadOfPartsGetsAManifest(t *testing.T) {
 	p1, _ := testRun(t, 1, 7, kvrun.Entry{Key: "a", Value: []byte("1")})
 	p2, _ := testRun(t, 1, 8, kvrun.Entry{Key: "b", Value: []byte("2")})
-	payload := binary.AppendUvarint([]byte(headMagic2), 4)
+	payload := binary.AppendUvarint([]byte(headMagic), 4)
 	payload = binary.AppendUvarint(payload, 1)
 	payload, err := appendParts(payload, []*part{p1, p2})
 	if err != nil {
@@ -155,10 +148,10 @@ func TestHeadFormat2PartsGetAManifest(t *testing.T) {
 	payload = binary.AppendUvarint(payload, 0) // no garbage, no memory table
 	s, err := decodeHead(ownership.StateHeader{Gen: 1, Seq: 1}, payload)
 	if err != nil || len(s.runs) != 1 || len(s.runs[0].parts) != 2 || s.runs[0].man != nil {
-		t.Fatalf("decodeHead of format 2: %v, %+v", err, s)
+		t.Fatalf("decodeHead of a head before manifests: %v, %+v", err, s)
 	}
 	h, err := s.encodeHead(3, 1)
-	if err != nil || len(h.manifests) != 1 || !strings.HasPrefix(string(h.payload), headMagic3) || h.manifests[0].name.gen != 3 {
+	if err != nil || len(h.manifests) != 1 || h.manifests[0].name.gen != 3 {
 		t.Fatalf("the next head: %v, %d manifests, %.5q", err, len(h.manifests), h.payload)
 	}
 	s.landed(h, 2)
@@ -248,7 +241,7 @@ func FuzzDecodeState(f *testing.F) {
 	if h, err := s.encodeHead(3, 0); err == nil {
 		f.Add(ownership.EncodeState(s.StateHeader, h.payload))
 	}
-	// A head of format 3: a run through its manifest, and one of one part.
+	// A head with a run through its manifest, and one of one part.
 	p1, _ := testRun(f, 2, 7, kvrun.Entry{Key: "a", Value: []byte("1")})
 	p2, _ := testRun(f, 2, 8, kvrun.Entry{Key: "b", Value: []byte("2")})
 	s3 := newKVState(ownership.StateHeader{Gen: 3, Seq: 9})
