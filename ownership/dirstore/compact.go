@@ -177,6 +177,10 @@ type segCopy struct {
 	fb  frameBuilder
 	// unsynced: bytes written since the copy's last fdatasync.
 	unsynced int64
+	// moved maps the offset of each large record copied (one range reads
+	// keep block sums for) to its offset in the copy, so that the sums
+	// follow the records (sumCache.moved).
+	moved    map[int64]int64
 	datasync func(fd int, p string) error // the Store's
 }
 
@@ -210,7 +214,7 @@ func (s *Store) newCopy() (*segCopy, error) {
 		_ = os.Remove(p)
 		return nil, err
 	}
-	c := &segCopy{old: &own, idx: newIndex(), datasync: s.sys.datasync,
+	c := &segCopy{old: &own, idx: newIndex(), datasync: s.sys.datasync, moved: map[int64]int64{},
 		sg: &segment{fd: nfd, path: p, name: name, seq: old.seq + 1, salt: salt, end: segHeaderLen}}
 	c.fb.reset()
 	return c, nil
@@ -285,6 +289,9 @@ func (c *segCopy) copyRecord(lr liveRecord) error {
 	e := lr.e
 	e.off = c.sg.end + int64(at)
 	c.idx.put(lr.key, e)
+	if e.bodyLen() > rangeWholeMax {
+		c.moved[lr.e.off] = e.off
+	}
 	if len(c.fb.buf) >= compactFrameLen {
 		return c.flush(false)
 	}
@@ -348,6 +355,9 @@ func (c *segCopy) finish(s *Store) error {
 	closeFD(s.seg.fd)
 	s.seg, s.idx = sg, idx
 	s.unsynced = false // every record of the new segment is synced
+	// The copy checked each record it copied, byte for byte the same:
+	// the block sums range reads took of them hold in the copy too.
+	s.sums.moved(old, sg, c.moved)
 	s.mu.Unlock()
 	// The old segment is no longer current, so no write will be appended
 	// to it: whatever suspicion it was under is over.

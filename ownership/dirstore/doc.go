@@ -78,8 +78,9 @@
 // does not read, is not reported by that range read; a Get, or the next
 // range read that reads those blocks, reports it. The sums are not on
 // disk, so the record format is unchanged: each Store takes them at its
-// first range read of a record, and again after a compaction (its own or
-// another Store's) has moved the record to a new segment. They cost 4
+// first range read of a record, and again after another Store's
+// compaction has moved the record to a new segment (its own compaction
+// carries them over: it checked each record it copied). They cost 4
 // bytes per 4 KiB of body plus about 100 bytes a record, up to 16 MiB a
 // Store (16 GiB of large objects), past which the Store drops them all
 // and checks each record whole again at its next range read. Block sums

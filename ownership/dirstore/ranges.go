@@ -91,6 +91,26 @@ func (c *sumCache) add(sg *segment, off int64, b *blockSums) {
 	c.bytes += b.cost()
 }
 
+// moved carries the sums of the records a compaction copied from the
+// segment from (a Store's own copy of its segment, so compared by name and
+// salt) over to the copy to, at the offsets moved gives; the sums of
+// records it did not copy are dropped.
+func (c *sumCache) moved(from, to *segment, moved map[int64]int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seg == nil || c.seg.name != from.name || c.seg.salt != from.salt {
+		c.seg, c.m, c.bytes = nil, nil, 0
+		return
+	}
+	m, bytes := make(map[int64]*blockSums, len(c.m)), 0
+	for off, b := range c.m {
+		if n, ok := moved[off]; ok {
+			m[n], bytes = b, bytes+b.cost()
+		}
+	}
+	c.seg, c.m, c.bytes = to, m, bytes
+}
+
 // GetRange reads n bytes of an object from byte off; see
 // ownership.RangeReader. Like Get it first catches up with what other
 // Stores wrote. A body of up to 16 KiB is read and checked whole, as by a

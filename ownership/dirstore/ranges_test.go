@@ -204,3 +204,32 @@ func TestSumCacheBound(t *testing.T) {
 		t.Fatal("sums of an earlier segment kept beside another's")
 	}
 }
+
+// TestRangeSumsSurviveOwnCompaction: a Store's own compaction carries the
+// block sums its range reads took over to the copy, so its next range
+// read of the moved record reads only its own blocks: a byte flipped in
+// the copy far from the range is not read (without the sums the read
+// would check the record whole and report it), while a range that holds
+// it, and a Get, find it.
+func TestRangeSumsSurviveOwnCompaction(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := openLogged(t, dir)
+	body := largeBody()
+	mustPut(t, s, "runs/a", string(body), ownership.IfAbsent())
+	wantRange(t, s, "runs/a", 0, 4096, body[:4096])
+	// Two dead versions of another key, more than what is live besides
+	// runs/a: the write compacts.
+	s.compactMin = 1
+	for range 3 {
+		mustPut(t, s, "dead", string(largeBody()), ownership.Always())
+	}
+	s.background.Wait()
+	if segs := segments(t, dir); len(segs) != 1 || segs[0] == segName(1) {
+		t.Fatalf("segments %q after a compaction, want one, not the first", segs)
+	}
+	flipByte(t, segmentPath(t, dir), bodyOffset(t, s, "runs/a")+200*sumBlock+7)
+	wantRange(t, s, "runs/a", 0, 4096, body[:4096])
+	wantDamagedRange(t, s, "runs/a", 200*sumBlock, 10, "block 200 ")
+	_, err := s.Get(t.Context(), "runs/a")
+	wantOutcome(t, "get of the damaged record", err, ownership.Damaged)
+}
