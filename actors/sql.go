@@ -111,13 +111,16 @@ type SQLRows struct {
 // is then undone, and the event's other writes stay.
 func (db *SQLDB) Exec(query string, args ...any) (SQLResult, error) {
 	var res SQLResult
-	err := db.prepared(query, func(c *sqlConn, stmt *sqlite3.Stmt, multi bool, changes func() SQLResult) error {
+	err := db.prepared(query, func(c *sqlConn, stmt *sqlite3.Stmt, tail string, changes func() SQLResult) error {
 		var err error
 		switch {
-		case multi && len(args) > 0:
+		case tail != "" && len(args) > 0:
 			return errMultiple
-		case multi:
-			err = c.conn.Exec(query)
+		case tail != "":
+			// The first statement, compiled already, then the others.
+			if err = stmt.Exec(); err == nil {
+				err = c.conn.Exec(tail)
+			}
 		default:
 			if err = bindAll(stmt, args); err == nil {
 				err = stmt.Exec()
@@ -134,10 +137,10 @@ func (db *SQLDB) Exec(query string, args ...any) (SQLResult, error) {
 }
 
 // prepared runs f, within the connection's call (see call), on the
-// prepared statement of query and whether query holds more statements
-// after it. What a result reports is reset first: changes gives what
-// the statement changed, once it ran.
-func (db *SQLDB) prepared(query string, f func(c *sqlConn, stmt *sqlite3.Stmt, multi bool, changes func() SQLResult) error) error {
+// prepared statement of query's first statement and the statements after
+// it, if any (tail). What a result reports is reset first: changes gives
+// what the statement changed, once it ran.
+func (db *SQLDB) prepared(query string, f func(c *sqlConn, stmt *sqlite3.Stmt, tail string, changes func() SQLResult) error) error {
 	c, err := db.conn()
 	if err != nil {
 		return err
@@ -146,11 +149,14 @@ func (db *SQLDB) prepared(query string, f func(c *sqlConn, stmt *sqlite3.Stmt, m
 		conn := c.conn
 		conn.SetLastInsertRowID(0)
 		before := conn.TotalChanges()
-		stmt, multi, err := c.stmt(query)
+		stmt, tail, err := c.stmt(query)
 		if err != nil {
 			return err
 		}
-		return f(c, stmt, multi, func() SQLResult {
+		if tail != "" {
+			defer stmt.Close() // not cached
+		}
+		return f(c, stmt, tail, func() SQLResult {
 			return SQLResult{RowsAffected: conn.TotalChanges() - before, LastInsertID: conn.LastInsertRowID()}
 		})
 	})
@@ -161,8 +167,8 @@ func (db *SQLDB) prepared(query string, f func(c *sqlConn, stmt *sqlite3.Stmt, m
 // (INSERT ... RETURNING) is run as Exec would run it.
 func (db *SQLDB) Query(query string, args ...any) (*SQLRows, error) {
 	var rows *SQLRows
-	err := db.prepared(query, func(_ *sqlConn, stmt *sqlite3.Stmt, multi bool, _ func() SQLResult) error {
-		if multi {
+	err := db.prepared(query, func(_ *sqlConn, stmt *sqlite3.Stmt, tail string, _ func() SQLResult) error {
+		if tail != "" {
 			return errMultiple
 		}
 		defer stmt.ClearBindings()
@@ -426,30 +432,33 @@ var ErrSQLReset = errors.New("sql: the database was reset during the transaction
 var errMultiple = errors.New("more than one statement (only Exec without arguments runs several)")
 
 // stmt returns query compiled, from the cache or compiled now and cached
-// (the least recently used one going), reset and with no arguments bound;
-// or multi, and no statement, if query holds more than one statement.
-func (c *sqlConn) stmt(query string) (stmt *sqlite3.Stmt, multi bool, err error) {
+// (the least recently used one going), reset and with no arguments bound.
+// If query holds more than one statement, it returns the first one,
+// compiled and not cached (the caller closes it), and the text of the
+// others (tail).
+func (c *sqlConn) stmt(query string) (stmt *sqlite3.Stmt, tail string, err error) {
 	for i, s := range c.stmts {
 		if s.query == query {
 			copy(c.stmts[i:], c.stmts[i+1:])
 			c.stmts[len(c.stmts)-1] = s
-			return s.stmt, false, nil
+			return s.stmt, "", nil
 		}
 	}
-	stmt, tail, err := c.conn.Prepare(query)
+	stmt, tail, err = c.conn.Prepare(query)
 	if err != nil {
-		return nil, false, err
+		return nil, "", err
 	}
 	if stmt == nil {
-		return nil, false, errors.New("no statement")
+		return nil, "", errors.New("no statement")
 	}
 	if tail != "" {
-		// Only a statement, or only blanks and comments, after it?
+		// Only a statement, or only blanks and comments, after it? (One
+		// after it may name what the first creates: it fails to compile
+		// now, and is a statement all the same.)
 		next, _, err := c.conn.Prepare(tail)
 		if next != nil || err != nil {
 			next.Close()
-			stmt.Close()
-			return nil, true, nil
+			return stmt, tail, nil
 		}
 	}
 	if len(c.stmts) == sqlStmtCache {
@@ -457,7 +466,7 @@ func (c *sqlConn) stmt(query string) (stmt *sqlite3.Stmt, multi bool, err error)
 		c.stmts = append(c.stmts[:0], c.stmts[1:]...)
 	}
 	c.stmts = append(c.stmts, sqlStmt{query: query, stmt: stmt})
-	return stmt, false, nil
+	return stmt, "", nil
 }
 
 // bindAll binds args to stmt's parameters, in order.

@@ -20,8 +20,8 @@ func (db *SQLDB) Statement(query string, maxSize int, args ...any) (SQLResult, *
 		res  SQLResult
 		rows *SQLRows
 	)
-	err := db.prepared(query, func(c *sqlConn, stmt *sqlite3.Stmt, multi bool, changes func() SQLResult) error {
-		if multi {
+	err := db.prepared(query, func(c *sqlConn, stmt *sqlite3.Stmt, tail string, changes func() SQLResult) error {
+		if tail != "" {
 			return errMultiple
 		}
 		defer stmt.ClearBindings() // let go of the arguments

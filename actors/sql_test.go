@@ -381,6 +381,31 @@ func TestSQLRefusals(t *testing.T) {
 	}
 }
 
+// Exec without arguments runs a script of statements in turn, later ones
+// naming what earlier ones create, and reports what they all changed;
+// one that fails ends the script, what ran before it stays.
+func TestSQLScript(t *testing.T) {
+	r := routes{
+		"/script": func(ctx context.Context, _ *actors.Request, _ actors.Storage) (*actors.Response, error) {
+			db := actors.SQL(ctx)
+			res, err := db.Exec("CREATE TABLE m(v INTEGER); INSERT INTO m VALUES (1); -- a comment\n INSERT INTO m VALUES (2);")
+			if err != nil {
+				return nil, err
+			}
+			_, failed := db.Exec("INSERT INTO m VALUES (3); INSERT INTO nope VALUES (4); INSERT INTO m VALUES (5)")
+			rows, err := db.Query("SELECT v FROM m ORDER BY v")
+			if err != nil {
+				return nil, err
+			}
+			return actors.Text(http.StatusOK, fmt.Sprintf("%d %v\n%s", res.RowsAffected, failed, table(rows))), nil
+		},
+	}
+	h := storeHost(t, memstore.New(memstore.Faults{}), r, 0)
+	got := string(deliver(t, h, 1, "/script").Body)
+	assert.True(t, strings.HasPrefix(got, "2 ") && strings.HasSuffix(got, "\n1\n2\n3\n"), got)
+	assert.Contains(t, got, "no such table: nope")
+}
+
 // Transaction undoes its SQL writes when its function fails, and keeps
 // them when it succeeds; nested ones undo only themselves; the event's
 // KV writes are not touched.
