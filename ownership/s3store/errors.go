@@ -72,9 +72,8 @@ func classify(o op, err error) verdict {
 		return vUnknown
 	}
 
-	var withStatus interface{ HTTPStatusCode() int }
-	if errors.As(err, &withStatus) {
-		return classifyStatus(o, withStatus.HTTPStatusCode(), errorCode(err))
+	if status, ok := statusOf(err); ok {
+		return classifyStatus(o, status, errorCode(err))
 	}
 
 	// Belt and braces for transport errors that reach us unwrapped, e.g. from

@@ -65,7 +65,7 @@ func httpRange(off, n int64) string {
 func (s *Store) getRange(ctx context.Context, in *s3.GetObjectInput, off, n int64) (ownership.Object, error) {
 	for range maxRangeRounds {
 		out, err := s.client.GetObject(ctx, in)
-		if statusOf(err) == http.StatusRequestedRangeNotSatisfiable {
+		if status, _ := statusOf(err); status == http.StatusRequestedRangeNotSatisfiable {
 			head, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: in.Bucket, Key: in.Key})
 			if err != nil {
 				return ownership.Object{}, fmt.Errorf("head after 416: %w", err)
@@ -122,11 +122,12 @@ func cutRange(body []byte, contentRange string, off, n int64) ([]byte, error) {
 	return body, nil
 }
 
-// statusOf is the HTTP status an error from the SDK carries, or 0.
-func statusOf(err error) int {
+// statusOf is the HTTP status an error from the SDK carries, and whether
+// it carries one (the SDK gives transport failures a status of 0).
+func statusOf(err error) (int, bool) {
 	var withStatus interface{ HTTPStatusCode() int }
 	if errors.As(err, &withStatus) {
-		return withStatus.HTTPStatusCode()
+		return withStatus.HTTPStatusCode(), true
 	}
-	return 0
+	return 0, false
 }
