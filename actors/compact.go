@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -102,9 +103,17 @@ func (ra *residentActor) maybeCompact(ctx actor.Context) {
 		out, err := mergeRuns(cctx, runs, a, gen, group, bottom)
 		if err != nil && len(out.parts) > 0 {
 			// No head lists what a failed merge wrote: it goes now, not
-			// at a later hold's sweep. What is left stays garbage.
+			// at a later hold's sweep. A part whose write failed (p.r
+			// unset) may land yet, after a delete: it stays garbage, as
+			// does what is not deleted.
+			var written []runName
+			for _, p := range out.parts {
+				if p.r != nil {
+					written = append(written, p.name())
+				}
+			}
 			dctx, dcancel := context.WithTimeout(context.Background(), timeout)
-			out.parts = undeleted(out.parts, deleteRuns(dctx, bucket, a, names(out.parts)))
+			out.parts = undeleted(out.parts, deleteRuns(dctx, bucket, a, written))
 			dcancel()
 		}
 		return &compactedMsg{gen: gen, group: group, out: out, err: err}
@@ -129,7 +138,9 @@ func (ra *residentActor) compacted(ctx actor.Context, m *compactedMsg) {
 	}
 	s := ra.state
 	if m.err != nil {
-		ra.log().Warn("actor run merge failed", slog.Any("err", m.err))
+		if !errors.Is(m.err, context.Canceled) { // a stop or a drop ended it
+			ra.log().Warn("actor run merge failed", slog.Any("err", m.err))
+		}
 		if m.out != nil {
 			s.drop(m.out)
 		}
@@ -182,15 +193,6 @@ func sweepRuns(ctx context.Context, b ownership.Bucket, a ownership.Actor, gen o
 			return nil
 		}
 	}
-}
-
-// names gives the names of parts.
-func names(parts []*part) []runName {
-	ns := make([]runName, len(parts))
-	for i, p := range parts {
-		ns[i] = p.name()
-	}
-	return ns
 }
 
 // undeleted gives the parts whose name is not in deleted.
