@@ -104,17 +104,17 @@ func (ra *residentActor) maybeCompact(ctx actor.Context) {
 		if err != nil && len(out.parts) > 0 {
 			// No head lists what a failed merge wrote: it goes now, not
 			// at a later hold's sweep. A part whose write failed (p.r
-			// unset) may land yet, after a delete: it stays garbage, as
-			// does what is not deleted.
-			var written []runName
+			// unset) is deleted too, as it may have landed, but it stays
+			// garbage all the same, since it may land yet, after the
+			// delete; so does what is not deleted.
+			var all []runName
 			for _, p := range out.parts {
-				if p.r != nil {
-					written = append(written, p.name())
-				}
+				all = append(all, p.name())
 			}
 			dctx, dcancel := context.WithTimeout(context.Background(), timeout)
-			out.parts = undeleted(out.parts, deleteRuns(dctx, bucket, a, written))
+			deleted := deleteRuns(dctx, bucket, a, all)
 			dcancel()
+			out.parts = slices.DeleteFunc(out.parts, func(p *part) bool { return p.r != nil && slices.Contains(deleted, p.name()) })
 		}
 		return &compactedMsg{gen: gen, group: group, out: out, err: err}
 	}, func(t *background[*compactedMsg]) any { return t.result })
@@ -193,11 +193,6 @@ func sweepRuns(ctx context.Context, b ownership.Bucket, a ownership.Actor, gen o
 			return nil
 		}
 	}
-}
-
-// undeleted gives the parts whose name is not in deleted.
-func undeleted(parts []*part, deleted []runName) []*part {
-	return slices.DeleteFunc(parts, func(p *part) bool { return slices.Contains(deleted, p.name()) })
 }
 
 // mergeRuns merges group (newest first) into one run of parts of at most

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"runtime/debug"
 	"slices"
-	"sync"
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -84,27 +83,6 @@ type commitJob struct {
 	head    head
 	garbage []runName         // what the head lists as garbage
 	done    chan commitResult // buffered: the writer never blocks
-	// quiet: the actor is stopping, and settles the commit by done
-	// alone; the writer sends no commitDoneMsg (it would be a dead
-	// letter).
-	mu    sync.Mutex
-	quiet bool
-}
-
-// tell sends the actor the commitDoneMsg of job, unless it is quiet.
-func (job *commitJob) tell(root *actor.RootContext, self *actor.PID) {
-	job.mu.Lock()
-	defer job.mu.Unlock()
-	if !job.quiet {
-		root.Send(self, &commitDoneMsg{job: job})
-	}
-}
-
-// hush makes job quiet.
-func (job *commitJob) hush() {
-	job.mu.Lock()
-	job.quiet = true
-	job.mu.Unlock()
 }
 
 type commitResult struct {
@@ -155,9 +133,6 @@ func (ra *residentActor) Receive(ctx actor.Context) {
 		// From now on a message to this actor would be a dead letter: its
 		// background work sends none, and is waited for at Stopped.
 		ra.stopping = true
-		if ra.inflight != nil {
-			ra.inflight.hush()
-		}
 		if ra.compacting != nil {
 			ra.compacting.stopping()
 		}
@@ -365,12 +340,12 @@ func (ra *residentActor) stalled() bool {
 func (ra *residentActor) startCommit(ctx actor.Context) {
 	seq := ra.state.Seq + 1
 	hd, err := ra.state.encodeHead(ra.gen, ra.version)
-	job := &commitJob{version: ra.version, seq: seq, head: hd, garbage: slices.Clone(ra.state.garbage), done: make(chan commitResult, 1), quiet: ra.stopping}
+	job := &commitJob{version: ra.version, seq: seq, head: hd, garbage: slices.Clone(ra.state.garbage), done: make(chan commitResult, 1)}
 	ra.inflight = job
 	self, root, bucket, timeout := ctx.Self(), ra.h.cfg.System.Root, ra.h.cfg.Bucket, ra.h.cfg.IOTimeout
 	if err != nil {
 		job.done <- commitResult{err: err}
-		job.tell(root, self)
+		root.Send(self, &commitDoneMsg{job: job})
 		return
 	}
 	body, key, etag, a := ownership.EncodeState(ownership.StateHeader{Gen: ra.gen, Seq: seq}, hd.payload), StateKey(ra.actor), ra.etag, ra.actor
@@ -403,7 +378,7 @@ func (ra *residentActor) startCommit(ctx actor.Context) {
 			res.etag, res.err = bucket.Put(cctx, key, body, cond)
 		}
 		job.done <- res
-		job.tell(root, self)
+		root.Send(self, &commitDoneMsg{job: job})
 	}()
 }
 
