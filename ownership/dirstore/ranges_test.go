@@ -83,17 +83,25 @@ func TestRangeDamageBeforeFirstRead(t *testing.T) {
 	}
 }
 
+// checkedRecord opens a Store on a new directory and puts a large body
+// under runs/a, which a first range read checks whole, taking its sums.
+func checkedRecord(t *testing.T) (dir string, s *Store, body []byte) {
+	t.Helper()
+	dir = t.TempDir()
+	s, _ = openLogged(t, dir)
+	body = largeBody()
+	mustPut(t, s, "runs/a", string(body), ownership.IfAbsent())
+	wantRange(t, s, "runs/a", 0, 4096, body[:4096])
+	return dir, s, body
+}
+
 // TestRangeDamageAfterCheck: a byte of a large body flips after a range
 // read checked the record. Range reads that hold the flipped byte are a
 // damaged object, every time; those that do not read only their own
 // blocks, so they do not see it and give their bytes, which check; a Get
 // checks the record whole and finds it.
 func TestRangeDamageAfterCheck(t *testing.T) {
-	dir := t.TempDir()
-	s, _ := openLogged(t, dir)
-	body := largeBody()
-	mustPut(t, s, "runs/a", string(body), ownership.IfAbsent())
-	wantRange(t, s, "runs/a", 0, 4096, body[:4096])
+	dir, s, body := checkedRecord(t)
 
 	flipByte(t, segmentPath(t, dir), bodyOffset(t, s, "runs/a")+200*sumBlock+7)
 	wantDamagedRange(t, s, "runs/a", 200*sumBlock, 10, "block 200 ")
@@ -212,11 +220,7 @@ func TestSumCacheBound(t *testing.T) {
 // would check the record whole and report it), while a range that holds
 // it, and a Get, find it.
 func TestRangeSumsSurviveOwnCompaction(t *testing.T) {
-	dir := t.TempDir()
-	s, _ := openLogged(t, dir)
-	body := largeBody()
-	mustPut(t, s, "runs/a", string(body), ownership.IfAbsent())
-	wantRange(t, s, "runs/a", 0, 4096, body[:4096])
+	dir, s, body := checkedRecord(t)
 	// Two dead versions of another key, more than what is live besides
 	// runs/a: the write compacts.
 	s.compactMin = 1
