@@ -167,16 +167,27 @@ func TestOwnerFence(t *testing.T) {
 	mustCount(t, current, 2, "3")
 }
 
-// TestOutputGate: a commit that landed is not released when the hold may
-// not act any more.
+// TestOutputGate: once the hold may not act any more, an event whose
+// commit landed is released all the same (it took effect: a refusal would
+// tell its client to do it again), and one that only read is refused, as
+// a retry that may be run again at once.
 func TestOutputGate(t *testing.T) {
 	b := memstore.New(memstore.Faults{})
 	o := &fakeKeeper{}
 	h := newHost(t, b, o, nil)
 	mustCount(t, h, 1, "1")
 	o.revoke(1)
-	if _, err := count(t, h, 1, ""); !errors.Is(err, actors.ErrUnavailable) {
-		t.Fatalf("err = %v, want unavailable", err)
+	mustCount(t, h, 1, "2")
+	var ua *actors.UnavailableError
+	if _, err := count(t, h, 1, "read"); !errors.As(err, &ua) || !ua.NotRun {
+		t.Fatalf("read under a revoked hold: err = %v, want a refusal of an event that may run again", err)
+	}
+	obj, err := b.Get(t.Context(), actors.StateKey(room))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, payload, err := ownership.DecodeState(obj.Body); err != nil || !strings.Contains(string(payload), "2") {
+		t.Fatalf("state after the released increment: %q (%v), want the count 2", obj.Body, err)
 	}
 }
 

@@ -98,6 +98,11 @@ type eventCall struct {
 	actx  actor.Context
 	t     *txn
 	outer []ownership.Actor // the chain the event was called through, if any
+	m     *eventMsg
+	// earlier: part of the event took effect (a call was sent, or its
+	// writes so far landed at a commit point); wroteAtFailure: a commit
+	// point that did not land carried writes of the event.
+	earlier, wroteAtFailure bool
 }
 
 func (ec *eventCall) call(ctx context.Context, to ownership.Actor, req *Request) (*Response, error) {
@@ -112,17 +117,28 @@ func (ec *eventCall) call(ctx context.Context, to ownership.Actor, req *Request)
 	if len(chain) > MaxCallDepth {
 		return nil, fmt.Errorf("%w: chain deeper than %d calls", ErrCallCycle, MaxCallDepth)
 	}
-	if err := ra.commitForCall(ec.actx, ec.t); err != nil {
+	if err := ra.commitForCall(ec); err != nil {
 		return nil, err
 	}
 	cctx, cancel := context.WithTimeout(WithCallChain(ctx, chain), ra.h.cfg.CallTimeout)
 	defer cancel()
 	start := time.Now()
 	resp, err := ra.h.cfg.Caller.Call(cctx, to, req)
+	if callSent(err) {
+		ec.earlier = true
+		ec.m.stage.Store(stageCalled)
+	}
 	if err != nil && cctx.Err() != nil && !errors.Is(err, ErrCallFailed) {
 		err = fmt.Errorf("%w: no answer from %s/%s within %v: %w", ErrCallFailed, to.Class, to.Name, time.Since(start).Round(time.Millisecond), err)
 	}
 	return resp, err
+}
+
+// callSent says whether a call that returned err may have reached its
+// callee: anything but a refusal, or a call refused before it left.
+func callSent(err error) bool {
+	var ua *UnavailableError
+	return !errors.As(err, &ua) && !errors.Is(err, ErrUnknownClass) && !errors.Is(err, ErrBadCall) && !errors.Is(err, ErrCallCycle)
 }
 
 // commitForCall makes durable everything the running event could reveal
@@ -131,9 +147,11 @@ func (ec *eventCall) call(ctx context.Context, to ownership.Actor, req *Request)
 // be allowed to act. It runs on the resident actor's goroutine, in the
 // middle of the event: commits are waited for here, not through the mailbox
 // (their done messages, arriving later, are ignored).
-func (ra *residentActor) commitForCall(ctx actor.Context, t *txn) error {
+func (ra *residentActor) commitForCall(ec *eventCall) error {
+	ctx, t := ec.actx, ec.t
 	gen := ra.gen
-	if t.dirty() {
+	wrote := t.dirty()
+	if wrote {
 		ra.version++
 		t.rebase(ra.version)
 	}
@@ -144,7 +162,11 @@ func (ra *residentActor) commitForCall(ctx actor.Context, t *txn) error {
 		ra.committedAt(ctx, <-ra.inflight.done)
 	}
 	if !ra.loaded || ra.gen != gen {
+		ec.wroteAtFailure = wrote
 		return ra.h.unavailable(ra.actor, "commit before the call did not land")
+	}
+	if wrote {
+		ec.earlier = true // its writes so far are durable
 	}
 	if !ra.h.cfg.Keeper.MayAct(ra.actor, ra.gen) {
 		return ra.h.unavailable(ra.actor, "hold no longer live or node lease not valid")

@@ -187,7 +187,8 @@ func TestCallOutsideEvent(t *testing.T) {
 }
 
 // TestCallRefusedWhenHoldMayNotAct: a caller whose hold may no longer act
-// sends nothing.
+// sends nothing. Its writes before the call are durable, so its answer (the
+// class's, to the failed call) is released.
 func TestCallRefusedWhenHoldMayNotAct(t *testing.T) {
 	o := &fakeKeeper{}
 	c := &localCaller{before: func(to ownership.Actor) {
@@ -200,20 +201,25 @@ func TestCallRefusedWhenHoldMayNotAct(t *testing.T) {
 		t.Fatal(err)
 	}
 	o.revoke(1)
-	if _, err := relayGet(t, h, "a", "/to/b/"); !errors.Is(err, actors.ErrUnavailable) {
-		t.Fatalf("event of a revoked hold: %v; want unavailable", err)
+	resp, err := relayGet(t, h, "a", "/to/b/")
+	if err != nil || resp.Status != http.StatusBadGateway || !strings.Contains(string(resp.Body), "hold no longer live") {
+		t.Fatalf("event of a revoked hold: %v %v; want the class's 502 for its refused call", resp, err)
 	}
 }
 
-// keyFailBucket refuses the writes of one key while fail is set.
+// keyFailBucket fails the writes of one key while fail is set: refused
+// (412) while refuse is set too, without an answer otherwise.
 type keyFailBucket struct {
 	ownership.Bucket
-	key  string
-	fail atomic.Bool
+	key          string
+	fail, refuse atomic.Bool
 }
 
 func (b *keyFailBucket) Put(ctx context.Context, key string, body []byte, cond ownership.Condition) (ownership.ETag, error) {
 	if key == b.key && b.fail.Load() {
+		if b.refuse.Load() {
+			return "", fmt.Errorf("put %s: %w", key, ownership.ErrPrecondition)
+		}
 		return "", fmt.Errorf("put %s: %w", key, ownership.ErrUnknownOutcome)
 	}
 	return b.Bucket.Put(ctx, key, body, cond)
@@ -221,7 +227,8 @@ func (b *keyFailBucket) Put(ctx context.Context, key string, body []byte, cond o
 
 // TestCallCommitFailureFailsEvent: a commit point that does not land fails
 // the call and the event, whatever the class answers, and nothing of the
-// event is kept.
+// event is kept. Its outcome is unknown when the commit's is (it may still
+// land), and it is refused when the commit was refused.
 func TestCallCommitFailureFailsEvent(t *testing.T) {
 	a := ownership.Actor{Class: "relay", Name: "a"}
 	b := &keyFailBucket{Bucket: memstore.New(memstore.Faults{}), key: actors.StateKey(a)}
@@ -231,13 +238,18 @@ func TestCallCommitFailureFailsEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.fail.Store(true)
+	if _, err := relayGet(t, h, "a", "/to/b/"); !errors.Is(err, actors.ErrOutcomeUnknown) {
+		t.Fatalf("event whose commit point had no answer: %v; want outcome unknown", err)
+	}
+	b.refuse.Store(true)
 	if _, err := relayGet(t, h, "a", "/to/b/"); !errors.Is(err, actors.ErrUnavailable) {
-		t.Fatalf("event whose commit point failed: %v; want unavailable", err)
+		t.Fatalf("event whose commit point was refused: %v; want unavailable", err)
 	}
 	if n := c.calls.Load(); n != 0 {
 		t.Fatalf("%d calls left; want none", n)
 	}
 	b.fail.Store(false)
+	b.refuse.Store(false)
 	resp, err := relayGet(t, h, "a", "/")
 	if err != nil || !strings.Contains(string(resp.Body), "v=1 served=2") {
 		t.Fatalf("caller after the failed event: %v %v; want v=1 served=2", resp, err)

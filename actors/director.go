@@ -29,6 +29,11 @@ type (
 		// spawned: the director spawned the actor's proto.actor actor for
 		// this event (the actor was not resident: the event woke it).
 		spawned bool
+		// stage is how far the event got (stageRunning, stageCalled,
+		// stageGated): what a panic that escapes its actor leaves to
+		// answer (director.HandleFailure). Set on the actor's goroutine,
+		// read on the director's.
+		stage atomic.Int32
 	}
 	// doneMsg: a resident actor finished one event.
 	doneMsg struct {
@@ -76,6 +81,13 @@ type (
 		reply   chan int
 		byClass chan map[string]int
 	}
+)
+
+// The stages of an event (eventMsg.stage).
+const (
+	stageRunning int32 = iota // it runs, or has not yet
+	stageCalled               // it sent a call: part of it may have taken effect
+	stageGated                // it waits at the output gate (residentActor.waiting)
 )
 
 type result struct {
@@ -297,9 +309,21 @@ func (d *director) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, c
 		return
 	}
 	if ev, ok := actor.UnwrapEnvelopeMessage(message).(*eventMsg); ok {
-		select {
-		case ev.reply <- result{err: d.h.unavailable(ev.actor, "actor failed")}:
-		default: // answered already
+		// An event at the gate is answered by the actor's restart or stop,
+		// which settles what waits there by its commit's outcome. One that
+		// had not got there took no effect, unless it had sent a call.
+		var err error
+		switch ev.stage.Load() {
+		case stageRunning:
+			err = d.h.unavailable(ev.actor, "actor failed")
+		case stageCalled:
+			err = unknownOutcome(ev.actor, "actor failed after the event called another actor")
+		}
+		if err != nil {
+			select {
+			case ev.reply <- result{err: err}:
+			default: // answered already
+			}
 		}
 		if ctx, ok := sup.(actor.Context); ok {
 			d.done(ctx, &doneMsg{actor: ev.actor, pid: child, id: ev.id})

@@ -172,16 +172,16 @@ var ErrUnavailable = errors.New("actor unavailable")
 // ErrUnknownClass: no class is registered under the name.
 var ErrUnknownClass = errors.New("unknown class")
 
-// UnavailableError says an event could not be served here now: answer 503
-// with Retry-After.
+// UnavailableError refuses an event: it took no effect anywhere (none of
+// its writes landed, or will, and it sent nothing out), so a retry, here
+// or on another node, is always safe. Answer 503 with Retry-After.
 type UnavailableError struct {
 	Actor      ownership.Actor
 	Reason     string
 	RetryAfter time.Duration
-	// NotRun: the event did not start, so none of its writes or calls
-	// happened, and it may be delivered again at once under a new grant
-	// (the hold it was granted ended before it ran). Otherwise the event
-	// may have run, and its writes landed, with its output withheld.
+	// NotRun: besides, the event may be delivered again at once under a
+	// new grant: it did not start (the hold it was granted ended before it
+	// ran), or it only read, under a hold that ended before its answer.
 	NotRun bool
 	// Draining: this node takes no actors now (it drains or has stopped):
 	// a peer should be asked, Peer when the keeper named one.
@@ -195,6 +195,27 @@ func (e *UnavailableError) Error() string {
 
 // Is makes errors.Is(err, ErrUnavailable) true.
 func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
+
+// ErrOutcomeUnknown is matched (errors.Is) by every *OutcomeUnknownError.
+var ErrOutcomeUnknown = errors.New("actor event outcome unknown")
+
+// OutcomeUnknownError says an event may have taken effect, and this node
+// cannot tell: its commit had no answer (it may still land), or part of it
+// took effect (a call it sent) and its end did not commit, or the node it
+// was sent to stopped answering after it had it. It is never a refusal:
+// only a retry the actor can recognise (the same Idempotency-Key) is safe.
+// Answer 504 with OutcomeHeader.
+type OutcomeUnknownError struct {
+	Actor  ownership.Actor
+	Reason string
+}
+
+func (e *OutcomeUnknownError) Error() string {
+	return fmt.Sprintf("actor %s/%s: event outcome unknown: %s", e.Actor.Class, e.Actor.Name, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrOutcomeUnknown) true.
+func (e *OutcomeUnknownError) Is(target error) bool { return target == ErrOutcomeUnknown }
 
 // DamagedError says an event did not run because the actor's state object
 // in the bucket is damaged: the store's checksum fails, or it cannot be
@@ -436,4 +457,8 @@ func (h *Host) unavailable(a ownership.Actor, reason string) *UnavailableError {
 // notRun refuses an event before it started (UnavailableError.NotRun).
 func (h *Host) notRun(a ownership.Actor, reason string) *UnavailableError {
 	return &UnavailableError{Actor: a, Reason: reason, RetryAfter: h.cfg.RetryAfter, NotRun: true}
+}
+
+func unknownOutcome(a ownership.Actor, reason string) *OutcomeUnknownError {
+	return &OutcomeUnknownError{Actor: a, Reason: reason}
 }

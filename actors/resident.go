@@ -66,14 +66,21 @@ type residentActor struct {
 	durable  uint64     // the version the bucket holds
 	inflight *commitJob // the commit in flight, if any
 	waiting  []waiter   // responses held at the output gate, in order
+	// lastFailure is the outcome of the last commit that did not land.
+	lastFailure ownership.Outcome
 }
 
 // waiter is an event that ran and waits for the commit of the writes it
-// may have seen (version upto) before its response goes out.
+// may have seen (version upto) before its response goes out. wrote: upto
+// is the version of its own writes; earlier: part of it took effect before
+// its end (ownership.EventEnd).
 type waiter struct {
-	m    *eventMsg
-	r    result
-	upto uint64
+	m       *eventMsg
+	r       result
+	upto    uint64
+	wrote   bool
+	earlier bool
+	gated   ownership.Gated // release's verdict, while it decides
 }
 
 // commitJob is one commit in flight: the state as of version, encoded.
@@ -88,6 +95,18 @@ type commitJob struct {
 type commitResult struct {
 	etag ownership.ETag
 	err  error
+	// headSent: the head's write was sent (the runs before it landed), so
+	// err is the head's; otherwise nothing the events wrote can land.
+	headSent bool
+}
+
+// outcome is what became of the commit, for the output gate: a head never
+// sent did not land.
+func (res commitResult) outcome() ownership.Outcome {
+	if res.err != nil && !res.headSent {
+		return ownership.Failed
+	}
+	return ownership.OutcomeOf(res.err)
 }
 
 // collection is the deletes of garbage under way (collect): the names it
@@ -163,8 +182,12 @@ func (ra *residentActor) settleEnding(ctx actor.Context, flush bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			ra.log().Error("panic while the resident actor ends; its waiting events fail", slog.Any("panic", p))
+			through := ra.durable
+			if ra.inflight != nil {
+				through = ra.inflight.version // abandoned: it may still land
+			}
 			ra.inflight = nil
-			ra.failWaiting(ctx, ra.h.unavailable(ra.actor, "actor failed"))
+			ra.gateAll(ctx, through, ownership.Unknown, "actor failed")
 		}
 	}()
 	ra.settle(ctx, flush)
@@ -253,14 +276,17 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 	ev := &eventValues{
 		actor: ra.actor,
 		socks: eventSockets{owner: ra.h.cfg.Sockets, actor: ra.actor},
-		call:  eventCall{ra: ra, actx: ctx, t: t, outer: CallChain(m.ctx)},
+		call:  eventCall{ra: ra, actx: ctx, t: t, outer: CallChain(m.ctx), m: m},
 	}
 	gen := ra.gen
 	resp, err := ra.run(context.WithValue(m.ctx, eventValuesKey{}, ev), m, t)
 	if !ra.loaded || ra.gen != gen {
 		// A commit before one of the event's calls failed: the working
-		// state was dropped, and the event fails with it.
-		ra.answer(ctx, m, result{err: ra.h.unavailable(ra.actor, "commit before a call did not land")})
+		// state was dropped, and the event fails with it: refused, unless
+		// what it did before took effect or the commit may still land.
+		c := &ev.call
+		ra.answerGated(ctx, m, ownership.EventEnd{Wrote: c.wroteAtFailure, Earlier: c.earlier, Commit: ra.lastFailure},
+			"commit before a call did not land")
 		return
 	}
 	if t.fault != nil {
@@ -269,12 +295,18 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 		// it): the event fails. The actor's SQL connection may have been
 		// cut short in the middle of a statement: the next SQL call opens
 		// a fresh one. Nothing of the event is kept, and its answer
-		// reveals nothing: it goes out at once.
+		// reveals nothing: it goes out at once (unknown if a call it made
+		// before took effect).
 		ra.closeSQL()
+		if ev.call.earlier {
+			ra.answer(ctx, m, result{err: unknownOutcome(ra.actor, "a storage read failed after the event called another actor")})
+			return
+		}
 		ra.answer(ctx, m, result{err: ra.readFailed(t.fault)})
 		return
 	}
 	var r result
+	wrote := false
 	switch {
 	case err != nil:
 		// (rb is declared here: taken by address, it moves to the heap,
@@ -289,11 +321,13 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 		if t.dirty() {
 			ra.version++
 			ra.state.apply(t, ra.version)
+			wrote = true
 		}
 		r = result{resp: resp, out: ev.socks.out}
 	}
 	r.woke = m.spawned
-	ra.waiting = append(ra.waiting, waiter{m: m, r: r, upto: ra.version})
+	m.stage.Store(stageGated)
+	ra.waiting = append(ra.waiting, waiter{m: m, r: r, upto: ra.version, wrote: wrote, earlier: ev.call.earlier})
 }
 
 // pump starts a commit when writes wait and none is in flight, and
@@ -354,6 +388,10 @@ func (ra *residentActor) startCommit(ctx actor.Context) {
 		cctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		var res commitResult
+		defer func() {
+			job.done <- res
+			root.Send(self, &commitDoneMsg{job: job})
+		}()
 		if hd.flush != nil {
 			// The run first: the head that lists it must never land
 			// without it. So too the manifests.
@@ -375,10 +413,9 @@ func (ra *residentActor) startCommit(ctx actor.Context) {
 			}
 			reads.headWrites.Add(1)
 			reads.headBytes.Add(int64(len(body)))
+			res.headSent = true
 			res.etag, res.err = bucket.Put(cctx, key, body, cond)
 		}
-		job.done <- res
-		root.Send(self, &commitDoneMsg{job: job})
 	}()
 }
 
@@ -452,12 +489,15 @@ func (ra *residentActor) committedAt(ctx actor.Context, res commitResult) {
 		return // dropped meanwhile (the gate closed): the next event reloads
 	}
 	if res.err != nil {
-		outcome := ownership.OutcomeOf(res.err)
+		outcome := res.outcome()
 		ra.log().Warn("actor commit did not land", slog.Uint64("gen", uint64(ra.gen)),
 			slog.String("outcome", outcome.String()), slog.Any("err", res.err))
 		// Every event that ran since the durable version saw writes that
-		// may never land: they all fail, and the state is reloaded.
-		ra.failWaiting(ctx, ra.h.unavailable(ra.actor, "commit "+outcome.String()))
+		// did not land: none is released. Those whose own writes the
+		// commit carried have an unknown outcome if it may still land; the
+		// rest are refused. The state is reloaded.
+		ra.lastFailure = outcome
+		ra.gateAll(ctx, job.version, outcome, "commit "+outcome.String())
 		ra.drop()
 		return
 	}
@@ -477,7 +517,11 @@ func (ra *residentActor) committedAt(ctx actor.Context, res commitResult) {
 }
 
 // release answers the waiting events whose writes (and every write they
-// could have seen) are durable, if the hold may still act.
+// could have seen) are durable, by the output gate's rule
+// (ownership.Gate): an event that took effect is released; one that only
+// read is released if its hold may still act now, and refused otherwise.
+// Socket output goes out only while the hold may act: under a later hold
+// it could overtake that hold's own.
 func (ra *residentActor) release(ctx actor.Context) {
 	n := 0
 	for n < len(ra.waiting) && ra.waiting[n].upto <= ra.durable {
@@ -486,21 +530,84 @@ func (ra *residentActor) release(ctx actor.Context) {
 	if n == 0 {
 		return
 	}
-	// The output gate: the writes are durable; the responses go out only
-	// if the hold is still live under a valid lease now. (Asked before the
-	// waiting list changes: should it panic, the restart answers them all.)
-	if !ra.h.cfg.Keeper.MayAct(ra.actor, ra.gen) {
-		ra.failWaiting(ctx, ra.h.unavailable(ra.actor, "hold no longer live or node lease not valid"))
-		ra.drop()
-		return
+	// The verdicts first, MayAct asked at most once, before the waiting
+	// list changes: should it panic, the restart answers them all.
+	var may, asked bool
+	mayAct := func() bool {
+		if !asked {
+			may, asked = ra.h.cfg.Keeper.MayAct(ra.actor, ra.gen), true
+		}
+		return may
+	}
+	for i := range ra.waiting[:n] {
+		w := &ra.waiting[i]
+		w.gated = ownership.Gate(ownership.EventEnd{Wrote: w.wrote, Earlier: w.earlier, Commit: ownership.Landed, MayAct: mayAct})
+		if w.gated != ownership.GateRelease {
+			continue
+		}
+		if len(w.r.out) > 0 {
+			mayAct()
+		}
+		if w.r.resp != nil && w.r.resp.Accept != nil && !mayAct() {
+			// A WebSocket is accepted only where the actor is held: this
+			// event took effect, and its socket cannot be opened.
+			w.gated = ownership.GateUnknown
+		}
 	}
 	ready := ra.waiting[:n]
 	ra.waiting = append([]waiter(nil), ra.waiting[n:]...)
 	for _, w := range ready {
-		if len(w.r.out) > 0 {
+		switch w.gated {
+		case ownership.GateUnknown:
+			ra.answer(ctx, w.m, result{err: unknownOutcome(ra.actor, "the event took effect, but its hold ended before its WebSocket could be accepted")})
+			continue
+		case ownership.GateRefuse:
+			ra.answer(ctx, w.m, result{err: ra.h.notRun(ra.actor, "hold no longer live or node lease not valid")})
+			continue
+		}
+		if len(w.r.out) > 0 && may {
 			flushSockets(ra.h.cfg.Sockets, ra.actor, w.r.out, ra.log)
 		}
 		ra.answer(ctx, w.m, done(w.r))
+	}
+}
+
+// gateAll answers every waiting event when what the actor wrote will not
+// all land: those the durable version covers are released (their socket
+// output not sent), those whose writes the commit of version through
+// carried get that commit's outcome, and the rest were never sent.
+// Nothing waits afterwards.
+func (ra *residentActor) gateAll(ctx actor.Context, through uint64, outcome ownership.Outcome, reason string) {
+	never := func() bool { return false }
+	for _, w := range ra.waiting {
+		o := ownership.Failed
+		switch {
+		case w.upto <= ra.durable:
+			o = ownership.Landed
+		case w.upto <= through:
+			o = outcome
+		}
+		switch ownership.Gate(ownership.EventEnd{Wrote: w.wrote, Earlier: w.earlier, Commit: o, MayAct: never}) {
+		case ownership.GateRelease:
+			ra.answer(ctx, w.m, done(w.r))
+		case ownership.GateUnknown:
+			ra.answer(ctx, w.m, result{err: unknownOutcome(ra.actor, reason)})
+		default:
+			ra.answer(ctx, w.m, result{err: ra.h.unavailable(ra.actor, reason)})
+		}
+	}
+	ra.waiting = nil
+}
+
+// answerGated answers one event that did not reach the gate (a commit
+// before its call failed) by the gate's rule.
+func (ra *residentActor) answerGated(ctx actor.Context, m *eventMsg, e ownership.EventEnd, reason string) {
+	e.MayAct = func() bool { return false }
+	switch ownership.Gate(e) {
+	case ownership.GateUnknown:
+		ra.answer(ctx, m, result{err: unknownOutcome(ra.actor, reason)})
+	default:
+		ra.answer(ctx, m, result{err: ra.h.unavailable(ra.actor, reason)})
 	}
 }
 
@@ -517,14 +624,6 @@ func done(r result) result {
 	return r
 }
 
-// failWaiting answers every waiting event with err.
-func (ra *residentActor) failWaiting(ctx actor.Context, err error) {
-	for _, w := range ra.waiting {
-		ra.answer(ctx, w.m, result{err: err})
-	}
-	ra.waiting = nil
-}
-
 // settle waits for the commit in flight and answers every waiting event:
 // with flush, what is not yet written is committed (synchronously) and
 // released through the gate; without, it fails. Afterwards nothing waits
@@ -536,16 +635,24 @@ func (ra *residentActor) settle(ctx actor.Context, flush bool) {
 		defer func() { ra.settling = false }()
 		ra.pump(ctx)
 	}
+	through, outcome := ra.durable, ownership.Failed
 	for ra.inflight != nil {
-		res := <-ra.inflight.done
+		job := ra.inflight
+		res := <-job.done
 		if flush {
 			ra.committedAt(ctx, res) // releases, and may start the next commit
 			continue
 		}
+		// Not flushed: what this commit made durable is released all the
+		// same, and nothing more is committed.
 		ra.inflight = nil
+		if outcome = res.outcome(); outcome == ownership.Landed {
+			ra.durable = job.version
+		}
+		through = job.version
 	}
 	if len(ra.waiting) > 0 {
-		ra.failWaiting(ctx, ra.h.unavailable(ra.actor, "actor restarted"))
+		ra.gateAll(ctx, through, outcome, "actor restarted")
 	}
 }
 

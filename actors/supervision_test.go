@@ -49,10 +49,11 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	return 0
 }
 
-// TestSupervisedResident: a panic outside the per-event recover fails its
-// event with ErrUnavailable and restarts the resident actor, which reloads
-// its state from the bucket; past the policy the actor is stopped and the
-// director drops the actor; the next event spawns a new one.
+// TestSupervisedResident: a panic outside the per-event recover (here at
+// the output gate of a read, which asks the keeper) restarts the resident
+// actor, whose restart refuses the read (it took no effect) and which
+// reloads its state from the bucket; past the policy the actor is stopped
+// and the director drops the actor; the next event spawns a new one.
 func TestSupervisedResident(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m, err := supervisors.NewMetrics(reg)
@@ -82,13 +83,14 @@ func TestSupervisedResident(t *testing.T) {
 		t.Helper()
 		o.armed.Store(true)
 		defer o.armed.Store(false)
-		if _, err := h.Deliver(t.Context(), room, 1, get("")); !errors.Is(err, actors.ErrUnavailable) {
+		if _, err := h.Deliver(t.Context(), room, 1, get("read")); !errors.Is(err, actors.ErrUnavailable) {
 			t.Fatalf("event that panicked: %v, want ErrUnavailable", err)
 		}
 	}
 
 	mustCount(t, h, 1, "1")
-	fail() // its commit landed before the panic: 2
+	mustCount(t, h, 1, "2")
+	fail()
 	if got := counterValue(t, reg, "wasmkeep_actor_restarts_total"); got != 1 {
 		t.Fatalf("restarts: %v", got)
 	}
@@ -106,7 +108,7 @@ func TestSupervisedResident(t *testing.T) {
 	if got := counterValue(t, reg, "wasmkeep_actor_failures_total"); got != 2 {
 		t.Fatalf("failures: %v", got)
 	}
-	mustCount(t, h, 1, "5") // spawned anew
+	mustCount(t, h, 1, "4") // spawned anew
 }
 
 // TestStoppedResidentAnswersQueuedEvents: when the supervisor stops a

@@ -41,6 +41,13 @@ const ForwardedHeader = "Wasmkeep-Forwarded-By"
 // that forwarded the event may send it again, within the failover wait.
 const NotRunHeader = "Wasmkeep-Not-Run"
 
+// OutcomeHeader is set, to "unknown", on an answer whose event may have
+// taken effect though this node cannot tell (504 Gateway Timeout): a
+// commit without an answer, a forward whose connection broke after the
+// request was sent. A 503 never means that: a refusal is an event that
+// took no effect anywhere, always safe to retry.
+const OutcomeHeader = "Wasmkeep-Outcome"
+
 // errHolderRefused: the holder answered that it did not run the event.
 var errHolderRefused = errors.New("the holder refused the event without running it")
 
@@ -336,6 +343,13 @@ func unavailable(w http.ResponseWriter, retry time.Duration, msg string) {
 	text(w, http.StatusServiceUnavailable, msg)
 }
 
+// outcomeUnknown answers an event that may have taken effect, as this
+// node cannot tell (see OutcomeHeader).
+func outcomeUnknown(w http.ResponseWriter, msg string) {
+	w.Header().Set(OutcomeHeader, "unknown")
+	text(w, http.StatusGatewayTimeout, "outcome unknown: "+msg+"; the event may have taken effect: retry it only with the same Idempotency-Key")
+}
+
 // parseActorPath splits the escaped path /actor/<class>/<name>[/rest].
 func parseActorPath(escaped string) (a ownership.Actor, rest string, err error) {
 	p := strings.TrimPrefix(escaped, "/actor/")
@@ -591,6 +605,7 @@ func damagedState(w http.ResponseWriter, a ownership.Actor, key string) {
 // answer writes the outcome of a request's event.
 func (h *Handler) answer(w http.ResponseWriter, r *http.Request, a ownership.Actor, resp *actors.Response, err error) {
 	var ua *actors.UnavailableError
+	var unknown *actors.OutcomeUnknownError
 	var damaged *actors.DamagedError
 	switch {
 	case errors.As(err, &ua):
@@ -598,6 +613,9 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, a ownership.Act
 			w.Header().Set(NotRunHeader, "1")
 		}
 		unavailable(w, ua.RetryAfter, "actor unavailable here now: "+ua.Reason)
+		return
+	case errors.As(err, &unknown):
+		outcomeUnknown(w, unknown.Reason)
 		return
 	case errors.As(err, &damaged):
 		damagedState(w, a, damaged.Key)
@@ -736,7 +754,8 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, a ownership.Ac
 				unavailable(w, h.deadIn(d.Node), holderGone(d.Node, err, h.cfg.FailoverWait))
 				return
 			}
-			unavailable(w, time.Second, fmt.Sprintf("actor held by node %s, which did not answer", d.Node))
+			// The request was sent: the holder may have run the event.
+			outcomeUnknown(w, fmt.Sprintf("actor held by node %s, which did not answer after the request was sent (%v)", d.Node, err))
 		},
 	}
 	proxy.ServeHTTP(w, r)

@@ -19,6 +19,35 @@ type truth struct {
 	drains     map[ownership.InstanceID]time.Duration // instance → drain start, until drained
 	moves      map[ownership.InstanceID]map[ownership.Actor]bool
 	lateServed []string
+	// landed and refusedAt: the client attempts whose commit landed, and
+	// those refused after they ran (a refusal says the event took no
+	// effect, so these two must never meet).
+	landed, refusedAt map[attemptKey]bool
+}
+
+// attemptKey names one attempt of a client's event.
+type attemptKey struct {
+	id      uint64
+	attempt int
+}
+
+// refused: a refused attempt's writes are never visible. Checked at the
+// refusal and, for a write that would land later, at its landing.
+func (t *truth) refused(w *World, k attemptKey) {
+	if t.landed[k] {
+		w.fail("refused event's writes visible: e%d attempt %d was refused after its commit landed", k.id, k.attempt)
+		return
+	}
+	t.refusedAt[k] = true
+}
+
+// commitLanded records that an attempt's commit landed.
+func (t *truth) commitLanded(w *World, k attemptKey) {
+	if t.refusedAt[k] {
+		w.fail("refused event's writes visible: the commit of e%d attempt %d landed after the attempt was refused", k.id, k.attempt)
+		return
+	}
+	t.landed[k] = true
 }
 
 type holdTruth struct {
@@ -34,6 +63,7 @@ func (t *truth) init() {
 	t.clean = map[ownership.InstanceID]bool{}
 	t.drains = map[ownership.InstanceID]time.Duration{}
 	t.moves = map[ownership.InstanceID]map[ownership.Actor]bool{}
+	t.landed, t.refusedAt = map[attemptKey]bool{}, map[attemptKey]bool{}
 }
 
 // grant: never one generation for two holds. A grant at a generation that

@@ -41,6 +41,7 @@ type (
 	evOutput struct {
 		node, life int
 		id         uint64
+		attempt    int // the client's attempt (clientEvent.attempts) it serves
 		actor      ownership.Actor
 		gen        ownership.Generation
 	}

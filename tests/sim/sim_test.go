@@ -78,6 +78,9 @@ func TestSeeds(t *testing.T) {
 	if total.Runs == 0 {
 		t.Errorf("%d seeds wrote no run: the simulation does not drive the fence of runs", *flagSeeds)
 	}
+	if total.LateReleases == 0 || total.Refusals == 0 {
+		t.Errorf("%d seeds released no event after its hold ended, or refused none after it ran: the simulation does not drive the output gate", *flagSeeds)
+	}
 	for seed := *flagFirst; seed < *flagFirst+uint64(*flagSeeds); seed++ {
 		if f, ok := failures[seed]; ok {
 			t.Errorf("seed %d failed (%d of %d seeds failed): %s\nreplay: %s", seed, len(failures), *flagSeeds, f, replayCommand(seed))

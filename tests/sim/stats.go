@@ -27,6 +27,9 @@ func (s *Stats) add(o Stats) {
 	s.Commits += o.Commits
 	s.StaleRefused += o.StaleRefused
 	s.Runs += o.Runs
+	s.LateReleases += o.LateReleases
+	s.Refusals += o.Refusals
+	s.Unknowns += o.Unknowns
 	if s.Releases == nil {
 		s.Releases = map[string]int{}
 	}
@@ -42,7 +45,9 @@ func (s Stats) summary() string {
 	}
 	sort.Strings(rel)
 	return fmt.Sprintf("%d events (%d served, %d given up), %d acquisitions, %d parks, %d wakes at home, %d relays, %d exposed takeovers; "+
-		"%d crashes, %d clean stops, %d drains, %d moves, %d cut links, %d bucket blackouts; %d bucket requests (%d faulted), %d simulated events; %d commits, %d stale state writes refused, %d runs written; releases: %s",
+		"%d crashes, %d clean stops, %d drains, %d moves, %d cut links, %d bucket blackouts; %d bucket requests (%d faulted), %d simulated events; %d commits, %d stale state writes refused, %d runs written; "+
+		"%d events refused after they ran, %d with an unknown outcome, %d released after their hold ended; releases: %s",
 		s.Events, s.Served, s.GivenUp, s.Acquisitions, s.Parks, s.WakesAtHome, s.Relays, s.Exposed,
-		s.Crashes, s.Stops, s.Drains, s.Moves, s.Cuts, s.Blackouts, s.Requests, s.Faults, s.SimEvents, s.Commits, s.StaleRefused, s.Runs, strings.Join(rel, " "))
+		s.Crashes, s.Stops, s.Drains, s.Moves, s.Cuts, s.Blackouts, s.Requests, s.Faults, s.SimEvents, s.Commits, s.StaleRefused, s.Runs,
+		s.Refusals, s.Unknowns, s.LateReleases, strings.Join(rel, " "))
 }

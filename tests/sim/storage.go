@@ -46,6 +46,8 @@ type stateOp struct {
 	// acked: for a read of a head that names a run, the count acknowledged
 	// when the read landed, which that run must hold at least.
 	acked uint64
+	// commit: the write of a head that commits the event ev.
+	commit bool
 }
 
 type (
@@ -111,6 +113,9 @@ func (w *World) stateLand(op *stateOp) {
 		switch op.result.Outcome {
 		case ownership.Landed:
 			w.Stats.Commits++
+			if op.commit {
+				w.truth.commitLanded(w, attemptKey{op.ev.id, op.ev.attempt})
+			}
 		case ownership.Refused, ownership.NotFound:
 			w.Stats.StaleRefused++
 		}
@@ -339,9 +344,9 @@ func (w *World) writeHead(n *node, r *resident, ev evOutput, next uint64, payloa
 	if r.etag == "" {
 		cond = ownership.IfAbsent()
 	}
-	w.stateIO(n, r, ev, ownership.Request{Op: ownership.OpPut, Key: ownership.StateKey(ev.actor), Body: body, Cond: cond}, func(op *stateOp, reply ownership.Reply) {
+	op := w.stateIO(n, r, ev, ownership.Request{Op: ownership.OpPut, Key: ownership.StateKey(ev.actor), Body: body, Cond: cond}, func(op *stateOp, reply ownership.Reply) {
 		if reply.Outcome != ownership.Landed {
-			w.eventFailed(n, r, ev)
+			w.commitFailed(n, r, ev, reply.Outcome)
 			return
 		}
 		prev := r.run
@@ -355,6 +360,7 @@ func (w *World) writeHead(n *node, r *resident, ev evOutput, next uint64, payloa
 			w.sweep(n, r, ev)
 		}
 	})
+	op.commit = true
 }
 
 // gcIO sends a bucket call of the runs' collection.
@@ -385,12 +391,29 @@ func (w *World) sweep(n *node, r *resident, ev evOutput) {
 }
 
 // eventFailed forgets the resident state (the next event loads again) and
-// sends the client back to retry.
+// refuses the event: nothing it wrote was sent, or what was sent was
+// refused. The client retries.
 func (w *World) eventFailed(n *node, r *resident, ev evOutput) {
+	w.commitFailed(n, r, ev, ownership.Failed)
+}
+
+// commitFailed is eventFailed for an event whose commit ended with
+// outcome: by the gate's rule, one that may still land answers "outcome
+// unknown" (the client retries all the same, with no refusal to check),
+// any other is refused.
+func (w *World) commitFailed(n *node, r *resident, ev evOutput, outcome ownership.Outcome) {
 	r.loaded = false
 	if ce := w.events[ev.id]; ce != nil {
-		w.noteEv("io-failed", n, ce.id, ev.actor, "")
-		w.retry(ce)
+		never := func() bool { return false }
+		switch ownership.Gate(ownership.EventEnd{Wrote: true, Commit: outcome, MayAct: never}) {
+		case ownership.GateUnknown:
+			w.noteEv("io-unknown", n, ce.id, ev.actor, "")
+			w.Stats.Unknowns++
+			w.retry(ce)
+		default:
+			w.noteEv("io-failed", n, ce.id, ev.actor, "")
+			w.refuse(ce, ev)
+		}
 	}
 	w.eventDone(n, r)
 }

@@ -95,6 +95,14 @@ var variants = []variant{
 		old: `	return !listed && runGen < gen`,
 		new: `	return !listed && runGen <= gen // broken: its own runs too`,
 	},
+	{
+		// The output gate refuses an event whose commit landed once its
+		// hold may no longer act: the event took effect, and its client,
+		// told to retry, makes it take effect twice.
+		name: "refuse-after-landed-commit", file: "gate.go", budget: 200,
+		old: `	case e.Commit == Landed && (e.Wrote || e.Earlier):`,
+		new: `	case e.Commit == Landed && (e.Wrote || e.Earlier) && e.MayAct(): // broken: refused once the hold ended`,
+	},
 }
 
 var (

@@ -129,6 +129,10 @@ type Stats struct {
 	Commits, StaleRefused int
 	// Runs counts run objects written.
 	Runs int
+	// LateReleases counts events released after their hold could no
+	// longer act (their commit had landed); Refusals the events refused
+	// after they ran, Unknowns those whose commit had no answer.
+	LateReleases, Refusals, Unknowns int
 }
 
 type node struct {
@@ -770,6 +774,15 @@ func (w *World) retry(ce *clientEvent) {
 	w.after(w.uniform(200*time.Millisecond, time.Second), evRetry{id: ce.id})
 }
 
+// refuse answers an attempt that ran with a refusal (the client retries,
+// as it may: a refusal says the event took no effect), and checks that it
+// took none.
+func (w *World) refuse(ce *clientEvent, ev evOutput) {
+	w.Stats.Refusals++
+	w.truth.refused(w, attemptKey{ev.id, ev.attempt})
+	w.retry(ce)
+}
+
 func (w *World) relay(from, to *node, ce *clientEvent) {
 	ce.hops++
 	if ce.hops > 5 || !to.up || w.cut[linkKey(from.id, to.id)] {
@@ -794,7 +807,7 @@ func (w *World) granted(n *node, g ownership.Grant) {
 	}
 	r.active = w.now
 	// The event runs, then releases its output: that is when acting is checked.
-	w.after(w.uniform(time.Millisecond, 20*time.Millisecond), evOutput{node: n.id, life: n.life, id: ce.id, actor: g.Actor, gen: g.Gen})
+	w.after(w.uniform(time.Millisecond, 20*time.Millisecond), evOutput{node: n.id, life: n.life, id: ce.id, attempt: ce.attempts, actor: g.Actor, gen: g.Gen})
 }
 
 func (w *World) routed(n *node, r ownership.Route) {
@@ -836,19 +849,27 @@ func (w *World) refused(n *node, r ownership.Refuse) {
 	w.retry(ce)
 }
 
-// output is the moment the event's response is released: the node may act
-// only with a live hold and a valid lease.
+// output is the moment the event's response is released, once its commit
+// landed: by the output gate's rule (ownership.Gate), it took effect, so it
+// is released even when the hold may no longer act; it acts (for the
+// check of two owners acting) only while it may.
 func (w *World) output(n *node, ev evOutput, count uint64) {
 	ce := w.events[ev.id]
 	if ce == nil {
 		return
 	}
-	if !n.core.MayAct(ev.actor, ev.gen, n.clock(w.now)) {
+	may := n.core.MayAct(ev.actor, ev.gen, n.clock(w.now))
+	if ownership.Gate(ownership.EventEnd{Wrote: true, Commit: ownership.Landed, MayAct: func() bool { return may }}) != ownership.GateRelease {
 		w.noteEv("no-act", n, ce.id, ev.actor, "")
-		w.retry(ce)
+		w.refuse(ce, ev)
 		return
 	}
-	w.truth.act(w, ev.actor, n.inst, ev.gen)
+	if may {
+		w.truth.act(w, ev.actor, n.inst, ev.gen)
+	} else {
+		w.noteEv("late-release", n, ce.id, ev.actor, "")
+		w.Stats.LateReleases++
+	}
 	w.acked[ev.actor] = max(w.acked[ev.actor], count)
 	ce.served = true
 	if _, scripted := w.served[ce.id]; scripted {
@@ -865,7 +886,10 @@ func (w *World) output(n *node, ev evOutput, count uint64) {
 		r.active = w.now
 		w.after(w.idleTimeout(), evIdle{node: n.id, life: n.life, actor: ev.actor, gen: ev.gen, active: w.now})
 	}
-	if !ce.take && w.chance(w.P.SocketChance) {
+	// A socket is accepted only under a hold that may act: the node that
+	// holds its sockets is the room's home (an event released late opens
+	// none).
+	if may && !ce.take && w.chance(w.P.SocketChance) {
 		w.nextSock++
 		n.sockets[ev.actor] = append(n.sockets[ev.actor], w.nextSock)
 		w.note("sock+", n, "%s s%d", ev.actor, w.nextSock)
