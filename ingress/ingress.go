@@ -538,10 +538,13 @@ func (f *failover) next(ctx context.Context) bool {
 }
 
 // watchHolder calls dead once this node takes peer for dead (its DeadIn
-// reaches 0), until the returned stop is called. It looks at the peer's
-// status a second after the forward began, then when the peer would be
-// dead if it renewed nothing meanwhile, and again after each renewal: one
-// timer, on the lease's own schedule.
+// reaches 0: its lease unchanged for ttl + grace here, or read fenced by
+// another watcher), until the returned stop is called. It looks at the
+// peer's status a second after the forward began, then every second, or
+// sooner when the peer would be dead by then if it renewed nothing: a
+// fence by another node shows as a change of the peer's lease, which this
+// node reads at once (ownership: a suspect peer), not as a DeadIn that
+// reaches 0.
 func (h *Handler) watchHolder(peer ownership.NodeID, dead func()) (stop func()) {
 	var mu sync.Mutex
 	var t *time.Timer
@@ -562,7 +565,7 @@ func (h *Handler) watchHolder(peer ownership.NodeID, dead func()) (stop func()) 
 				go dead()
 				return
 			}
-			t = time.AfterFunc(p.DeadIn+10*time.Millisecond, look)
+			t = time.AfterFunc(min(p.DeadIn+10*time.Millisecond, time.Second), look)
 			return
 		}
 		// Not a peer this node knows: nothing to watch.

@@ -124,6 +124,12 @@ type peer struct {
 	instanceSince time.Time
 	readSentAt    time.Time // send time of the latest answered read
 	busy          RequestID
+	// suspect: the version last seen replaced one that had stood
+	// unchanged for a ttl or more: a watcher may have fenced the peer
+	// (or it came back). Read at once rather than at the usual pace, so
+	// that what waits on the peer learns that it is fenced within a
+	// listing of the fence, not ttl + grace later.
+	suspect bool
 }
 
 type listing struct {
@@ -659,6 +665,7 @@ func (c *Core) onList(f *flight, r Reply) {
 			p = &peer{node: n, etag: en.ETag, changedAt: c.now}
 			c.peers[n] = p
 		} else if p.etag != en.ETag {
+			p.suspect = c.now.Sub(p.changedAt) >= c.cfg.LeaseTTL
 			p.etag, p.changedAt = en.ETag, c.now
 		}
 	}
@@ -692,6 +699,8 @@ func (c *Core) onList(f *flight, r Reply) {
 			c.readPeer(p) // fence what is there, not what was
 		case dead:
 			c.fence(p)
+		case p.suspect && p.readETag != p.etag:
+			c.readPeer(p)
 		case p.readETag != p.etag && c.now.Sub(p.readSentAt) >= c.cfg.LeaseTTL/2:
 			// Renewals change the version every period; the contents (instance,
 			// state) rarely. Reading them at most every ttl/2 keeps the view
@@ -739,6 +748,9 @@ func (c *Core) onPeerRead(f *flight, r Reply) {
 		p.instanceSince = c.now
 	}
 	p.lease, p.known, p.readETag = l, true, r.ETag
+	if r.ETag == p.etag {
+		p.suspect = false
+	}
 	if f.sentAt.After(p.readSentAt) {
 		p.readSentAt = f.sentAt
 	}

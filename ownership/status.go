@@ -84,7 +84,8 @@ type PeerStatus struct {
 	// lease write (at most a lease period ago while it is live).
 	Held, Parked uint64
 	// DeadIn is how long until this node takes it for dead (its lease
-	// unchanged for ttl + grace) and fences it; 0 once it is.
+	// unchanged for ttl + grace) and fences it; 0 once it is, or once its
+	// lease was read fenced or released (it may not act).
 	DeadIn    time.Duration
 	Unchanged time.Duration // how long its record has been unchanged, on this node's clock
 }
@@ -118,7 +119,11 @@ func (c *Core) Status(now time.Time) Status {
 	}
 	for _, n := range c.sortedPeers() {
 		p := c.peers[n]
-		s.Peers = append(s.Peers, PeerStatus{Node: n, Instance: p.lease.Instance, State: p.lease.State, Addr: p.lease.Addr, Live: c.peerLive(p), DeadIn: max(0, c.cfg.deadAfter()-now.Sub(p.changedAt)),
+		deadIn := max(0, c.cfg.deadAfter()-now.Sub(p.changedAt))
+		if p.known && (p.lease.State == LeaseFenced || p.lease.State == LeaseReleased) {
+			deadIn = 0
+		}
+		s.Peers = append(s.Peers, PeerStatus{Node: n, Instance: p.lease.Instance, State: p.lease.State, Addr: p.lease.Addr, Live: c.peerLive(p), DeadIn: deadIn,
 			Held: p.lease.Held, Parked: p.lease.Parked, Unchanged: now.Sub(p.changedAt)})
 	}
 	return s

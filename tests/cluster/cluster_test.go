@@ -273,23 +273,46 @@ func TestKilledNodeFailsOver(t *testing.T) {
 	t.Logf("served after the kill in %s", time.Since(start).Round(time.Millisecond))
 }
 
-// TestHungNodeFailsOver stops a node holding a counter (SIGSTOP: it takes
-// connections, answers nothing and renews no lease): a request through
-// another node is served once the peers fence the hung node, within the
-// failover wait; the hung node, resumed, finds itself fenced and exits
-// non-zero without acting.
+// TestHungNodeFailsOver stops a node holding counters (SIGSTOP: it takes
+// connections, answers nothing and renews no lease), in clusters of two,
+// three and four: requests through the other nodes, some sent before the
+// peers take it for dead and held in their forwards, are served once a
+// peer fences the hung node (whichever peer it is: a fence by another is
+// read at once), within the failover wait, each count going on from what
+// the hung node acknowledged; the hung node, resumed, finds itself fenced
+// and exits non-zero without acting. The failover wait is 9 s here: more
+// than the 5 s after which the hung node is taken for dead plus a listing
+// and a read (1 s), less than twice the 5 s (a watcher that started its 5 s
+// again when another node's fence changed the lease would answer 503).
 func TestHungNodeFailsOver(t *testing.T) {
-	ms := startCluster(t, 2)
-	code, body, err := ms[0].node().Get("/actor/counter/h")
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, code, body)
-	ms[0].node().Signal(t, syscall.SIGSTOP)
-	start := time.Now()
-	code, body, err = ms[1].node().Get("/actor/counter/h")
-	require.NoError(t, err)
-	assert.Equal(t, http.StatusOK, code, body)
-	assert.Equal(t, "2", strings.TrimSpace(body))
-	t.Logf("served after the hang in %s", time.Since(start).Round(time.Millisecond))
-	ms[0].node().Signal(t, syscall.SIGCONT)
-	assert.NotEqual(t, 0, ms[0].node().Wait(t, 30*time.Second), "the fenced node exits non-zero")
+	for _, size := range []int{2, 3, 4} {
+		t.Run(fmt.Sprintf("%d nodes", size), func(t *testing.T) {
+			ms := startCluster(t, size, "--failover-wait", "9s")
+			hung := ms[size-1]
+			const counters = 6
+			for i := range counters {
+				code, body, err := hung.node().Get(fmt.Sprintf("/actor/counter/h%d", i))
+				require.NoError(t, err)
+				require.Equal(t, http.StatusOK, code, body)
+			}
+			hung.node().Signal(t, syscall.SIGSTOP)
+			start := time.Now()
+			var wg sync.WaitGroup
+			for i := range counters {
+				// Through every peer in turn, the first ones at once: they
+				// wait in forwards to the hung node until it is fenced.
+				via := ms[i%(size-1)]
+				wg.Go(func() {
+					code, body, err := via.node().Get(fmt.Sprintf("/actor/counter/h%d", i))
+					assert.NoError(t, err)
+					assert.Equal(t, http.StatusOK, code, "h%d through %s: %s", i, via.name, body)
+					assert.Equal(t, "2", strings.TrimSpace(body), "h%d through %s", i, via.name)
+				})
+			}
+			wg.Wait()
+			t.Logf("%d counters served through %d peers after the hang, within %s", counters, size-1, time.Since(start).Round(time.Millisecond))
+			hung.node().Signal(t, syscall.SIGCONT)
+			assert.NotEqual(t, 0, hung.node().Wait(t, 30*time.Second), "the fenced node exits non-zero")
+		})
+	}
 }
