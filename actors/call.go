@@ -103,6 +103,10 @@ type eventCall struct {
 	// writes so far landed at a commit point); wroteAtFailure: a commit
 	// point that did not land carried writes of the event.
 	earlier, wroteAtFailure bool
+	// calls counts the calls the event made (each has a key of its own);
+	// marked: the event's key is kept as taking effect in part.
+	calls  int
+	marked bool
 }
 
 func (ec *eventCall) call(ctx context.Context, to ownership.Actor, req *Request) (*Response, error) {
@@ -117,10 +121,22 @@ func (ec *eventCall) call(ctx context.Context, to ownership.Actor, req *Request)
 	if len(chain) > MaxCallDepth {
 		return nil, fmt.Errorf("%w: chain deeper than %d calls", ErrCallCycle, MaxCallDepth)
 	}
+	if k := ec.m.key; k != nil && !ec.marked {
+		// Should the event not end, a retry with its key must not run
+		// again what took effect before: it is kept with the commit that
+		// makes its writes so far durable.
+		e := ledgerEntry{partial: true, sum: ec.m.sum}
+		if err := ec.t.ledgerRecord(*k, &e, time.Now(), ra.h.cfg.MaxKeys); err != nil {
+			return nil, err
+		}
+		ec.marked = true
+	}
 	if err := ra.commitForCall(ec); err != nil {
 		return nil, err
 	}
-	cctx, cancel := context.WithTimeout(WithCallChain(ctx, chain), ra.h.cfg.CallTimeout)
+	key := callKey(ec.m.key, ra.actor.String(), to.String(), ec.calls)
+	ec.calls++
+	cctx, cancel := context.WithTimeout(WithEventKey(WithCallChain(ctx, chain), key), ra.h.cfg.CallTimeout)
 	defer cancel()
 	start := time.Now()
 	resp, err := ra.h.cfg.Caller.Call(cctx, to, req)

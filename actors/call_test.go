@@ -208,10 +208,12 @@ func TestCallRefusedWhenHoldMayNotAct(t *testing.T) {
 }
 
 // keyFailBucket fails the writes of one key while fail is set: refused
-// (412) while refuse is set too, without an answer otherwise.
+// (412) while refuse is set too, without an answer otherwise (having
+// landed it first, with land).
 type keyFailBucket struct {
 	ownership.Bucket
 	key          string
+	land         bool
 	fail, refuse atomic.Bool
 }
 
@@ -219,6 +221,11 @@ func (b *keyFailBucket) Put(ctx context.Context, key string, body []byte, cond o
 	if key == b.key && b.fail.Load() {
 		if b.refuse.Load() {
 			return "", fmt.Errorf("put %s: %w", key, ownership.ErrPrecondition)
+		}
+		if b.land {
+			if _, err := b.Bucket.Put(ctx, key, body, cond); err != nil {
+				return "", err
+			}
 		}
 		return "", fmt.Errorf("put %s: %w", key, ownership.ErrUnknownOutcome)
 	}

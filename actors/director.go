@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"log/slog"
+	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -24,8 +25,12 @@ type (
 		sealed *ownership.Sealed
 		req    *Request
 		sock   *SocketEvent // instead of req: a socket event
-		reply  chan result
-		id     uint64 // set by the director: names the event until it is done
+		// key: the request's event key (keys.go), if it has one; sum, its
+		// fingerprint.
+		key   *EventKey
+		sum   [32]byte
+		reply chan result
+		id    uint64 // set by the director: names the event until it is done
 		// spawned: the director spawned the actor's proto.actor actor for
 		// this event (the actor was not resident: the event woke it).
 		spawned bool
@@ -35,11 +40,13 @@ type (
 		// read on the director's.
 		stage atomic.Int32
 	}
-	// doneMsg: a resident actor finished one event.
+	// doneMsg: a resident actor finished one event (key: its event key's
+	// name, if it had one).
 	doneMsg struct {
 		actor ownership.Actor
 		pid   *actor.PID
 		id    uint64
+		key   string
 	}
 	// idleMsg: the idle timer armed after event seq fired.
 	idleMsg struct {
@@ -83,6 +90,14 @@ type (
 	}
 )
 
+// keyName is the name of the event's key, or "" without one.
+func (m *eventMsg) keyName() string {
+	if m.key == nil {
+		return ""
+	}
+	return m.key.name()
+}
+
 // The stages of an event (eventMsg.stage).
 const (
 	stageRunning int32 = iota // it runs, or has not yet
@@ -113,6 +128,8 @@ type residentEntry struct {
 	// still queued in the actor's mailbox then fail without touching the
 	// bucket. It is the one thing the director and the actor share.
 	ended *atomic.Bool
+	// keys: the names of the event keys of the events sent and not done.
+	keys map[string]struct{}
 }
 
 // director owns the resident set. It never blocks: it only sends.
@@ -239,6 +256,15 @@ func (d *director) event(ctx actor.Context, m *eventMsg) {
 		return
 	}
 	e := d.entries[m.actor]
+	if m.key != nil && e != nil {
+		if _, running := e.keys[m.key.name()]; running {
+			// The first event with the key has not been answered yet.
+			resp := Text(http.StatusConflict, "a request with this "+IdempotencyHeader+" is still running\n")
+			resp.Header.Set(OutcomeHeader, "running")
+			m.reply <- result{resp: resp}
+			return
+		}
+	}
 	if e == nil {
 		e = d.spawn(ctx, m.actor, m.class, m.gen)
 		m.spawned = true
@@ -254,6 +280,9 @@ func (d *director) event(ctx actor.Context, m *eventMsg) {
 	e.seq++
 	m.id = e.seq
 	e.replies[m.id] = m.reply
+	if m.key != nil {
+		e.keys[m.key.name()] = struct{}{}
+	}
 	ctx.Send(e.pid, m)
 }
 
@@ -265,7 +294,7 @@ func (d *director) spawn(ctx actor.Context, a ownership.Actor, class Class, gen 
 		opts = d.h.cfg.Supervision.Props(a.Class)
 	}
 	e := &residentEntry{pid: ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return ra }, opts...)), ended: ra.ended,
-		replies: map[uint64]chan result{}}
+		replies: map[uint64]chan result{}, keys: map[string]struct{}{}}
 	d.byPID[e.pid.Id] = a
 	e.elem = d.lru.PushFront(a)
 	d.entries[a] = e
@@ -326,7 +355,7 @@ func (d *director) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, c
 			}
 		}
 		if ctx, ok := sup.(actor.Context); ok {
-			d.done(ctx, &doneMsg{actor: ev.actor, pid: child, id: ev.id})
+			d.done(ctx, &doneMsg{actor: ev.actor, pid: child, id: ev.id, key: ev.keyName()})
 		}
 	}
 	d.h.cfg.Supervision.Strategy(a.Class).HandleFailure(sys, sup, child, rs, reason, message)
@@ -354,6 +383,9 @@ func (d *director) done(ctx actor.Context, m *doneMsg) {
 	}
 	e.pending--
 	delete(e.replies, m.id)
+	if m.key != "" {
+		delete(e.keys, m.key)
+	}
 	if e.pending > 0 {
 		return
 	}

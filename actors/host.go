@@ -80,6 +80,9 @@ type Config struct {
 	Caller Caller
 	// CallTimeout bounds one call an actor makes. Zero: DefaultCallTimeout.
 	CallTimeout time.Duration
+	// MaxKeys bounds the event keys one actor remembers (keys.go). Zero:
+	// DefaultMaxKeys.
+	MaxKeys int
 	// Parent, when set, spawns the director as a child of a supervisor
 	// (the node's tree), which restarts it when it fails. Nil: it is
 	// spawned at the system's root.
@@ -121,8 +124,8 @@ func (c Config) Validate() error {
 	if c.System == nil {
 		errs = append(errs, errors.New("no actor system"))
 	}
-	if c.IdleTimeout < 0 || c.MaxResident < 0 || c.MaxState < 0 || c.BlockCache < 0 || c.Merges < 0 || c.RunPart < 0 || c.IOTimeout < 0 || c.RetryAfter < 0 || c.CallTimeout < 0 {
-		errs = append(errs, errors.New("idle timeout, max resident, max state, block cache, merges, io timeout, retry after and call timeout must not be negative"))
+	if c.IdleTimeout < 0 || c.MaxResident < 0 || c.MaxState < 0 || c.BlockCache < 0 || c.Merges < 0 || c.RunPart < 0 || c.IOTimeout < 0 || c.RetryAfter < 0 || c.CallTimeout < 0 || c.MaxKeys < 0 {
+		errs = append(errs, errors.New("idle timeout, max resident, max state, block cache, merges, io timeout, retry after, call timeout and max keys must not be negative"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("actors host config: %w", err)
@@ -161,6 +164,9 @@ func (c *Config) setDefaults() {
 	if c.CallTimeout == 0 {
 		c.CallTimeout = DefaultCallTimeout
 	}
+	if c.MaxKeys == 0 {
+		c.MaxKeys = DefaultMaxKeys
+	}
 }
 
 // DefaultCallTimeout bounds an actor's call unless Config says otherwise.
@@ -195,6 +201,15 @@ func (e *UnavailableError) Error() string {
 
 // Is makes errors.Is(err, ErrUnavailable) true.
 func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
+
+// OutcomeHeader says what an answer that is not the event's own means:
+// "unknown" on a 504 whose event may have taken effect though the node
+// cannot tell (a commit without an answer, a forward whose connection broke
+// after the request was sent); "running" on a 409 for a request whose
+// Idempotency-Key names an event that still runs. A 503 never means that
+// its event took effect: a refusal is an event that took no effect
+// anywhere, always safe to retry.
+const OutcomeHeader = "Wasmkeep-Outcome"
 
 // ErrOutcomeUnknown is matched (errors.Is) by every *OutcomeUnknownError.
 var ErrOutcomeUnknown = errors.New("actor event outcome unknown")
@@ -384,6 +399,9 @@ func (h *Host) run(ctx context.Context, m *eventMsg) result {
 		return result{err: fmt.Errorf("%w: %q", ErrUnknownClass, m.actor.Class)}
 	}
 	m.class, m.reply = class, make(chan result, 1)
+	if k, ok := EventKeyOf(ctx); ok && m.req != nil {
+		m.key, m.sum = &k, fingerprint(m.req)
+	}
 	h.cfg.System.Root.Send(h.pid, m)
 	select {
 	case r := <-m.reply:

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -223,7 +224,7 @@ func (ra *residentActor) log() *slog.Logger {
 // director answers the event whose panic reached it), this answer is
 // dropped.
 func (ra *residentActor) answer(ctx actor.Context, m *eventMsg, r result) {
-	ctx.Send(ctx.Parent(), &doneMsg{actor: ra.actor, pid: ctx.Self(), id: m.id})
+	ctx.Send(ctx.Parent(), &doneMsg{actor: ra.actor, pid: ctx.Self(), id: m.id, key: m.keyName()})
 	select {
 	case m.reply <- r:
 	default:
@@ -271,6 +272,9 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 		}
 	}
 	t := newEventTxn(ioCtx, ra.state, ra.h.cfg.MaxState)
+	if m.key != nil && ra.replay(ctx, m, t) {
+		return
+	}
 	// What ActorOf, SocketsOf and Call reach through the event's context:
 	// one value.
 	ev := &eventValues{
@@ -306,28 +310,92 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 		return
 	}
 	var r result
-	wrote := false
+	rolledBack := false
 	switch {
 	case err != nil:
 		// (rb is declared here: taken by address, it moves to the heap,
 		// which only an event that failed pays for.)
 		var rb *rollbackError
-		if errors.As(err, &rb) {
+		if rolledBack = errors.As(err, &rb); rolledBack {
 			r = result{resp: ra.rolledBack(m, rb)}
 		} else {
 			r = result{resp: ra.failed(err)}
 		}
+		t.discard()
 	default:
-		if t.dirty() {
-			ra.version++
-			ra.state.apply(t, ra.version)
-			wrote = true
-		}
 		r = result{resp: resp, out: ev.socks.out}
+	}
+	if m.key != nil {
+		tookEffect := t.dirty() || ev.call.earlier || len(r.out) > 0
+		if err := ra.remember(m, t, r, tookEffect || (m.key.Always && (err == nil || rolledBack))); err != nil {
+			// Nothing of the event is kept without its key.
+			t.discard()
+			r = result{resp: ra.failed(err)}
+		}
+	}
+	wrote := false
+	if t.dirty() {
+		ra.version++
+		ra.state.apply(t, ra.version)
+		wrote = true
 	}
 	r.woke = m.spawned
 	m.stage.Store(stageGated)
 	ra.waiting = append(ra.waiting, waiter{m: m, r: r, upto: ra.version, wrote: wrote, earlier: ev.call.earlier})
+}
+
+// replay answers an event whose key the actor remembers, from what it
+// remembers, and reports whether it did: the first answer, as a read is
+// answered (once what it read is durable, if the hold may still act);
+// 422 when the key was first used with another request; 500 when the
+// first took effect in part and did not end (it is not run again).
+func (ra *residentActor) replay(ctx actor.Context, m *eventMsg, t *txn) bool {
+	e, ok, err := t.ledgerLookup(*m.key)
+	switch {
+	case t.fault != nil:
+		ra.answer(ctx, m, result{err: ra.readFailed(t.fault)})
+		return true
+	case err != nil:
+		ra.answer(ctx, m, result{err: ra.damaged(StateKey(ra.actor), fmt.Errorf("%w: %w", ownership.ErrDamaged, err))})
+		return true
+	case !ok:
+		return false
+	}
+	var resp *Response
+	switch {
+	case e.sum != m.sum:
+		resp = Text(http.StatusUnprocessableEntity, "this "+IdempotencyHeader+" was first used with another request (method, path, query or body)\n")
+	case e.partial:
+		resp = Text(http.StatusInternalServerError, "an earlier request with this "+IdempotencyHeader+
+			" took effect in part (it called another actor) and did not finish; it is not run again\n")
+	default:
+		resp = &Response{Status: e.status, Header: e.header, Body: e.body}
+		if resp.Header == nil {
+			resp.Header = http.Header{}
+		}
+		resp.Header.Set(ReplayedHeader, "true")
+		if e.noBody {
+			resp.Header.Set(KeptHeader, "no-body")
+		}
+	}
+	m.stage.Store(stageGated)
+	ra.waiting = append(ra.waiting, waiter{m: m, r: result{resp: resp, woke: m.spawned}, upto: ra.version})
+	return true
+}
+
+// remember keeps the event's key, with its answer, in its writes when keep
+// says so and the event has an answer a retry can be given (not a socket
+// event, nor an accepted WebSocket).
+func (ra *residentActor) remember(m *eventMsg, t *txn, r result, keep bool) error {
+	if !keep || r.resp == nil || r.resp.Accept != nil {
+		return nil
+	}
+	status := r.resp.Status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	e := ledgerEntry{sum: m.sum, status: status, header: r.resp.Header.Clone(), body: r.resp.Body}
+	return t.ledgerRecord(*m.key, &e, time.Now(), ra.h.cfg.MaxKeys)
 }
 
 // pump starts a commit when writes wait and none is in flight, and

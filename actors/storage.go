@@ -290,9 +290,21 @@ func (t *txn) nodeDelete(key string) {
 
 func (t *txn) nodeList(opt ListOptions) []Entry { return t.entries(opt, true) }
 
-// deleteAll removes every key, the node's too, without reading any.
+// deleteAll removes every key, the node's too, without reading any but
+// the event keys the actor remembers (keys.go), which it keeps.
 func (t *txn) deleteAll() {
-	t.cleared, t.writes, t.size = true, map[string][]byte{}, 0
+	keep := t.ledgerEntries()
+	t.cleared, t.writes, t.size = true, make(map[string][]byte, len(keep)), 0
+	for _, e := range keep {
+		t.writes[e.Key] = append([]byte(nil), e.Value...)
+		t.size += len(e.Key) + len(e.Value)
+	}
+}
+
+// discard drops the event's writes: the storage is as the event found it
+// (or as its last commit point left it).
+func (t *txn) discard() {
+	t.writes, t.cleared, t.size = map[string][]byte{}, false, t.base.size
 }
 
 func (t *txn) List(opt ListOptions) ([]Entry, error) {

@@ -108,6 +108,10 @@ type serveConfig struct {
 	WasmEventTimeout time.Duration
 	WasmTrim         time.Duration
 	CallTimeout      time.Duration
+	// KeyWindow and MaxKeys: how long, and how many, event keys an actor
+	// remembers (actors/keys.go).
+	KeyWindow time.Duration
+	MaxKeys   int
 	// WasmIsolation overrides the isolation wasm modules declare, by class
 	// name ("" for every class); WasmShared sizes each class's shared wasm
 	// instances (0: GOMAXPROCS).
@@ -192,6 +196,12 @@ func (c serveConfig) Validate() error {
 	}
 	if c.WasmTrim >= 0 && c.WasmTrim < time.Millisecond {
 		errs = append(errs, fmt.Errorf("--wasm-trim-after %v: must be at least 1ms, or negative to keep the memory", c.WasmTrim))
+	}
+	if c.KeyWindow <= 0 {
+		errs = append(errs, fmt.Errorf("--idempotency-window %v: must be positive", c.KeyWindow))
+	}
+	if c.MaxKeys <= 0 {
+		errs = append(errs, fmt.Errorf("--idempotency-keys %d: must be positive", c.MaxKeys))
 	}
 	if c.CallTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--call-timeout %v: must be positive", c.CallTimeout))
@@ -342,6 +352,8 @@ func setupServe(fs *flag.FlagSet) action {
 		CacheDir:     defaultCacheDir(),
 		WasmMemory:   wasmhost.DefaultMemoryLimit,
 		CallTimeout:  actors.DefaultCallTimeout,
+		KeyWindow:    actors.DefaultKeyWindow,
+		MaxKeys:      actors.DefaultMaxKeys,
 	}
 	cfg.WasmEventTimeout = wasmhost.DefaultEventTimeout
 	cfg.WasmTrim = wasmhost.DefaultTrimInterval
@@ -372,6 +384,8 @@ func setupServe(fs *flag.FlagSet) action {
 	fs.Var(&cfg.WSQueueTotal, "ws-send-queue-total", "most bytes queued for all WebSockets together, not yet read by their clients (bytes, or with KiB or MiB); past it the sockets holding the most are closed with 1013. Unset: 256 MiB, or a quarter of GOMEMLIMIT if less")
 	fs.Var(&cfg.MaxMessage, "max-message", "largest WebSocket message, in and out (bytes, or with KiB or MiB); a larger incoming one closes its socket with 1009")
 	fs.DurationVar(&cfg.CallTimeout, "call-timeout", cfg.CallTimeout, "longest an actor waits for its call to another actor; past it the call fails (two actors calling each other from separate events wait this long)")
+	fs.DurationVar(&cfg.KeyWindow, "idempotency-window", cfg.KeyWindow, "how long an actor remembers a request's Idempotency-Key with its answer: a request with the same key within it gets the first answer without running again")
+	fs.IntVar(&cfg.MaxKeys, "idempotency-keys", cfg.MaxKeys, "most Idempotency-Keys (and keys of the node's own forwards and calls) one actor remembers; past it the oldest are forgotten first")
 	fs.DurationVar(&cfg.Lease.LeasePeriod, "lease-period", cfg.Lease.LeasePeriod, "how often the node renews its lease")
 	fs.DurationVar(&cfg.Lease.LeaseTTL, "lease-ttl", cfg.Lease.LeaseTTL, "how long an unrenewed lease lasts before peers may judge the node dead (with --lease-grace)")
 	fs.DurationVar(&cfg.Lease.Safety, "lease-safety", cfg.Lease.Safety, "taken off the ttl on this node's side: the lease is valid until the last acknowledged renewal's send time plus ttl minus safety")
@@ -549,6 +563,7 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 		SendQueueTotal: int(cfg.WSQueueTotal),
 		MaxSockets:     fds.Sockets, MaxMessage: int(cfg.MaxMessage), PingInterval: cfg.WSPing, PongTimeout: cfg.WSPong, NoIOUring: !cfg.WSIOUring,
 		CallTimeout: cfg.CallTimeout, ClusterKey: clusterKey, FailoverWait: cfg.FailoverWait,
+		KeyWindow: cfg.KeyWindow, MaxKeys: cfg.MaxKeys,
 		MaxConns: fds.Conns, OverflowConns: fds.Overflow, HTTPIdleTimeout: cfg.HTTPIdle, PeerConns: max(8, fds.Reserve/4),
 		MaxBodyInflight: bodies, BodyTimeout: cfg.BodyTimeout, BodyMinRate: int64(cfg.BodyMinRate),
 		PublicAdmin: cfg.PublicAdmin,

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/wasmkeep/wasmkeep/actors"
@@ -34,27 +35,48 @@ func (h *Handler) Call(ctx context.Context, to ownership.Actor, req *actors.Requ
 	if _, ok := h.cfg.Registry.Lookup(to.Class); !ok {
 		return nil, fmt.Errorf("call %s/%s: %w", to.Class, to.Name, actors.ErrUnknownClass)
 	}
-	f := failover{wait: h.cfg.FailoverWait}
-	resp, at, err := h.cfg.Host.Dispatch(ctx, to, req)
-	for at != nil {
-		resp, err = h.forwardCall(ctx, to, *at, req)
-		var op *net.OpError
-		refused := err == nil && resp.Status == http.StatusServiceUnavailable && resp.Header.Get(NotRunHeader) != ""
-		dial := errors.As(err, &op) && op.Op == "dial"
-		if dial {
-			h.cfg.Keeper.PeerUnreachable(at.Node)
-		}
-		if refused || err != nil {
-			h.cfg.Keeper.RouteFailed(to, at.Node)
-		}
-		if !refused && !dial || !f.next(ctx) {
-			return resp, err
-		}
-		// The holder took no connection: the call never left; asked
-		// again, within the failover wait, once the holder answers or its
-		// record is freed.
-		resp, at, err = h.cfg.Host.Dispatch(ctx, to, req)
+	// A key that must be kept only if the call takes effect (one made for
+	// an event without a key) is used once the call is forwarded: run
+	// here, the call cannot be lost on its way, and is not sent twice.
+	key, keyed := actors.EventKeyOf(ctx)
+	dctx, withKey := ctx, keyed
+	if keyed && !key.Always {
+		dctx, withKey = actors.WithEventKey(ctx, actors.EventKey{}), false
 	}
+	f := failover{wait: h.cfg.FailoverWait}
+	retrying := false // a try before this one may have reached the callee
+	for {
+		resp, at, err := h.cfg.Host.Dispatch(dctx, to, req)
+		if at == nil {
+			if withKey && errors.Is(err, actors.ErrOutcomeUnknown) && f.next(ctx) {
+				retrying = true
+				continue
+			}
+			return h.callAnswer(to, resp, err)
+		}
+		dctx, withKey = ctx, keyed
+		resp, out, err := h.forwardCall(ctx, to, *at, req, f.last(), retrying)
+		switch {
+		case out == forwardDone:
+			return h.callAnswer(to, resp, err)
+		case out == forwardUnknown && !keyed:
+			return nil, fmt.Errorf("call %s/%s: %w: %w", to.Class, to.Name, actors.ErrOutcomeUnknown, err)
+		}
+		// Not sent, refused without running, or sent with no answer: sent
+		// again within the failover wait, once the holder answers or its
+		// record is freed; the key makes the last safe.
+		retrying = retrying || out == forwardUnknown
+		if !f.next(ctx) {
+			if retrying {
+				return nil, fmt.Errorf("call %s/%s: %w: %w: tried again for %s: %w", to.Class, to.Name, actors.ErrCallFailed, actors.ErrOutcomeUnknown, h.cfg.FailoverWait, err)
+			}
+			return nil, err
+		}
+	}
+}
+
+// callAnswer is a call's answer as the calling actor gets it.
+func (h *Handler) callAnswer(to ownership.Actor, resp *actors.Response, err error) (*actors.Response, error) {
 	switch {
 	case errors.Is(err, keeper.ErrInvalidActor):
 		return nil, fmt.Errorf("call %s/%s: %w: %w", to.Class, to.Name, actors.ErrCallFailed, err)
@@ -85,16 +107,25 @@ func (h *Handler) checkCall(to ownership.Actor, req *actors.Request) error {
 	return nil
 }
 
-// forwardCall sends a call to the node that holds the callee.
-func (h *Handler) forwardCall(ctx context.Context, to ownership.Actor, d actors.Elsewhere, req *actors.Request) (*actors.Response, error) {
+// forwardCall sends a call to the node that holds the callee, with the
+// call's key, and returns its answer (forwardDone), or what became of it.
+// Unless last, the holder's answer that the call did not run there, or
+// (retrying) that its outcome is unknown or it still runs, is not
+// returned: the caller sends it again. A holder taken for dead while it
+// does not answer ends the call as a forward's does.
+func (h *Handler) forwardCall(ctx context.Context, to ownership.Actor, d actors.Elsewhere, req *actors.Request, last, retrying bool) (*actors.Response, forwarded, error) {
 	if d.Addr == "" {
-		return nil, &actors.UnavailableError{Actor: to, Reason: fmt.Sprintf("held by node %s, whose address is not known here", d.Node), RetryAfter: time.Second}
+		return nil, forwardDone, &actors.UnavailableError{Actor: to, Reason: fmt.Sprintf("held by node %s, whose address is not known here", d.Node), RetryAfter: time.Second}
 	}
 	u := url.URL{Scheme: "http", Host: d.Addr, Path: actorPath(to) + req.Path, RawQuery: req.Query.Encode()}
 	u.RawPath = actorEscapedPath(to) + (&url.URL{Path: req.Path}).EscapedPath()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var holderDead atomic.Bool
+	defer h.watchHolder(d.Node, func() { holderDead.Store(true); cancel() })()
 	out, err := http.NewRequestWithContext(ctx, req.Method, u.String(), bytes.NewReader(req.Body))
 	if err != nil {
-		return nil, fmt.Errorf("call %s/%s: %w", to.Class, to.Name, err)
+		return nil, forwardDone, fmt.Errorf("call %s/%s: %w", to.Class, to.Name, err)
 	}
 	for k, vs := range req.Header {
 		out.Header[k] = vs
@@ -102,24 +133,49 @@ func (h *Handler) forwardCall(ctx context.Context, to ownership.Actor, d actors.
 	out.Header.Set(ForwardedHeader, string(h.cfg.Node))
 	out.Header.Set(ForwardedToHeader, string(d.Node))
 	out.Header.Set(CallChainHeader, encodeChain(actors.CallChain(ctx)))
+	out.Header.Del(EventKeyHeader)
+	if k, ok := actors.EventKeyOf(ctx); ok {
+		out.Header.Set(EventKeyHeader, k.String())
+	}
 	if len(h.cfg.ClusterKey) > 0 {
 		signRequest(out, req.Body, h.cfg.ClusterKey, time.Now())
 	}
 	res, err := h.cfg.Transport.RoundTrip(out)
 	if err != nil {
 		h.peerLog.failed(d.Node, d.Addr, "call", err)
-		return nil, fmt.Errorf("call %s/%s: %w: node %s at %s: %w", to.Class, to.Name, actors.ErrCallFailed, d.Node, d.Addr, err)
+		h.cfg.Keeper.RouteFailed(to, d.Node)
+		if holderDead.Load() {
+			err = fmt.Errorf("node %s taken for dead while it did not answer", d.Node)
+		}
+		err = fmt.Errorf("call %s/%s: %w: node %s at %s: %w", to.Class, to.Name, actors.ErrCallFailed, d.Node, d.Addr, err)
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			h.cfg.Keeper.PeerUnreachable(d.Node)
+			return nil, forwardNotSent, err
+		}
+		return nil, forwardUnknown, err
 	}
 	h.peerLog.answered(d.Node)
 	defer res.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(res.Body, h.cfg.MaxBody+1))
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("call %s/%s: %w: reading the answer of node %s: %w", to.Class, to.Name, actors.ErrCallFailed, d.Node, err)
+		return nil, forwardUnknown, fmt.Errorf("call %s/%s: %w: reading the answer of node %s: %w", to.Class, to.Name, actors.ErrCallFailed, d.Node, err)
 	case int64(len(body)) > h.cfg.MaxBody:
-		return nil, fmt.Errorf("call %s/%s: %w: answer over %d bytes", to.Class, to.Name, actors.ErrCallFailed, h.cfg.MaxBody)
+		return nil, forwardDone, fmt.Errorf("call %s/%s: %w: answer over %d bytes", to.Class, to.Name, actors.ErrCallFailed, h.cfg.MaxBody)
 	}
-	return &actors.Response{Status: res.StatusCode, Header: res.Header, Body: body}, nil
+	outcome := res.Header.Get(actors.OutcomeHeader)
+	switch {
+	case res.StatusCode == http.StatusServiceUnavailable && res.Header.Get(NotRunHeader) != "":
+		h.cfg.Keeper.RouteFailed(to, d.Node)
+		if !last {
+			return nil, forwardRefused, fmt.Errorf("call %s/%s: node %s: %w", to.Class, to.Name, d.Node, errHolderRefused)
+		}
+	case !last && res.StatusCode == http.StatusGatewayTimeout && outcome == "unknown",
+		!last && retrying && res.StatusCode == http.StatusConflict && outcome == "running":
+		return nil, forwardUnknown, fmt.Errorf("call %s/%s: node %s: %w", to.Class, to.Name, d.Node, errHolderUnknown)
+	}
+	return &actors.Response{Status: res.StatusCode, Header: res.Header, Body: body}, forwardDone, nil
 }
 
 // actorPath and actorEscapedPath are the URL path of an actor, plain and

@@ -41,15 +41,17 @@ const ForwardedHeader = "Wasmkeep-Forwarded-By"
 // that forwarded the event may send it again, within the failover wait.
 const NotRunHeader = "Wasmkeep-Not-Run"
 
-// OutcomeHeader is set, to "unknown", on an answer whose event may have
-// taken effect though this node cannot tell (504 Gateway Timeout): a
-// commit without an answer, a forward whose connection broke after the
-// request was sent. A 503 never means that: a refusal is an event that
-// took no effect anywhere, always safe to retry.
-const OutcomeHeader = "Wasmkeep-Outcome"
-
 // errHolderRefused: the holder answered that it did not run the event.
 var errHolderRefused = errors.New("the holder refused the event without running it")
+
+// errHolderUnknown: the holder answered that the event's outcome is
+// unknown there, or that it still runs.
+var errHolderUnknown = errors.New("the holder does not know the event's outcome yet")
+
+// EventKeyHeader carries the key of an event a node sends to another (a
+// forward's, a call's: actors.EventKey.String), so that the actor runs it
+// at most once however often it is sent. Only a peer may send it.
+const EventKeyHeader = "Wasmkeep-Event-Key"
 
 // MaxNameLen bounds a class or actor name, in bytes.
 const MaxNameLen = 256
@@ -159,6 +161,9 @@ type Config struct {
 	// requests and calls use at once (a WebSocket relay's are bounded by
 	// the socket budget). Zero: DefaultPeerConns.
 	PeerConns int
+	// KeyWindow is how long an actor remembers a client's Idempotency-Key.
+	// Zero: actors.DefaultKeyWindow.
+	KeyWindow time.Duration
 }
 
 // Bounds on reaching a peer: connecting, and its answer's header. A peer
@@ -344,9 +349,9 @@ func unavailable(w http.ResponseWriter, retry time.Duration, msg string) {
 }
 
 // outcomeUnknown answers an event that may have taken effect, as this
-// node cannot tell (see OutcomeHeader).
+// node cannot tell (see actors.OutcomeHeader).
 func outcomeUnknown(w http.ResponseWriter, msg string) {
-	w.Header().Set(OutcomeHeader, "unknown")
+	w.Header().Set(actors.OutcomeHeader, "unknown")
 	text(w, http.StatusGatewayTimeout, "outcome unknown: "+msg+"; the event may have taken effect: retry it only with the same Idempotency-Key")
 }
 
@@ -460,10 +465,21 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 		}
 		r = r.WithContext(actors.WithCallChain(r.Context(), chain))
 	}
+	key, keyed, err := h.eventKey(r)
+	if err != nil {
+		text(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	ctx := r.Context()
+	if keyed {
+		ctx = actors.WithEventKey(ctx, key)
+	}
+	upgrade := websocket.IsWebSocketUpgrade(r)
 	req := &actors.Request{Method: r.Method, Path: rest, Query: r.URL.Query(), Header: r.Header.Clone(), Body: body}
 	f := failover{wait: h.cfg.FailoverWait}
+	retrying := false // a try before this one may have reached the event
 	for {
-		resp, at, err := h.cfg.Host.Dispatch(r.Context(), a, req)
+		resp, at, err := h.cfg.Host.Dispatch(ctx, a, req)
 		var ua *actors.UnavailableError
 		if at == nil && errors.As(err, &ua) && ua.Draining && r.Header.Get(ForwardedHeader) == "" {
 			// This node hands its actors over: the event goes to the peer
@@ -472,21 +488,67 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 			at = ua.Peer
 		}
 		if at == nil {
+			if keyed && errors.Is(err, actors.ErrOutcomeUnknown) && f.next(ctx) {
+				// Its commit had no answer: with its key, another try
+				// finds out whether it landed, and runs it if it did not.
+				retrying = true
+				continue
+			}
 			h.answer(w, r, a, resp, err)
 			return
 		}
-		dialErr := h.forward(w, r, a, *at, body, f.last())
-		if dialErr == nil {
+		if !keyed && !upgrade {
+			// A forward carries a key, so that it can be sent again
+			// whatever becomes of it: the actor runs it at most once.
+			key, keyed = actors.NewNodeKey(), true
+			ctx = actors.WithEventKey(ctx, key)
+			r.Header.Set(EventKeyHeader, key.String())
+		}
+		out, ferr := h.forward(w, r, a, *at, body, f.last(), retrying)
+		switch {
+		case out == forwardDone:
+			return
+		case out == forwardUnknown && !keyed:
+			outcomeUnknown(w, fmt.Sprintf("actor held by node %s, which did not answer after the request was sent (%v)", at.Node, ferr))
 			return
 		}
-		// The holder did not take the connection: the request never left,
-		// so it is asked again once the holder answers or the record is
-		// free (the holder fenced), within the failover wait.
-		if !f.next(r.Context()) {
-			unavailable(w, h.deadIn(at.Node), holderGone(at.Node, dialErr, h.cfg.FailoverWait))
+		// Not sent, refused without running, or sent with no answer: sent
+		// again once the holder answers or the record is free (the holder
+		// fenced), within the failover wait. The key makes the last safe.
+		retrying = retrying || out == forwardUnknown
+		if !f.next(ctx) {
+			if retrying {
+				outcomeUnknown(w, fmt.Sprintf("actor held by node %s, which did not answer after the request was sent (%v); tried again for %s",
+					at.Node, ferr, h.cfg.FailoverWait))
+				return
+			}
+			unavailable(w, h.deadIn(at.Node), holderGone(at.Node, ferr, h.cfg.FailoverWait))
 			return
 		}
 	}
+}
+
+// eventKey is the key of the event r asks for: the client's
+// Idempotency-Key, or the key a peer sent it with (EventKeyHeader). A
+// WebSocket upgrade has none: its answer, a socket, cannot be given twice.
+func (h *Handler) eventKey(r *http.Request) (actors.EventKey, bool, error) {
+	if websocket.IsWebSocketUpgrade(r) {
+		return actors.EventKey{}, false, nil
+	}
+	if v := r.Header.Get(EventKeyHeader); v != "" && isPeerRequest(r) {
+		k, err := actors.ParseEventKey(v)
+		return k, err == nil, err
+	}
+	if v, ok := r.Header[actors.IdempotencyHeader]; ok {
+		if len(v) != 1 {
+			return actors.EventKey{}, false, fmt.Errorf("%d %s headers: want one", len(v), actors.IdempotencyHeader)
+		}
+		if err := actors.CheckIdempotencyKey(v[0]); err != nil {
+			return actors.EventKey{}, false, err
+		}
+		return actors.ClientKey(v[0], h.cfg.KeyWindow), true, nil
+	}
+	return actors.EventKey{}, false, nil
 }
 
 // holderGone is the refusal of a request whose holder did not answer for
@@ -665,29 +727,48 @@ func (h *Handler) accept(w http.ResponseWriter, r *http.Request, a ownership.Act
 	}
 }
 
-// forward sends the request to the node that holds the actor.
-// It returns the error of a connection to the holder that could not be
-// made (nothing was sent, nothing answered: the caller may try again),
-// unless last; otherwise it has answered.
-func (h *Handler) forward(w http.ResponseWriter, r *http.Request, a ownership.Actor, d actors.Elsewhere, body []byte, last bool) (dialErr error) {
+// forwarded is what became of a forward.
+type forwarded uint8
+
+const (
+	// forwardDone: the holder's answer was relayed.
+	forwardDone forwarded = iota
+	// forwardNotSent: no connection to the holder: nothing was sent.
+	forwardNotSent
+	// forwardRefused: the holder refused the event without running it.
+	forwardRefused
+	// forwardUnknown: it was sent and then no answer came (the connection
+	// broke, the holder was taken for dead), or the holder's answer says
+	// that its outcome is unknown, or that it still runs.
+	forwardUnknown
+)
+
+// forward sends the request to the node that holds the actor, and relays
+// its answer. Unless last, an answer that says the event did not run
+// there, or (retrying: an earlier try may have reached it) that it may
+// have or still runs, is not relayed: the caller sends it again. What is
+// not relayed, forward does not answer: the caller does, with err.
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, a ownership.Actor, d actors.Elsewhere, body []byte, last, retrying bool) (out forwarded, err error) {
 	if r.Header.Get(ForwardedHeader) != "" {
 		h.log.Warn("not forwarding a forwarded request", slog.String("class", a.Class), slog.String("name", a.Name),
 			slog.String("from", r.Header.Get(ForwardedHeader)), slog.String("holder", string(d.Node)))
 		w.Header().Set(NotRunHeader, "1")
 		unavailable(w, time.Second, fmt.Sprintf("actor held by node %s; request already forwarded", d.Node))
-		return nil
+		return forwardDone, nil
 	}
 	if d.Addr == "" {
 		w.Header().Set(NotRunHeader, "1")
 		unavailable(w, time.Second, fmt.Sprintf("actor held by node %s, whose address is not known here", d.Node))
-		return nil
+		return forwardDone, nil
 	}
 	// A holder that hangs (stopped, cut off) takes the connection and
 	// never answers: once this node takes it for dead (its lease unchanged
-	// for ttl + grace, when peers fence it) the forward ends and the event
-	// is dispatched again, to the record freed by the fence. A late run on
-	// the hung holder cannot land: the fence and the seal of the new hold
-	// refuse its writes, and its lease no longer lets it answer.
+	// for ttl + grace, or read fenced) the forward ends, and the caller
+	// sends the event again, with its key, to the record freed by the
+	// fence: the new hold runs it unless the hung holder's commit of it
+	// landed before the seal, which the key then finds. A later commit of
+	// the hung holder cannot land (the seal refuses it), and its lease no
+	// longer lets it answer.
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	var holderDead atomic.Bool
@@ -701,12 +782,13 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, a ownership.Ac
 			release, err := h.cfg.Sockets.Reserve(2)
 			if err != nil {
 				unavailable(w, 5*time.Second, "too many sockets on this node: "+err.Error())
-				return nil
+				return forwardDone, nil
 			}
 			defer release()
 		}
 		transport = h.relay
 	}
+	out = forwardDone
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = "http"
@@ -723,44 +805,40 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, a ownership.Ac
 		Transport: transport,
 		ModifyResponse: func(res *http.Response) error {
 			h.peerLog.answered(d.Node)
-			if res.StatusCode == http.StatusServiceUnavailable && res.Header.Get(NotRunHeader) != "" {
+			switch outcome := res.Header.Get(actors.OutcomeHeader); {
+			case res.StatusCode == http.StatusServiceUnavailable && res.Header.Get(NotRunHeader) != "":
 				h.cfg.Keeper.RouteFailed(a, d.Node)
 				if !last {
-					return errHolderRefused // the event did not run there: dispatched again
+					return errHolderRefused // the event did not run there: sent again
 				}
+			case !last && res.StatusCode == http.StatusGatewayTimeout && outcome == "unknown",
+				!last && retrying && res.StatusCode == http.StatusConflict && outcome == "running":
+				return errHolderUnknown // sent again with its key, which tells
 			}
 			return nil
 		},
-		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-			if !errors.Is(err, errHolderRefused) {
-				h.cfg.Keeper.RouteFailed(a, d.Node)
-			}
-			if !errors.Is(err, errHolderRefused) {
-				h.peerLog.failed(d.Node, d.Addr, "forward", err)
-			}
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, e error) {
+			err = e
 			var op *net.OpError
 			switch {
-			case last:
-			case errors.As(err, &op) && op.Op == "dial":
-				dialErr = err // nothing written: the caller tries again
+			case errors.Is(e, errHolderRefused):
+				out = forwardRefused
+				return
+			case errors.Is(e, errHolderUnknown):
+				out = forwardUnknown
+				return
+			case errors.As(e, &op) && op.Op == "dial":
+				out = forwardNotSent // nothing written
 				h.cfg.Keeper.PeerUnreachable(d.Node)
-				return
 			case holderDead.Load():
-				dialErr = fmt.Errorf("node %s taken for dead while it did not answer", d.Node)
-				return
-			case errors.Is(err, errHolderRefused):
-				dialErr = fmt.Errorf("node %s: %w", d.Node, err)
-				return
+				out, err = forwardUnknown, fmt.Errorf("node %s taken for dead while it did not answer", d.Node)
+			default:
+				out = forwardUnknown
 			}
-			if errors.As(err, &op) && op.Op == "dial" {
-				// The failover wait is over: as serveActor answers it.
-				unavailable(w, h.deadIn(d.Node), holderGone(d.Node, err, h.cfg.FailoverWait))
-				return
-			}
-			// The request was sent: the holder may have run the event.
-			outcomeUnknown(w, fmt.Sprintf("actor held by node %s, which did not answer after the request was sent (%v)", d.Node, err))
+			h.cfg.Keeper.RouteFailed(a, d.Node)
+			h.peerLog.failed(d.Node, d.Addr, "forward", e)
 		},
 	}
 	proxy.ServeHTTP(w, r)
-	return dialErr
+	return out, err
 }

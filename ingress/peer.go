@@ -56,7 +56,7 @@ var errReplayed = errors.New("peer request replayed: its nonce was seen before")
 const ForwardedToHeader = "Wasmkeep-Forwarded-To"
 
 // peerHeaders are the headers only a peer may send.
-var peerHeaders = []string{ForwardedHeader, ForwardedToHeader, CallChainHeader, SignatureHeader}
+var peerHeaders = []string{ForwardedHeader, ForwardedToHeader, CallChainHeader, SignatureHeader, EventKeyHeader}
 
 // unsignedHeaders are left out of the MAC, and kept when unsigned: the
 // HTTP layer sets them from the body and the connection, not the sender.

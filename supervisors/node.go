@@ -82,6 +82,14 @@ type NodeConfig struct {
 	HTTPIdleTimeout time.Duration
 	// PeerConns bounds the connections to each peer (see Config).
 	PeerConns int
+	// PeerTransport, when set, carries forwarded requests and calls to
+	// peers (tests put faults in it). Nil: the ingress's own.
+	PeerTransport http.RoundTripper
+	// KeyWindow is how long an actor remembers a client's Idempotency-Key,
+	// MaxKeys how many event keys one actor remembers (see actors/keys.go).
+	// Zero: actors.DefaultKeyWindow and actors.DefaultMaxKeys.
+	KeyWindow time.Duration
+	MaxKeys   int
 	// MaxBodyInflight, BodyTimeout and BodyMinRate bound the request
 	// bodies (see Config). Zero: their defaults.
 	MaxBodyInflight int64
@@ -195,7 +203,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		Keeper: k, Bucket: cfg.Bucket, Registry: cfg.Registry, System: system, Logger: log,
 		IdleTimeout: cfg.IdleTimeout, MaxResident: cfg.MaxResident, MaxState: cfg.MaxState, BlockCache: cfg.BlockCache,
 		RetryAfter: cfg.Core.LeasePeriod, OnHibernate: cfg.OnHibernate, Supervision: sup, Sockets: n.sockets,
-		Caller: caller, CallTimeout: cfg.CallTimeout, Parent: tree.Under(RoleDirector, nil),
+		Caller: caller, CallTimeout: cfg.CallTimeout, Parent: tree.Under(RoleDirector, nil), MaxKeys: cfg.MaxKeys,
 	})
 	if err != nil {
 		return fail(err)
@@ -216,7 +224,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		Sockets: n.sockets, ClusterKey: cfg.ClusterKey, Registerer: reg, PeerConns: cfg.PeerConns,
 		MaxBodyInflight: cfg.MaxBodyInflight, BodyTimeout: cfg.BodyTimeout, BodyMinRate: cfg.BodyMinRate,
 		MaxConns: cfg.MaxConns, OverflowConns: cfg.OverflowConns, HTTPIdleTimeout: cfg.HTTPIdleTimeout,
-		FailoverWait: cfg.FailoverWait,
+		FailoverWait: cfg.FailoverWait, Transport: cfg.PeerTransport, KeyWindow: cfg.KeyWindow,
 	})
 	if err != nil {
 		return fail(err)

@@ -1,0 +1,99 @@
+package ingress_test
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/internal/nodetest"
+	"github.com/wasmkeep/wasmkeep/supervisors"
+)
+
+// TestIdempotencyKeyOverHTTP: a request with an Idempotency-Key runs once;
+// the same request with it again gets the first answer, marked replayed;
+// an invalid key is refused before anything runs.
+func TestIdempotencyKeyOverHTTP(t *testing.T) {
+	n := startTestNode(t, t.TempDir(), "n1", "i1")
+	key := func(k string) http.Header { return http.Header{actors.IdempotencyHeader: {k}} }
+	if status, body := n.get(t, "/actor/counter/a", key("order-1")); status != 200 || body != "1" {
+		t.Fatalf("first: %d %q", status, body)
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, n.url+"/actor/counter/a", nil)
+	req.Header.Set(actors.IdempotencyHeader, "order-1")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || strings.TrimSpace(string(body)) != "1" || res.Header.Get(actors.ReplayedHeader) != "true" {
+		t.Fatalf("again: %d %q %v, want the first answer replayed", res.StatusCode, body, res.Header)
+	}
+	n.mustGet(t, "/actor/counter/a", "2")
+	for _, bad := range []string{"has space", strings.Repeat("k", 256)} {
+		if status, body := n.get(t, "/actor/counter/a", key(bad)); status != http.StatusBadRequest || !strings.Contains(body, actors.IdempotencyHeader) {
+			t.Fatalf("key %q: %d %q, want 400", bad, status, body)
+		}
+	}
+	n.mustGet(t, "/actor/counter/a?read", "2")
+}
+
+// loseAnswers is a peer transport whose first n round trips reach the
+// peer, which runs them, and then lose the answer: the forwarding node
+// cannot tell whether the event ran.
+type loseAnswers struct {
+	n    atomic.Int32
+	base http.RoundTripper
+}
+
+func (l *loseAnswers) RoundTrip(r *http.Request) (*http.Response, error) {
+	res, err := l.base.RoundTrip(r)
+	if err != nil || l.n.Add(-1) < 0 {
+		return res, err
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	return nil, errors.New("connection reset after the request was sent")
+}
+
+// TestForwardWithLostAnswerSentAgain: a forward whose answer is lost after
+// the holder ran it is sent again with its key, and answered with the
+// first answer: the counter counts it once, and the client gets it.
+func TestForwardWithLostAnswerSentAgain(t *testing.T) {
+	dir := t.TempDir()
+	n1 := startTestNode(t, dir, "n1", "i1")
+	lose := &loseAnswers{base: http.DefaultTransport}
+	n2 := startTestNodeWith(t, nodetest.Options{Dir: dir, Node: "n2", Instance: "i2",
+		Configure: func(c *supervisors.NodeConfig) { c.PeerTransport = lose }})
+	n1.mustGet(t, "/actor/counter/a", "1")
+	lose.n.Store(2)
+	n2.mustGet(t, "/actor/counter/a", "2") // run on n1 once, its answer lost twice
+	n1.mustGet(t, "/actor/counter/a?read", "2")
+	// With the client's own key: the same.
+	lose.n.Store(1)
+	if status, body := n2.get(t, "/actor/counter/a", http.Header{actors.IdempotencyHeader: {"x"}}); status != 200 || body != "3" {
+		t.Fatalf("keyed: %d %q", status, body)
+	}
+	n1.mustGet(t, "/actor/counter/a?read", "3")
+}
+
+// TestCallWithLostAnswerSentAgain: a call forwarded to the callee's node
+// whose answer is lost is sent again with the call's key: the callee runs
+// it once, and the caller gets its answer.
+func TestCallWithLostAnswerSentAgain(t *testing.T) {
+	dir := t.TempDir()
+	n1 := hopNode(t, dir, "n1", "")
+	lose := &loseAnswers{base: http.DefaultTransport}
+	n2 := startTestNodeWith(t, nodetest.Options{Dir: dir, Node: "n2", Instance: "n2i",
+		Classes:   map[string]actors.Class{"hop": actors.ClassFunc(hop)},
+		Configure: func(c *supervisors.NodeConfig) { c.PeerTransport = lose }})
+	n1.mustGet(t, "/actor/counter/a", "1") // n1 holds counter/a
+	n2.mustGet(t, "/actor/hop/p", "hop")   // n2 holds hop/p
+	lose.n.Store(2)
+	n2.mustGet(t, "/actor/hop/p/call/counter/a", "a said 2")
+	n1.mustGet(t, "/actor/counter/a?read", "2")
+}
