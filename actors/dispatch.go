@@ -17,9 +17,12 @@ import (
 // node holds the actor (Elsewhere: it forwards or relays the event there).
 
 // Elsewhere says another live node holds the actor: send the event there.
+// Instance is that node's instance as this node knows it ("" when not
+// known): what is sent is signed for it.
 type Elsewhere struct {
-	Node ownership.NodeID
-	Addr string
+	Node     ownership.NodeID
+	Addr     string
+	Instance ownership.InstanceID
 }
 
 // notRunTries bounds how often one event is granted and delivered when it
@@ -118,14 +121,14 @@ func (h *Host) tryDispatch(ctx context.Context, a ownership.Actor, deliver func(
 		switch d.Verdict {
 		case keeper.Granted:
 		case keeper.Routed:
-			return &Elsewhere{Node: d.Node, Addr: d.Addr}, nil, nil
+			return &Elsewhere{Node: d.Node, Addr: d.Addr, Instance: d.Instance}, nil, nil
 		default:
 			if d.Damaged != "" {
 				return nil, nil, &DamagedError{Actor: a, Key: d.Damaged, Err: fmt.Errorf("%w: %s", ownership.ErrDamaged, d.Reason)}
 			}
 			ua := &UnavailableError{Actor: a, Reason: d.Reason, RetryAfter: d.RetryAfter, NotRun: true, Draining: d.Draining}
 			if d.Draining && d.Peer != "" {
-				ua.Peer = &Elsewhere{Node: d.Peer, Addr: d.PeerAddr}
+				ua.Peer = &Elsewhere{Node: d.Peer, Addr: d.PeerAddr, Instance: d.PeerInstance}
 			}
 			return nil, ua, ua
 		}

@@ -132,6 +132,7 @@ func (h *Handler) forwardCall(ctx context.Context, to ownership.Actor, d actors.
 	}
 	out.Header.Set(ForwardedHeader, string(h.cfg.Node))
 	out.Header.Set(ForwardedToHeader, string(d.Node))
+	setInstance(out.Header, d.Instance)
 	out.Header.Set(CallChainHeader, encodeChain(actors.CallChain(ctx)))
 	out.Header.Del(EventKeyHeader)
 	if k, ok := actors.EventKeyOf(ctx); ok {
@@ -166,6 +167,9 @@ func (h *Handler) forwardCall(ctx context.Context, to ownership.Actor, d actors.
 	}
 	outcome := res.Header.Get(actors.OutcomeHeader)
 	switch {
+	case res.StatusCode == http.StatusUnauthorized && res.Header.Get(NotRunHeader) != "":
+		h.cfg.Keeper.PeerUnreachable(d.Node) // signed for an old instance: its lease is read again
+		fallthrough
 	case res.StatusCode == http.StatusServiceUnavailable && res.Header.Get(NotRunHeader) != "":
 		h.cfg.Keeper.RouteFailed(to, d.Node)
 		if !last {

@@ -53,23 +53,23 @@ func FuzzPeerSignature(f *testing.F) {
 		r.Header[name] = []string{value}
 		signRequest(r, body, key, now)
 		value = r.Header.Get(name) // as the wire has it
-		if _, _, err := verifyRequest(r, body, key, now); err != nil {
+		if _, _, _, err := verifyRequest(r, body, key, now); err != nil {
 			t.Fatalf("a signed request is refused: %v", err)
 		}
 		good := r.Header.Get(SignatureHeader)
 		if forged != good {
 			r.Header.Set(SignatureHeader, forged)
-			if _, _, err := verifyRequest(r, body, key, now); err == nil {
+			if _, _, _, err := verifyRequest(r, body, key, now); err == nil {
 				t.Fatalf("forged signature %q taken (the real one: %q)", forged, good)
 			}
 			r.Header.Set(SignatureHeader, good)
 		}
 		r.Header[name] = []string{value + "x"}
-		if _, _, err := verifyRequest(r, body, key, now); err == nil && name != SignatureHeader {
+		if _, _, _, err := verifyRequest(r, body, key, now); err == nil && name != SignatureHeader {
 			t.Fatalf("a changed %s header is taken", name)
 		}
 		r.Header[name] = []string{value}
-		if _, _, err := verifyRequest(r, append(bytes.Clone(body), 0), key, now); err == nil {
+		if _, _, _, err := verifyRequest(r, append(bytes.Clone(body), 0), key, now); err == nil {
 			t.Fatal("a changed body is taken")
 		}
 	})

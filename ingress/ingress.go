@@ -102,8 +102,11 @@ type Host interface {
 // Config is what a Handler serves with. Keeper, Host and Registry are
 // required.
 type Config struct {
-	// Node is this node's id, sent in ForwardedHeader.
+	// Node is this node's id, sent in ForwardedHeader; Instance this
+	// start's, which the peer requests it takes must be signed for
+	// (ForwardedInstanceHeader).
 	Node     ownership.NodeID
+	Instance ownership.InstanceID
 	Keeper   Keeper
 	Host     Host
 	Registry *actors.Registry
@@ -202,6 +205,7 @@ type Handler struct {
 	writeTimeout time.Duration
 	conns        *connLimiter // nil: connections are not limited (see conns.go)
 	peers        *nonces
+	started      time.Time // when New made it: see ForwardedInstanceHeader
 }
 
 // New validates cfg and returns the node's handler.
@@ -247,7 +251,7 @@ func New(cfg Config) (*Handler, error) {
 		return nil, err
 	}
 	h := &Handler{cfg: cfg, log: cfg.Logger.With(slog.String("component", "ingress")), mux: http.NewServeMux(),
-		bodies: bodies, peers: newNonces(time.Now), relay: relay, peerLog: newPeerLog(cfg.Logger),
+		bodies: bodies, peers: newNonces(time.Now), relay: relay, peerLog: newPeerLog(cfg.Logger), started: time.Now(),
 		writeTimeout: answerTime + cfg.BodyTimeout + 2*time.Duration(cfg.MaxBody)*time.Second/time.Duration(cfg.BodyMinRate)}
 	if cfg.MaxConns > 0 {
 		if h.conns, err = newConnLimiter(cfg.MaxConns, cfg.OverflowConns, cfg.Registerer); err != nil {
@@ -449,6 +453,9 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 	if isPeerRequest(r) && len(h.cfg.ClusterKey) > 0 {
 		if err := h.verifyPeer(r, body); err != nil {
 			h.log.Warn("peer request refused", slog.String("from", r.RemoteAddr), slog.Any("err", err))
+			if errors.Is(err, errOtherInstance) {
+				w.Header().Set(NotRunHeader, "1") // a sender that read an old lease sends it again
+			}
 			text(w, http.StatusUnauthorized, err.Error())
 			return
 		}
@@ -796,6 +803,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, a ownership.Ac
 			pr.Out.Host = d.Addr
 			pr.Out.Header.Set(ForwardedHeader, string(h.cfg.Node))
 			pr.Out.Header.Set(ForwardedToHeader, string(d.Node))
+			setInstance(pr.Out.Header, d.Instance)
 			pr.Out.Body = io.NopCloser(bytes.NewReader(body))
 			pr.Out.ContentLength = int64(len(body))
 			if len(h.cfg.ClusterKey) > 0 {
@@ -806,6 +814,11 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, a ownership.Ac
 		ModifyResponse: func(res *http.Response) error {
 			h.peerLog.answered(d.Node)
 			switch outcome := res.Header.Get(actors.OutcomeHeader); {
+			case res.StatusCode == http.StatusUnauthorized && res.Header.Get(NotRunHeader) != "":
+				// Signed for an instance the holder no longer is: its
+				// lease is read again, and the event sent again.
+				h.cfg.Keeper.PeerUnreachable(d.Node)
+				fallthrough
 			case res.StatusCode == http.StatusServiceUnavailable && res.Header.Get(NotRunHeader) != "":
 				h.cfg.Keeper.RouteFailed(a, d.Node)
 				if !last {

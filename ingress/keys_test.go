@@ -1,10 +1,13 @@
 package ingress_test
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -96,4 +99,70 @@ func TestCallWithLostAnswerSentAgain(t *testing.T) {
 	lose.n.Store(2)
 	n2.mustGet(t, "/actor/hop/p/call/counter/a", "a said 2")
 	n1.mustGet(t, "/actor/counter/a?read", "2")
+}
+
+// capture is a peer transport that keeps what it sends.
+type capture struct {
+	mu   sync.Mutex
+	reqs []*http.Request
+	body [][]byte
+}
+
+func (c *capture) RoundTrip(r *http.Request) (*http.Response, error) {
+	var b []byte
+	if r.Body != nil {
+		b, _ = io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(b))
+	}
+	c.mu.Lock()
+	c.reqs, c.body = append(c.reqs, r.Clone(context.Background())), append(c.body, b)
+	c.mu.Unlock()
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// replay sends the i-th captured request again, to url.
+func (c *capture) replay(t *testing.T, i int, url string) (int, string) {
+	t.Helper()
+	c.mu.Lock()
+	orig, body := c.reqs[i], c.body[i]
+	c.mu.Unlock()
+	req, err := http.NewRequestWithContext(t.Context(), orig.Method, url+orig.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = orig.Header.Clone()
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, strings.TrimSpace(string(b))
+}
+
+// TestCapturedForwardRefusedAfterRestart: a signed forward taken off the
+// wire is refused when played again to its target, and still refused once
+// the target has restarted under the same node id: the signature names the
+// instance the sender read in the target's lease.
+func TestCapturedForwardRefusedAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	const key = "a cluster key of 32 bytes, ok..."
+	keyed := func(c *supervisors.NodeConfig) { c.ClusterKey = []byte(key) }
+	n1 := startTestNodeWith(t, nodetest.Options{Dir: dir, Node: "n1", Instance: "first", Configure: keyed})
+	wire := &capture{}
+	n2 := startTestNodeWith(t, nodetest.Options{Dir: dir, Node: "n2", Instance: "n2i", Configure: func(c *supervisors.NodeConfig) {
+		keyed(c)
+		c.PeerTransport = wire
+	}})
+	n1.mustGet(t, "/actor/counter/a", "1")
+	n2.mustGet(t, "/actor/counter/a", "2") // forwarded to n1, and captured
+	if status, body := wire.replay(t, 0, n1.url); status != http.StatusUnauthorized || !strings.Contains(body, "replayed") {
+		t.Fatalf("played again to the same start of n1: %d %q, want 401 replayed", status, body)
+	}
+	n1.stop(t)
+	again := startTestNodeWith(t, nodetest.Options{Dir: dir, Node: "n1", Instance: "second", Configure: keyed})
+	if status, body := wire.replay(t, 0, again.url); status != http.StatusUnauthorized || !strings.Contains(body, `signed for instance "first"`) {
+		t.Fatalf("played to n1's next start: %d %q, want 401", status, body)
+	}
+	again.mustGet(t, "/actor/counter/a?read", "2")
 }

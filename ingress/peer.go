@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/wasmkeep/wasmkeep/ownership"
 )
 
 // Requests between nodes (a forwarded request or upgrade, a forwarded
@@ -55,8 +57,28 @@ var errReplayed = errors.New("peer request replayed: its nonce was seen before")
 // another node.
 const ForwardedToHeader = "Wasmkeep-Forwarded-To"
 
+// ForwardedInstanceHeader names the instance (the start of the node
+// process) a peer request is for, as the sender read it in the target's
+// lease. Signed with the rest, it makes a request taken off the wire
+// worthless once the target restarts: the nonces it remembers live in one
+// process, and the next start refuses what was signed for the one before
+// (401, marked not run: a sender that had not yet read the new lease reads
+// it and sends the request again). A request without it (from a node of an
+// earlier version) is taken only if signed after this process started.
+const ForwardedInstanceHeader = "Wasmkeep-Forwarded-Instance"
+
 // peerHeaders are the headers only a peer may send.
-var peerHeaders = []string{ForwardedHeader, ForwardedToHeader, CallChainHeader, SignatureHeader, EventKeyHeader}
+var peerHeaders = []string{ForwardedHeader, ForwardedToHeader, ForwardedInstanceHeader, CallChainHeader, SignatureHeader, EventKeyHeader}
+
+// errOtherInstance: a peer request signed for another start of this node.
+var errOtherInstance = errors.New("peer request signed for another start of this node")
+
+// setInstance names the instance a peer request is for, when known.
+func setInstance(h http.Header, inst ownership.InstanceID) {
+	if inst != "" {
+		h.Set(ForwardedInstanceHeader, string(inst))
+	}
+}
 
 // unsignedHeaders are left out of the MAC, and kept when unsigned: the
 // HTTP layer sets them from the body and the connection, not the sender.
@@ -95,31 +117,32 @@ func signRequest(r *http.Request, body []byte, key []byte, now time.Time) {
 }
 
 // verifyRequest checks r's signature under key at now, and returns its
-// nonce and the signed header names.
-func verifyRequest(r *http.Request, body []byte, key []byte, now time.Time) (nonce string, signed []string, err error) {
+// nonce, the signed header names and when it was signed.
+func verifyRequest(r *http.Request, body []byte, key []byte, now time.Time) (nonce string, signed []string, at time.Time, err error) {
 	parts := strings.Split(r.Header.Get(SignatureHeader), ",")
 	if len(parts) != 5 || parts[0] != "v2" {
-		return "", nil, errUnsigned
+		return "", nil, at, errUnsigned
 	}
 	ts, nonce, sig := parts[1], parts[2], parts[4]
 	ms, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil || len(nonce) != 22 {
-		return "", nil, errUnsigned
+		return "", nil, at, errUnsigned
 	}
-	if d := now.Sub(time.UnixMilli(ms)); d > SignatureWindow || d < -SignatureWindow {
-		return "", nil, fmt.Errorf("%w: signed %v away from this node's clock, over %v", errUnsigned, d.Round(time.Second), SignatureWindow)
+	at = time.UnixMilli(ms)
+	if d := now.Sub(at); d > SignatureWindow || d < -SignatureWindow {
+		return "", nil, at, fmt.Errorf("%w: signed %v away from this node's clock, over %v", errUnsigned, d.Round(time.Second), SignatureWindow)
 	}
 	if parts[3] != "" {
 		signed = strings.Split(parts[3], ";")
 	}
 	if !slices.IsSorted(signed) || len(slices.Compact(slices.Clone(signed))) != len(signed) {
-		return "", nil, errUnsigned
+		return "", nil, at, errUnsigned
 	}
 	got, err := base64.RawURLEncoding.DecodeString(sig)
 	if err != nil || !hmac.Equal(got, peerMAC(key, ts, nonce, signed, r, body)) {
-		return "", nil, errUnsigned
+		return "", nil, at, errUnsigned
 	}
-	return nonce, signed, nil
+	return nonce, signed, at, nil
 }
 
 // wireHeaders puts h in the form an HTTP/1.1 client writes it in.
@@ -165,12 +188,18 @@ func plausiblySigned(r *http.Request, now time.Time) bool {
 // and its nonce, and removes the headers it did not sign.
 func (h *Handler) verifyPeer(r *http.Request, body []byte) error {
 	now := time.Now()
-	nonce, signed, err := verifyRequest(r, body, h.cfg.ClusterKey, now)
+	nonce, signed, at, err := verifyRequest(r, body, h.cfg.ClusterKey, now)
 	if err != nil {
 		return err
 	}
 	if to := r.Header.Get(ForwardedToHeader); to != string(h.cfg.Node) {
 		return fmt.Errorf("%w: signed for node %q, not this node (%s)", errUnsigned, to, h.cfg.Node)
+	}
+	switch inst := r.Header.Get(ForwardedInstanceHeader); {
+	case inst != "" && inst != string(h.cfg.Instance):
+		return fmt.Errorf("%w: signed for instance %q, this one is %q", errOtherInstance, inst, h.cfg.Instance)
+	case inst == "" && at.UnixMilli() < h.started.UnixMilli():
+		return fmt.Errorf("%w: signed for no instance before this node started", errOtherInstance)
 	}
 	if !h.peers.first(nonce, now) {
 		return errReplayed

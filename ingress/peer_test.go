@@ -31,7 +31,7 @@ func TestSignatureChecksWhatThePeerSays(t *testing.T) {
 		signRequest(r, []byte("body"), key, now)
 		return r
 	}
-	if _, _, err := verifyRequest(signed(), []byte("body"), key, now.Add(30*time.Second)); err != nil {
+	if _, _, _, err := verifyRequest(signed(), []byte("body"), key, now.Add(30*time.Second)); err != nil {
 		t.Fatalf("a signed request within the window: %v", err)
 	}
 	for name, tc := range map[string]struct {
@@ -77,7 +77,7 @@ func TestSignatureChecksWhatThePeerSays(t *testing.T) {
 		if tc.key != "" {
 			k = []byte(tc.key)
 		}
-		if _, _, err := verifyRequest(r, []byte(body), k, now.Add(tc.at)); !errors.Is(err, errUnsigned) {
+		if _, _, _, err := verifyRequest(r, []byte(body), k, now.Add(tc.at)); !errors.Is(err, errUnsigned) {
 			t.Errorf("%s: %v; want refused", name, err)
 		}
 	}
@@ -133,7 +133,7 @@ func TestSignatureSurvivesTheWire(t *testing.T) {
 	got := make(chan error, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		_, _, err := verifyRequest(r, body, key, time.Now())
+		_, _, _, err := verifyRequest(r, body, key, time.Now())
 		got <- err
 	}))
 	defer srv.Close()
@@ -196,4 +196,40 @@ func (stubHost) Dispatch(context.Context, ownership.Actor, *actors.Request) (*ac
 
 func (stubHost) Take(context.Context, ownership.Actor) (*actors.Elsewhere, error) {
 	return nil, errors.New("stub")
+}
+
+// TestPeerRequestForAnotherStart: a request signed for another instance of
+// the node is refused, and so is one naming none that was signed before
+// this start (a node of an earlier version would send one, fresh).
+func TestPeerRequestForAnotherStart(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	h, err := New(Config{Node: "n1", Instance: "now", Keeper: stubKeeper{}, Host: stubHost{}, Registry: actors.BuiltIn(), ClusterKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := func(inst string, at time.Time) *http.Request {
+		r, err := http.NewRequest(http.MethodGet, "http://n1/actor/counter/a", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Header.Set(ForwardedHeader, "n2")
+		r.Header.Set(ForwardedToHeader, "n1")
+		if inst != "" {
+			r.Header.Set(ForwardedInstanceHeader, inst)
+		}
+		signRequest(r, nil, key, at)
+		return r
+	}
+	if err := h.verifyPeer(req("before", time.Now()), nil); !errors.Is(err, errOtherInstance) {
+		t.Fatalf("for another instance: %v", err)
+	}
+	if err := h.verifyPeer(req("", time.Now().Add(-time.Second)), nil); !errors.Is(err, errOtherInstance) {
+		t.Fatalf("for no instance, signed before the start: %v", err)
+	}
+	if err := h.verifyPeer(req("", time.Now().Add(time.Second)), nil); err != nil {
+		t.Fatalf("for no instance, signed after the start: %v", err)
+	}
+	if err := h.verifyPeer(req("now", time.Now()), nil); err != nil {
+		t.Fatalf("for this instance: %v", err)
+	}
 }

@@ -41,9 +41,11 @@ func (h *Handler) serveTake(w http.ResponseWriter, r *http.Request, a ownership.
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// Take sends node target, at addr, the take call for a (see TakeHeader):
-// nil once the target holds the actor.
-func (h *Handler) Take(ctx context.Context, target ownership.NodeID, addr string, a ownership.Actor) error {
+// Take sends the node t names the take call for its actor (see
+// TakeHeader), signed for the target's instance: nil once the target holds
+// the actor.
+func (h *Handler) Take(ctx context.Context, t ownership.Take) error {
+	target, addr, a := t.Target, t.Addr, t.Actor
 	if addr == "" {
 		return fmt.Errorf("take %s/%s: the address of node %s is not known here", a.Class, a.Name, target)
 	}
@@ -54,6 +56,7 @@ func (h *Handler) Take(ctx context.Context, target ownership.NodeID, addr string
 	}
 	out.Header.Set(ForwardedHeader, string(h.cfg.Node))
 	out.Header.Set(ForwardedToHeader, string(target))
+	setInstance(out.Header, t.Instance)
 	out.Header.Set(TakeHeader, "1")
 	if len(h.cfg.ClusterKey) > 0 {
 		signRequest(out, nil, h.cfg.ClusterKey, time.Now())

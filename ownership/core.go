@@ -273,8 +273,9 @@ func (c *Core) Step(now time.Time, in Input) []Effect {
 // asked), as the keeper's own refusals after its end do.
 func (c *Core) refuseAfterExit(in Input) {
 	if a, ok := in.(Acquire); ok {
-		peer, addr := c.drainPeer(a.Actor)
-		c.emit(Refuse{Actor: a.Actor, Ref: a.Ref, Reason: "node stopped: " + c.exitReason, RetryAfter: c.cfg.LeasePeriod, Draining: true, Peer: peer, PeerAddr: addr})
+		peer, addr, inst := c.drainPeer(a.Actor)
+		c.emit(Refuse{Actor: a.Actor, Ref: a.Ref, Reason: "node stopped: " + c.exitReason, RetryAfter: c.cfg.LeasePeriod, Draining: true,
+			Peer: peer, PeerAddr: addr, PeerInstance: inst})
 	}
 }
 

@@ -184,6 +184,10 @@ type Route struct {
 	Ref   uint64
 	Node  NodeID
 	Addr  string
+	// Instance is the holder's instance, as its lease last read here
+	// names it: a request sent to it is signed for that instance, so that
+	// no later start of the node takes it.
+	Instance InstanceID
 }
 
 // Refuse: the event cannot be served here now (HTTP 503 with Retry-After).
@@ -201,8 +205,9 @@ type Refuse struct {
 	Damaged    string
 	// Peer and PeerAddr name the live peer to send the event on to, when
 	// Draining and there is one (see PeerFor).
-	Peer     NodeID
-	PeerAddr string
+	Peer         NodeID
+	PeerAddr     string
+	PeerInstance InstanceID
 }
 
 // StopActing: the hold at Gen is no longer live; drop the actor's instance
@@ -261,9 +266,10 @@ type Report struct {
 // Take asks the target of a move to take the actor. Addr is the target's
 // address as its lease gives it ("" when its lease is not known here).
 type Take struct {
-	Actor  Actor
-	Target NodeID
-	Addr   string
+	Actor    Actor
+	Target   NodeID
+	Addr     string
+	Instance InstanceID // the target's, as its lease last read here names it
 }
 
 // DrainChanged reports that the node began draining (Draining, with why:

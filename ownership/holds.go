@@ -140,12 +140,12 @@ func (c *Core) ownRecord(a Actor, gen Generation, held bool) (Record, []byte) {
 // ---- events ----
 
 func (c *Core) route(e *entry, ref uint64, n NodeID) {
-	addr := ""
+	r := Route{Actor: e.actor, Ref: ref, Node: n}
 	if p := c.peers[n]; p != nil {
-		addr = p.lease.Addr
+		r.Addr, r.Instance = p.lease.Addr, p.lease.Instance
 	}
 	c.count(MetricRoutes, "")
-	c.emit(Route{Actor: e.actor, Ref: ref, Node: n, Addr: addr})
+	c.emit(r)
 }
 
 func (c *Core) holdEnded(in HoldEnded) {
@@ -268,7 +268,7 @@ func (c *Core) refuseWaiters(e *entry, reason string, draining bool) {
 	for _, w := range e.acq.waiters {
 		r := Refuse{Actor: e.actor, Ref: w.ref, Reason: reason, RetryAfter: c.cfg.LeasePeriod, Draining: draining}
 		if draining {
-			r.Peer, r.PeerAddr = c.drainPeer(e.actor)
+			r.Peer, r.PeerAddr, r.PeerInstance = c.drainPeer(e.actor)
 		}
 		c.emit(r)
 	}

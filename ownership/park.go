@@ -14,7 +14,7 @@ func (c *Core) acquire(in Acquire) {
 	refuse := func(reason string, draining bool) {
 		r := Refuse{Actor: in.Actor, Ref: in.Ref, Reason: reason, RetryAfter: c.cfg.LeasePeriod, Draining: draining}
 		if draining {
-			r.Peer, r.PeerAddr = c.drainPeer(in.Actor)
+			r.Peer, r.PeerAddr, r.PeerInstance = c.drainPeer(in.Actor)
 		}
 		c.emit(r)
 	}

@@ -161,12 +161,12 @@ func PeerFor(peers []PeerStatus, a Actor) (p PeerStatus, ok bool) {
 }
 
 // drainPeer is PeerFor over this core's view of its peers.
-func (c *Core) drainPeer(a Actor) (NodeID, string) {
+func (c *Core) drainPeer(a Actor) (NodeID, string, InstanceID) {
 	var peers []PeerStatus
 	for _, n := range c.sortedPeers() {
 		p := c.peers[n]
-		peers = append(peers, PeerStatus{Node: n, Addr: p.lease.Addr, Live: c.peerLive(p)})
+		peers = append(peers, PeerStatus{Node: n, Instance: p.lease.Instance, Addr: p.lease.Addr, Live: c.peerLive(p)})
 	}
 	p, _ := PeerFor(peers, a)
-	return p.Node, p.Addr
+	return p.Node, p.Addr, p.Instance
 }

@@ -329,7 +329,7 @@ func (c *Core) moveReleased(e *entry, landed bool) {
 		}
 		t := Take{Actor: e.actor, Target: e.moving.target}
 		if p := c.peers[t.Target]; p != nil && p.known {
-			t.Addr = p.lease.Addr
+			t.Addr, t.Instance = p.lease.Addr, p.lease.Instance
 		}
 		c.emit(t)
 		return

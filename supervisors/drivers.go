@@ -276,9 +276,9 @@ func (d *drainer) observe(ctx actor.Context, m *keeper.StatusAnswer) {
 
 // ---- mover ----
 
-// TakeFunc asks the node target, at addr, to take actor a (the last step of
-// a move). It is called on a goroutine of its own.
-type TakeFunc func(ctx context.Context, target ownership.NodeID, addr string, a ownership.Actor) error
+// TakeFunc asks the node t names to take its actor (the last step of a
+// move). It is called on a goroutine of its own.
+type TakeFunc func(ctx context.Context, t ownership.Take) error
 
 // ErrMoveRefused is matched by a move refused before it began.
 var ErrMoveRefused = errors.New("move refused")
@@ -487,7 +487,7 @@ func (mv *mover) call(ctx actor.Context, t ownership.Take, attempt int) {
 		err := errors.New("no take call configured")
 		if take != nil {
 			cctx, cancel := context.WithTimeout(context.Background(), takeTimeout)
-			err = take(cctx, t.Target, t.Addr, t.Actor)
+			err = take(cctx, t)
 			cancel()
 		}
 		root.Send(self, &takeDoneMsg{t: t, attempt: attempt, err: err})

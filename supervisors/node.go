@@ -220,7 +220,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	}
 	h, err := ingress.New(ingress.Config{
 		Debug: debug, Status: status, PeerStatus: n.statusHandler(),
-		Node: cfg.Core.Node, Keeper: k, Host: n.host, Registry: cfg.Registry, Gatherer: reg, Logger: log, MaxBody: cfg.MaxBody,
+		Node: cfg.Core.Node, Instance: cfg.Core.Instance, Keeper: k, Host: n.host, Registry: cfg.Registry, Gatherer: reg, Logger: log, MaxBody: cfg.MaxBody,
 		Sockets: n.sockets, ClusterKey: cfg.ClusterKey, Registerer: reg, PeerConns: cfg.PeerConns,
 		MaxBodyInflight: cfg.MaxBodyInflight, BodyTimeout: cfg.BodyTimeout, BodyMinRate: cfg.BodyMinRate,
 		MaxConns: cfg.MaxConns, OverflowConns: cfg.OverflowConns, HTTPIdleTimeout: cfg.HTTPIdleTimeout,

@@ -45,8 +45,9 @@ type Decision struct {
 
 	// Node and Addr name the holder (Routed). Addr is what that node wrote
 	// in its lease record; it may be empty when this node has not read it.
-	Node ownership.NodeID
-	Addr string
+	Node     ownership.NodeID
+	Addr     string
+	Instance ownership.InstanceID
 
 	// Reason, RetryAfter and Draining explain a refusal: an HTTP 503 with
 	// Retry-After. Draining says this node takes no actors now (it drains
@@ -56,8 +57,9 @@ type Decision struct {
 	Draining   bool
 	// Peer and PeerAddr, when Draining, name the live peer to send the
 	// event on to (ownership.Refuse).
-	Peer     ownership.NodeID
-	PeerAddr string
+	Peer         ownership.NodeID
+	PeerAddr     string
+	PeerInstance ownership.InstanceID
 	// Damaged, when set, is the key of the actor's object (its ownership
 	// record or its state) that is damaged in the bucket: the refusal is an
 	// error (HTTP 500 naming the key), not a 503, since no retry, here or on
@@ -87,12 +89,12 @@ func grantDecision(g ownership.Grant) Decision {
 }
 
 func routeDecision(r ownership.Route) Decision {
-	return Decision{Verdict: Routed, Node: r.Node, Addr: r.Addr}
+	return Decision{Verdict: Routed, Node: r.Node, Addr: r.Addr, Instance: r.Instance}
 }
 
 func refuseDecision(r ownership.Refuse) Decision {
 	return Decision{Verdict: Refused, Reason: r.Reason, RetryAfter: r.RetryAfter, Draining: r.Draining, Damaged: r.Damaged,
-		Peer: r.Peer, PeerAddr: r.PeerAddr}
+		Peer: r.Peer, PeerAddr: r.PeerAddr, PeerInstance: r.PeerInstance}
 }
 
 // AcquireAnswer is the message RequestAcquire's requester receives.

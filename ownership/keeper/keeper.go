@@ -196,7 +196,7 @@ func (k *Keeper) stoppedDecision(a ownership.Actor) Decision {
 	defer k.gate.RUnlock()
 	d := Decision{Verdict: Refused, Reason: "node stopped: " + k.reason, RetryAfter: k.retry, Draining: true}
 	if p, ok := ownership.PeerFor(k.final.Peers, a); ok {
-		d.Peer, d.PeerAddr = p.Node, p.Addr
+		d.Peer, d.PeerAddr, d.PeerInstance = p.Node, p.Addr, p.Instance
 	}
 	return d
 }
