@@ -196,7 +196,7 @@ type Handler struct {
 	log    *slog.Logger
 	mux    *http.ServeMux
 	bodies *bodies
-	relay  http.RoundTripper // carries relayed WebSocket upgrades
+	relays relays // the WebSockets relayed to other nodes (relay.go)
 	// peerLog logs failures of forwards and calls once per peer and state.
 	peerLog *peerLog
 	// writeTimeout bounds a request's time until its answer is written:
@@ -235,23 +235,21 @@ func New(cfg Config) (*Handler, error) {
 		return nil, fmt.Errorf("ingress config: failover wait %v is negative", cfg.FailoverWait)
 	}
 	cfg.FailoverWait = cmp.Or(cfg.FailoverWait, DefaultFailoverWait)
-	relay := cfg.Transport
 	if cfg.Transport == nil {
 		// Forwards and calls take at most PeerConns connections to each
 		// peer, out of the descriptors reserved for peers; a relayed
 		// WebSocket holds its own for as long as it lives, counted in
-		// the socket budget instead (see forward).
+		// the socket budget instead (see relay.go).
 		t := peerTransport()
 		t.MaxConnsPerHost, t.MaxIdleConnsPerHost = cfg.PeerConns, min(cfg.PeerConns, 64)
 		cfg.Transport = t
-		relay = peerTransport()
 	}
 	bodies, err := newBodies(cfg.MaxBodyInflight, cfg.BodyTimeout, cfg.BodyMinRate, cfg.Registerer)
 	if err != nil {
 		return nil, err
 	}
 	h := &Handler{cfg: cfg, log: cfg.Logger.With(slog.String("component", "ingress")), mux: http.NewServeMux(),
-		bodies: bodies, peers: newNonces(time.Now), relay: relay, peerLog: newPeerLog(cfg.Logger), started: time.Now(),
+		bodies: bodies, peers: newNonces(time.Now), peerLog: newPeerLog(cfg.Logger), started: time.Now(),
 		writeTimeout: answerTime + cfg.BodyTimeout + 2*time.Duration(cfg.MaxBody)*time.Second/time.Duration(cfg.BodyMinRate)}
 	if cfg.MaxConns > 0 {
 		if h.conns, err = newConnLimiter(cfg.MaxConns, cfg.OverflowConns, cfg.Registerer); err != nil {
@@ -776,25 +774,14 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, a ownership.Ac
 	// landed before the seal, which the key then finds. A later commit of
 	// the hung holder cannot land (the seal refuses it), and its lease no
 	// longer lets it answer.
+	if isUpgrade(r) {
+		return h.relaySocket(w, r, a, d, last)
+	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	var holderDead atomic.Bool
 	defer h.watchHolder(d.Node, func() { holderDead.Store(true); cancel() })()
 	r = r.WithContext(ctx)
-	transport := h.cfg.Transport
-	if websocket.IsWebSocketUpgrade(r) {
-		// A relayed socket holds two descriptors while it lives, the
-		// client's and the peer's: both come out of the socket budget.
-		if h.cfg.Sockets != nil {
-			release, err := h.cfg.Sockets.Reserve(2)
-			if err != nil {
-				unavailable(w, 5*time.Second, "too many sockets on this node: "+err.Error())
-				return forwardDone, nil
-			}
-			defer release()
-		}
-		transport = h.relay
-	}
 	out = forwardDone
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -810,7 +797,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, a ownership.Ac
 				signRequest(pr.Out, body, h.cfg.ClusterKey, time.Now())
 			}
 		},
-		Transport: transport,
+		Transport: h.cfg.Transport,
 		ModifyResponse: func(res *http.Response) error {
 			h.peerLog.answered(d.Node)
 			switch outcome := res.Header.Get(actors.OutcomeHeader); {

@@ -121,6 +121,7 @@ type Node struct {
 	mover   *actor.PID
 	done    chan struct{} // the keeper ended, or the tree failed
 	metrics http.Handler  // the registry's /metrics
+	ingress *ingress.Handler
 }
 
 // StartNode starts the keeper (it returns once the node's lease is taken),
@@ -231,6 +232,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	}
 	n.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	caller.h.Store(h)
+	n.ingress = h
 	if err := n.spawnDrivers(cfg, k, h.Take, hooks, log); err != nil {
 		return fail(err)
 	}
@@ -399,8 +401,10 @@ func (n *Node) Stop(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("http shutdown: %w", err))
 	}
 	// The node's sockets close with 1012 (service restart); their close
-	// events still reach the actors, which hibernate after.
+	// events still reach the actors, which hibernate after. So do the
+	// sockets it relays to other nodes.
 	n.sockets.CloseAll(1012, "stop")
+	n.ingress.CloseRelays(1012, "stop")
 	if err := n.sockets.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("websocket shutdown: %w", err))
 	}
@@ -423,6 +427,7 @@ func (n *Node) Stop(ctx context.Context) error {
 func (n *Node) Abort() {
 	n.server.Close()
 	n.sockets.CloseAll(1012, "lapse")
+	n.ingress.CloseRelays(1012, "node exits")
 	n.host.DropAll()
 }
 
