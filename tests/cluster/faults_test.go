@@ -1,11 +1,14 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,6 +23,7 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/internal/proctest"
 	"github.com/wasmkeep/wasmkeep/internal/s3test"
+	"github.com/wasmkeep/wasmkeep/ownership"
 )
 
 // faultProxy is a toxiproxy proxy in the test process: the link it carries
@@ -198,4 +202,55 @@ func TestPeerLinkCut(t *testing.T) {
 	n2.node().Alive(t)
 	n1.node().Signal(t, syscall.SIGTERM)
 	assert.Equal(t, 0, n1.node().Wait(t, 30*time.Second))
+}
+
+// TestDamageOnS3Named changes one byte of a counter's state object in the
+// S3 server's own file (versitygw's posix backend) while its node is
+// stopped: the count it had acknowledged, 3, would read as 2. The node finds
+// the object's checksum failing and answers 500 naming the key, not a
+// count; written again as it was, the object serves the count again.
+func TestDamageOnS3Named(t *testing.T) {
+	srv := s3test.Start(t)
+	for k, v := range srv.Env() {
+		t.Setenv(k, v)
+	}
+	n := &member{name: "n1", args: append([]string{"--node", "n1", "--bucket", s3Bucket(srv, srv.Endpoint, "damage"),
+		"--listen", proctest.Free(t)}, lease...)}
+	n.start(t)
+	for range 3 {
+		code, body, err := n.node().Get("/actor/counter/d")
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, code, body)
+	}
+	key := ownership.StateKey(ownership.Actor{Class: "counter", Name: "d"})
+	file := filepath.Join(srv.DataDir, srv.Bucket, "damage", key)
+	// Stopped, the node leaves the counter's state to the bucket alone.
+	n.node().Signal(t, syscall.SIGTERM)
+	require.Equal(t, 0, n.node().Wait(t, 30*time.Second))
+	stored, err := os.ReadFile(file)
+	require.NoError(t, err)
+	at := bytes.Index(stored, []byte("count\x013"))
+	require.GreaterOrEqual(t, at, 0, "the count 3 under key count in %q", stored)
+	f, err := os.OpenFile(file, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte("2"), int64(at+6)) // in place: the file keeps its metadata
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	n.start(t)
+	code, body, err := n.node().Get("/actor/counter/d?read")
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusInternalServerError, code, body)
+	assert.Contains(t, body, key, "the answer names the damaged object")
+	assert.NotContains(t, strings.TrimSpace(body), "2", "no count is served from the damaged object")
+
+	f, err = os.OpenFile(file, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt(stored, 0)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	code, body, err = n.node().Get("/actor/counter/d?read")
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, "3", strings.TrimSpace(body))
 }
