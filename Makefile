@@ -3,7 +3,7 @@
 GO ?= go
 BIN ?= bin/wasmkeep
 
-.PHONY: test vet versitygw chromium wasm-c build examples check sim-long run fuzz
+.PHONY: test vet versitygw chromium wasm-c build examples check sim-long soak run fuzz
 
 # Every package but the simulation runs under the race detector. The
 # simulation is single-threaded per run (it spreads seeds over the cores
@@ -27,6 +27,16 @@ fuzz:
 # sim-long runs 20,000 seeds of the simulation and prints their counts.
 sim-long:
 	$(GO) test -count=1 -run 'TestSeeds$$' -v ./tests/sim -seeds=20000 -timeout 30m
+
+# soak runs the cluster's fault tests under load, each SOAK times in a
+# row (default 20), outside make test: rolling restarts, a node killed, a
+# node hung, over three and four nodes, with a checker that holds every
+# counter to what its answers said, and Idempotency-Keys through all three
+# faults. bench/RESULTS.md records a run.
+SOAK ?= 20
+SOAK_TESTS = TestRollingRestart|TestKilledNodeUnderLoad|TestHungNodeUnderLoad|TestHungNodeFailsOver|TestIdempotencyKeysThroughFaults
+soak: versitygw
+	$(GO) test -count=$(SOAK) -v -timeout 6h -run '^($(SOAK_TESTS))$$' ./tests/cluster
 
 vet:
 	$(GO) vet ./...

@@ -127,6 +127,10 @@ func (h *Handler) forwardCall(ctx context.Context, to ownership.Actor, d actors.
 	if err != nil {
 		return nil, forwardDone, fmt.Errorf("call %s/%s: %w", to.Class, to.Name, err)
 	}
+	// Not sent again by the transport itself (it would, for a GET, on a new
+	// connection when a kept-alive one broke): a failed dial would then
+	// hide that the call had left.
+	out.GetBody = nil
 	for k, vs := range req.Header {
 		out.Header[k] = vs
 	}

@@ -486,11 +486,16 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 	for {
 		resp, at, err := h.cfg.Host.Dispatch(ctx, a, req)
 		var ua *actors.UnavailableError
+		handover := false
 		if at == nil && errors.As(err, &ua) && ua.Draining && r.Header.Get(ForwardedHeader) == "" {
 			// This node hands its actors over: the event goes to the peer
 			// the keeper named, which takes the actor (its record released
-			// here first).
-			at = ua.Peer
+			// here first). What that peer answers is the answer, its
+			// refusal too: it cannot send the event on (a request is
+			// forwarded once), and this node takes no actor any more, so
+			// the client is better off asking another node itself than
+			// waiting here (and keeping this node from stopping).
+			at, handover = ua.Peer, ua.Peer != nil
 		}
 		if at == nil {
 			if keyed && errors.Is(err, actors.ErrOutcomeUnknown) && f.next(ctx) {
@@ -509,7 +514,7 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 			ctx = actors.WithEventKey(ctx, key)
 			r.Header.Set(EventKeyHeader, key.String())
 		}
-		out, ferr := h.forward(w, r, a, *at, body, f.last(), retrying)
+		out, ferr := h.forward(w, r, a, *at, body, f.last() || handover, retrying)
 		switch {
 		case out == forwardDone:
 			return
