@@ -90,13 +90,26 @@
 // Events run one at a time on the working state: the durable state plus the
 // writes of events whose commit has not landed yet. At most one commit per
 // actor is in flight; the writes of every event that ran meanwhile go out
-// together in the next one. A response (whether its event wrote or only
-// read) is released only once every write it could have seen is durable and
-// Keeper.MayAct says, at that moment, that the hold is live and the lease
-// valid; otherwise the event fails with ErrUnavailable (503 with
-// Retry-After). A commit that is refused, or whose outcome is unknown, fails
-// every event that ran since the last durable version and discards the
-// working state; the next event reloads from the bucket.
+// together in the next one. A response is released only once every write
+// its event could have seen is durable, by the rule of ownership.Gate: an
+// event that took effect (its writes landed, or it sent a call) is
+// answered whatever became of the hold since, since its commit landing
+// proves no later hold had sealed the state first; an event that only read
+// is answered if Keeper.MayAct says, at that moment, that the hold is live
+// and the lease valid, and refused otherwise (ErrUnavailable, NotRun). A
+// commit that is refused fails every event that ran since the last durable
+// version with ErrUnavailable (503: they took no effect); one whose outcome
+// is unknown answers the events whose writes it carried with
+// ErrOutcomeUnknown (504), and discards the working state; the next event
+// reloads from the bucket.
+//
+// # Event keys
+//
+// An event may carry a key (WithEventKey: a client's Idempotency-Key, or
+// a node's for what it forwards and for calls): the actor keeps it, with
+// the event's answer, in its storage under the node's prefix, in the same
+// commit as the event's writes, and answers a later event with the key
+// from it, on whatever node holds the actor by then (keys.go).
 //
 // # Damage
 //
@@ -143,8 +156,8 @@
 //
 //   - the input gate of a hold: the first event under a new generation
 //     asks Keeper.MayAct, then reads the state object, before it runs;
-//   - the output gate: answers whose writes are durable go out only once
-//     Keeper.MayAct says the hold is live under a valid lease;
+//   - the output gate: answers whose writes are durable go out; a read's
+//     only once Keeper.MayAct says the hold is live under a valid lease;
 //   - a call (above): the working state is committed and MayAct asked
 //     before the request leaves, and the event waits for the callee's
 //     answer, as an awaited call does;

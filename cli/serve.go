@@ -44,6 +44,17 @@ func serveCommand() *command {
 			"Requests for an actor another node holds are forwarded to it. SIGINT or SIGTERM stops\n" +
 			"cleanly: in-flight requests finish, resident actors hibernate, every hold is released and\n" +
 			"the lease written released; exit 0. A lost lease (fenced, or a twin took it) exits 1.\n\n" +
+			"Answers. Each means one thing. A success: the event ran and its writes are durable. 503\n" +
+			"with Retry-After (and a socket closed with 1012): a refusal, the event took no effect\n" +
+			"anywhere, so a retry, here or on another node, is always safe. 504 with Wasmkeep-Outcome:\n" +
+			"unknown: the event may have taken effect and this node cannot tell (its commit had no\n" +
+			"answer, or the node holding the actor stopped answering after it had the request); retry\n" +
+			"it only with the same Idempotency-Key. A request with an Idempotency-Key header (1 to 255\n" +
+			"visible ASCII characters) runs at most once: the actor remembers the key with its answer,\n" +
+			"in the same commit as the event's writes, for --idempotency-window (at most\n" +
+			"--idempotency-keys per actor); the same request with the key again, on any node, gets the\n" +
+			"first answer (marked Idempotent-Replayed: true) without running, 409 while the first still\n" +
+			"runs, and 422 if the key came with another request.\n\n" +
 			"Budgets. What a client can make the node hold is bounded, so that no client can take it\n" +
 			"down. The file limit (ulimit -n) is divided at start and the division logged: a sixteenth\n" +
 			"(at least 64) is kept for the bucket, the lease and peers, which clients never get; a\n" +
@@ -391,7 +402,7 @@ func setupServe(fs *flag.FlagSet) action {
 	fs.DurationVar(&cfg.Lease.Safety, "lease-safety", cfg.Lease.Safety, "taken off the ttl on this node's side: the lease is valid until the last acknowledged renewal's send time plus ttl minus safety")
 	fs.DurationVar(&cfg.Lease.Grace, "lease-grace", cfg.Lease.Grace, "added to the ttl on a watching peer's side before it fences this node")
 	fs.DurationVar(&cfg.StopTimeout, "stop-timeout", cfg.StopTimeout, "bound on a clean stop after SIGINT or SIGTERM, the drain before it included")
-	fs.DurationVar(&cfg.FailoverWait, "failover-wait", cfg.FailoverWait, "longest a request waits for an actor whose holder does not answer: for the holder to come back or for its peers to fence it and free the actor (after --lease-ttl plus --lease-grace); past it, 503 with a Retry-After that estimates the time left. Keep it above ttl + grace + period")
+	fs.DurationVar(&cfg.FailoverWait, "failover-wait", cfg.FailoverWait, "longest a request waits for an actor whose holder does not answer: for the holder to come back or for its peers to fence it and free the actor (after --lease-ttl plus --lease-grace), a request it had that never reached an event being then served by the actor's next holder (the request's key tells); past it, 503 with a Retry-After that estimates the time left if the request never reached the holder, 504 (outcome unknown) if it may have. Keep it above ttl + grace + period")
 	fs.BoolVar(&cfg.DrainOnStop, "drain-on-stop", cfg.DrainOnStop, "on SIGINT or SIGTERM, when a live peer exists, drain first (hand the actors to the peers, close the sockets with 1012 so their clients reconnect to a peer) for at most half of --stop-timeout, then stop; false: stop at once (every record released, sockets closed with 1012)")
 	fs.StringVar(&cfg.Classes, "classes", cfg.Classes, "directory whose NAME.wasm files are served as wasm classes NAME, read at start (a missing directory: no wasm classes)")
 	fs.StringVar(&cfg.CacheDir, "cache-dir", cfg.CacheDir, "directory keeping compiled wasm classes across starts so later starts compile fast: wasmkeep/wasm in the user cache directory unless set, \"\" for none on disk; keep it out of a directory bucket")

@@ -15,10 +15,19 @@
 // already forwarded once is never forwarded again (no loops); a panic while
 // serving one request answers 500 and is logged, and never ends the node.
 //
+// Every answer means one thing: a success ran once and is durable; 503
+// with Retry-After took no effect anywhere; 504 with Wasmkeep-Outcome:
+// unknown may have. Every forward and every call carries an event key
+// (actors.EventKey), so a forward whose answer was lost, or whose holder
+// hung, is sent again within the failover wait and runs at most once.
+// A WebSocket relayed to another node is relayed frame by frame, and the
+// node's stop closes it with 1012 (relay.go).
+//
 // Requests between nodes are authenticated with a cluster key, when the
 // nodes have one (peer.go): the forwarding node signs every header, the
-// body, the node the request is for and a nonce; the receiving node takes
-// only what was signed, once.
+// body, the node and the instance the request is for and a nonce; the
+// receiving node takes only what was signed, once, in the instance it was
+// signed for.
 //
 // Handler is safe for concurrent use.
 package ingress

@@ -39,8 +39,9 @@
 //     records. Every acknowledged write is durable already.
 //   - director: restarted after 10 ms (doubling to 1 s), at most 3 times a
 //     minute. The restart stops every resident actor first: each finishes
-//     the commit it has in flight and answers its waiting events (503, not
-//     run, for those that never ran), and the director that failed tells the
+//     the commit it has in flight and answers its waiting events by the
+//     output gate's rule (ownership.Gate: what landed is answered, what did
+//     not is refused, 503, or its outcome unknown, 504), and the director that failed tells the
 //     keeper each hold is idle (parked or released as after a hibernation);
 //     the event that failed in the director never reached an actor and is
 //     answered 503 not run. The new director starts empty: the next event of
