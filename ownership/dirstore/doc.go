@@ -250,6 +250,13 @@
 // The index takes about 80 bytes plus the key for each key; the bodies
 // stay on disk.
 //
+// Every process that opens the directory takes the same lock around each
+// write batch, so a process stopped while it holds it (SIGSTOP, a
+// debugger, a machine that swaps it out for long) stops every other's
+// writes until it runs again: on one machine, nodes share the machine's
+// fate anyway, but a cluster whose nodes must survive one node hanging
+// runs on S3, where they share no lock.
+//
 // The directory must be on a local file system: flock over network file
 // systems may degrade to locks that do not exclude other Stores of the same
 // process, and the store relies on an unlinked file's link count. Platforms

@@ -22,6 +22,7 @@ import (
 	"github.com/wasmkeep/wasmkeep/cli"
 	"github.com/wasmkeep/wasmkeep/examples/chat"
 	"github.com/wasmkeep/wasmkeep/internal/proctest"
+	"github.com/wasmkeep/wasmkeep/internal/s3test"
 )
 
 func TestMain(m *testing.M) { proctest.Main(m, cli.WithClass("chat", chat.Room{})) }
@@ -45,11 +46,29 @@ func (m *member) node() *proctest.Node { return m.p.Load() }
 // sees every other live.
 func startCluster(t *testing.T, n int, extra ...string) []*member {
 	t.Helper()
-	dir := t.TempDir()
+	return startClusterOn(t, t.TempDir(), n, extra...)
+}
+
+// startS3Cluster is startCluster on a bucket of a versitygw of the test's
+// own. A test that hangs a node (SIGSTOP) runs on it: nodes on one
+// directory bucket share a lock around each write, and one stopped while
+// it holds it would stop the others' writes too (ownership/dirstore).
+func startS3Cluster(t *testing.T, n int, extra ...string) []*member {
+	t.Helper()
+	srv := s3test.Start(t)
+	for k, v := range srv.Env() {
+		t.Setenv(k, v)
+	}
+	return startClusterOn(t, s3Bucket(srv, srv.Endpoint, "cluster"), n, extra...)
+}
+
+// startClusterOn starts n nodes on bucket (see startCluster).
+func startClusterOn(t *testing.T, bucket string, n int, extra ...string) []*member {
+	t.Helper()
 	ms := make([]*member, n)
 	for i := range ms {
 		name := fmt.Sprintf("n%d", i+1)
-		args := append([]string{"--node", name, "--bucket", dir, "--listen", proctest.Free(t), "--public-admin"}, lease...)
+		args := append([]string{"--node", name, "--bucket", bucket, "--listen", proctest.Free(t), "--public-admin"}, lease...)
 		ms[i] = &member{name: name, args: append(args, extra...)}
 		ms[i].start(t)
 	}
@@ -139,7 +158,7 @@ func TestKilledNodeFailsOver(t *testing.T) {
 func TestHungNodeFailsOver(t *testing.T) {
 	for _, size := range []int{2, 3, 4} {
 		t.Run(fmt.Sprintf("%d nodes", size), func(t *testing.T) {
-			ms := startCluster(t, size, "--failover-wait", "9s")
+			ms := startS3Cluster(t, size, "--failover-wait", "9s")
 			hung := ms[size-1]
 			const counters = 6
 			for i := range counters {

@@ -326,11 +326,12 @@ func TestKilledNodeUnderLoad(t *testing.T) {
 // TestHungNodeUnderLoad stops a node (SIGSTOP: it keeps its connections
 // and answers nothing) while clients increment counters through every
 // node, until its peers have fenced it; resumed, it exits non-zero, and is
-// started again: every count is held to the answers.
+// started again: every count is held to the answers. On S3 (see
+// startS3Cluster).
 func TestHungNodeUnderLoad(t *testing.T) {
 	for _, size := range clusterSizes {
 		t.Run(fmt.Sprintf("%d nodes", size), func(t *testing.T) {
-			ms := startCluster(t, size)
+			ms := startS3Cluster(t, size)
 			l := newExactLoad(ms, 20)
 			stop := l.start(4, false)
 			time.Sleep(time.Second)
@@ -352,9 +353,9 @@ func TestHungNodeUnderLoad(t *testing.T) {
 // Idempotency-Key each, sent again with the same key after every answer
 // but a 200, while the holders are killed (SIGKILL), stopped (SIGTERM) and
 // hung (SIGSTOP) in turn: every counter ends at exactly the number of keys
-// that succeeded, and every key succeeds.
+// that succeeded, and every key succeeds. On S3 (see startS3Cluster).
 func TestIdempotencyKeysThroughFaults(t *testing.T) {
-	ms := startCluster(t, 3)
+	ms := startS3Cluster(t, 3)
 	l := newExactLoad(ms, 12)
 	stop := l.start(6, true)
 	time.Sleep(time.Second)
