@@ -207,18 +207,29 @@ func TestCallRefusedWhenHoldMayNotAct(t *testing.T) {
 	}
 }
 
-// keyFailBucket fails the writes of one key while fail is set: refused
-// (412) while refuse is set too, without an answer otherwise (having
-// landed it first, with land).
+// keyFailBucket fails the calls on one key while fail is set: a write is
+// refused (412) while refuse is set too, and otherwise has no answer
+// (having landed first, with land), as has a read; with once, only the
+// first write fails, and fail is cleared with it.
 type keyFailBucket struct {
 	ownership.Bucket
 	key          string
-	land         bool
+	land, once   bool
 	fail, refuse atomic.Bool
+}
+
+func (b *keyFailBucket) Get(ctx context.Context, key string) (ownership.Object, error) {
+	if key == b.key && b.fail.Load() && !b.refuse.Load() {
+		return ownership.Object{}, fmt.Errorf("get %s: %w", key, ownership.ErrUnknownOutcome)
+	}
+	return b.Bucket.Get(ctx, key)
 }
 
 func (b *keyFailBucket) Put(ctx context.Context, key string, body []byte, cond ownership.Condition) (ownership.ETag, error) {
 	if key == b.key && b.fail.Load() {
+		if b.once {
+			b.fail.Store(false)
+		}
 		if b.refuse.Load() {
 			return "", fmt.Errorf("put %s: %w", key, ownership.ErrPrecondition)
 		}

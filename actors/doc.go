@@ -98,10 +98,11 @@
 // is answered if Keeper.MayAct says, at that moment, that the hold is live
 // and the lease valid, and refused otherwise (ErrUnavailable, NotRun). A
 // commit that is refused fails every event that ran since the last durable
-// version with ErrUnavailable (503: they took no effect); one whose outcome
-// is unknown answers the events whose writes it carried with
-// ErrOutcomeUnknown (504), and discards the working state; the next event
-// reloads from the bucket.
+// version with ErrUnavailable (503: they took no effect). One without an
+// answer is read back (residentActor.resolve): found landed, it is; found
+// not, it is fenced so that it never can, and refused; otherwise the events
+// whose writes it carried are answered ErrOutcomeUnknown (504). Either way
+// the working state is discarded; the next event reloads from the bucket.
 //
 // # Event keys
 //

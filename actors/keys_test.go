@@ -243,10 +243,11 @@ func TestNodeKeyOnlyWhenEffect(t *testing.T) {
 	}
 }
 
-// TestKeyCommitUnknownThenRetry: an event whose commit has no answer is
-// answered "outcome unknown"; a retry with its key runs it if the commit
-// did not land, and answers the first answer if it did, so the counter
-// counts it once either way.
+// TestKeyCommitUnknownThenRetry: an event whose commit has no answer, and
+// whose actor cannot read its state to find out, is answered "outcome
+// unknown"; a retry with its key runs it if the commit did not land, and
+// answers the first answer if it did, so the counter counts it once
+// either way.
 func TestKeyCommitUnknownThenRetry(t *testing.T) {
 	for _, landed := range []bool{false, true} {
 		t.Run(fmt.Sprintf("landed=%v", landed), func(t *testing.T) {
@@ -275,4 +276,30 @@ func TestKeyBound(t *testing.T) {
 	mustKeyed(t, h, 1, "k9", get(""), 200, "10")
 	mustKeyed(t, h, 1, "k5", get(""), 200, "6")
 	mustKeyed(t, h, 1, "k0", get(""), 200, "11") // ended: runs again
+}
+
+// TestLostCommitResolved: a commit that had no answer is read again: one
+// that landed is a success; one that did not is fenced (its object written
+// again as it was) and its event refused, and it can no longer land.
+func TestLostCommitResolved(t *testing.T) {
+	for _, landed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("landed=%v", landed), func(t *testing.T) {
+			b := &keyFailBucket{Bucket: memstore.New(memstore.Faults{}), key: actors.StateKey(room), land: landed, once: true}
+			h := newHost(t, b, &fakeKeeper{}, nil)
+			mustCount(t, h, 1, "1")
+			b.fail.Store(true)
+			got, err := count(t, h, 1, "")
+			switch {
+			case landed && (err != nil || got != "2"):
+				t.Fatalf("a commit that landed without an answer: %q %v, want 2", got, err)
+			case !landed && !errors.Is(err, actors.ErrUnavailable):
+				t.Fatalf("a commit that did not land: %q %v, want refused", got, err)
+			}
+			want := "2"
+			if landed {
+				want = "3"
+			}
+			mustCount(t, h, 1, want)
+		})
+	}
 }

@@ -89,6 +89,7 @@ type commitJob struct {
 	version uint64
 	seq     uint64
 	head    head
+	body    []byte            // the state object written (resolve compares it)
 	garbage []runName         // what the head lists as garbage
 	done    chan commitResult // buffered: the writer never blocks
 }
@@ -451,6 +452,7 @@ func (ra *residentActor) startCommit(ctx actor.Context) {
 		return
 	}
 	body, key, etag, a := ownership.EncodeState(ownership.StateHeader{Gen: ra.gen, Seq: seq}, hd.payload), StateKey(ra.actor), ra.etag, ra.actor
+	job.body = body
 	runs, reads := ra.h.runs(), &ra.h.reads
 	go func() {
 		cctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -556,6 +558,9 @@ func (ra *residentActor) committedAt(ctx actor.Context, res commitResult) {
 	if !ra.loaded {
 		return // dropped meanwhile (the gate closed): the next event reloads
 	}
+	if res.err != nil && res.outcome() == ownership.Unknown {
+		res = ra.resolve(job, res)
+	}
 	if res.err != nil {
 		outcome := res.outcome()
 		ra.log().Warn("actor commit did not land", slog.Uint64("gen", uint64(ra.gen)),
@@ -582,6 +587,71 @@ func (ra *residentActor) committedAt(ctx actor.Context, res commitResult) {
 	}
 	ra.pump(ctx)
 	ra.maybeCompact(ctx)
+}
+
+// resolve finds out what became of the commit job, which had no answer
+// (res): it reads the state object again and, by ownership.JudgeLostCommit,
+// takes the commit for landed if the object is its own, or writes the
+// object again as it was, on the version the commit was conditioned on,
+// so that the commit can never land, and takes it for refused once that
+// landed. What cannot be told stays unknown. It waits on the actor's
+// goroutine, as a commit point does, for at most two reads and a write,
+// each bounded by the I/O timeout: a bucket that answers late is the usual
+// cause, and its answer turns "outcome unknown" into a success or a
+// refusal for every event that waited.
+func (ra *residentActor) resolve(job *commitJob, res commitResult) commitResult {
+	key, b, timeout := StateKey(ra.actor), ra.h.cfg.Bucket, ra.h.cfg.IOTimeout
+	read := func() (ownership.LostCommit, ownership.Object, []byte) {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		obj, err := b.Get(ctx, key)
+		ra.h.reads.heads.Add(1)
+		switch ownership.OutcomeOf(err) {
+		case ownership.Landed:
+			_, payload, err := ownership.DecodeState(obj.Body)
+			if err != nil {
+				return ownership.LostUnknown, obj, nil
+			}
+			return ownership.JudgeLostCommit(true, obj.Body, obj.ETag, job.body, ra.etag), obj, payload
+		case ownership.NotFound:
+			return ownership.JudgeLostCommit(false, nil, "", job.body, ra.etag), obj, nil
+		}
+		return ownership.LostUnknown, obj, nil
+	}
+	verdict, obj, payload := read()
+	switch verdict {
+	case ownership.LostLanded:
+		ra.log().Info("actor commit without an answer had landed", slog.Uint64("gen", uint64(ra.gen)))
+		return commitResult{etag: obj.ETag, headSent: true}
+	case ownership.LostUnknown:
+		return res
+	}
+	cond := ownership.IfMatch(obj.ETag)
+	if ra.etag == "" {
+		// A first commit: its fence is the empty state, created.
+		hd, err := newKVState(ownership.StateHeader{Gen: ra.gen}).encodeHead(ra.gen, 0)
+		if err != nil {
+			return res
+		}
+		payload, cond = hd.payload, ownership.IfAbsent()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	fence := ownership.EncodeState(ownership.StateHeader{Gen: ra.gen, Seq: job.seq + 1}, payload)
+	ra.h.reads.headWrites.Add(1)
+	ra.h.reads.headBytes.Add(int64(len(fence)))
+	_, err := b.Put(ctx, key, fence, cond)
+	cancel()
+	switch ownership.OutcomeOf(err) {
+	case ownership.Landed:
+		ra.log().Info("actor commit without an answer fenced: it cannot land", slog.Uint64("gen", uint64(ra.gen)))
+		return commitResult{err: fmt.Errorf("commit without an answer, fenced by a rewrite of the state it was conditioned on: %w", ownership.ErrPrecondition), headSent: true}
+	case ownership.Refused, ownership.NotFound:
+		// Something was written since the read: the commit itself, late?
+		if verdict, obj, _ = read(); verdict == ownership.LostLanded {
+			return commitResult{etag: obj.ETag, headSent: true}
+		}
+	}
+	return res
 }
 
 // release answers the waiting events whose writes (and every write they

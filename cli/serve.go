@@ -48,7 +48,8 @@ func serveCommand() *command {
 			"with Retry-After (and a socket closed with 1012): a refusal, the event took no effect\n" +
 			"anywhere, so a retry, here or on another node, is always safe. 504 with Wasmkeep-Outcome:\n" +
 			"unknown: the event may have taken effect and this node cannot tell (its commit had no\n" +
-			"answer, or the node holding the actor stopped answering after it had the request); retry\n" +
+			"answer and a read of the actor's state could not tell, or the node holding the actor\n" +
+			"stopped answering after it had the request); retry\n" +
 			"it only with the same Idempotency-Key. A request with an Idempotency-Key header (1 to 255\n" +
 			"visible ASCII characters) runs at most once: the actor remembers the key with its answer,\n" +
 			"in the same commit as the event's writes, for --idempotency-window (at most\n" +

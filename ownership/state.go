@@ -102,6 +102,57 @@ func JudgeState(found bool, read StateHeader, gen Generation) (StateVerdict, Sta
 	return StateFence, StateHeader{Gen: gen, Seq: read.Seq + 1}
 }
 
+// LostCommit is what a hold does with a commit of its state object that
+// had no answer, once it has read the object again (JudgeLostCommit).
+type LostCommit uint8
+
+const (
+	// LostLanded: the object is the commit's own: it landed.
+	LostLanded LostCommit = iota + 1
+	// LostFence: the object is still the version the commit was
+	// conditioned on (or still absent, for a first commit). Written again
+	// as it is (its write count raised), on that condition, it can no
+	// longer be replaced by the commit, however late that lands: landed,
+	// the fence makes the commit a refused one.
+	LostFence
+	// LostUnknown: another write came between (a later hold's seal), or
+	// the object says nothing of the commit: its outcome stays unknown.
+	LostUnknown
+)
+
+func (l LostCommit) String() string {
+	switch l {
+	case LostLanded:
+		return "landed"
+	case LostFence:
+		return "fence"
+	case LostUnknown:
+		return "unknown"
+	}
+	return fmt.Sprintf("LostCommit(%d)", uint8(l))
+}
+
+// JudgeLostCommit judges a commit of the bytes sent, conditioned on the
+// object's version prev ("": a first commit, on its absence), that had no
+// answer, from a read of the object made after the commit was sent: found,
+// holding read at version etag. The commit landed if the object holds its
+// very bytes. Its header alone (generation and write count) would not
+// tell: an acquisition that lost its race to this hold's may have sealed
+// the object stamped with the same generation and count before it failed
+// (the simulation found it), and a later commit would have changed the
+// object again. If the object holds those bytes only because another
+// write gave it the same content, the state is what the commit would have
+// made it all the same.
+func JudgeLostCommit(found bool, read []byte, etag ETag, sent []byte, prev ETag) LostCommit {
+	switch {
+	case found && bytes.Equal(read, sent):
+		return LostLanded
+	case !found && prev == "", found && prev != "" && etag == prev:
+		return LostFence
+	}
+	return LostUnknown
+}
+
 // An actor's state object may list run objects: immutable parts of its
 // storage, each written once (If-None-Match) by one hold before the state
 // object that lists it. The state object stays the only thing a hold

@@ -344,13 +344,10 @@ func (w *World) writeHead(n *node, r *resident, ev evOutput, next uint64, payloa
 	if r.etag == "" {
 		cond = ownership.IfAbsent()
 	}
-	op := w.stateIO(n, r, ev, ownership.Request{Op: ownership.OpPut, Key: ownership.StateKey(ev.actor), Body: body, Cond: cond}, func(op *stateOp, reply ownership.Reply) {
-		if reply.Outcome != ownership.Landed {
-			w.commitFailed(n, r, ev, reply.Outcome)
-			return
-		}
+	seq := r.seq + 1
+	landed := func(etag ownership.ETag) {
 		prev := r.run
-		r.etag, r.seq, r.value, r.run = reply.ETag, r.seq+1, next, run
+		r.etag, r.seq, r.value, r.run = etag, seq, next, run
 		w.output(n, ev, next)
 		w.eventDone(n, r)
 		if prev != "" && prev != run {
@@ -359,8 +356,65 @@ func (w *World) writeHead(n *node, r *resident, ev evOutput, next uint64, payloa
 		if w.rng.IntN(4) == 0 {
 			w.sweep(n, r, ev)
 		}
+	}
+	op := w.stateIO(n, r, ev, ownership.Request{Op: ownership.OpPut, Key: ownership.StateKey(ev.actor), Body: body, Cond: cond}, func(op *stateOp, reply ownership.Reply) {
+		switch reply.Outcome {
+		case ownership.Landed:
+			landed(reply.ETag)
+		case ownership.Unknown:
+			w.resolveCommit(n, r, ev, seq, body, landed)
+		default:
+			w.commitFailed(n, r, ev, reply.Outcome)
+		}
 	})
 	op.commit = true
+}
+
+// resolveCommit finds out, as the actors layer does (ownership.
+// JudgeLostCommit), what became of a commit stamped seq that had no
+// answer: it reads the head again; the commit's own means it landed
+// (landed runs, with the version read); the version the commit was
+// conditioned on is fenced, written again as it was, so that the commit
+// can never land, and the event is refused once the fence landed.
+// Anything else leaves the outcome unknown.
+func (w *World) resolveCommit(n *node, r *resident, ev evOutput, seq uint64, sent []byte, landed func(ownership.ETag)) {
+	key := ownership.StateKey(ev.actor)
+	w.stateIO(n, r, ev, ownership.Request{Op: ownership.OpGet, Key: key}, func(op *stateOp, reply ownership.Reply) {
+		var payload []byte
+		switch reply.Outcome {
+		case ownership.Landed:
+			var err error
+			if _, payload, err = ownership.DecodeState(reply.Body); err != nil {
+				panic("sim: unreadable state: " + err.Error())
+			}
+		case ownership.NotFound:
+		default:
+			w.commitFailed(n, r, ev, ownership.Unknown)
+			return
+		}
+		switch ownership.JudgeLostCommit(reply.Outcome == ownership.Landed, reply.Body, reply.ETag, sent, r.etag) {
+		case ownership.LostLanded:
+			w.Stats.Resolved++
+			landed(reply.ETag)
+			return
+		case ownership.LostUnknown:
+			w.commitFailed(n, r, ev, ownership.Unknown)
+			return
+		}
+		cond := ownership.IfMatch(reply.ETag)
+		if r.etag == "" {
+			payload, cond = []byte("0"), ownership.IfAbsent()
+		}
+		body := ownership.EncodeState(ownership.StateHeader{Gen: r.gen, Seq: seq + 1}, payload)
+		w.stateIO(n, r, ev, ownership.Request{Op: ownership.OpPut, Key: key, Body: body, Cond: cond}, func(op *stateOp, reply ownership.Reply) {
+			if reply.Outcome == ownership.Landed {
+				w.Stats.Fenced++
+				w.commitFailed(n, r, ev, ownership.Refused) // the commit can no longer land
+				return
+			}
+			w.commitFailed(n, r, ev, ownership.Unknown)
+		})
+	})
 }
 
 // gcIO sends a bucket call of the runs' collection.

@@ -133,6 +133,9 @@ type Stats struct {
 	// longer act (their commit had landed); Refusals the events refused
 	// after they ran, Unknowns those whose commit had no answer.
 	LateReleases, Refusals, Unknowns int
+	// Resolved and Fenced count the commits without an answer found, by a
+	// read, to have landed, and those fenced so that they cannot.
+	Resolved, Fenced int
 }
 
 type node struct {
