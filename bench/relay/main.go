@@ -36,13 +36,8 @@ func main() {
 	conns := flag.Int("conns", 16, "concurrent HTTP clients")
 	reps := flag.Int("reps", 3, "alternated repetitions")
 	flag.Parse()
-	dir, bucket := procs.Workdir("relay")
-	n1 := procs.New(*bin, dir, bucket, "n1", false, "--idle-timeout", "5m")
-	n2 := procs.New(*bin, dir, bucket, "n2", false, "--idle-timeout", "5m")
-	n1.Start()
-	n2.Start()
+	n1, n2 := procs.Pair(*bin, "relay", "--idle-timeout", "5m")
 	defer procs.StopAll()
-	time.Sleep(6 * time.Second) // the nodes list each other
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: *conns}}
 	get(client, n1.Addr, "/actor/counter/hot?read") // n1 holds it
 	type sample struct{ rate, p50, p99, cpu float64 }
@@ -75,8 +70,7 @@ func main() {
 		for _, s := range results[key] {
 			v = append(v, f(s))
 		}
-		slices.Sort(v)
-		return v[len(v)/2]
+		return procs.Median(v)
 	}
 	rate := func(s sample) float64 { return s.rate }
 	p99 := func(s sample) float64 { return s.p99 }

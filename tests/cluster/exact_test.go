@@ -301,20 +301,17 @@ func TestRollingRestart(t *testing.T) {
 	}
 }
 
-// TestKilledNodeUnderLoad kills a node (SIGKILL: nothing is released)
-// while clients increment counters through every node, then starts it
-// again: every count is held to the answers.
-func TestKilledNodeUnderLoad(t *testing.T) {
+// underLoad runs fault on a cluster of each size that start makes, while
+// clients increment counters through every node, and holds every count to
+// the answers.
+func underLoad(t *testing.T, start func(t *testing.T, n int, extra ...string) []*member, fault func(t *testing.T, ms []*member)) {
 	for _, size := range clusterSizes {
 		t.Run(fmt.Sprintf("%d nodes", size), func(t *testing.T) {
-			ms := startCluster(t, size)
+			ms := start(t, size)
 			l := newExactLoad(ms, 20)
 			stop := l.start(4, false)
 			time.Sleep(time.Second)
-			ms[0].node().Signal(t, syscall.SIGKILL)
-			ms[0].node().Wait(t, 10*time.Second)
-			time.Sleep(7 * time.Second) // fenced after 5 s; its actors served by the others
-			restart(t, ms, ms[0])
+			fault(t, ms)
 			time.Sleep(time.Second)
 			stop()
 			total := l.check(t, false)
@@ -323,30 +320,30 @@ func TestKilledNodeUnderLoad(t *testing.T) {
 	}
 }
 
+// TestKilledNodeUnderLoad kills a node (SIGKILL: nothing is released)
+// under load, then starts it again.
+func TestKilledNodeUnderLoad(t *testing.T) {
+	underLoad(t, startCluster, func(t *testing.T, ms []*member) {
+		ms[0].node().Signal(t, syscall.SIGKILL)
+		ms[0].node().Wait(t, 10*time.Second)
+		time.Sleep(7 * time.Second) // fenced after 5 s; its actors served by the others
+		restart(t, ms, ms[0])
+	})
+}
+
 // TestHungNodeUnderLoad stops a node (SIGSTOP: it keeps its connections
-// and answers nothing) while clients increment counters through every
-// node, until its peers have fenced it; resumed, it exits non-zero, and is
-// started again: every count is held to the answers. On S3 (see
+// and answers nothing) under load, until its peers have fenced it;
+// resumed, it exits non-zero, and is started again. On S3 (see
 // startS3Cluster).
 func TestHungNodeUnderLoad(t *testing.T) {
-	for _, size := range clusterSizes {
-		t.Run(fmt.Sprintf("%d nodes", size), func(t *testing.T) {
-			ms := startS3Cluster(t, size)
-			l := newExactLoad(ms, 20)
-			stop := l.start(4, false)
-			time.Sleep(time.Second)
-			hung := ms[len(ms)-1]
-			hung.node().Signal(t, syscall.SIGSTOP)
-			time.Sleep(8 * time.Second) // fenced after 5 s
-			hung.node().Signal(t, syscall.SIGCONT)
-			assert.NotEqual(t, 0, hung.node().Wait(t, 30*time.Second), "the fenced node exits non-zero")
-			restart(t, ms, hung)
-			time.Sleep(time.Second)
-			stop()
-			total := l.check(t, false)
-			assert.Greater(t, total.acked, 100)
-		})
-	}
+	underLoad(t, startS3Cluster, func(t *testing.T, ms []*member) {
+		hung := ms[len(ms)-1]
+		hung.node().Signal(t, syscall.SIGSTOP)
+		time.Sleep(8 * time.Second) // fenced after 5 s
+		hung.node().Signal(t, syscall.SIGCONT)
+		assert.NotEqual(t, 0, hung.node().Wait(t, 30*time.Second), "the fenced node exits non-zero")
+		restart(t, ms, hung)
+	})
 }
 
 // TestIdempotencyKeysThroughFaults increments counters with an

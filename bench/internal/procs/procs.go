@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -176,4 +177,23 @@ func Fail(err error) {
 	fmt.Fprintln(os.Stderr, filepath.Base(os.Args[0])+":", err)
 	StopAll()
 	os.Exit(1)
+}
+
+// Pair starts two nodes n1 and n2 on a fresh directory bucket of a run
+// named prefix, each with extra flags, and waits until they have listed
+// each other (a few lease periods). StopAll stops them.
+func Pair(bin, prefix string, extra ...string) (n1, n2 *Node) {
+	dir, bucket := Workdir(prefix)
+	n1, n2 = New(bin, dir, bucket, "n1", false, extra...), New(bin, dir, bucket, "n2", false, extra...)
+	n1.Start()
+	n2.Start()
+	time.Sleep(6 * time.Second)
+	return n1, n2
+}
+
+// Median is the middle of vs (the upper one of an even count); vs is
+// sorted in place.
+func Median(vs []float64) float64 {
+	slices.Sort(vs)
+	return vs[len(vs)/2]
 }
