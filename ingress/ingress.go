@@ -206,6 +206,30 @@ type Handler struct {
 	conns        *connLimiter // nil: connections are not limited (see conns.go)
 	peers        *nonces
 	started      time.Time // when New made it: see ForwardedInstanceHeader
+	answers      answerCounts
+}
+
+// answerCounts counts the answers to actors' events by what they mean
+// (wasmkeep_event_answers_total{answer}).
+type answerCounts struct {
+	success, replayed, refused, unknown, failed, forwarded prometheus.Counter
+}
+
+func newAnswerCounts(reg prometheus.Registerer) (answerCounts, error) {
+	v := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "wasmkeep_event_answers_total",
+		Help: "Answers to actors' events, by what they mean: success (the event ran here and is durable), replayed (the first answer of an event key run before), " +
+			"refused (503: it took no effect), unknown (504: it may have taken effect), failed (an error: 4xx or 5xx of the node, not the class), " +
+			"forwarded (answered by the node that holds the actor, and relayed).",
+	}, []string{"answer"})
+	a := answerCounts{success: v.WithLabelValues("success"), replayed: v.WithLabelValues("replayed"), refused: v.WithLabelValues("refused"),
+		unknown: v.WithLabelValues("unknown"), failed: v.WithLabelValues("failed"), forwarded: v.WithLabelValues("forwarded")}
+	if reg != nil {
+		if err := reg.Register(v); err != nil {
+			return a, err
+		}
+	}
+	return a, nil
 }
 
 // New validates cfg and returns the node's handler.
@@ -255,6 +279,9 @@ func New(cfg Config) (*Handler, error) {
 		if h.conns, err = newConnLimiter(cfg.MaxConns, cfg.OverflowConns, cfg.Registerer); err != nil {
 			return nil, err
 		}
+	}
+	if h.answers, err = newAnswerCounts(cfg.Registerer); err != nil {
+		return nil, err
 	}
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { text(w, http.StatusOK, "ok") })
 	h.mux.HandleFunc("GET /readyz", h.serveReady)
@@ -517,8 +544,10 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 		out, ferr := h.forward(w, r, a, *at, body, f.last() || handover, retrying)
 		switch {
 		case out == forwardDone:
+			h.answers.forwarded.Inc()
 			return
 		case out == forwardUnknown && !keyed:
+			h.answers.unknown.Inc()
 			outcomeUnknown(w, fmt.Sprintf("actor held by node %s, which did not answer after the request was sent (%v)", at.Node, ferr))
 			return
 		}
@@ -528,10 +557,12 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 		retrying = retrying || out == forwardUnknown
 		if !f.next(ctx) {
 			if retrying {
+				h.answers.unknown.Inc()
 				outcomeUnknown(w, fmt.Sprintf("actor held by node %s, which did not answer after the request was sent (%v); tried again for %s",
 					at.Node, ferr, h.cfg.FailoverWait))
 				return
 			}
+			h.answers.refused.Inc()
 			unavailable(w, h.deadIn(at.Node), holderGone(at.Node, ferr, h.cfg.FailoverWait))
 			return
 		}
@@ -684,14 +715,24 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, a ownership.Act
 	var damaged *actors.DamagedError
 	switch {
 	case errors.As(err, &ua):
+		h.answers.refused.Inc()
 		if ua.NotRun {
 			w.Header().Set(NotRunHeader, "1")
 		}
 		unavailable(w, ua.RetryAfter, "actor unavailable here now: "+ua.Reason)
 		return
 	case errors.As(err, &unknown):
+		h.answers.unknown.Inc()
 		outcomeUnknown(w, unknown.Reason)
 		return
+	case err != nil && r.Context().Err() == nil:
+		h.answers.failed.Inc()
+	case err == nil && resp.Header.Get(actors.ReplayedHeader) != "":
+		h.answers.replayed.Inc()
+	case err == nil:
+		h.answers.success.Inc()
+	}
+	switch {
 	case errors.As(err, &damaged):
 		damagedState(w, a, damaged.Key)
 		return

@@ -43,6 +43,12 @@ func TestIdempotencyKeyOverHTTP(t *testing.T) {
 		}
 	}
 	n.mustGet(t, "/actor/counter/a?read", "2")
+	_, metrics := n.get(t, "/metrics", nil)
+	for _, want := range []string{`wasmkeep_event_answers_total{answer="replayed"} 1`, `wasmkeep_event_answers_total{answer="success"} 3`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 }
 
 // loseAnswers is a peer transport whose first n round trips reach the
