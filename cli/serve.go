@@ -19,6 +19,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/ingress"
 	"github.com/wasmkeep/wasmkeep/internal/budget"
@@ -509,9 +511,14 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 		return err
 	}
 	goNames := goClasses.Names()
+	// The node's metrics registry, made first: the wasm runtime registers
+	// its metrics there before the node starts.
+	metrics := prometheus.NewRegistry()
 	registry, wasmClasses, err := loadClasses(ctx, log, goClasses, cfg.Classes, func() (*wasmhost.Runtime, error) {
 		var err error
-		rt, err = wasmhost.NewRuntime(ctx, cfg.wasm(log))
+		wcfg := cfg.wasm(log)
+		wcfg.Registerer = metrics
+		rt, err = wasmhost.NewRuntime(ctx, wcfg)
 		return rt, err
 	})
 	if err != nil {
@@ -578,7 +585,7 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 		KeyWindow: cfg.KeyWindow, MaxKeys: cfg.MaxKeys,
 		MaxConns: fds.Conns, OverflowConns: fds.Overflow, HTTPIdleTimeout: cfg.HTTPIdle, PeerConns: max(8, fds.Reserve/4),
 		MaxBodyInflight: bodies, BodyTimeout: cfg.BodyTimeout, BodyMinRate: int64(cfg.BodyMinRate),
-		PublicAdmin: cfg.PublicAdmin,
+		PublicAdmin: cfg.PublicAdmin, Metrics: metrics,
 	})
 	if err != nil {
 		return err

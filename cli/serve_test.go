@@ -239,6 +239,16 @@ func TestServeWasmClasses(t *testing.T) {
 	}
 	s.get(t, "/actor/counter-wasm/w?read", "3")
 	s.get(t, "/actor/counter/w", "1") // the Go counter: another class, another count
+	// The wasm runtime's metrics are the node's (ABI.md names them).
+	resp, err := http.Get("http://" + s.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(metrics), `wasmkeep_wasm_shared_instances{class="counter-wasm"}`) {
+		t.Errorf("/metrics has no wasm runtime series")
+	}
 	s.stop(t)
 	if log := s.stderr.String(); !strings.Contains(log, "wasm=[counter-wasm]") || !strings.Contains(log, `go="[counter kv sql]"`) {
 		t.Fatalf("the classes served are not logged:\n%s", log)

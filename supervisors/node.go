@@ -100,6 +100,11 @@ type NodeConfig struct {
 	// public listener too; otherwise only AdminHandler serves them.
 	PublicAdmin bool
 
+	// Metrics, when set, is the registry the node registers its metrics
+	// in and serves at /metrics: one the caller registered more in before
+	// (the wasm runtime's, made before the node). Nil: a new one.
+	Metrics *prometheus.Registry
+
 	// faults is set by tests only (export_test.go): see Tree.faults.
 	faults func(Role, any)
 }
@@ -141,7 +146,10 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		cfg.Core.Addr = cfg.Listener.Addr().String()
 	}
 	log := cfg.Logger.With(slog.String("node", string(cfg.Core.Node)))
-	reg := prometheus.NewRegistry()
+	reg := cfg.Metrics
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	system := keeper.NewSystem(cfg.Logger)
 	tree, err := NewTree(system, reg, log)
