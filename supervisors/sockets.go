@@ -116,9 +116,13 @@ func (s *socketSink) deliver(a ownership.Actor, ev *actors.SocketEvent) {
 	case errors.As(err, &ua) && ua.NotRun:
 		s.failed(a, ev, "timeout", ua.Reason)
 	case errors.As(err, &ua):
-		// It may have run: its writes landed, its output withheld (the
-		// hold ended under it). Run again, it could act twice.
-		s.failed(a, ev, "output withheld", ua.Reason)
+		// Refused: it took no effect (its commit did not land). Its socket
+		// is closed, so that its client sends it again.
+		s.failed(a, ev, "refused", ua.Reason)
+	case errors.Is(err, actors.ErrOutcomeUnknown):
+		// It may have taken effect: run again, it could act twice. Its
+		// socket is closed: its client cannot be told which.
+		s.failed(a, ev, "outcome unknown", err.Error())
 	default:
 		s.failed(a, ev, "deliver", err.Error())
 	}
