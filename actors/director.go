@@ -88,6 +88,8 @@ type (
 		reply   chan int
 		byClass chan map[string]int
 	}
+	// mergesMsg: close done once no resident actor merges its runs.
+	mergesMsg struct{ done chan struct{} }
 )
 
 // keyName is the name of the event's key, or "" without one.
@@ -145,6 +147,8 @@ type director struct {
 	// has terminated, the keeper is told (Keeper.Idle at the stopped
 	// generation).
 	confirm map[string]ended
+	// mergeWaiters are closed once no resident actor merges (AwaitMerges).
+	mergeWaiters []chan struct{}
 }
 
 type ended struct {
@@ -187,6 +191,10 @@ func (d *director) Receive(ctx actor.Context) {
 				d.armIdle(ctx, m.actor, e)
 			}
 		}
+		d.mergesDone()
+	case *mergesMsg:
+		d.mergeWaiters = append(d.mergeWaiters, m.done)
+		d.mergesDone()
 	case *stopActingMsg:
 		// The keeper releases the hold once told its resident actor has
 		// ended: until then a commit of that actor may still be in flight.
@@ -413,6 +421,7 @@ func (d *director) armIdle(ctx actor.Context, a ownership.Actor, e *residentEntr
 func (d *director) remove(ctx actor.Context, a ownership.Actor, e *residentEntry, reason string, idle bool) {
 	delete(d.entries, a)
 	delete(d.byPID, e.pid.Id)
+	defer d.mergesDone()
 	d.lru.Remove(e.elem)
 	if e.timer != nil {
 		e.timer.Stop()
@@ -429,6 +438,22 @@ func (d *director) remove(ctx actor.Context, a ownership.Actor, e *residentEntry
 	if d.h.cfg.OnHibernate != nil {
 		d.h.cfg.OnHibernate(a, e.gen, reason)
 	}
+}
+
+// mergesDone wakes AwaitMerges' callers once no resident actor merges.
+func (d *director) mergesDone() {
+	if len(d.mergeWaiters) == 0 {
+		return
+	}
+	for _, e := range d.entries {
+		if e.merging {
+			return
+		}
+	}
+	for _, w := range d.mergeWaiters {
+		close(w)
+	}
+	d.mergeWaiters = nil
 }
 
 // release wakes HibernateAll's callers once no resident actor is left.

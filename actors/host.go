@@ -461,6 +461,20 @@ func (h *Host) HibernateAll(ctx context.Context) error {
 	}
 }
 
+// AwaitMerges returns once no resident actor merges its runs (a merge
+// under way ended, and none started meanwhile), or ctx ends. Tools and
+// tests use it to see the storage as its merges leave it.
+func (h *Host) AwaitMerges(ctx context.Context) error {
+	done := make(chan struct{})
+	h.cfg.System.Root.Send(h.pid, &mergesMsg{done: done})
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("await merges: %w", ctx.Err())
+	}
+}
+
 // Resident returns how many actors are resident now.
 func (h *Host) Resident() int {
 	ch := make(chan int, 1)
