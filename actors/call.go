@@ -126,7 +126,7 @@ func (ec *eventCall) call(ctx context.Context, to ownership.Actor, req *Request)
 		// again what took effect before: it is kept with the commit that
 		// makes its writes so far durable.
 		e := ledgerEntry{partial: true, sum: ec.m.sum}
-		if err := ec.t.ledgerRecord(*k, &e, time.Now(), ra.h.cfg.MaxKeys); err != nil {
+		if err := ec.t.ledgerRecord(*k, &e, time.Now(), ra.h.cfg.MaxKeys, ec.m.absent); err != nil {
 			return nil, err
 		}
 		ec.marked = true

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
 )
@@ -35,4 +36,28 @@ func BenchmarkCommit(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkKeyedEvent: increments of one counter, one at a time, each
+// with a client's key of its own (keyed) or none (plain), on an in-memory
+// bucket: what remembering a key costs an event, the actor's storage
+// filling with keys up to DefaultMaxKeys and past.
+func BenchmarkKeyedEvent(b *testing.B) {
+	for _, keyed := range []bool{false, true} {
+		b.Run(fmt.Sprintf("keyed=%v", keyed), func(b *testing.B) {
+			h := newHost(b, memstore.New(memstore.Faults{}), &fakeKeeper{}, nil)
+			b.ReportAllocs()
+			for i := range b.N {
+				ctx := b.Context()
+				if keyed {
+					ctx = actors.WithEventKey(ctx, actors.ClientKey(fmt.Sprintf("key-%d", i), 0))
+				}
+				if _, err := h.Deliver(ctx, room, 1, get("")); err != nil {
+					b.Fatal(err)
+				}
+			}
+			st := h.StorageStats()
+			b.ReportMetric(float64(st.HeadBytes+st.RunWriteBytes)/float64(b.N), "bytes/op")
+		})
+	}
 }

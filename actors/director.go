@@ -29,6 +29,8 @@ type (
 		// fingerprint.
 		key   *EventKey
 		sum   [32]byte
+		// absent: the event's key was looked up and nothing was kept.
+		absent bool
 		reply chan result
 		id    uint64 // set by the director: names the event until it is done
 		// spawned: the director spawned the actor's proto.actor actor for

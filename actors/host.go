@@ -223,6 +223,10 @@ var ErrOutcomeUnknown = errors.New("actor event outcome unknown")
 type OutcomeUnknownError struct {
 	Actor  ownership.Actor
 	Reason string
+	// Ran: the event is known to have taken effect (a node's key found
+	// it), and its answer was not kept: a retry with the same key gets
+	// this answer again, never the first.
+	Ran bool
 }
 
 func (e *OutcomeUnknownError) Error() string {
@@ -494,3 +498,8 @@ func (h *Host) notRun(a ownership.Actor, reason string) *UnavailableError {
 func unknownOutcome(a ownership.Actor, reason string) *OutcomeUnknownError {
 	return &OutcomeUnknownError{Actor: a, Reason: reason}
 }
+
+// RanHeader, "1", marks a 504 whose event is known to have taken effect,
+// its answer not kept (OutcomeUnknownError.Ran): a node that sent the
+// event does not send it again.
+const RanHeader = "Wasmkeep-Ran"

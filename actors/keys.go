@@ -93,6 +93,9 @@ type EventKey struct {
 	// (a client's key, and a call's derived from one: the first answer is
 	// the answer).
 	Always bool
+	// Fresh: its sender has not sent it before, so no earlier event can
+	// have run with it, and the actor does not look for one.
+	Fresh bool
 }
 
 // CheckIdempotencyKey reports why s is not a valid Idempotency-Key: one to
@@ -118,39 +121,69 @@ func ClientKey(key string, window time.Duration) EventKey {
 	return EventKey{Key: key, Keep: window, Always: true}
 }
 
-// NewNodeKey is a random key of a node's, remembered for NodeKeyWindow.
+// NewNodeKey is a fresh random key of a node's (timed): kept for
+// NodeKeyWindow, only if its event takes effect, and then only as the mark
+// that it did, without its answer. It begins with its expiry (Unix
+// milliseconds, 12 hexadecimal digits), so that an actor keeps such keys
+// in the order they end and needs no index of them, then 96 random bits.
 func NewNodeKey() EventKey {
-	var b [16]byte
+	var b [12]byte
 	rand.Read(b[:])
-	return EventKey{Key: base64.RawURLEncoding.EncodeToString(b[:]), Node: true, Keep: NodeKeyWindow}
+	exp := time.Now().Add(NodeKeyWindow).UnixMilli()
+	return EventKey{Key: fmt.Sprintf("%012x", uint64(exp)) + base64.RawURLEncoding.EncodeToString(b[:]),
+		Node: true, Keep: NodeKeyWindow, Fresh: true}
 }
 
+// timedExpiry is the expiry (Unix milliseconds) a timed key begins with; 0
+// for a key that begins with none.
+func timedExpiry(key string) int64 {
+	if len(key) < 12 {
+		return 0
+	}
+	exp, err := strconv.ParseUint(key[:12], 16, 64)
+	if err != nil {
+		return 0
+	}
+	return int64(exp)
+}
+
+// timed says whether k is a node's key kept only if its event took effect,
+// named by its expiry (NewNodeKey).
+func (k EventKey) timed() bool { return k.Node && !k.Always }
+
 // String gives the key as a node sends it to another (EventKeyHeader in
-// package ingress): the window in milliseconds, "always" or "effect", and
-// the key. ParseEventKey reads it.
+// package ingress): the window in milliseconds, "always" or "effect", the
+// key, and "fresh" if it is. ParseEventKey reads it.
 func (k EventKey) String() string {
 	mode := "effect"
 	if k.Always {
 		mode = "always"
 	}
-	return strconv.FormatInt(k.Keep.Milliseconds(), 10) + " " + mode + " " + k.Key
+	s := strconv.FormatInt(k.Keep.Milliseconds(), 10) + " " + mode + " " + k.Key
+	if k.Fresh {
+		s += " fresh"
+	}
+	return s
 }
 
 // ParseEventKey reads a node's key as String gives it.
 func ParseEventKey(s string) (EventKey, error) {
-	parts := strings.SplitN(s, " ", 3)
-	if len(parts) != 3 {
-		return EventKey{}, errors.New("event key: want window, mode and key")
+	parts := strings.Split(s, " ")
+	if len(parts) != 3 && (len(parts) != 4 || parts[3] != "fresh") {
+		return EventKey{}, errors.New("event key: want window, mode, key and perhaps fresh")
 	}
 	ms, err := strconv.ParseInt(parts[0], 10, 64)
 	if err != nil || ms <= 0 || ms > int64(366*24*time.Hour/time.Millisecond) {
 		return EventKey{}, fmt.Errorf("event key: bad window %q", parts[0])
 	}
-	k := EventKey{Key: parts[2], Node: true, Keep: time.Duration(ms) * time.Millisecond}
+	k := EventKey{Key: parts[2], Node: true, Keep: time.Duration(ms) * time.Millisecond, Fresh: len(parts) == 4}
 	switch parts[1] {
 	case "always":
 		k.Always = true
 	case "effect":
+		if timedExpiry(k.Key) == 0 {
+			return EventKey{}, errors.New("event key: an effect key begins with its expiry")
+		}
 	default:
 		return EventKey{}, fmt.Errorf("event key: bad mode %q", parts[1])
 	}
@@ -189,9 +222,13 @@ func callKey(k *EventKey, from, to string, n int) EventKey {
 	return EventKey{Key: hex.EncodeToString(h.Sum(nil)[:16]), Node: true, Keep: k.Keep, Always: k.Always}
 }
 
-// name is the key as the actor keeps it: the client's and the nodes' apart.
+// name is the key as the actor keeps it: the client's and the nodes' apart,
+// and the timed ones in the order they end.
 func (k EventKey) name() string {
-	if k.Node {
+	switch {
+	case k.timed():
+		return "t/" + k.Key
+	case k.Node:
 		return "n/" + k.Key
 	}
 	return "c/" + k.Key
@@ -204,12 +241,23 @@ func (k EventKey) name() string {
 //	\x00k/x/<expiry>/<name>  its place in the order of expiry (16 hex
 //	                         digits of Unix milliseconds); the value is
 //	                         the count of its body's further parts
-//	\x00k#                   how many keys the actor keeps (uvarint)
+//	\x00k#                   how many keys the actor keeps (uvarint),
+//	                         then the least expiry key that may be live
+//	                         (ledgerStat)
+//	\x00k/e/t/<expiry><rand> a timed key: the mark that its event took
+//	                         effect (one byte; no answer, no place in the
+//	                         order of expiry, no count: its name begins
+//	                         with its expiry, and only the window bounds
+//	                         them)
+//	\x00k/t                  the least timed entry's key that may be
+//	                         live (expireTimed)
 const (
 	ledgerPrefix = NodePrefix + "k"
 	entryPrefix  = ledgerPrefix + "/e/"
 	expiryPrefix = ledgerPrefix + "/x/"
 	countKey     = ledgerPrefix + "#"
+	timedPrefix  = entryPrefix + "t/"
+	timedLowKey  = ledgerPrefix + "/t"
 )
 
 // partSize is the body bytes one ledger value holds, under MaxValueLen
@@ -237,6 +285,8 @@ type ledgerEntry struct {
 	body    []byte
 	noBody  bool // the body was over MaxKeptAnswer
 	parts   int  // further parts of body
+	// mark: a timed key's: its event took effect; nothing else is kept.
+	mark bool
 }
 
 const entryVersion = 1
@@ -328,6 +378,9 @@ func (t *txn) ledgerLookup(k EventKey) (ledgerEntry, bool, error) {
 	if !ok {
 		return ledgerEntry{}, false, nil
 	}
+	if k.timed() {
+		return ledgerEntry{mark: true}, true, nil
+	}
 	e, err := decodeEntry(v)
 	if err != nil {
 		return e, false, fmt.Errorf("event key %q: %w", name, err)
@@ -344,20 +397,40 @@ func (t *txn) ledgerLookup(k EventKey) (ledgerEntry, bool, error) {
 
 // ledgerRecord keeps e under k in the event's writes, replacing what was
 // kept (a partial entry), and ends up to expireAtOnce keys whose time is
-// over, or the oldest past maxKeys. It fails with ErrLimit when the
-// actor's state would be too large.
-func (t *txn) ledgerRecord(k EventKey, e *ledgerEntry, now time.Time, maxKeys int) error {
+// over, or the oldest past maxKeys. absent: the caller knows nothing is
+// kept under k (it looked, and wrote nothing since), so no read is needed
+// to find out. It fails with ErrLimit when the actor's state would be too
+// large.
+func (t *txn) ledgerRecord(k EventKey, e *ledgerEntry, now time.Time, maxKeys int, absent bool) error {
 	name := k.name()
-	old, had, err := t.ledgerLookup(k)
-	if err != nil {
-		return err
+	if k.timed() {
+		if k.Fresh || absent {
+			// Never sent before: nothing is kept under it, and no read of
+			// the runs is needed to find what its write replaces.
+			return t.nodePutNew(entryKey(name), timedMark)
+		}
+		return t.nodePut(entryKey(name), timedMark)
 	}
-	count := t.keyCount()
+	var old ledgerEntry
+	had := false
+	if !absent {
+		var err error
+		if old, had, err = t.ledgerLookup(k); err != nil {
+			return err
+		}
+	}
+	put := t.nodePut
+	if !had {
+		// The entry, its parts and its place in the order of expiry are
+		// new keys: their writes replace nothing, which needs no read.
+		put = t.nodePutNew
+	}
+	st := t.ledgerStat()
 	if had {
 		e.expires = old.expires // its place in the expiry order stays
 	} else {
 		e.expires = now.Add(k.Keep).UnixMilli()
-		count++
+		st.count++
 	}
 	body := e.body
 	if len(body) > MaxKeptAnswer {
@@ -365,58 +438,142 @@ func (t *txn) ledgerRecord(k EventKey, e *ledgerEntry, now time.Time, maxKeys in
 	}
 	first := min(len(body), partSize)
 	e.body, e.parts = body[:first], (len(body)-first+partSize-1)/partSize
-	if err := t.nodePut(entryKey(name), e.encode()); err != nil {
+	if err := put(entryKey(name), e.encode()); err != nil {
 		return err
 	}
 	for i := range e.parts {
 		part := body[first+i*partSize : min(len(body), first+(i+1)*partSize)]
-		if err := t.nodePut(partKey(name, i+1), part); err != nil {
+		if err := put(partKey(name, i+1), part); err != nil {
 			return err
 		}
 	}
 	for i := e.parts; i < old.parts; i++ {
 		t.nodeDelete(partKey(name, i+1))
 	}
-	if err := t.nodePut(expiryKey(e.expires, name), binary.AppendUvarint(nil, uint64(e.parts))); err != nil {
+	xk := expiryKey(e.expires, name)
+	if err := put(xk, binary.AppendUvarint(nil, uint64(e.parts))); err != nil {
 		return err
 	}
-	return t.expireKeys(now, count, maxKeys, name)
+	if st.low == "" || xk < st.low {
+		st.low = xk
+	}
+	return t.expireKeys(now, st, maxKeys, name)
+}
+
+// timedMark is what a timed key keeps: that its event took effect. Its
+// answer is not kept: a node sends its own key again only after a failure,
+// which is rare, while keeping every answer would grow every forwarded
+// write several times over; the node then answers "outcome unknown", as it
+// would have without the key. A client that wants the answer itself sends
+// an Idempotency-Key.
+var timedMark = []byte{1}
+
+// expireTimed ends up to expireAtOnce timed keys whose time is over at
+// now, listing from the least that may be live (timedLowKey) so that what
+// earlier passes deleted is not stepped over again.
+func (t *txn) expireTimed(now time.Time) error {
+	ms := now.UnixMilli()
+	low := timedPrefix
+	if v, ok := t.nodeGet(timedLowKey); ok {
+		low = string(v)
+	}
+	xs := t.nodeList(ListOptions{Prefix: timedPrefix, Start: low, Limit: expireAtOnce})
+	next := ""
+	for _, x := range xs {
+		if timedExpiry(strings.TrimPrefix(x.Key, timedPrefix)) > ms {
+			next = x.Key
+			break
+		}
+		t.nodeDelete(x.Key)
+		next = x.Key + "\x00"
+	}
+	if next == "" || next == low {
+		return nil
+	}
+	return t.nodePut(timedLowKey, []byte(next))
+}
+
+// ledgerStat is what the ledger keeps of itself: how many keys it keeps,
+// and the least key of the expiry order that may still be live (every
+// live one is at or after it). The keys before it are deleted, but their
+// deletes may still lie in the actor's runs (until a merge reaches the
+// oldest run): a listing of the order from its start would step over
+// every key ever ended, so expireKeys lists from low.
+type ledgerStat struct {
+	count int
+	low   string
+}
+
+// ledgerStat reads the ledger's own entry.
+func (t *txn) ledgerStat() ledgerStat {
+	v, ok := t.nodeGet(countKey)
+	if !ok {
+		return ledgerStat{}
+	}
+	n, w := binary.Uvarint(v)
+	if w <= 0 {
+		return ledgerStat{}
+	}
+	return ledgerStat{count: int(n), low: string(v[w:])}
 }
 
 // keyCount is how many keys the actor keeps.
-func (t *txn) keyCount() int {
-	v, ok := t.nodeGet(countKey)
-	if !ok {
+func (t *txn) keyCount() int { return t.ledgerStat().count }
+
+// expireOf is the expiry (Unix milliseconds) an expiry key names; 0 for
+// one that names none.
+func expireOf(key string) int64 {
+	rest := strings.TrimPrefix(key, expiryPrefix)
+	exp, err := strconv.ParseUint(rest[:min(16, len(rest))], 16, 64)
+	if err != nil {
 		return 0
 	}
-	n, _ := binary.Uvarint(v)
-	return int(n)
+	return int64(exp)
 }
 
 // expireKeys ends the keys whose time is over at now, and the oldest while
 // more than maxKeys are kept (but the key just kept, keep), up to
-// expireAtOnce of them, and writes the count of those left (count before).
-func (t *txn) expireKeys(now time.Time, count, maxKeys int, keep string) error {
+// expireAtOnce of them, and writes the ledger's entry (st, as it was
+// before). Nothing is listed while none can be due: fewer than maxKeys
+// kept, and the least live expiry later than now.
+func (t *txn) expireKeys(now time.Time, st ledgerStat, maxKeys int, keep string) error {
 	ms := now.UnixMilli()
-	for _, x := range t.nodeList(ListOptions{Prefix: expiryPrefix, Limit: expireAtOnce}) {
-		rest := strings.TrimPrefix(x.Key, expiryPrefix)
-		exp, err := strconv.ParseUint(rest[:min(16, len(rest))], 16, 64)
-		if err == nil && int64(exp) > ms && count <= maxKeys {
-			break
+	if st.count > maxKeys || st.low != "" && expireOf(st.low) <= ms {
+		start := st.low
+		if start == "" {
+			start = expiryPrefix
 		}
-		name := rest[min(17, len(rest)):]
-		if name == keep {
-			continue
+		xs := t.nodeList(ListOptions{Prefix: expiryPrefix, Start: start, Limit: expireAtOnce})
+		// low becomes the first key kept, or what follows the last ended.
+		st.low = ""
+		for i, x := range xs {
+			name := x.Key[min(len(expiryPrefix)+17, len(x.Key)):]
+			if name == keep {
+				if st.low == "" {
+					st.low = x.Key
+				}
+				continue
+			}
+			if expireOf(x.Key) > ms && st.count <= maxKeys {
+				if st.low == "" {
+					st.low = x.Key
+				}
+				break
+			}
+			parts, _ := binary.Uvarint(x.Value)
+			t.nodeDelete(x.Key)
+			t.nodeDelete(entryKey(name))
+			for i := range int(parts) {
+				t.nodeDelete(partKey(name, i+1))
+			}
+			st.count--
+			if i == len(xs)-1 && st.low == "" {
+				st.low = x.Key + "\x00"
+			}
 		}
-		parts, _ := binary.Uvarint(x.Value)
-		t.nodeDelete(x.Key)
-		t.nodeDelete(entryKey(name))
-		for i := range int(parts) {
-			t.nodeDelete(partKey(name, i+1))
-		}
-		count--
 	}
-	return t.nodePut(countKey, binary.AppendUvarint(nil, uint64(max(count, 0))))
+	v := binary.AppendUvarint(nil, uint64(max(st.count, 0)))
+	return t.nodePut(countKey, append(v, st.low...))
 }
 
 // ledgerEntries lists everything the ledger keeps, values not copied

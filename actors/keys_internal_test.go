@@ -15,7 +15,7 @@ func TestLedgerExpiry(t *testing.T) {
 		t.Helper()
 		tx := newEventTxn(t.Context(), st, DefaultMaxState)
 		e := ledgerEntry{status: http.StatusOK, body: []byte(name)}
-		if err := tx.ledgerRecord(ClientKey(name, keep), &e, now, 100); err != nil {
+		if err := tx.ledgerRecord(ClientKey(name, keep), &e, now, 100, false); err != nil {
 			t.Fatal(err)
 		}
 		st.apply(tx, 1)

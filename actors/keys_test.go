@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/ownership"
@@ -213,10 +214,13 @@ func TestKeysSurviveDeleteAll(t *testing.T) {
 }
 
 // TestNodeKeyOnlyWhenEffect: a node's key that must be kept only if the
-// event took effect is not kept for a read, and is for a write.
+// event took effect is not kept for a read, and is for a write; sent
+// again (not fresh), the write is not run again: it is answered "outcome
+// unknown", since a node's key keeps no answer.
 func TestNodeKeyOnlyWhenEffect(t *testing.T) {
 	h := newHost(t, memstore.New(memstore.Faults{}), &fakeKeeper{}, nil)
 	k := actors.NewNodeKey()
+	k.Fresh = false
 	deliver := func(q string) string {
 		t.Helper()
 		resp, err := h.Deliver(actors.WithEventKey(t.Context(), k), room, 1, get(q))
@@ -235,11 +239,34 @@ func TestNodeKeyOnlyWhenEffect(t *testing.T) {
 	}
 	// The same key with the write: kept.
 	w := actors.NewNodeKey()
-	for range 2 {
-		resp, err := h.Deliver(actors.WithEventKey(t.Context(), w), room, 1, get(""))
-		if err != nil || strings.TrimSpace(string(resp.Body)) != "3" {
-			t.Fatalf("write with a node key: %v %v", resp, err)
+	resp, err := h.Deliver(actors.WithEventKey(t.Context(), w), room, 1, get(""))
+	if err != nil || strings.TrimSpace(string(resp.Body)) != "3" {
+		t.Fatalf("write with a node key: %v %v", resp, err)
+	}
+	w.Fresh = false // sent again
+	if _, err := h.Deliver(actors.WithEventKey(t.Context(), w), room, 1, get("")); !errors.Is(err, actors.ErrOutcomeUnknown) {
+		t.Fatalf("the write's node key again: %v, want outcome unknown", err)
+	}
+	mustCount(t, h, 1, "4")
+}
+
+// TestTimedKeysEnd: timed keys (a node's, kept only for events that took
+// effect) are ended once their window is over, in passes.
+func TestTimedKeysEnd(t *testing.T) {
+	b := memstore.New(memstore.Faults{})
+	h := newHost(t, b, &fakeKeeper{}, nil)
+	old := actors.EventKey{Key: fmt.Sprintf("%012x", uint64(time.Now().Add(-time.Minute).UnixMilli())) + "AAAAAAAAAAAAAAAA", Node: true, Keep: time.Minute}
+	if _, err := h.Deliver(actors.WithEventKey(t.Context(), old), room, 1, get("")); err != nil {
+		t.Fatal(err)
+	}
+	for range 40 { // past a pass
+		if _, err := h.Deliver(actors.WithEventKey(t.Context(), actors.NewNodeKey()), room, 1, get("")); err != nil {
+			t.Fatal(err)
 		}
+	}
+	resp, err := h.Deliver(actors.WithEventKey(t.Context(), old), room, 1, get(""))
+	if err != nil || strings.TrimSpace(string(resp.Body)) != "42" {
+		t.Fatalf("the key whose time was over: %v %v, want it run again", resp, err)
 	}
 }
 

@@ -69,6 +69,8 @@ type residentActor struct {
 	waiting  []waiter   // responses held at the output gate, in order
 	// lastFailure is the outcome of the last commit that did not land.
 	lastFailure ownership.Outcome
+	// timed counts the timed event keys this residency kept (remember).
+	timed int
 }
 
 // waiter is an event that ran and waits for the commit of the writes it
@@ -273,7 +275,7 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 		}
 	}
 	t := newEventTxn(ioCtx, ra.state, ra.h.cfg.MaxState)
-	if m.key != nil && ra.replay(ctx, m, t) {
+	if m.key != nil && !m.key.Fresh && ra.replay(ctx, m, t) {
 		return
 	}
 	// What ActorOf, SocketsOf and Call reach through the event's context:
@@ -328,7 +330,7 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 	}
 	if m.key != nil {
 		tookEffect := t.dirty() || ev.call.earlier || len(r.out) > 0
-		if err := ra.remember(m, t, r, tookEffect || (m.key.Always && (err == nil || rolledBack))); err != nil {
+		if err := ra.remember(m, t, r, tookEffect || (m.key.Always && (err == nil || rolledBack)), ev.call.marked); err != nil {
 			// Nothing of the event is kept without its key.
 			t.discard()
 			r = result{resp: ra.failed(err)}
@@ -360,10 +362,15 @@ func (ra *residentActor) replay(ctx actor.Context, m *eventMsg, t *txn) bool {
 		ra.answer(ctx, m, result{err: ra.damaged(StateKey(ra.actor), fmt.Errorf("%w: %w", ownership.ErrDamaged, err))})
 		return true
 	case !ok:
+		m.absent = true
 		return false
 	}
 	var resp *Response
+	var rerr error
 	switch {
+	case e.mark:
+		// A node's key: the event took effect, and its answer was not kept.
+		rerr = &OutcomeUnknownError{Actor: ra.actor, Reason: "an earlier try of the event took effect, and a node's key keeps no answer", Ran: true}
 	case e.sum != m.sum:
 		resp = Text(http.StatusUnprocessableEntity, "this "+IdempotencyHeader+" was first used with another request (method, path, query or body)\n")
 	case e.partial:
@@ -380,14 +387,14 @@ func (ra *residentActor) replay(ctx actor.Context, m *eventMsg, t *txn) bool {
 		}
 	}
 	m.stage.Store(stageGated)
-	ra.waiting = append(ra.waiting, waiter{m: m, r: result{resp: resp, woke: m.spawned}, upto: ra.version})
+	ra.waiting = append(ra.waiting, waiter{m: m, r: result{resp: resp, err: rerr, woke: m.spawned}, upto: ra.version})
 	return true
 }
 
 // remember keeps the event's key, with its answer, in its writes when keep
 // says so and the event has an answer a retry can be given (not a socket
 // event, nor an accepted WebSocket).
-func (ra *residentActor) remember(m *eventMsg, t *txn, r result, keep bool) error {
+func (ra *residentActor) remember(m *eventMsg, t *txn, r result, keep, marked bool) error {
 	if !keep || r.resp == nil || r.resp.Accept != nil {
 		return nil
 	}
@@ -396,8 +403,23 @@ func (ra *residentActor) remember(m *eventMsg, t *txn, r result, keep bool) erro
 		status = http.StatusOK
 	}
 	e := ledgerEntry{sum: m.sum, status: status, header: r.resp.Header.Clone(), body: r.resp.Body}
-	return t.ledgerRecord(*m.key, &e, time.Now(), ra.h.cfg.MaxKeys)
+	now := time.Now()
+	// Absent if the event looked (replay) and marked nothing since (a call).
+	if err := t.ledgerRecord(*m.key, &e, now, ra.h.cfg.MaxKeys, m.absent && !marked); err != nil {
+		return err
+	}
+	if m.key.timed() {
+		// Timed keys are ended in passes, one every timedPass of them.
+		if ra.timed++; ra.timed%timedPass == 0 {
+			return t.expireTimed(now)
+		}
+	}
+	return nil
 }
+
+// timedPass is how many timed keys an actor keeps between two passes that
+// end those whose time is over (expireTimed).
+const timedPass = 32
 
 // pump starts a commit when writes wait and none is in flight, and
 // releases what the durable version covers.

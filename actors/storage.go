@@ -283,6 +283,24 @@ func (t *txn) nodePut(key string, value []byte) error {
 	return nil
 }
 
+// nodePutNew is nodePut of a key the caller knows holds no value, in the
+// state or the event's writes: its size is counted without a lookup.
+func (t *txn) nodePutNew(key string, value []byte) error {
+	if !isNodeKey(key) {
+		return fmt.Errorf("node key %.64q lacks the node's prefix", key)
+	}
+	if err := checkNodeKey(key); err != nil {
+		return err
+	}
+	size, err := t.checkSize(key, len(value), t.size, 0)
+	if err != nil {
+		return err
+	}
+	t.size = size
+	t.writes[key] = append(make([]byte, 0, len(value)), value...)
+	return nil
+}
+
 func (t *txn) nodeDelete(key string) {
 	t.size -= t.current(key)
 	t.writes[key] = nil

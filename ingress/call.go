@@ -48,13 +48,16 @@ func (h *Handler) Call(ctx context.Context, to ownership.Actor, req *actors.Requ
 	for {
 		resp, at, err := h.cfg.Host.Dispatch(dctx, to, req)
 		if at == nil {
-			if withKey && errors.Is(err, actors.ErrOutcomeUnknown) && f.next(ctx) {
+			if withKey && errors.Is(err, actors.ErrOutcomeUnknown) && !ran(err) && f.next(ctx) {
 				retrying = true
 				continue
 			}
 			return h.callAnswer(to, resp, err)
 		}
-		dctx, withKey = ctx, keyed
+		// Run here after a forward, the key is not fresh.
+		stale := key
+		stale.Fresh = false
+		dctx, withKey = actors.WithEventKey(ctx, stale), keyed
 		resp, out, err := h.forwardCall(ctx, to, *at, req, f.last(), retrying)
 		switch {
 		case out == forwardDone:
@@ -140,6 +143,7 @@ func (h *Handler) forwardCall(ctx context.Context, to ownership.Actor, d actors.
 	out.Header.Set(CallChainHeader, encodeChain(actors.CallChain(ctx)))
 	out.Header.Del(EventKeyHeader)
 	if k, ok := actors.EventKeyOf(ctx); ok {
+		k.Fresh = k.Fresh && !retrying
 		out.Header.Set(EventKeyHeader, k.String())
 	}
 	if len(h.cfg.ClusterKey) > 0 {
@@ -179,7 +183,7 @@ func (h *Handler) forwardCall(ctx context.Context, to ownership.Actor, d actors.
 		if !last {
 			return nil, forwardRefused, fmt.Errorf("call %s/%s: node %s: %w", to.Class, to.Name, d.Node, errHolderRefused)
 		}
-	case !last && res.StatusCode == http.StatusGatewayTimeout && outcome == "unknown",
+	case !last && res.StatusCode == http.StatusGatewayTimeout && outcome == "unknown" && res.Header.Get(actors.RanHeader) == "",
 		!last && retrying && res.StatusCode == http.StatusConflict && outcome == "running":
 		return nil, forwardUnknown, fmt.Errorf("call %s/%s: node %s: %w", to.Class, to.Name, d.Node, errHolderUnknown)
 	}

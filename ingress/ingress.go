@@ -510,6 +510,7 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 	req := &actors.Request{Method: r.Method, Path: rest, Query: r.URL.Query(), Header: r.Header.Clone(), Body: body}
 	f := failover{wait: h.cfg.FailoverWait}
 	retrying := false // a try before this one may have reached the event
+	nodeKey := false  // key is one this node made for the forward
 	for {
 		resp, at, err := h.cfg.Host.Dispatch(ctx, a, req)
 		var ua *actors.UnavailableError
@@ -525,7 +526,7 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 			at, handover = ua.Peer, ua.Peer != nil
 		}
 		if at == nil {
-			if keyed && errors.Is(err, actors.ErrOutcomeUnknown) && f.next(ctx) {
+			if keyed && errors.Is(err, actors.ErrOutcomeUnknown) && !ran(err) && f.next(ctx) {
 				// Its commit had no answer: with its key, another try
 				// finds out whether it landed, and runs it if it did not.
 				retrying = true
@@ -534,12 +535,21 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 			h.answer(w, r, a, resp, err)
 			return
 		}
-		if !keyed && !upgrade {
+		if !upgrade && (nodeKey || !keyed) {
 			// A forward carries a key, so that it can be sent again
 			// whatever becomes of it: the actor runs it at most once.
-			key, keyed = actors.NewNodeKey(), true
-			ctx = actors.WithEventKey(ctx, key)
-			r.Header.Set(EventKeyHeader, key.String())
+			// Sent for the first time, it is fresh: the holder does not
+			// look for an earlier run of it. Run here after a forward,
+			// it is not.
+			if !keyed {
+				key, keyed, nodeKey = actors.NewNodeKey(), true, true
+				stale := key
+				stale.Fresh = false
+				ctx = actors.WithEventKey(ctx, stale)
+			}
+			sent := key
+			sent.Fresh = !retrying
+			r.Header.Set(EventKeyHeader, sent.String())
 		}
 		out, ferr := h.forward(w, r, a, *at, body, f.last() || handover, retrying)
 		switch {
@@ -567,6 +577,13 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// ran says whether err is an outcome unknown of an event known to have
+// run (actors.OutcomeUnknownError.Ran): sent again, it would say so again.
+func ran(err error) bool {
+	var u *actors.OutcomeUnknownError
+	return errors.As(err, &u) && u.Ran
 }
 
 // eventKey is the key of the event r asks for: the client's
@@ -723,6 +740,9 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, a ownership.Act
 		return
 	case errors.As(err, &unknown):
 		h.answers.unknown.Inc()
+		if unknown.Ran {
+			w.Header().Set(actors.RanHeader, "1")
+		}
 		outcomeUnknown(w, unknown.Reason)
 		return
 	case err != nil && r.Context().Err() == nil:
@@ -857,7 +877,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, a ownership.Ac
 				if !last {
 					return errHolderRefused // the event did not run there: sent again
 				}
-			case !last && res.StatusCode == http.StatusGatewayTimeout && outcome == "unknown",
+			case !last && res.StatusCode == http.StatusGatewayTimeout && outcome == "unknown" && res.Header.Get(actors.RanHeader) == "",
 				!last && retrying && res.StatusCode == http.StatusConflict && outcome == "running":
 				return errHolderUnknown // sent again with its key, which tells
 			}
