@@ -27,12 +27,12 @@ type (
 		sock   *SocketEvent // instead of req: a socket event
 		// key: the request's event key (keys.go), if it has one; sum, its
 		// fingerprint.
-		key   *EventKey
-		sum   [32]byte
+		key *EventKey
+		sum [32]byte
 		// absent: the event's key was looked up and nothing was kept.
 		absent bool
-		reply chan result
-		id    uint64 // set by the director: names the event until it is done
+		reply  chan result
+		id     uint64 // set by the director: names the event until it is done
 		// spawned: the director spawned the actor's proto.actor actor for
 		// this event (the actor was not resident: the event woke it).
 		spawned bool
