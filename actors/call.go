@@ -125,8 +125,8 @@ func (ec *eventCall) call(ctx context.Context, to ownership.Actor, req *Request)
 		// Should the event not end, a retry with its key must not run
 		// again what took effect before: it is kept with the commit that
 		// makes its writes so far durable.
-		e := ledgerEntry{partial: true, sum: ec.m.sum}
-		if err := ec.t.ledgerRecord(*k, &e, time.Now(), ra.h.cfg.MaxKeys, ec.m.absent); err != nil {
+		e := ledgerEntry{partial: true, sum: k.sum}
+		if err := ec.t.ledgerRecord(k.EventKey, &e, time.Now(), ra.h.cfg.MaxKeys, k.absent); err != nil {
 			return nil, err
 		}
 		ec.marked = true
@@ -134,7 +134,11 @@ func (ec *eventCall) call(ctx context.Context, to ownership.Actor, req *Request)
 	if err := ra.commitForCall(ec); err != nil {
 		return nil, err
 	}
-	key := callKey(ec.m.key, ra.actor.String(), to.String(), ec.calls)
+	var from *EventKey
+	if ec.m.key != nil {
+		from = &ec.m.key.EventKey
+	}
+	key := callKey(from, ra.actor.String(), to.String(), ec.calls)
 	ec.calls++
 	cctx, cancel := context.WithTimeout(WithEventKey(WithCallChain(ctx, chain), key), ra.h.cfg.CallTimeout)
 	defer cancel()

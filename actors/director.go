@@ -25,14 +25,10 @@ type (
 		sealed *ownership.Sealed
 		req    *Request
 		sock   *SocketEvent // instead of req: a socket event
-		// key: the request's event key (keys.go), if it has one; sum, its
-		// fingerprint.
-		key *EventKey
-		sum [32]byte
-		// absent: the event's key was looked up and nothing was kept.
-		absent bool
-		reply  chan result
-		id     uint64 // set by the director: names the event until it is done
+		// key: the request's event key (keys.go), if it has one.
+		key   *keyedEvent
+		reply chan result
+		id    uint64 // set by the director: names the event until it is done
 		// spawned: the director spawned the actor's proto.actor actor for
 		// this event (the actor was not resident: the event woke it).
 		spawned bool
@@ -93,6 +89,15 @@ type (
 	// mergesMsg: close done once no resident actor merges its runs.
 	mergesMsg struct{ done chan struct{} }
 )
+
+// keyedEvent is an event's key, with the fingerprint of its request (sum)
+// and whether the key was looked up and found to keep nothing (absent):
+// apart from eventMsg, which every event allocates and few with a key.
+type keyedEvent struct {
+	EventKey
+	sum    [32]byte
+	absent bool
+}
 
 // keyName is the name of the event's key, or "" without one.
 func (m *eventMsg) keyName() string {

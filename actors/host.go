@@ -404,7 +404,7 @@ func (h *Host) run(ctx context.Context, m *eventMsg) result {
 	}
 	m.class, m.reply = class, make(chan result, 1)
 	if k, ok := EventKeyOf(ctx); ok && m.req != nil {
-		m.key, m.sum = &k, fingerprint(m.req)
+		m.key = &keyedEvent{EventKey: k, sum: fingerprint(m.req)}
 	}
 	h.cfg.System.Root.Send(h.pid, m)
 	select {

@@ -353,7 +353,7 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 // 422 when the key was first used with another request; 500 when the
 // first took effect in part and did not end (it is not run again).
 func (ra *residentActor) replay(ctx actor.Context, m *eventMsg, t *txn) bool {
-	e, ok, err := t.ledgerLookup(*m.key)
+	e, ok, err := t.ledgerLookup(m.key.EventKey)
 	switch {
 	case t.fault != nil:
 		ra.answer(ctx, m, result{err: ra.readFailed(t.fault)})
@@ -362,7 +362,7 @@ func (ra *residentActor) replay(ctx actor.Context, m *eventMsg, t *txn) bool {
 		ra.answer(ctx, m, result{err: ra.damaged(StateKey(ra.actor), fmt.Errorf("%w: %w", ownership.ErrDamaged, err))})
 		return true
 	case !ok:
-		m.absent = true
+		m.key.absent = true
 		return false
 	}
 	var resp *Response
@@ -371,7 +371,7 @@ func (ra *residentActor) replay(ctx actor.Context, m *eventMsg, t *txn) bool {
 	case e.mark:
 		// A node's key: the event took effect, and its answer was not kept.
 		rerr = &OutcomeUnknownError{Actor: ra.actor, Reason: "an earlier try of the event took effect, and a node's key keeps no answer", Ran: true}
-	case e.sum != m.sum:
+	case e.sum != m.key.sum:
 		resp = Text(http.StatusUnprocessableEntity, "this "+IdempotencyHeader+" was first used with another request (method, path, query or body)\n")
 	case e.partial:
 		resp = Text(http.StatusInternalServerError, "an earlier request with this "+IdempotencyHeader+
@@ -402,10 +402,10 @@ func (ra *residentActor) remember(m *eventMsg, t *txn, r result, keep, marked bo
 	if status == 0 {
 		status = http.StatusOK
 	}
-	e := ledgerEntry{sum: m.sum, status: status, header: r.resp.Header.Clone(), body: r.resp.Body}
+	e := ledgerEntry{sum: m.key.sum, status: status, header: r.resp.Header.Clone(), body: r.resp.Body}
 	now := time.Now()
 	// Absent if the event looked (replay) and marked nothing since (a call).
-	if err := t.ledgerRecord(*m.key, &e, now, ra.h.cfg.MaxKeys, m.absent && !marked); err != nil {
+	if err := t.ledgerRecord(m.key.EventKey, &e, now, ra.h.cfg.MaxKeys, m.key.absent && !marked); err != nil {
 		return err
 	}
 	if m.key.timed() {

@@ -579,6 +579,14 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// replayed says whether resp is an answer an actor kept for an event key
+// (the header as the actor set it: no canonicalisation on the way of every
+// answer).
+func replayed(resp *actors.Response) bool {
+	_, ok := resp.Header[actors.ReplayedHeader]
+	return ok
+}
+
 // ran says whether err is an outcome unknown of an event known to have
 // run (actors.OutcomeUnknownError.Ran): sent again, it would say so again.
 func ran(err error) bool {
@@ -747,7 +755,7 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, a ownership.Act
 		return
 	case err != nil && r.Context().Err() == nil:
 		h.answers.failed.Inc()
-	case err == nil && resp.Header.Get(actors.ReplayedHeader) != "":
+	case err == nil && replayed(resp):
 		h.answers.replayed.Inc()
 	case err == nil:
 		h.answers.success.Inc()

@@ -55,6 +55,13 @@ type Config struct {
 	// TakeOver lets this instance replace a lease still live under another
 	// instance of the same node. It then waits a TTL before acting.
 	TakeOver bool
+	// PredecessorGone says the shell has proved that every earlier instance
+	// of this node has ended and can write nothing more to the bucket (the
+	// directory store's claim on the node, held by a running process and
+	// released only with it). A lease naming another instance is then
+	// replaced at once, and this instance acts at once: nothing of the one
+	// before can still land.
+	PredecessorGone bool
 }
 
 // DefaultConfig holds the defaults of DESIGN.md section 4.

@@ -490,6 +490,13 @@ func (c *Core) onLeaseRead(f *flight, r Reply) {
 		c.writeOwnLease(c.mode.leaseState(), IfMatch(r.ETag))
 		return
 	}
+	if c.cfg.PredecessorGone {
+		c.emit(Report{Level: "info", Key: f.key, Msg: fmt.Sprintf(
+			"node %s's lease names instance %s, which has ended (its claim on the node is free): taking the lease at once", c.cfg.Node, l.Instance)})
+		c.twin = nil
+		c.writeOwnLease(c.mode.leaseState(), IfMatch(r.ETag))
+		return
+	}
 	if c.cfg.TakeOver {
 		// The other instance may act until its own lease runs out: wait a
 		// full TTL after our write before acting.
