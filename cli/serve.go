@@ -233,6 +233,12 @@ func (c serveConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
+// claimer is a bucket on which a process can prove that the processes
+// before it have ended (dirstore.Store.Claim).
+type claimer interface {
+	Claim(name string) (release func() error, free bool, err error)
+}
+
 // core is the ownership configuration of one start of the node.
 func (c serveConfig) core(instance ownership.InstanceID) ownership.Config {
 	core := c.Lease
@@ -548,6 +554,24 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 			err = fmt.Errorf("close %s: %w", target, cerr)
 		}
 	}()
+	core := cfg.core(instance)
+	// On a directory bucket the node claims its id beside the store for
+	// as long as it runs: the claim free means that every earlier process
+	// of this node has ended, so this one takes the lease at once instead
+	// of waiting for it to lapse; held, another process serves the node.
+	if c, ok := b.(claimer); ok {
+		release, free, err := c.Claim("node/" + string(core.Node))
+		switch {
+		case err != nil:
+			return err
+		case free:
+			defer release()
+			core.PredecessorGone = true
+		case !cfg.TakeOver:
+			return fmt.Errorf("node %s is served by another process from %s (it holds the node's claim there); stop it, or start this one with --takeover",
+				core.Node, target)
+		}
+	}
 	report := ownership.CheckConditions(ctx, b, "wasmkeep-check/", string(instance))
 	switch {
 	case report.Unanswered():
@@ -576,7 +600,7 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 		defer admin.Close()
 	}
 	node, err := supervisors.StartNode(ctx, supervisors.NodeConfig{
-		Core: cfg.core(instance), Bucket: b, Listener: lis, Registry: registry, Logger: log,
+		Core: core, Bucket: b, Listener: lis, Registry: registry, Logger: log,
 		IdleTimeout: cfg.IdleTimeout, MaxResident: cfg.MaxResident, MaxBody: int64(cfg.MaxBody),
 		MaxState: int(cfg.MaxState), BlockCache: int64(cfg.BlockCache),
 		SendQueueTotal: int(cfg.WSQueueTotal),

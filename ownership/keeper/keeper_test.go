@@ -719,3 +719,43 @@ func TestFastAnswersFollowInputs(t *testing.T) {
 		n2.stop(t)
 	})
 }
+
+// TestPredecessorGone: an instance whose shell has proved that every earlier
+// process of its node has ended takes the lease they left live at once,
+// without the watch of TestPanicEndsKeeper, and serves what they held.
+func TestPredecessorGone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newChecked(t, memstore.New(memstore.Faults{}))
+		n1 := startNode(t, b, "n1", "n1-i1")
+		n2 := startNode(t, newChecked(t, b.Bucket), "n2", "n2-i1")
+		n1.mustGrant(t, roomA, 1)
+		for !slices.ContainsFunc(n1.Status().Peers, func(p ownership.PeerStatus) bool { return p.Node == "n2" && p.Live }) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		n1.hooks.mu.Lock()
+		n1.hooks.panicOn = "StopActing" // the move below breaks the keeper: its lease stays live
+		n1.hooks.mu.Unlock()
+		n1.Move(roomA, "n2")
+		<-n1.Done()
+		if err := n2.Stop(t.Context()); err != nil { // so that no peer fences n1-i1
+			t.Fatal(err)
+		}
+		if l, _ := readLease(t, b, "n1"); l.State != ownership.LeaseLive || l.Instance != "n1-i1" {
+			t.Fatalf("lease after the break: %+v, want n1-i1's, live", l)
+		}
+
+		start := time.Now()
+		n1b := startNode(t, b, "n1", "n1-i2", func(c *keeper.Config) { c.Core.PredecessorGone = true })
+		if took := time.Since(start); took >= time.Second {
+			t.Errorf("the new instance took %v to start, want no watch of the lease", took)
+		}
+		if !n1b.logs.Has("INFO", "names instance n1-i1, which has ended", "taking the lease at once") {
+			t.Errorf("no line naming the ended instance:\n%s", n1b.logs)
+		}
+		if n1b.logs.Has("watching it") {
+			t.Errorf("the new instance watched the lease:\n%s", n1b.logs)
+		}
+		n1b.mustGrant(t, roomA, 2)
+		n1b.stop(t)
+	})
+}
