@@ -77,7 +77,7 @@
 // conditioned on the version it read (ownership/seal.go). Invariant: once the
 // seal has landed, every write of an older hold is conditioned on a version
 // that is gone, so it is refused and never becomes visible, even if it lands
-// late (DESIGN.md section 6, property 2). The first event of a hold reads the
+// late (docs/PROTOCOL.md §6, property 2). The first event of a hold reads the
 // object: stamped with the hold's generation, it is used as is; stamped
 // later, the hold was superseded and ends (Keeper.HoldEnded); stamped earlier
 // (a hold granted without the core, as in tests), it is fenced here first.

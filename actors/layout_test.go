@@ -23,7 +23,7 @@ import (
 	"github.com/wasmkeep/wasmkeep/ownership/s3store"
 )
 
-// The four properties of DESIGN section 6 for the layout of a head over
+// The four properties of docs/PROTOCOL.md §6 for the layout of a head over
 // runs (layout.go), each on every store: the directory store, the memory
 // store (with faults where the test needs them) and versitygw. The
 // simulation checks properties 1 and 2 under lost and late writes, and

@@ -13,7 +13,7 @@ import (
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
 )
 
-// The four properties of DESIGN section 6, as they hold for the layout of
+// The four properties of docs/PROTOCOL.md §6, as they hold for the layout of
 // one state object per actor. Properties 1 and 2 are also checked from
 // ground truth by the simulation (tests/sim/storage.go) under lost and late
 // writes, crashes, drains and moves; the acquisition's seal is tested in

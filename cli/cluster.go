@@ -71,7 +71,7 @@ func clusterCommands() *command {
 				detail: "Checks that the --to node is live (its lease live and written within its ttl) and not\n" +
 					"draining, reads the actor's record, and writes a move request (nodes/NODE~move~ID) for\n" +
 					"the node that acts on it, which sees it in its next membership listing. When a live node\n" +
-					"holds the actor, that node moves it (ADR 0024 section 3): it releases the record (a parked\n" +
+					"holds the actor, that node moves it (docs/PROTOCOL.md §5): it releases the record (a parked\n" +
 					"room's too), closes the room's sockets with 1012 once the release has landed, and sends the\n" +
 					"target its take call; the target holds the actor and keeps it resident until it is idle.\n" +
 					"When nobody holds it, the target takes it. The request is deleted once acted on. Refuses an\n" +

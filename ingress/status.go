@@ -10,7 +10,7 @@ import (
 
 // signedOnly serves next to requests signed with the cluster key for this
 // node, and answers any other as if nothing were there: the status page
-// stays off the public listener (DESIGN section 8) for all but the
+// stays off the public listener for all but the
 // cluster's operators, who hold the key.
 func (h *Handler) signedOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -14,7 +14,7 @@ import (
 )
 
 // TakeHeader marks a move's take call: a peer that released an actor for
-// this node asks it to take the actor (ADR 0024 section 3). It is a POST to
+// this node asks it to take the actor (docs/PROTOCOL.md §5). It is a POST to
 // the actor's path from a peer (signed with the cluster key when the nodes
 // have one); the class runs no event for it.
 const TakeHeader = "Wasmkeep-Take"

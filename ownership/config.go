@@ -64,7 +64,7 @@ type Config struct {
 	PredecessorGone bool
 }
 
-// DefaultConfig holds the defaults of DESIGN.md section 4.
+// DefaultConfig holds the defaults of docs/PROTOCOL.md §2.
 func DefaultConfig(node NodeID, instance InstanceID) Config {
 	return Config{
 		Node:              node,

@@ -59,7 +59,7 @@ type Core struct {
 	// runs once the write's fate is known, so no live lease is left behind.
 	stopAfterStart bool
 	// absent: nodes that records name but that a complete listing of nodes/
-	// did not show, since when (DESIGN: a node writes its lease first).
+	// did not show, since when (a node writes its lease before any record).
 	absent map[NodeID]time.Time
 	// waiting: actors whose acquisition waits on the membership view (a
 	// fence, a peer's lease read); wakeWaiting re-reads just those.

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// Bucket key prefixes (DESIGN.md section 3).
+// Bucket key prefixes (docs/PROTOCOL.md §1).
 const (
 	NodesPrefix  = "nodes/"
 	OwnersPrefix = "owners/"

@@ -1,6 +1,6 @@
 package ownership
 
-// Lapse and loss of the node lease (DESIGN.md section 4).
+// Lapse and loss of the node lease (docs/PROTOCOL.md §2).
 
 // checkLapse ends every hold once the lease is no longer valid: sockets close
 // with 1012, live holds and parked records join the pending releases.

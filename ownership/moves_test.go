@@ -19,7 +19,7 @@ func closedRoom(effects []ownership.Effect, a ownership.Actor) bool {
 // at a later generation (a wake of ours that landed without an answer)
 // keeps the room's sockets open, and looks at the record until another
 // live node holds the room: then it closes them, 1012, without the owner
-// sweep (ADR 0024 section 3).
+// sweep (docs/PROTOCOL.md §5).
 func TestAMoveWaitsWhileTheRecordNamesThisNodeLater(t *testing.T) {
 	h := newHarness(t)
 	withPeer(t, h)

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Parking and waking (ADR 0024 sections 1 and 2): an idle drop with open
+// Parking and waking (docs/PROTOCOL.md §4): an idle drop with open
 // sockets parks the hold; the next event acquires at a new generation.
 // This file is small on purpose: the simulation's broken variants replace
 // it whole.

@@ -1,6 +1,6 @@
 package ownership
 
-// The resolver of unresolved acquisitions (DESIGN.md section 5): a record
+// The resolver of unresolved acquisitions (docs/PROTOCOL.md §3): a record
 // counts as held here only when a live or parked hold here has that exact
 // generation, and an unchanged record stays under watch for a bounded time.
 

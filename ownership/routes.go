@@ -3,7 +3,7 @@ package ownership
 import "time"
 
 // Routes. An event for an actor that a live peer holds is routed to it
-// after a read of the actor's record (ADR 0020's routing read). The core
+// after a read of the actor's record (the routing read of docs/PROTOCOL.md §3). The core
 // keeps what that read found for a lease period, so the events after it
 // go to the holder without a read each: a node that forwards a hot actor's
 // requests would otherwise read its record from the bucket for every one.

@@ -2,7 +2,7 @@ package ownership
 
 import "time"
 
-// The seal (DESIGN section 6, property 2: a superseded hold's write never
+// The seal (docs/PROTOCOL.md §6, property 2: a superseded hold's write never
 // becomes visible to a later hold). Before an acquisition writes the record
 // at generation g, it rewrites the actor's state object stamped with g,
 // conditioned on the version it read, keeping the payload as it was. Every

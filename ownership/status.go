@@ -130,7 +130,7 @@ func (c *Core) Status(now time.Time) Status {
 }
 
 // PeerFor picks, among peers, the one a node that takes no actors (it
-// drains, or has stopped) sends a's events to (ADR 0024 section 3): a live
+// drains, or has stopped) sends a's events to (docs/PROTOCOL.md §5): a live
 // peer with an address, the same one for every event of a while the peers
 // stay the same, and a's spread over them by a hash of its name. ok is
 // false when there is none.

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// sweepState is where the owner sweep (ADR 0024 section 5) stands between
+// sweepState is where the owner sweep (docs/PROTOCOL.md §5) stands between
 // passes. The sweeper, outside the core, owns the pass's timer: each Sweep
 // input runs one pass.
 type sweepState struct {
@@ -192,7 +192,7 @@ func (c *Core) peerLive(p *peer) bool {
 // runDrainPass releases every parked record and live hold, on every pass: a
 // park that checked "not draining" just before the drain began may land
 // after the first pass. With no live peer to take them the drain is stuck
-// (ADR 0024 section 3): the node keeps serving its actors and their sockets,
+// (docs/PROTOCOL.md §5): the node keeps serving its actors and their sockets,
 // and each pass looks again. The first pass with a peer closes the node's
 // sockets (1012): their clients reconnect, through a balancer, to a peer.
 func (c *Core) runDrainPass() {

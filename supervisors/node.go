@@ -324,7 +324,7 @@ func (n *Node) stopParts(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Drain drains the node (ADR 0024 section 3) and returns once it has
+// Drain drains the node (docs/PROTOCOL.md §5) and returns once it has
 // nothing left (no live hold, parked record or pending release), or ctx
 // ends. why is logged.
 func (n *Node) Drain(ctx context.Context, why string) error {

@@ -247,8 +247,8 @@ func TestDrainerFailureResumes(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, status, "a drained node is not ready")
 }
 
-// TestStuckDrainServes: a drain with no live peer is stuck (ADR 0024
-// section 3): the node keeps serving its actors and stays ready, and the
+// TestStuckDrainServes: a drain with no live peer is stuck
+// (docs/PROTOCOL.md §5): the node keeps serving its actors and stays ready, and the
 // tree and the status say so.
 func TestStuckDrainServes(t *testing.T) {
 	n := nodetest.Start(t, nodetest.Options{})

@@ -18,7 +18,7 @@ import (
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
 )
 
-// coreConfig is a node's configuration with the defaults of DESIGN.md.
+// coreConfig is a node's configuration with the defaults of docs/PROTOCOL.md §2.
 func coreConfig(node, instance string) ownership.Config {
 	c := ownership.DefaultConfig(ownership.NodeID(node), ownership.InstanceID(instance))
 	c.Addr = node + ".test:7000"

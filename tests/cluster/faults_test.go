@@ -153,7 +153,7 @@ func TestBucketCutForOneNode(t *testing.T) {
 }
 
 // TestPeerLinkCut cuts the link from one node to another (the partition
-// case of ADR 0024 section 4): both still reach the bucket, so neither is
+// case of docs/PROTOCOL.md §8): both still reach the bucket, so neither is
 // fenced; the holder keeps serving its actors directly, and a request for
 // them through the cut-off node waits --failover-wait and is answered 503
 // with a Retry-After, never served twice or by two owners.

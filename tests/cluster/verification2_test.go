@@ -37,8 +37,9 @@ var homeArgs = []string{"--idle-timeout", "300ms",
 // wait bounds every wait on the nodes below.
 const wait = 20 * time.Second
 
-// TestVerification2 is ADR 0024's Verification 2 on two real nodes, a and
-// b, over S3 (versitygw), with real WebSocket clients of the chat class.
+// TestVerification2 checks the parking rules of docs/PROTOCOL.md §4 and §5
+// on two real nodes, a and b, over S3 (versitygw), with real WebSocket
+// clients of the chat class.
 // Node a reaches the bucket through a toxiproxy link (which the test can
 // cut) and a key fault (which answers a's reads or writes of one key 503,
 // a request without an answer); b reaches it directly, and so does the test,
@@ -76,7 +77,7 @@ const wait = 20 * time.Second
 //     reason that may pass, and that wake, tried every lease period, would
 //     otherwise take the record before the release's next try (the release
 //     then ends refused, the wake's own release at idle freeing the record).
-//     A close event lost for good, as in the ADR's own test, would need
+//     A close event lost for good (its wake refused for good) would need
 //     the link cut past those 30 s, and a's lease lapses long before.
 //   - In 5 the link is not cut: a node finds a move request in its listing
 //     of the bucket, so a cut link hides the request from it. The key

@@ -8,7 +8,7 @@ import (
 	"github.com/wasmkeep/wasmkeep/ownership"
 )
 
-// TestRoomWakesWhereItsSocketsAre is ADR 0024's Verification 1 as a script:
+// TestRoomWakesWhereItsSocketsAre is the parking rule of docs/PROTOCOL.md §4 as a script:
 // a room with a socket on n1, called through n2 and n3, wakes on n1 each
 // time at a new generation; n1 is killed; another node takes the room within
 // the failover bound; the new node parks it with a socket; the last socket

@@ -24,7 +24,7 @@ import (
 // named is deleted, and now and then a sweep lists the room's runs and
 // deletes what ownership.RunGarbage says the hold may.
 //
-// Ground truth checked here (DESIGN section 6):
+// Ground truth checked here (docs/PROTOCOL.md §6):
 //   - property 1: a load never shows less than the last acknowledged count,
 //     nor does the bucket at the end, and a run a head names is never gone;
 //   - property 2: no write stamped with a generation lands once the room's

@@ -114,7 +114,7 @@ type World struct {
 	healAt    time.Duration
 }
 
-// Stats counts what a run did, like the ADR's recorded run.
+// Stats counts what a run did (make sim-long prints them).
 type Stats struct {
 	Events, Served, GivenUp                  int
 	Acquisitions, Parks, WakesAtHome, Relays int
