@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmkeep/wasmkeep/internal/proctest"
+	"github.com/wasmkeep/wasmkeep/internal/s3test"
 )
 
 func TestMain(m *testing.M) { proctest.Main(m) }
@@ -200,16 +201,22 @@ func TestStalledBodiesBounded(t *testing.T) {
 }
 
 // TestRestartAfterCrashAnswersWhileItWaits: a node killed with SIGKILL
-// leaves its lease live until it lapses. The same node started again
-// waits for it, and meanwhile its port answers /healthz 200 and /readyz
-// 503 (it used to stay closed), then serves once the lease is its own.
+// leaves its lease live until it lapses. On S3 nothing proves that the
+// process has ended (on a directory bucket its claim does: see
+// tests/cluster TestRestartAfterCrashServesAtOnce), so the same node
+// started again waits for the lease, and meanwhile its port answers
+// /healthz 200 and /readyz 503 (it used to stay closed), then serves once
+// the lease is its own.
 func TestRestartAfterCrashAnswersWhileItWaits(t *testing.T) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := lis.Addr().String()
 	lis.Close()
-	dir := t.TempDir()
-	args := []string{"--listen", addr, "--bucket", dir, "--lease-period", "500ms", "--lease-ttl", "4s", "--lease-safety", "1s", "--lease-grace", "1s"}
+	srv := s3test.Start(t)
+	for k, v := range srv.Env() {
+		t.Setenv(k, v)
+	}
+	args := []string{"--listen", addr, "--bucket", srv.URL("restart"), "--lease-period", "500ms", "--lease-ttl", "4s", "--lease-safety", "1s", "--lease-grace", "1s"}
 	first := startNode(t, 0, args...)
 	code, _, err := first.Get("/actor/counter/c")
 	require.NoError(t, err)
