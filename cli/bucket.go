@@ -11,7 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/bucketcheck"
 	"github.com/wasmkeep/wasmkeep/ownership/bucketurl"
 )
 
@@ -95,7 +95,7 @@ func runBucketCheck(ctx context.Context, cfg bucketCheckConfig, e env) (err erro
 	}()
 
 	fmt.Fprintf(e.out, "bucket: %s\n", target)
-	report := ownership.CheckConditions(ctx, b, cfg.Prefix, nonce)
+	report := bucketcheck.Run(ctx, b, cfg.Prefix, nonce)
 	fmt.Fprint(e.out, report)
 	switch {
 	case report.Unanswered():

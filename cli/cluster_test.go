@@ -16,6 +16,7 @@ import (
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/bucketurl"
 	"github.com/wasmkeep/wasmkeep/ownership/dirstore"
+	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
 )
 
@@ -58,7 +59,7 @@ func (n *coreNode) step(in ownership.Input) {
 				// As a shell does once the stopped instance has ended.
 				queue = append(queue, ownership.Idle{Actor: e.Actor, Gen: e.Gen})
 			case ownership.Request:
-				queue = append(queue, ownership.Execute(ctx, n.b, e))
+				queue = append(queue, keeper.Execute(ctx, n.b, e))
 			}
 		}
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/wasmkeep/wasmkeep/ingress"
 	"github.com/wasmkeep/wasmkeep/internal/budget"
 	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/bucketcheck"
 	"github.com/wasmkeep/wasmkeep/ownership/bucketurl"
 	"github.com/wasmkeep/wasmkeep/sockets"
 	"github.com/wasmkeep/wasmkeep/supervisors"
@@ -572,7 +573,7 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 				core.Node, target)
 		}
 	}
-	report := ownership.CheckConditions(ctx, b, "wasmkeep-check/", string(instance))
+	report := bucketcheck.Run(ctx, b, "wasmkeep-check/", string(instance))
 	switch {
 	case report.Unanswered():
 		return fmt.Errorf("%s could not be checked: %w (its name, existence, endpoint or credentials)", target, report.Err)

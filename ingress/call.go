@@ -15,7 +15,6 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/ownership"
-	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 )
 
 // CallChainHeader carries the chain of a call forwarded to another node:
@@ -81,7 +80,7 @@ func (h *Handler) Call(ctx context.Context, to ownership.Actor, req *actors.Requ
 // callAnswer is a call's answer as the calling actor gets it.
 func (h *Handler) callAnswer(to ownership.Actor, resp *actors.Response, err error) (*actors.Response, error) {
 	switch {
-	case errors.Is(err, keeper.ErrInvalidActor):
+	case errors.Is(err, ownership.ErrInvalidActor):
 		return nil, fmt.Errorf("call %s/%s: %w: %w", to.Class, to.Name, actors.ErrCallFailed, err)
 	case err == nil && resp.Accept != nil:
 		return nil, fmt.Errorf("call %s/%s: the callee accepted a WebSocket, which a call cannot carry", to.Class, to.Name)

@@ -28,7 +28,6 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/ownership"
-	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 	"github.com/wasmkeep/wasmkeep/sockets"
 )
 
@@ -767,7 +766,7 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, a ownership.Act
 	case errors.Is(err, actors.ErrUnknownClass):
 		text(w, http.StatusNotFound, err.Error())
 		return
-	case errors.Is(err, keeper.ErrInvalidActor):
+	case errors.Is(err, ownership.ErrInvalidActor):
 		text(w, http.StatusBadRequest, err.Error())
 		return
 	case r.Context().Err() != nil:

@@ -1,7 +1,6 @@
 package ownership
 
 import (
-	"context"
 	"fmt"
 	"time"
 )
@@ -339,27 +338,3 @@ const (
 	MetricRoutes            = "wasmkeep_routes_total"
 	MetricLiveHolds         = "wasmkeep_live_holds"
 )
-
-// Execute makes the bucket call a Request asks for and returns its Reply.
-// It is how every shell answers the core's requests; it adds no retry and
-// no interpretation beyond OutcomeOf.
-func Execute(ctx context.Context, b Bucket, req Request) Reply {
-	r := Reply{ID: req.ID}
-	var err error
-	switch req.Op {
-	case OpGet:
-		var obj Object
-		obj, err = b.Get(ctx, req.Key)
-		r.Body, r.ETag = obj.Body, obj.ETag
-	case OpPut:
-		r.ETag, err = b.Put(ctx, req.Key, req.Body, req.Cond)
-	case OpDelete:
-		err = b.Delete(ctx, req.Key, req.Cond)
-	case OpList:
-		r.Page, err = b.List(ctx, req.Key, req.StartAfter, req.Limit)
-	default:
-		err = fmt.Errorf("unknown bucket operation %v", req.Op)
-	}
-	r.Outcome, r.Err = OutcomeOf(err), err
-	return r
-}

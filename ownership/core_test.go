@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
 )
 
@@ -69,7 +70,7 @@ func (h *harness) answer(r ownership.Request) ownership.Reply {
 	if o, ok := h.faults[r.Key]; ok {
 		return ownership.Reply{ID: r.ID, Outcome: o, Err: fmt.Errorf("test store: %s %q: %s", r.Op, r.Key, o)}
 	}
-	return ownership.Execute(context.Background(), h.bucket.Bucket(), r)
+	return keeper.Execute(context.Background(), h.bucket.Bucket(), r)
 }
 
 // advance moves the clock in steps of at most a tenth of a second, and

@@ -89,6 +89,6 @@
 // success or failure.
 //
 // A Core is owned by one goroutine (the ownership actor, or a simulator).
-// The package never imports protoactor, the AWS SDK, net/http or os; a test
-// enforces it.
+// The package never imports protoactor, the AWS SDK, net/http or os;
+// tests/deps enforces it.
 package ownership

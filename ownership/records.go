@@ -1,6 +1,7 @@
 package ownership
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -258,4 +259,19 @@ func DecodeMove(data []byte) (MoveRequest, error) {
 		return MoveRequest{}, fmt.Errorf("%w: move request without target", ErrUnreadable)
 	}
 	return m, nil
+}
+
+// ErrInvalidActor is the error for an actor whose record key cannot exist.
+var ErrInvalidActor = errors.New("invalid actor")
+
+// ValidateActor says whether a can have a record: a class and a name, which
+// make a valid key. The error wraps ErrInvalidActor.
+func ValidateActor(a Actor) error {
+	if a.Class == "" || a.Name == "" {
+		return fmt.Errorf("%w: %q: empty class or name", ErrInvalidActor, a)
+	}
+	if err := ValidateKey(OwnerKey(a)); err != nil {
+		return fmt.Errorf("%w: %q: %w", ErrInvalidActor, a, err)
+	}
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/cluster"
 	"github.com/wasmkeep/wasmkeep/ownership/dirstore"
+	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
 )
 
@@ -65,7 +66,7 @@ func (n *node) step(in ownership.Input) {
 }
 
 func (n *node) exec(r ownership.Request) ownership.Reply {
-	return ownership.Execute(context.Background(), n.b, r)
+	return keeper.Execute(context.Background(), n.b, r)
 }
 
 func (n *node) acquire(a ownership.Actor) ownership.Generation {

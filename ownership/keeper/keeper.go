@@ -68,8 +68,9 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// ErrInvalidActor is returned for an actor whose record key cannot exist.
-var ErrInvalidActor = errors.New("invalid actor")
+// ErrInvalidActor is returned for an actor whose record key cannot exist
+// (ownership.ErrInvalidActor).
+var ErrInvalidActor = ownership.ErrInvalidActor
 
 // Keeper is a running ownership actor. Its methods are safe for concurrent
 // use.
@@ -201,15 +202,7 @@ func (k *Keeper) stoppedDecision(a ownership.Actor) Decision {
 	return d
 }
 
-func validActor(a ownership.Actor) error {
-	if a.Class == "" || a.Name == "" {
-		return fmt.Errorf("%w: %q: empty class or name", ErrInvalidActor, a)
-	}
-	if err := ownership.ValidateKey(ownership.OwnerKey(a)); err != nil {
-		return fmt.Errorf("%w: %q: %w", ErrInvalidActor, a, err)
-	}
-	return nil
-}
+func validActor(a ownership.Actor) error { return ownership.ValidateActor(a) }
 
 // Acquire asks for a live hold on a, for one event, and waits for the
 // Decision. The error is ErrInvalidActor, or ctx's error when ctx ended

@@ -392,7 +392,7 @@ func (s *shell) call(ctx context.Context, req ownership.Request) (r ownership.Re
 		}
 		s.metrics.request(req.Op, r.Outcome, s.clock().Sub(start).Seconds())
 	}()
-	r = ownership.Execute(ctx, s.bucket, req)
+	r = Execute(ctx, s.bucket, req)
 	err := r.Err
 	if r.Outcome == ownership.Failed &&
 		(ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {

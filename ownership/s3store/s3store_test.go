@@ -14,6 +14,7 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/internal/s3test"
 	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/bucketcheck"
 	"github.com/wasmkeep/wasmkeep/ownership/buckettest"
 	"github.com/wasmkeep/wasmkeep/ownership/s3store"
 )
@@ -146,7 +147,7 @@ func (p *holdingProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // TestCheckConditions runs the conditional-write check against the server
 // the tests use: it must be sound. Its content-derived ETags are a warning.
 func TestCheckConditions(t *testing.T) {
-	r := ownership.CheckConditions(t.Context(), open(t), "check/", "n1")
+	r := bucketcheck.Run(t.Context(), open(t), "check/", "n1")
 	if !r.Sound() {
 		t.Fatalf("versitygw judged unsound:\n%s", r)
 	}

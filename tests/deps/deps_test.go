@@ -16,12 +16,53 @@ import (
 
 const module = "github.com/wasmkeep/wasmkeep"
 
-// pkg is what the rules read of a package.
+// pkg is what the rules read of a package: its own imports, everything it
+// depends on (Deps: directly or not), and its files.
 type pkg struct {
 	ImportPath string
 	Imports    []string
+	Deps       []string
 	GoFiles    []string
 }
+
+// pure are the packages that do no I/O of their own: the protocol core, the
+// bucket check (logic over the core's Bucket) and the runs of an actor's
+// storage (they read through the Fetch they are given). None imports os or
+// syscall itself, and none depends, even indirectly, on the network or on
+// proto.actor (os they reach through fmt, which is why only their own
+// imports are held to it).
+var pure = []string{"ownership", "ownership/bucketcheck", "actors/kvrun"}
+
+// impureDeps are what a pure package may not depend on, directly or not.
+var impureDeps = []string{"github.com/asynkron/protoactor-go", "github.com/aws", "net/http", "net"}
+
+// leaves are packages the node wires in that may not know what wires them:
+// each with what it may not depend on, directly or not, and why.
+var leaves = map[string]struct {
+	forbidden []string
+	why       string
+}{
+	"sockets": {[]string{"github.com/asynkron/protoactor-go", module + "/actors", module + "/wasmhost", module + "/ingress", module + "/ownership/keeper"},
+		"the socket owner knows actors only as ownership.Actor: the node wires it in"},
+	"actors/kvrun": {[]string{module + "/actors", module + "/ownership/keeper", module + "/ownership/dirstore", module + "/ownership/s3store"},
+		"the runs of an actor's storage read through the Fetch they are given"},
+}
+
+// forbiddenImports are direct imports that break the layout, with why.
+var forbiddenImports = map[string]map[string]string{
+	"ingress": {
+		module + "/supervisors":      "the node is assembled around its HTTP entry, not by it",
+		module + "/ownership/keeper": "the entry hands events to the actors side and never asks the keeper itself",
+	},
+	"actors": {
+		module + "/ingress":     "actors are reached by the entry, never the other way",
+		module + "/supervisors": "actors are supervised by the tree, and know nothing of it",
+		module + "/wasmhost":    "wasm classes are one kind of class the actors side serves, not part of it",
+	},
+}
+
+// matches says whether dep is path or under it.
+func matches(dep, path string) bool { return dep == path || strings.HasPrefix(dep, path+"/") }
 
 // testOnly are the packages only tests import (helpers of tests), with
 // everything under examples/, tests/ and bench/.
@@ -56,10 +97,22 @@ func violations(pkgs []pkg) []string {
 				out = append(out, fmt.Sprintf("%s imports %s, a package for tests", r, rel(imp)))
 			case strings.HasPrefix(imp, "github.com/asynkron/protoactor-go") && production(p.ImportPath) && !slices.Contains(actorPackages, r):
 				out = append(out, fmt.Sprintf("%s imports proto.actor (%s): actors live in %v only", r, imp, actorPackages))
-			case r == "ingress" && imp == module+"/supervisors":
-				out = append(out, "ingress imports supervisors: the node is assembled around its HTTP entry, not by it")
+			case forbiddenImports[r][imp] != "":
+				out = append(out, fmt.Sprintf("%s imports %s: %s", r, rel(imp), forbiddenImports[r][imp]))
 			case r == "ownership" && strings.HasPrefix(imp, module+"/"):
 				out = append(out, fmt.Sprintf("ownership imports %s: the protocol core depends on nothing of the module", rel(imp)))
+			case slices.Contains(pure, r) && r != "ownership" && strings.HasPrefix(imp, module+"/") && imp != module+"/ownership":
+				out = append(out, fmt.Sprintf("%s imports %s: a pure package depends on the core's types alone", r, rel(imp)))
+			case slices.Contains(pure, r) && (imp == "os" || strings.HasPrefix(imp, "os/") || imp == "syscall"):
+				out = append(out, fmt.Sprintf("%s imports %s: it does no I/O of its own", r, imp))
+			}
+		}
+		for _, dep := range p.Deps {
+			if slices.Contains(pure, r) && slices.ContainsFunc(impureDeps, func(f string) bool { return matches(dep, f) }) {
+				out = append(out, fmt.Sprintf("%s depends on %s: a pure package reaches no network and no actor system", r, dep))
+			}
+			if l, ok := leaves[r]; ok && slices.ContainsFunc(l.forbidden, func(f string) bool { return matches(dep, f) }) {
+				out = append(out, fmt.Sprintf("%s depends on %s: %s", r, rel(dep), l.why))
 			}
 		}
 		if strings.HasPrefix(r, "cmd/") {
@@ -108,7 +161,8 @@ func TestModuleKeepsItsRules(t *testing.T) {
 	for _, p := range pkgs {
 		names = append(names, rel(p.ImportPath))
 	}
-	for _, want := range append([]string{"ownership", "cli", "cmd/wasmkeep", "examples/chat"}, actorPackages...) {
+	want := append([]string{"ownership", "cli", "cmd/wasmkeep", "examples/chat", "ingress", "sockets"}, actorPackages...)
+	for _, want := range append(want, pure...) {
 		if !slices.Contains(names, want) {
 			t.Fatalf("go list did not list %s", want)
 		}
@@ -124,13 +178,24 @@ func TestRulesCatchWhatTheyForbid(t *testing.T) {
 		p    pkg
 		want string
 	}{
-		"example in production": {pkg{ImportPath: module + "/cli", Imports: []string{module + "/examples/chat"}}, "imports the example"},
-		"test helper":           {pkg{ImportPath: module + "/ingress", Imports: []string{module + "/internal/nodetest"}}, "a package for tests"},
-		"proto.actor elsewhere": {pkg{ImportPath: module + "/ingress", Imports: []string{"github.com/asynkron/protoactor-go/actor"}}, "imports proto.actor"},
-		"entry assembling":      {pkg{ImportPath: module + "/ingress", Imports: []string{module + "/supervisors"}}, "not by it"},
-		"impure core":           {pkg{ImportPath: module + "/ownership", Imports: []string{module + "/ownership/keeper"}}, "depends on nothing"},
-		"command with logic":    {pkg{ImportPath: module + "/cmd/wasmkeep", GoFiles: []string{"main.go", "serve.go"}}, "wiring only"},
-		"command importing":     {pkg{ImportPath: module + "/cmd/wasmkeep", GoFiles: []string{"main.go"}, Imports: []string{module + "/ingress"}}, "nothing else"},
+		"example in production":       {pkg{ImportPath: module + "/cli", Imports: []string{module + "/examples/chat"}}, "imports the example"},
+		"test helper":                 {pkg{ImportPath: module + "/ingress", Imports: []string{module + "/internal/nodetest"}}, "a package for tests"},
+		"proto.actor elsewhere":       {pkg{ImportPath: module + "/ingress", Imports: []string{"github.com/asynkron/protoactor-go/actor"}}, "imports proto.actor"},
+		"entry assembling":            {pkg{ImportPath: module + "/ingress", Imports: []string{module + "/supervisors"}}, "not by it"},
+		"entry asking keeper":         {pkg{ImportPath: module + "/ingress", Imports: []string{module + "/ownership/keeper"}}, "never asks the keeper"},
+		"actors reaching entry":       {pkg{ImportPath: module + "/actors", Imports: []string{module + "/ingress"}}, "never the other way"},
+		"actors in the tree":          {pkg{ImportPath: module + "/actors", Imports: []string{module + "/supervisors"}}, "know nothing of it"},
+		"actors serving wasm":         {pkg{ImportPath: module + "/actors", Imports: []string{module + "/wasmhost"}}, "not part of it"},
+		"impure core":                 {pkg{ImportPath: module + "/ownership", Imports: []string{module + "/ownership/keeper"}}, "depends on nothing"},
+		"core opening files":          {pkg{ImportPath: module + "/ownership", Imports: []string{"os"}}, "no I/O of its own"},
+		"core on the network":         {pkg{ImportPath: module + "/ownership", Deps: []string{"net/http"}}, "reaches no network"},
+		"check with an SDK":           {pkg{ImportPath: module + "/ownership/bucketcheck", Deps: []string{"github.com/aws/aws-sdk-go-v2/service/s3"}}, "reaches no network"},
+		"check with a store":          {pkg{ImportPath: module + "/ownership/bucketcheck", Imports: []string{module + "/ownership/dirstore"}}, "the core's types alone"},
+		"runs with syscalls":          {pkg{ImportPath: module + "/actors/kvrun", Imports: []string{"syscall"}}, "no I/O of its own"},
+		"runs in an actor":            {pkg{ImportPath: module + "/actors/kvrun", Deps: []string{"github.com/asynkron/protoactor-go/actor"}}, "no actor system"},
+		"socket owner knowing actors": {pkg{ImportPath: module + "/sockets", Deps: []string{module + "/actors"}}, "knows actors only as"},
+		"command with logic":          {pkg{ImportPath: module + "/cmd/wasmkeep", GoFiles: []string{"main.go", "serve.go"}}, "wiring only"},
+		"command importing":           {pkg{ImportPath: module + "/cmd/wasmkeep", GoFiles: []string{"main.go"}, Imports: []string{module + "/ingress"}}, "nothing else"},
 	} {
 		got := violations([]pkg{tc.p})
 		if len(got) != 1 || !strings.Contains(got[0], tc.want) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 )
 
 // Rooms keep state, as the actors layer does: one state object per room
@@ -100,7 +101,7 @@ func (w *World) stateIO(n *node, r *resident, ev evOutput, req ownership.Request
 }
 
 func (w *World) stateLand(op *stateOp) {
-	op.result = ownership.Execute(context.Background(), w.bucket.Bucket(), op.req)
+	op.result = keeper.Execute(context.Background(), w.bucket.Bucket(), op.req)
 	op.landed = true
 	w.note("io-land", nil, "%s %s %s", op.actor, op.req.Op.String(), op.result.Outcome.String())
 	run := strings.HasPrefix(op.req.Key, ownership.RunsPrefix(op.actor))

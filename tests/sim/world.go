@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
 )
 
@@ -636,7 +637,7 @@ func (w *World) request(n *node, r ownership.Request) {
 
 func (w *World) land(p *pendingReq) {
 	r := p.req
-	res := ownership.Execute(context.Background(), w.bucket.Bucket(), r)
+	res := keeper.Execute(context.Background(), w.bucket.Bucket(), r)
 	p.result, p.applied = res, true
 	w.noteReq("land", w.nodes[p.node], r.ID, r.Op, r.Key, res.Outcome.String())
 	if a, ok := w.actorOfStateKey(r.Key); ok && r.Op == ownership.OpPut {

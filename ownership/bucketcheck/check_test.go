@@ -1,19 +1,17 @@
-package ownership_test
+package bucketcheck_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"go/parser"
-	"go/token"
 	"hash/fnv"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/bucketcheck"
 	"github.com/wasmkeep/wasmkeep/ownership/dirstore"
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
 )
@@ -28,7 +26,7 @@ func TestCheckDirstoreSound(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	r := ownership.CheckConditions(t.Context(), b, "probe/", "n0")
+	r := bucketcheck.Run(t.Context(), b, "probe/", "n0")
 	if !r.Sound() || len(r.Missing()) != 0 || len(r.Warnings()) != 0 {
 		t.Fatalf("dirstore not sound:\n%s", r)
 	}
@@ -37,7 +35,7 @@ func TestCheckDirstoreSound(t *testing.T) {
 
 func TestCheckMemstoreSound(t *testing.T) {
 	b := memstore.New(memstore.Faults{})
-	r := ownership.CheckConditions(t.Context(), b, "probe/", "n1")
+	r := bucketcheck.Run(t.Context(), b, "probe/", "n1")
 	if !r.Sound() || len(r.Missing()) != 0 || len(r.Warnings()) != 0 {
 		t.Fatalf("memstore not sound:\n%s", r)
 	}
@@ -49,7 +47,7 @@ func TestCheckMemstoreSound(t *testing.T) {
 
 func TestCheckIgnoredConditions(t *testing.T) {
 	b := memstore.New(memstore.Faults{IgnoreConditions: true})
-	r := ownership.CheckConditions(t.Context(), b, "", "n2")
+	r := bucketcheck.Run(t.Context(), b, "", "n2")
 	if r.Sound() {
 		t.Fatalf("a store that ignores conditions was judged sound:\n%s", r)
 	}
@@ -65,7 +63,7 @@ func TestCheckIgnoredConditions(t *testing.T) {
 	if !slices.Contains(r.Warnings(), "conditional delete (If-Match)") {
 		t.Errorf("Warnings() = %q, lacks the conditional delete", r.Warnings())
 	}
-	failed := statuses(r, ownership.ProbeFailed)
+	failed := statuses(r, bucketcheck.ProbeFailed)
 	for _, name := range []string{"create-only-existing", "if-match-stale", "if-match-missing"} {
 		if !slices.Contains(failed, name) {
 			t.Errorf("failed probes %q, lack %q", failed, name)
@@ -84,7 +82,7 @@ func TestCheckS3LikeStore(t *testing.T) {
 	for _, ignoreDelete := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ignore-conditional-delete=%v", ignoreDelete), func(t *testing.T) {
 			b := &hashStore{objects: map[string][]byte{}, ignoreCondDelete: ignoreDelete}
-			r := ownership.CheckConditions(t.Context(), b, "p/", "n3")
+			r := bucketcheck.Run(t.Context(), b, "p/", "n3")
 			if !r.Sound() {
 				t.Fatalf("not sound:\n%s", r)
 			}
@@ -107,14 +105,14 @@ func TestCheckS3LikeStore(t *testing.T) {
 // stops the check with the reason, and is not sound.
 func TestCheckUnusableStore(t *testing.T) {
 	denied := errors.New("access denied")
-	r := ownership.CheckConditions(t.Context(), failingStore{denied}, "", "n4")
+	r := bucketcheck.Run(t.Context(), failingStore{denied}, "", "n4")
 	if r.Sound() || !errors.Is(r.Err, denied) {
 		t.Fatalf("Sound() = %v, Err = %v; want unsound, Err wrapping the denial", r.Sound(), r.Err)
 	}
 	if got := r.Missing(); !slices.Equal(got, []string{"a bucket that answers every probe"}) {
 		t.Errorf("Missing() = %q", got)
 	}
-	if skipped := statuses(r, ownership.ProbeSkipped); len(skipped) == 0 {
+	if skipped := statuses(r, bucketcheck.ProbeSkipped); len(skipped) == 0 {
 		t.Errorf("no probe skipped after the store stopped answering:\n%s", r)
 	}
 	if !strings.Contains(r.String(), "access denied") {
@@ -128,7 +126,7 @@ func TestCheckUnusableStore(t *testing.T) {
 func TestCheckCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	r := ownership.CheckConditions(ctx, memstore.New(memstore.Faults{}), "", "n5")
+	r := bucketcheck.Run(ctx, memstore.New(memstore.Faults{}), "", "n5")
 	if r.Sound() || r.Err == nil {
 		t.Fatalf("a cancelled check was judged sound or gave no reason:\n%s", r)
 	}
@@ -141,30 +139,14 @@ func TestCheckBadArguments(t *testing.T) {
 		{strings.Repeat("p", ownership.MaxKeyLen), "n"},
 		{"\xff", "n"},
 	} {
-		r := ownership.CheckConditions(t.Context(), b, tt.prefix, tt.nonce)
+		r := bucketcheck.Run(t.Context(), b, tt.prefix, tt.nonce)
 		if r.Sound() || r.Err == nil {
 			t.Errorf("prefix %.10q nonce %q: Sound() = %v, Err = %v", tt.prefix, tt.nonce, r.Sound(), r.Err)
 		}
 	}
 }
 
-// TestCheckImports enforces that the check stays pure logic: it may not
-// reach the network, the file system or any SDK itself.
-func TestCheckImports(t *testing.T) {
-	allowed := []string{"context", "errors", "fmt", "strings", "strconv", "slices", "sort", "unicode/utf8"}
-	f, err := parser.ParseFile(token.NewFileSet(), "check.go", nil, parser.ImportsOnly)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, imp := range f.Imports {
-		path, _ := strconv.Unquote(imp.Path.Value)
-		if !slices.Contains(allowed, path) {
-			t.Errorf("check.go imports %q; allowed: %q", path, allowed)
-		}
-	}
-}
-
-func statuses(r ownership.CheckReport, s ownership.ProbeStatus) []string {
+func statuses(r bucketcheck.Report, s bucketcheck.ProbeStatus) []string {
 	var names []string
 	for _, p := range r.Probes {
 		if p.Status == s {

@@ -1,21 +1,24 @@
-package ownership
+// Package bucketcheck is the conditional-write check: before a cluster
+// trusts a bucket, it writes a few probe objects and verifies that the
+// store honours the conditions the ownership protocol is built on. A
+// server that ignores If-None-Match or If-Match lets two nodes own one
+// actor; nothing else wasmkeep does can make up for that, so the check is
+// meant to be run against every new server (`wasmkeep bucket check`), and
+// every node runs it at start.
+//
+// The check is plain logic over ownership.Bucket: it does no I/O of its
+// own (tests/deps holds it to that), and the caller supplies the nonce, so
+// that a test can replay it exactly.
+package bucketcheck
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"strings"
-)
 
-// The conditional-write check: before a cluster trusts a bucket, it writes a
-// few probe objects and verifies that the store honours the conditions the
-// ownership protocol is built on. A server that ignores If-None-Match or
-// If-Match lets two nodes own one actor; nothing else wasmkeep does can make
-// up for that, so the check is meant to be run against every new server
-// (`wasmkeep bucket check`).
-//
-// The check is plain logic over the Bucket interface: it imports no I/O, and
-// the caller supplies the nonce, so that a test can replay it exactly.
+	"github.com/wasmkeep/wasmkeep/ownership"
+)
 
 // ProbeStatus is the verdict on one probe.
 type ProbeStatus uint8
@@ -60,8 +63,8 @@ type Probe struct {
 	Status ProbeStatus
 }
 
-// CheckReport is the outcome of CheckConditions.
-type CheckReport struct {
+// Report is the outcome of Run.
+type Report struct {
 	// Prefix is where the probe objects were written; cleanup removes them.
 	Prefix string
 	// Probes in the order they ran.
@@ -74,7 +77,7 @@ type CheckReport struct {
 
 // Sound reports whether the store honours every condition wasmkeep depends
 // on: every probe ran, and none failed. Warnings do not make a store unsound.
-func (r CheckReport) Sound() bool {
+func (r Report) Sound() bool {
 	if r.Err != nil {
 		return false
 	}
@@ -90,17 +93,17 @@ func (r CheckReport) Sound() bool {
 // usable answer (Err): a configuration or access problem (a bucket name the
 // store rejects, a bucket that does not exist, bad credentials, an endpoint
 // that does not answer), not a verdict on the store's conditions.
-func (r CheckReport) Unanswered() bool { return r.Err != nil }
+func (r Report) Unanswered() bool { return r.Err != nil }
 
 // Missing names, once each and in probe order, the features whose probes
 // failed: what the store lacks that wasmkeep needs.
-func (r CheckReport) Missing() []string { return r.features(ProbeFailed) }
+func (r Report) Missing() []string { return r.features(ProbeFailed) }
 
 // Warnings names the features whose probes gave a warning: what the store
 // lacks that wasmkeep can do without.
-func (r CheckReport) Warnings() []string { return r.features(ProbeWarning) }
+func (r Report) Warnings() []string { return r.features(ProbeWarning) }
 
-func (r CheckReport) features(s ProbeStatus) []string {
+func (r Report) features(s ProbeStatus) []string {
 	var out []string
 	for _, p := range r.Probes {
 		if p.Status != s || containsString(out, p.Feature) {
@@ -113,7 +116,7 @@ func (r CheckReport) features(s ProbeStatus) []string {
 
 // String renders the report for a person: one line per probe, then the
 // verdict.
-func (r CheckReport) String() string {
+func (r Report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "conditional-write check under %q\n", r.Prefix)
 	for _, p := range r.Probes {
@@ -155,7 +158,7 @@ const (
 	featureAnswers    = "a bucket that answers every probe"
 )
 
-// CheckConditions writes probe objects under probePrefix+nonce+"/" and
+// Run writes probe objects under probePrefix+nonce+"/" and
 // reports whether b honours the conditional writes wasmkeep depends on:
 //
 //   - a create-only put of a new key lands, and a read returns it;
@@ -171,10 +174,10 @@ const (
 //
 // It then deletes its probe objects. nonce must make the probe prefix unique
 // to this run (two checks sharing one would race each other); probePrefix
-// may be empty. CheckConditions may be called from any goroutine; it makes
+// may be empty. Run may be called from any goroutine; it makes
 // its calls on b one at a time, from that goroutine, all under ctx. It never
 // panics on a misbehaving store: everything it sees goes into the report.
-func CheckConditions(ctx context.Context, b Bucket, probePrefix string, nonce string) CheckReport {
+func Run(ctx context.Context, b ownership.Bucket, probePrefix string, nonce string) Report {
 	c := &checker{ctx: ctx, b: b, nonce: nonce}
 	c.report.Prefix = probePrefix + nonce + "/"
 	c.object = c.report.Prefix + "object"
@@ -183,7 +186,7 @@ func CheckConditions(ctx context.Context, b Bucket, probePrefix string, nonce st
 		c.report.Err = errors.New("check: empty nonce: probes could collide with another run")
 		return c.report
 	}
-	if err := ValidateKey(c.absent); err != nil {
+	if err := ownership.ValidateKey(c.absent); err != nil {
 		c.report.Err = fmt.Errorf("check: probe prefix: %w", err)
 		return c.report
 	}
@@ -196,15 +199,15 @@ func CheckConditions(ctx context.Context, b Bucket, probePrefix string, nonce st
 // relies on the ETags the earlier ones saw.
 type checker struct {
 	ctx    context.Context
-	b      Bucket
+	b      ownership.Bucket
 	nonce  string
-	report CheckReport
+	report Report
 
 	object string // the key most probes write
 	absent string // a key nothing writes, unless the store ignores If-Match
 	// current is the ETag the object holds as far as the check knows;
 	// stale is one it held before.
-	current, stale ETag
+	current, stale ownership.ETag
 	// stopped is set once the store gave an answer that is not a verdict;
 	// later probes are skipped.
 	stopped bool
@@ -225,7 +228,7 @@ func (c *checker) add(p Probe) { c.report.Probes = append(c.report.Probes, p) }
 func (c *checker) stop(p Probe, what string, err error) {
 	p.Status = ProbeFailed
 	p.Feature = featureAnswers
-	p.Seen = fmt.Sprintf("%s: %s: %v", what, OutcomeOf(err), err)
+	p.Seen = fmt.Sprintf("%s: %s: %v", what, ownership.OutcomeOf(err), err)
 	c.add(p)
 	c.report.Err = fmt.Errorf("check: %s: %w", what, err)
 	c.stopped = true
@@ -234,8 +237,8 @@ func (c *checker) stop(p Probe, what string, err error) {
 // noVerdict reports whether err is an answer that says nothing about the
 // condition asked for.
 func noVerdict(err error) bool {
-	o := OutcomeOf(err)
-	return o == Unknown || o == Failed
+	o := ownership.OutcomeOf(err)
+	return o == ownership.Unknown || o == ownership.Failed
 }
 
 type step struct {
@@ -266,7 +269,7 @@ func (c *checker) run() {
 }
 
 func (c *checker) createNew(p Probe) {
-	etag, err := c.b.Put(c.ctx, c.object, c.body("create"), IfAbsent())
+	etag, err := c.b.Put(c.ctx, c.object, c.body("create"), ownership.IfAbsent())
 	switch {
 	case err == nil && etag != "":
 		c.current = etag
@@ -274,7 +277,7 @@ func (c *checker) createNew(p Probe) {
 		c.add(p)
 	case err == nil:
 		c.stop(p, "create-only put", errors.New("landed without an ETag"))
-	case OutcomeOf(err) == Refused:
+	case ownership.OutcomeOf(err) == ownership.Refused:
 		// The nonce makes the key new, so a refusal means the store
 		// refuses what it should accept: without creates no actor can
 		// ever be owned.
@@ -291,7 +294,7 @@ func (c *checker) readBack(p Probe) {
 	want := c.body("create")
 	switch {
 	case err != nil:
-		if OutcomeOf(err) == NotFound {
+		if ownership.OutcomeOf(err) == ownership.NotFound {
 			p.Status, p.Seen = ProbeFailed, "the object just written is not found"
 			c.add(p)
 			return
@@ -312,26 +315,26 @@ func (c *checker) readBack(p Probe) {
 }
 
 func (c *checker) createExisting(p Probe) {
-	etag, err := c.b.Put(c.ctx, c.object, c.body("create again"), IfAbsent())
+	etag, err := c.b.Put(c.ctx, c.object, c.body("create again"), ownership.IfAbsent())
 	switch {
 	case err == nil:
 		c.stale, c.current = c.current, etag
 		p.Status, p.Seen = ProbeFailed, "landed: the existing object was overwritten"
 		c.add(p)
-	case OutcomeOf(err) == Refused:
+	case ownership.OutcomeOf(err) == ownership.Refused:
 		p.Status, p.Seen = ProbePassed, "refused"
 		c.add(p)
 	case noVerdict(err):
 		c.stop(p, "create-only put of an existing key", err)
 	default:
-		p.Status, p.Seen = ProbeFailed, fmt.Sprintf("%s: %v", OutcomeOf(err), err)
+		p.Status, p.Seen = ProbeFailed, fmt.Sprintf("%s: %v", ownership.OutcomeOf(err), err)
 		c.add(p)
 	}
 }
 
 func (c *checker) ifMatchCurrent(p Probe) {
 	prev := c.current
-	etag, err := c.b.Put(c.ctx, c.object, c.body("replace"), IfMatch(prev))
+	etag, err := c.b.Put(c.ctx, c.object, c.body("replace"), ownership.IfMatch(prev))
 	switch {
 	case err == nil && etag == prev:
 		c.stale, c.current = prev, etag
@@ -341,7 +344,7 @@ func (c *checker) ifMatchCurrent(p Probe) {
 		c.stale, c.current = prev, etag
 		p.Status, p.Seen = ProbePassed, fmt.Sprintf("landed, ETag %s -> %s", prev, etag)
 		c.add(p)
-	case OutcomeOf(err) == Refused:
+	case ownership.OutcomeOf(err) == ownership.Refused:
 		// The object still holds prev; a store that refuses this cannot
 		// renew a lease or hand over an actor.
 		p.Status, p.Seen = ProbeFailed, "refused although the ETag is current: "+err.Error()
@@ -349,7 +352,7 @@ func (c *checker) ifMatchCurrent(p Probe) {
 	case noVerdict(err):
 		c.stop(p, "put with If-Match of the current ETag", err)
 	default:
-		p.Status, p.Seen = ProbeFailed, fmt.Sprintf("%s: %v", OutcomeOf(err), err)
+		p.Status, p.Seen = ProbeFailed, fmt.Sprintf("%s: %v", ownership.OutcomeOf(err), err)
 		c.add(p)
 	}
 }
@@ -359,38 +362,38 @@ func (c *checker) ifMatchStale(p Probe) {
 	if stale == "" || stale == c.current {
 		// The previous probe was refused, so there is no older version;
 		// an ETag the object never had is as stale as any.
-		stale = ETag(`"` + c.nonce + `-never"`)
+		stale = ownership.ETag(`"` + c.nonce + `-never"`)
 	}
-	etag, err := c.b.Put(c.ctx, c.object, c.body("stale replace"), IfMatch(stale))
+	etag, err := c.b.Put(c.ctx, c.object, c.body("stale replace"), ownership.IfMatch(stale))
 	switch {
 	case err == nil:
 		c.stale, c.current = c.current, etag
 		p.Status, p.Seen = ProbeFailed, "landed: If-Match is ignored, a stale writer overwrote the object"
 		c.add(p)
-	case OutcomeOf(err) == Refused:
+	case ownership.OutcomeOf(err) == ownership.Refused:
 		p.Status, p.Seen = ProbePassed, "refused"
 		c.add(p)
 	case noVerdict(err):
 		c.stop(p, "put with If-Match of a stale ETag", err)
 	default:
-		p.Status, p.Seen = ProbeFailed, fmt.Sprintf("%s: %v", OutcomeOf(err), err)
+		p.Status, p.Seen = ProbeFailed, fmt.Sprintf("%s: %v", ownership.OutcomeOf(err), err)
 		c.add(p)
 	}
 }
 
 func (c *checker) ifMatchMissing(p Probe) {
-	_, err := c.b.Put(c.ctx, c.absent, c.body("replace missing"), IfMatch(c.current))
+	_, err := c.b.Put(c.ctx, c.absent, c.body("replace missing"), ownership.IfMatch(c.current))
 	switch {
 	case err == nil:
 		p.Status, p.Seen = ProbeFailed, "landed: a deleted record could be resurrected by a stale writer"
 		c.add(p)
-	case OutcomeOf(err) == Refused:
+	case ownership.OutcomeOf(err) == ownership.Refused:
 		p.Status, p.Seen = ProbePassed, "refused"
 		c.add(p)
 	case noVerdict(err):
 		c.stop(p, "put with If-Match on a missing key", err)
 	default:
-		p.Status, p.Seen = ProbeFailed, fmt.Sprintf("%s: %v", OutcomeOf(err), err)
+		p.Status, p.Seen = ProbeFailed, fmt.Sprintf("%s: %v", ownership.OutcomeOf(err), err)
 		c.add(p)
 	}
 }
@@ -404,7 +407,7 @@ func (c *checker) sameBytes(p Probe) {
 		c.stop(p, "get before rewriting identical bytes", err)
 		return
 	}
-	etag, err := c.b.Put(c.ctx, c.object, obj.Body, IfMatch(obj.ETag))
+	etag, err := c.b.Put(c.ctx, c.object, obj.Body, ownership.IfMatch(obj.ETag))
 	switch {
 	case err == nil && etag == obj.ETag:
 		c.current = etag
@@ -419,7 +422,7 @@ func (c *checker) sameBytes(p Probe) {
 	case noVerdict(err):
 		c.stop(p, "put of identical bytes with If-Match", err)
 	default:
-		p.Status, p.Seen = ProbeFailed, fmt.Sprintf("If-Match of the ETag just read: %s: %v", OutcomeOf(err), err)
+		p.Status, p.Seen = ProbeFailed, fmt.Sprintf("If-Match of the ETag just read: %s: %v", ownership.OutcomeOf(err), err)
 		c.add(p)
 	}
 }
@@ -427,27 +430,27 @@ func (c *checker) sameBytes(p Probe) {
 func (c *checker) deleteStale(p Probe) {
 	stale := c.stale
 	if stale == "" || stale == c.current {
-		stale = ETag(`"` + c.nonce + `-never"`)
+		stale = ownership.ETag(`"` + c.nonce + `-never"`)
 	}
-	err := c.b.Delete(c.ctx, c.object, IfMatch(stale))
+	err := c.b.Delete(c.ctx, c.object, ownership.IfMatch(stale))
 	// Whatever the delete says, look at what is left: the object should
 	// still be there.
 	_, getErr := c.b.Get(c.ctx, c.object)
 	const cost = "; wasmkeep releases with conditional puts, so this only loses a safety net"
 	switch {
-	case getErr != nil && OutcomeOf(getErr) != NotFound:
+	case getErr != nil && ownership.OutcomeOf(getErr) != ownership.NotFound:
 		c.stop(p, "get after a conditional delete", getErr)
 		return
-	case OutcomeOf(err) == Refused && getErr == nil:
+	case ownership.OutcomeOf(err) == ownership.Refused && getErr == nil:
 		p.Status, p.Seen = ProbePassed, "refused, the object is still there"
-	case err == nil && OutcomeOf(getErr) == NotFound:
+	case err == nil && ownership.OutcomeOf(getErr) == ownership.NotFound:
 		p.Status, p.Seen = ProbeWarning, "landed: the condition was ignored and the object deleted"+cost
 	case err == nil:
 		p.Status, p.Seen = ProbeWarning, "reported landed, yet the object is still there"+cost
-	case OutcomeOf(getErr) == NotFound:
-		p.Status, p.Seen = ProbeWarning, fmt.Sprintf("%s (%v), yet the object is gone%s", OutcomeOf(err), err, cost)
+	case ownership.OutcomeOf(getErr) == ownership.NotFound:
+		p.Status, p.Seen = ProbeWarning, fmt.Sprintf("%s (%v), yet the object is gone%s", ownership.OutcomeOf(err), err, cost)
 	default:
-		p.Status, p.Seen = ProbeWarning, fmt.Sprintf("not supported: %s: %v%s", OutcomeOf(err), err, cost)
+		p.Status, p.Seen = ProbeWarning, fmt.Sprintf("not supported: %s: %v%s", ownership.OutcomeOf(err), err, cost)
 	}
 	c.add(p)
 }
@@ -473,7 +476,7 @@ func (c *checker) cleanup() {
 	}
 	var problems []string
 	for _, k := range keys {
-		if err := c.b.Delete(c.ctx, k, Always()); err != nil {
+		if err := c.b.Delete(c.ctx, k, ownership.Always()); err != nil {
 			problems = append(problems, fmt.Sprintf("delete %q: %v", k, err))
 		}
 	}
