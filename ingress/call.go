@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -22,11 +21,13 @@ import (
 // and name joined by "/", separated by commas.
 const CallChainHeader = "Wasmkeep-Call-Chain"
 
-// Call routes an actor's call (actors.Caller): the callee runs it as an
-// event here when this node holds it or may take it, and the node that
-// holds it runs it otherwise, reached like a forwarded HTTP request. A
-// refusal by that node (it is stopping, say) comes back as its 503
-// response.
+// Call routes an actor's call (actors.Caller) the way of a client's
+// request (way.go): the callee runs it as an event here when this node
+// holds it or may take it, and the node that holds it runs it otherwise,
+// reached like a forwarded HTTP request, sent again with its key within
+// the failover wait while that node does not answer. A draining node
+// sends it to the peer that takes its actors. A refusal by the node that
+// holds the callee (it is stopping, say) comes back as its 503 response.
 func (h *Handler) Call(ctx context.Context, to ownership.Actor, req *actors.Request) (*actors.Response, error) {
 	if err := h.checkCall(to, req); err != nil {
 		return nil, fmt.Errorf("call %s/%s: %w: %w", to.Class, to.Name, actors.ErrBadCall, err)
@@ -35,46 +36,32 @@ func (h *Handler) Call(ctx context.Context, to ownership.Actor, req *actors.Requ
 		return nil, fmt.Errorf("call %s/%s: %w", to.Class, to.Name, actors.ErrUnknownClass)
 	}
 	// A key that must be kept only if the call takes effect (one made for
-	// an event without a key) is used once the call is forwarded: run
-	// here, the call cannot be lost on its way, and is not sent twice.
+	// an event without a key) is used once the call is sent to another
+	// node: run here, the call cannot be lost on its way, and is not sent
+	// twice.
 	key, keyed := actors.EventKeyOf(ctx)
-	dctx, withKey := ctx, keyed
-	if keyed && !key.Always {
-		dctx, withKey = actors.WithEventKey(ctx, actors.EventKey{}), false
+	var sentResp *actors.Response
+	end := h.deliver(way{
+		a: to, ctx: ctx, key: key, keyed: keyed, keyHere: key.Always, handOver: true,
+		here: func(ctx context.Context) (*actors.Response, *actors.Elsewhere, error) {
+			return h.cfg.Host.Dispatch(ctx, to, req)
+		},
+		send: func(ctx context.Context, at actors.Elsewhere, key *actors.EventKey, last, retrying bool) (out forwarded, err error) {
+			sentResp, out, err = h.forwardCall(ctx, to, at, req, key, last, retrying)
+			return out, err
+		},
+	})
+	switch {
+	case end.at == nil:
+		return h.callAnswer(to, end.resp, end.err)
+	case end.sent == forwardDone:
+		return h.callAnswer(to, sentResp, end.err)
+	case end.sent == forwardUnknown && end.retried:
+		return nil, fmt.Errorf("call %s/%s: %w: %w: tried again for %s: %w", to.Class, to.Name, actors.ErrCallFailed, actors.ErrOutcomeUnknown, h.cfg.FailoverWait, end.err)
+	case end.sent == forwardUnknown:
+		return nil, fmt.Errorf("call %s/%s: %w: %w", to.Class, to.Name, actors.ErrOutcomeUnknown, end.err)
 	}
-	f := failover{wait: h.cfg.FailoverWait}
-	retrying := false // a try before this one may have reached the callee
-	for {
-		resp, at, err := h.cfg.Host.Dispatch(dctx, to, req)
-		if at == nil {
-			if withKey && errors.Is(err, actors.ErrOutcomeUnknown) && !ran(err) && f.next(ctx) {
-				retrying = true
-				continue
-			}
-			return h.callAnswer(to, resp, err)
-		}
-		// Run here after a forward, the key is not fresh.
-		stale := key
-		stale.Fresh = false
-		dctx, withKey = actors.WithEventKey(ctx, stale), keyed
-		resp, out, err := h.forwardCall(ctx, to, *at, req, f.last(), retrying)
-		switch {
-		case out == forwardDone:
-			return h.callAnswer(to, resp, err)
-		case out == forwardUnknown && !keyed:
-			return nil, fmt.Errorf("call %s/%s: %w: %w", to.Class, to.Name, actors.ErrOutcomeUnknown, err)
-		}
-		// Not sent, refused without running, or sent with no answer: sent
-		// again within the failover wait, once the holder answers or its
-		// record is freed; the key makes the last safe.
-		retrying = retrying || out == forwardUnknown
-		if !f.next(ctx) {
-			if retrying {
-				return nil, fmt.Errorf("call %s/%s: %w: %w: tried again for %s: %w", to.Class, to.Name, actors.ErrCallFailed, actors.ErrOutcomeUnknown, h.cfg.FailoverWait, err)
-			}
-			return nil, err
-		}
-	}
+	return nil, end.err
 }
 
 // callAnswer is a call's answer as the calling actor gets it.
@@ -115,7 +102,7 @@ func (h *Handler) checkCall(to ownership.Actor, req *actors.Request) error {
 // (retrying) that its outcome is unknown or it still runs, is not
 // returned: the caller sends it again. A holder taken for dead while it
 // does not answer ends the call as a forward's does.
-func (h *Handler) forwardCall(ctx context.Context, to ownership.Actor, d actors.Elsewhere, req *actors.Request, last, retrying bool) (*actors.Response, forwarded, error) {
+func (h *Handler) forwardCall(ctx context.Context, to ownership.Actor, d actors.Elsewhere, req *actors.Request, key *actors.EventKey, last, retrying bool) (*actors.Response, forwarded, error) {
 	if d.Addr == "" {
 		return nil, forwardDone, &actors.UnavailableError{Actor: to, Reason: fmt.Sprintf("held by node %s, whose address is not known here", d.Node), RetryAfter: time.Second}
 	}
@@ -141,27 +128,16 @@ func (h *Handler) forwardCall(ctx context.Context, to ownership.Actor, d actors.
 	setInstance(out.Header, d.Instance)
 	out.Header.Set(CallChainHeader, encodeChain(actors.CallChain(ctx)))
 	out.Header.Del(EventKeyHeader)
-	if k, ok := actors.EventKeyOf(ctx); ok {
-		k.Fresh = k.Fresh && !retrying
-		out.Header.Set(EventKeyHeader, k.String())
+	if key != nil {
+		out.Header.Set(EventKeyHeader, key.String())
 	}
 	if len(h.cfg.ClusterKey) > 0 {
 		signRequest(out, req.Body, h.cfg.ClusterKey, time.Now())
 	}
 	res, err := h.cfg.Transport.RoundTrip(out)
 	if err != nil {
-		h.peerLog.failed(d.Node, d.Addr, "call", err)
-		h.cfg.Keeper.RouteFailed(to, d.Node)
-		if holderDead.Load() {
-			err = fmt.Errorf("node %s taken for dead while it did not answer", d.Node)
-		}
-		err = fmt.Errorf("call %s/%s: %w: node %s at %s: %w", to.Class, to.Name, actors.ErrCallFailed, d.Node, d.Addr, err)
-		var op *net.OpError
-		if errors.As(err, &op) && op.Op == "dial" {
-			h.cfg.Keeper.PeerUnreachable(d.Node)
-			return nil, forwardNotSent, err
-		}
-		return nil, forwardUnknown, err
+		o, err := h.judgeFailure(to, d, "call", err, holderDead.Load())
+		return nil, o, fmt.Errorf("call %s/%s: %w: node %s at %s: %w", to.Class, to.Name, actors.ErrCallFailed, d.Node, d.Addr, err)
 	}
 	h.peerLog.answered(d.Node)
 	defer res.Body.Close()
@@ -172,19 +148,12 @@ func (h *Handler) forwardCall(ctx context.Context, to ownership.Actor, d actors.
 	case int64(len(body)) > h.cfg.MaxBody:
 		return nil, forwardDone, fmt.Errorf("call %s/%s: %w: answer over %d bytes", to.Class, to.Name, actors.ErrCallFailed, h.cfg.MaxBody)
 	}
-	outcome := res.Header.Get(actors.OutcomeHeader)
-	switch {
-	case res.StatusCode == http.StatusUnauthorized && res.Header.Get(NotRunHeader) != "":
-		h.cfg.Keeper.PeerUnreachable(d.Node) // signed for an old instance: its lease is read again
-		fallthrough
-	case res.StatusCode == http.StatusServiceUnavailable && res.Header.Get(NotRunHeader) != "":
-		h.cfg.Keeper.RouteFailed(to, d.Node)
-		if !last {
-			return nil, forwardRefused, fmt.Errorf("call %s/%s: node %s: %w", to.Class, to.Name, d.Node, errHolderRefused)
+	if err := h.judgeAnswer(to, d, res.StatusCode, res.Header, last, retrying); err != nil {
+		o := forwardRefused
+		if errors.Is(err, errHolderUnknown) {
+			o = forwardUnknown
 		}
-	case !last && res.StatusCode == http.StatusGatewayTimeout && outcome == "unknown" && res.Header.Get(actors.RanHeader) == "",
-		!last && retrying && res.StatusCode == http.StatusConflict && outcome == "running":
-		return nil, forwardUnknown, fmt.Errorf("call %s/%s: node %s: %w", to.Class, to.Name, d.Node, errHolderUnknown)
+		return nil, o, fmt.Errorf("call %s/%s: node %s: %w", to.Class, to.Name, d.Node, err)
 	}
 	return &actors.Response{Status: res.StatusCode, Header: res.Header, Body: body}, forwardDone, nil
 }

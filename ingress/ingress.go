@@ -501,80 +501,38 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 		text(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	ctx := r.Context()
-	if keyed {
-		ctx = actors.WithEventKey(ctx, key)
-	}
-	upgrade := websocket.IsWebSocketUpgrade(r)
 	req := &actors.Request{Method: r.Method, Path: rest, Query: r.URL.Query(), Header: r.Header.Clone(), Body: body}
-	f := failover{wait: h.cfg.FailoverWait}
-	retrying := false // a try before this one may have reached the event
-	nodeKey := false  // key is one this node made for the forward
-	for {
-		resp, at, err := h.cfg.Host.Dispatch(ctx, a, req)
-		var ua *actors.UnavailableError
-		handover := false
-		if at == nil && errors.As(err, &ua) && ua.Draining && r.Header.Get(ForwardedHeader) == "" {
-			// This node hands its actors over: the event goes to the peer
-			// the keeper named, which takes the actor (its record released
-			// here first). What that peer answers is the answer, its
-			// refusal too: it cannot send the event on (a request is
-			// forwarded once), and this node takes no actor any more, so
-			// the client is better off asking another node itself than
-			// waiting here (and keeping this node from stopping).
-			at, handover = ua.Peer, ua.Peer != nil
-		}
-		if at == nil {
-			if keyed && errors.Is(err, actors.ErrOutcomeUnknown) && !ran(err) && f.next(ctx) {
-				// Its commit had no answer: with its key, another try
-				// finds out whether it landed, and runs it if it did not.
-				retrying = true
-				continue
+	end := h.deliver(way{
+		a: a, ctx: r.Context(), key: key, keyed: keyed, keyHere: true,
+		keyless:  websocket.IsWebSocketUpgrade(r),
+		handOver: r.Header.Get(ForwardedHeader) == "",
+		here: func(ctx context.Context) (*actors.Response, *actors.Elsewhere, error) {
+			return h.cfg.Host.Dispatch(ctx, a, req)
+		},
+		send: func(_ context.Context, at actors.Elsewhere, key *actors.EventKey, last, retrying bool) (forwarded, error) {
+			if key != nil && key.Node {
+				// A client's key goes as its Idempotency-Key; one this
+				// node made goes as the peers' header.
+				r.Header.Set(EventKeyHeader, key.String())
 			}
-			h.answer(w, r, a, resp, err)
-			return
-		}
-		if !upgrade && (nodeKey || !keyed) {
-			// A forward carries a key, so that it can be sent again
-			// whatever becomes of it: the actor runs it at most once.
-			// Sent for the first time, it is fresh: the holder does not
-			// look for an earlier run of it. Run here after a forward,
-			// it is not.
-			if !keyed {
-				key, keyed, nodeKey = actors.NewNodeKey(), true, true
-				stale := key
-				stale.Fresh = false
-				ctx = actors.WithEventKey(ctx, stale)
-			}
-			sent := key
-			sent.Fresh = !retrying
-			r.Header.Set(EventKeyHeader, sent.String())
-		}
-		out, ferr := h.forward(w, r, a, *at, body, f.last() || handover, retrying)
-		switch {
-		case out == forwardDone:
-			h.answers.forwarded.Inc()
-			return
-		case out == forwardUnknown && !keyed:
-			h.answers.unknown.Inc()
-			outcomeUnknown(w, fmt.Sprintf("actor held by node %s, which did not answer after the request was sent (%v)", at.Node, ferr))
-			return
-		}
-		// Not sent, refused without running, or sent with no answer: sent
-		// again once the holder answers or the record is free (the holder
-		// fenced), within the failover wait. The key makes the last safe.
-		retrying = retrying || out == forwardUnknown
-		if !f.next(ctx) {
-			if retrying {
-				h.answers.unknown.Inc()
-				outcomeUnknown(w, fmt.Sprintf("actor held by node %s, which did not answer after the request was sent (%v); tried again for %s",
-					at.Node, ferr, h.cfg.FailoverWait))
-				return
-			}
-			h.answers.refused.Inc()
-			unavailable(w, h.deadIn(at.Node), holderGone(at.Node, ferr, h.cfg.FailoverWait))
-			return
-		}
+			return h.forward(w, r, a, at, body, last, retrying)
+		},
+	})
+	switch {
+	case end.at == nil:
+		h.answer(w, r, a, end.resp, end.err)
+	case end.sent == forwardDone:
+		h.answers.forwarded.Inc()
+	case end.sent == forwardUnknown && end.retried:
+		h.answers.unknown.Inc()
+		outcomeUnknown(w, fmt.Sprintf("actor held by node %s, which did not answer after the request was sent (%v); tried again for %s",
+			end.at.Node, end.err, h.cfg.FailoverWait))
+	case end.sent == forwardUnknown:
+		h.answers.unknown.Inc()
+		outcomeUnknown(w, fmt.Sprintf("actor held by node %s, which did not answer after the request was sent (%v)", end.at.Node, end.err))
+	default:
+		h.answers.refused.Inc()
+		unavailable(w, h.deadIn(end.at.Node), holderGone(end.at.Node, end.err, h.cfg.FailoverWait))
 	}
 }
 
@@ -873,43 +831,17 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, a ownership.Ac
 		Transport: h.cfg.Transport,
 		ModifyResponse: func(res *http.Response) error {
 			h.peerLog.answered(d.Node)
-			switch outcome := res.Header.Get(actors.OutcomeHeader); {
-			case res.StatusCode == http.StatusUnauthorized && res.Header.Get(NotRunHeader) != "":
-				// Signed for an instance the holder no longer is: its
-				// lease is read again, and the event sent again.
-				h.cfg.Keeper.PeerUnreachable(d.Node)
-				fallthrough
-			case res.StatusCode == http.StatusServiceUnavailable && res.Header.Get(NotRunHeader) != "":
-				h.cfg.Keeper.RouteFailed(a, d.Node)
-				if !last {
-					return errHolderRefused // the event did not run there: sent again
-				}
-			case !last && res.StatusCode == http.StatusGatewayTimeout && outcome == "unknown" && res.Header.Get(actors.RanHeader) == "",
-				!last && retrying && res.StatusCode == http.StatusConflict && outcome == "running":
-				return errHolderUnknown // sent again with its key, which tells
-			}
-			return nil
+			return h.judgeAnswer(a, d, res.StatusCode, res.Header, last, retrying)
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, e error) {
-			err = e
-			var op *net.OpError
 			switch {
 			case errors.Is(e, errHolderRefused):
-				out = forwardRefused
-				return
+				out, err = forwardRefused, e
 			case errors.Is(e, errHolderUnknown):
-				out = forwardUnknown
-				return
-			case errors.As(e, &op) && op.Op == "dial":
-				out = forwardNotSent // nothing written
-				h.cfg.Keeper.PeerUnreachable(d.Node)
-			case holderDead.Load():
-				out, err = forwardUnknown, fmt.Errorf("node %s taken for dead while it did not answer", d.Node)
+				out, err = forwardUnknown, e
 			default:
-				out = forwardUnknown
+				out, err = h.judgeFailure(a, d, "forward", e, holderDead.Load())
 			}
-			h.cfg.Keeper.RouteFailed(a, d.Node)
-			h.peerLog.failed(d.Node, d.Addr, "forward", e)
 		},
 	}
 	proxy.ServeHTTP(w, r)

@@ -1,0 +1,177 @@
+package ingress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+
+	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/ownership"
+)
+
+// An event's way to its actor is one loop, whether it is a client's request
+// (serveActor) or an actor's call (Call): run it here when this node holds
+// the actor or may take it (Host.Dispatch), send it to the node that holds
+// it otherwise, and try again within the failover wait while it may not
+// have run. Only what differs between the two is given to the loop: how
+// each runs here, how each is sent, and what key it starts with.
+
+// way is one event on its way to its actor.
+type way struct {
+	a ownership.Actor
+	// ctx is the event's context (its call chain). A key in it is not
+	// the event's: the loop gives each try the key the rules below say.
+	ctx context.Context
+	// key is the event's key, if keyed. keyHere says the event runs here
+	// with it from the first try: a client's key, a peer's, or a call's that
+	// must be remembered even when it takes no effect (EventKey.Always).
+	// Otherwise the event runs here without it until it has been sent to
+	// another node once, and with it (no longer fresh) after.
+	key            actors.EventKey
+	keyed, keyHere bool
+	// keyless: a WebSocket upgrade, whose answer (a socket) cannot be
+	// given twice, so it has no key.
+	keyless bool
+	// handOver: a draining node's refusal sends the event to the peer it
+	// names. Not for an event another node sent here: it is sent once.
+	handOver bool
+	// here runs the event on this node (Host.Dispatch) under ctx.
+	here func(ctx context.Context) (*actors.Response, *actors.Elsewhere, error)
+	// send sends the event to the node at, with key (nil: none), and
+	// says what became of it. Unless last, an answer that the event did
+	// not run there, or (retrying) that its outcome is not known there
+	// yet, is not the event's answer: the loop sends it again.
+	send func(ctx context.Context, at actors.Elsewhere, key *actors.EventKey, last, retrying bool) (forwarded, error)
+}
+
+// wayEnd is how an event's way ended.
+type wayEnd struct {
+	// at is nil when the event ran here (or was refused here): resp and
+	// err are its answer.
+	resp *actors.Response
+	err  error
+	// at is the node the event was last sent to; sent what became of it:
+	// forwardDone when the holder's answer was given, forwardUnknown when
+	// no answer came for a try that may have reached the event (its
+	// outcome is unknown), anything else when no try ran it (refused).
+	at   *actors.Elsewhere
+	sent forwarded
+	// retried: the event was sent again after a try that may have reached
+	// it, for the whole failover wait.
+	retried bool
+}
+
+// deliver takes the event its way (see above) and says how it ended.
+func (h *Handler) deliver(w way) wayEnd {
+	f := failover{wait: h.cfg.FailoverWait}
+	hereCtx := w.ctx
+	if w.keyed && w.keyHere {
+		hereCtx = actors.WithEventKey(w.ctx, w.key)
+	} else if _, ok := actors.EventKeyOf(w.ctx); ok {
+		hereCtx = actors.WithEventKey(w.ctx, actors.EventKey{})
+	}
+	retrying := false // a try before this one may have reached the event
+	for {
+		resp, at, err := w.here(hereCtx)
+		var ua *actors.UnavailableError
+		handOver := false
+		if at == nil && w.handOver && errors.As(err, &ua) && ua.Draining {
+			// This node hands its actors over: the event goes to the peer
+			// the keeper named, which takes the actor (its record released
+			// here first). What that peer answers is the answer, its
+			// refusal too: it cannot send the event on (an event is
+			// forwarded once), and this node takes no actor any more, so
+			// the client is better off asking another node itself than
+			// waiting here (and keeping this node from stopping).
+			at, handOver = ua.Peer, ua.Peer != nil
+		}
+		if at == nil {
+			_, withKey := actors.EventKeyOf(hereCtx)
+			if withKey && errors.Is(err, actors.ErrOutcomeUnknown) && !ran(err) && f.next(w.ctx) {
+				// Its commit had no answer: with its key, another try
+				// finds out whether it landed, and runs it if it did not.
+				retrying = true
+				continue
+			}
+			return wayEnd{resp: resp, err: err}
+		}
+		var sent *actors.EventKey
+		if !w.keyless {
+			// What is sent carries a key, so that it can be sent again
+			// whatever becomes of it: the actor runs it at most once.
+			// Sent for the first time, a key the node made is fresh: the
+			// holder does not look for an earlier run of it. Run here
+			// after it was sent, it is not.
+			if !w.keyed {
+				w.key, w.keyed = actors.NewNodeKey(), true
+			}
+			stale := w.key
+			stale.Fresh = false
+			hereCtx = actors.WithEventKey(w.ctx, stale)
+			k := w.key
+			k.Fresh = k.Fresh && !retrying
+			sent = &k
+		}
+		out, ferr := w.send(w.ctx, *at, sent, f.last() || handOver, retrying)
+		if out == forwardDone || (out == forwardUnknown && !w.keyed) {
+			return wayEnd{at: at, sent: out, err: ferr}
+		}
+		// Not sent, refused without running, or sent with no answer: sent
+		// again once the holder answers or the record is free (the holder
+		// fenced), within the failover wait. The key makes the last safe.
+		retrying = retrying || out == forwardUnknown
+		if !f.next(w.ctx) {
+			if retrying {
+				return wayEnd{at: at, sent: forwardUnknown, retried: true, err: ferr}
+			}
+			return wayEnd{at: at, sent: out, err: ferr}
+		}
+	}
+}
+
+// judgeAnswer reads the answer of the node an event was sent to: nil when
+// it is the event's answer, errHolderRefused when the event did not run
+// there, errHolderUnknown when its outcome is not known there yet (or,
+// retrying, it still runs there from an earlier try). Unless last, the
+// caller sends the event again on either error. It tells the keeper what
+// the answer says of the holder.
+func (h *Handler) judgeAnswer(a ownership.Actor, d actors.Elsewhere, status int, header http.Header, last, retrying bool) error {
+	outcome := header.Get(actors.OutcomeHeader)
+	switch {
+	case status == http.StatusUnauthorized && header.Get(NotRunHeader) != "":
+		// Signed for an instance the holder no longer is: its lease is
+		// read again, and the event sent again.
+		h.cfg.Keeper.PeerUnreachable(d.Node)
+		fallthrough
+	case status == http.StatusServiceUnavailable && header.Get(NotRunHeader) != "":
+		h.cfg.Keeper.RouteFailed(a, d.Node)
+		if !last {
+			return errHolderRefused
+		}
+	case !last && status == http.StatusGatewayTimeout && outcome == "unknown" && header.Get(actors.RanHeader) == "",
+		!last && retrying && status == http.StatusConflict && outcome == "running":
+		return errHolderUnknown
+	}
+	return nil
+}
+
+// judgeFailure says what became of an event whose send ended with err and
+// no answer: nothing was sent when the connection could not be made, and
+// otherwise it may have reached the holder. dead says this node took the
+// holder for dead while it waited (watchHolder). It tells the keeper and
+// the peer log, and returns the error to report.
+func (h *Handler) judgeFailure(a ownership.Actor, d actors.Elsewhere, what string, err error, dead bool) (forwarded, error) {
+	h.peerLog.failed(d.Node, d.Addr, what, err)
+	h.cfg.Keeper.RouteFailed(a, d.Node)
+	var op *net.OpError
+	switch {
+	case errors.As(err, &op) && op.Op == "dial":
+		h.cfg.Keeper.PeerUnreachable(d.Node)
+		return forwardNotSent, err
+	case dead:
+		return forwardUnknown, fmt.Errorf("node %s taken for dead while it did not answer", d.Node)
+	}
+	return forwardUnknown, err
+}
