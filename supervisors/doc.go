@@ -72,12 +72,16 @@
 //     The operation returns sockets.ErrInternal. Other actors' sockets are
 //     untouched.
 //
-// No Receive of the tree waits on another actor or on the bucket: the
-// keeper runs bucket calls on goroutines whose replies come back as
-// messages; the drivers ask the keeper with RequestStatus and get a
-// StatusAnswer, and close sockets and send take calls on goroutines of their
-// own. The one wait is the director's HibernateAll and Resident callers,
-// which are not actors.
+// The keeper, the director and the drivers never wait in Receive on
+// another actor or on the bucket: the keeper runs bucket calls on
+// goroutines whose replies come back as messages; the drivers ask the
+// keeper with RequestStatus and get a StatusAnswer, and close sockets and
+// send take calls on goroutines of their own. A resident actor does wait
+// in its Receive, each time only for that one actor's gates: its hold's
+// first MayAct and state load, its output gate's MayAct, a call it makes,
+// and its commit when it stops (package actors, "Blocking", says why none
+// can deadlock). Callers of HibernateAll and Resident wait too, and are
+// not actors.
 //
 // The tree is visible at /debug/tree (text; JSON with ?format=json): one
 // line per actor with its role, state (running, restarting, stopped,
