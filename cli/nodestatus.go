@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wasmkeep/wasmkeep/ingress"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/cluster"
+	"github.com/wasmkeep/wasmkeep/peer"
 )
 
 // nodeNow is what a node's own status page says it holds now, where its
@@ -42,7 +42,7 @@ func fetchNodeStatus(ctx context.Context, addr string, node ownership.NodeID, ke
 	}
 	req.Header.Set("Accept", "application/json")
 	if len(key) > 0 {
-		ingress.SignStatusRequest(req, node, key)
+		peer.SignStatusRequest(req, node, key)
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -1,25 +1,16 @@
 package ingress
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"strings"
-	"sync/atomic"
-	"time"
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/peer"
 )
-
-// CallChainHeader carries the chain of a call forwarded to another node:
-// the actors waiting for it, outermost first, each as its escaped class
-// and name joined by "/", separated by commas.
-const CallChainHeader = "Wasmkeep-Call-Chain"
 
 // Call routes an actor's call (actors.Caller) the way of a client's
 // request (way.go): the callee runs it as an event here when this node
@@ -46,19 +37,19 @@ func (h *Handler) Call(ctx context.Context, to ownership.Actor, req *actors.Requ
 		here: func(ctx context.Context) (*actors.Response, *actors.Elsewhere, error) {
 			return h.cfg.Host.Dispatch(ctx, to, req)
 		},
-		send: func(ctx context.Context, at actors.Elsewhere, key *actors.EventKey, last, retrying bool) (out forwarded, err error) {
-			sentResp, out, err = h.forwardCall(ctx, to, at, req, key, last, retrying)
+		send: func(ctx context.Context, at actors.Elsewhere, key *actors.EventKey, last, retrying bool) (out peer.Sent, err error) {
+			sentResp, out, err = h.peers.Call(ctx, to, at, req, key, last, retrying)
 			return out, err
 		},
 	})
 	switch {
 	case end.at == nil:
 		return h.callAnswer(to, end.resp, end.err)
-	case end.sent == forwardDone:
+	case end.sent == peer.Answered:
 		return h.callAnswer(to, sentResp, end.err)
-	case end.sent == forwardUnknown && end.retried:
+	case end.sent == peer.Unknown && end.retried:
 		return nil, fmt.Errorf("call %s/%s: %w: %w: tried again for %s: %w", to.Class, to.Name, actors.ErrCallFailed, actors.ErrOutcomeUnknown, h.cfg.FailoverWait, end.err)
-	case end.sent == forwardUnknown:
+	case end.sent == peer.Unknown:
 		return nil, fmt.Errorf("call %s/%s: %w: %w", to.Class, to.Name, actors.ErrOutcomeUnknown, end.err)
 	}
 	return nil, end.err
@@ -96,85 +87,7 @@ func (h *Handler) checkCall(to ownership.Actor, req *actors.Request) error {
 	return nil
 }
 
-// forwardCall sends a call to the node that holds the callee, with the
-// call's key, and returns its answer (forwardDone), or what became of it.
-// Unless last, the holder's answer that the call did not run there, or
-// (retrying) that its outcome is unknown or it still runs, is not
-// returned: the caller sends it again. A holder taken for dead while it
-// does not answer ends the call as a forward's does.
-func (h *Handler) forwardCall(ctx context.Context, to ownership.Actor, d actors.Elsewhere, req *actors.Request, key *actors.EventKey, last, retrying bool) (*actors.Response, forwarded, error) {
-	if d.Addr == "" {
-		return nil, forwardDone, &actors.UnavailableError{Actor: to, Reason: fmt.Sprintf("held by node %s, whose address is not known here", d.Node), RetryAfter: time.Second}
-	}
-	u := url.URL{Scheme: "http", Host: d.Addr, Path: actorPath(to) + req.Path, RawQuery: req.Query.Encode()}
-	u.RawPath = actorEscapedPath(to) + (&url.URL{Path: req.Path}).EscapedPath()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var holderDead atomic.Bool
-	defer h.watchHolder(d.Node, func() { holderDead.Store(true); cancel() })()
-	out, err := http.NewRequestWithContext(ctx, req.Method, u.String(), bytes.NewReader(req.Body))
-	if err != nil {
-		return nil, forwardDone, fmt.Errorf("call %s/%s: %w", to.Class, to.Name, err)
-	}
-	// Not sent again by the transport itself (it would, for a GET, on a new
-	// connection when a kept-alive one broke): a failed dial would then
-	// hide that the call had left.
-	out.GetBody = nil
-	for k, vs := range req.Header {
-		out.Header[k] = vs
-	}
-	out.Header.Set(ForwardedHeader, string(h.cfg.Node))
-	out.Header.Set(ForwardedToHeader, string(d.Node))
-	setInstance(out.Header, d.Instance)
-	out.Header.Set(CallChainHeader, encodeChain(actors.CallChain(ctx)))
-	out.Header.Del(EventKeyHeader)
-	if key != nil {
-		out.Header.Set(EventKeyHeader, key.String())
-	}
-	if len(h.cfg.ClusterKey) > 0 {
-		signRequest(out, req.Body, h.cfg.ClusterKey, time.Now())
-	}
-	res, err := h.cfg.Transport.RoundTrip(out)
-	if err != nil {
-		o, err := h.judgeFailure(to, d, "call", err, holderDead.Load())
-		return nil, o, fmt.Errorf("call %s/%s: %w: node %s at %s: %w", to.Class, to.Name, actors.ErrCallFailed, d.Node, d.Addr, err)
-	}
-	h.peerLog.answered(d.Node)
-	defer res.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(res.Body, h.cfg.MaxBody+1))
-	switch {
-	case err != nil:
-		return nil, forwardUnknown, fmt.Errorf("call %s/%s: %w: reading the answer of node %s: %w", to.Class, to.Name, actors.ErrCallFailed, d.Node, err)
-	case int64(len(body)) > h.cfg.MaxBody:
-		return nil, forwardDone, fmt.Errorf("call %s/%s: %w: answer over %d bytes", to.Class, to.Name, actors.ErrCallFailed, h.cfg.MaxBody)
-	}
-	if err := h.judgeAnswer(to, d, res.StatusCode, res.Header, last, retrying); err != nil {
-		o := forwardRefused
-		if errors.Is(err, errHolderUnknown) {
-			o = forwardUnknown
-		}
-		return nil, o, fmt.Errorf("call %s/%s: node %s: %w", to.Class, to.Name, d.Node, err)
-	}
-	return &actors.Response{Status: res.StatusCode, Header: res.Header, Body: body}, forwardDone, nil
-}
-
-// actorPath and actorEscapedPath are the URL path of an actor, plain and
-// escaped.
-func actorPath(a ownership.Actor) string { return "/actor/" + a.Class + "/" + a.Name }
-
-func actorEscapedPath(a ownership.Actor) string {
-	return "/actor/" + url.PathEscape(a.Class) + "/" + url.PathEscape(a.Name)
-}
-
-// encodeChain and decodeChain write and read CallChainHeader.
-func encodeChain(chain []ownership.Actor) string {
-	parts := make([]string, len(chain))
-	for i, a := range chain {
-		parts[i] = url.PathEscape(a.Class) + "/" + url.PathEscape(a.Name)
-	}
-	return strings.Join(parts, ",")
-}
-
+// decodeChain reads the chain a peer sent with a call (peer.CallChainHeader).
 func decodeChain(s string) ([]ownership.Actor, error) {
 	if s == "" {
 		return nil, nil

@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/wasmkeep/wasmkeep/actors"
-	"github.com/wasmkeep/wasmkeep/ingress"
 	"github.com/wasmkeep/wasmkeep/internal/nodetest"
 	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/peer"
 	"github.com/wasmkeep/wasmkeep/supervisors"
 )
 
@@ -100,7 +100,7 @@ func TestClusterKey(t *testing.T) {
 	if status != http.StatusBadGateway || !strings.Contains(body, "actor call cycle") {
 		t.Fatalf("cycle across keyed nodes: %d %q", status, body)
 	}
-	for _, h := range []string{ingress.ForwardedHeader, ingress.CallChainHeader, ingress.SignatureHeader} {
+	for _, h := range []string{peer.ForwardedHeader, peer.CallChainHeader, peer.SignatureHeader} {
 		status, body := n1.get(t, "/actor/counter/a", http.Header{h: {"v1,1,x"}})
 		if status != http.StatusUnauthorized || !strings.Contains(body, "cluster signature") {
 			t.Fatalf("client sending %s: %d %q; want 401", h, status, body)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wasmkeep/wasmkeep/peer"
 )
 
 // Connections are admitted within a budget (see internal/budget): up to
@@ -259,8 +261,8 @@ func (h *Handler) serveOverflow(w http.ResponseWriter, r *http.Request) bool {
 	// A peer's request is served at once if its signature could be taken
 	// (its MAC is checked once its body is read, as anywhere); one that
 	// only carries a peer's header waits like any other.
-	peer := isPeerRequest(r) && (len(h.cfg.ClusterKey) == 0 || plausiblySigned(r, time.Now()))
-	if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || peer {
+	fromPeer := peer.IsRequest(r) && (len(h.cfg.ClusterKey) == 0 || peer.PlausiblySigned(r, time.Now()))
+	if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || fromPeer {
 		w.Header().Set("Connection", "close")
 		return false
 	}

@@ -17,17 +17,17 @@
 //
 // Every answer means one thing: a success ran once and is durable; 503
 // with Retry-After took no effect anywhere; 504 with Wasmkeep-Outcome:
-// unknown may have. Every forward and every call carries an event key
-// (actors.EventKey), so a forward whose answer was lost, or whose holder
-// hung, is sent again within the failover wait and runs at most once.
-// A WebSocket relayed to another node is relayed frame by frame, and the
-// node's stop closes it with 1012 (relay.go).
+// unknown may have. A request and an actor's call take one way to their
+// actor (way.go): run here, or sent by the peer client (package peer) to
+// the node that holds it, with an event key (actors.EventKey), and sent
+// again within the failover wait while its holder does not answer, so that
+// it runs at most once. A WebSocket for an actor held elsewhere is relayed
+// frame by frame, and the node's stop closes it with 1012.
 //
 // Requests between nodes are authenticated with a cluster key, when the
-// nodes have one (peer.go): the forwarding node signs every header, the
-// body, the node and the instance the request is for and a nonce; the
-// receiving node takes only what was signed, once, in the instance it was
-// signed for.
+// nodes have one: the ingress takes a peer's headers only from a request
+// whose signature checks (peer.Verifier), for this node and this start,
+// once.
 //
 // Handler is safe for concurrent use.
 package ingress

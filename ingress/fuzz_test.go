@@ -1,12 +1,8 @@
 package ingress
 
 import (
-	"bytes"
-	"net/http"
 	"net/url"
-	"strings"
 	"testing"
-	"time"
 )
 
 // FuzzActorPath: any path either parses into names that pass checkName
@@ -25,66 +21,11 @@ func FuzzActorPath(f *testing.F) {
 		if checkName("class", a.Class) != nil || checkName("name", a.Name) != nil {
 			t.Fatalf("%q parsed into bad names %+v", escaped, a)
 		}
-		b, _, err := parseActorPath(actorEscapedPath(a))
+		escaped2 := "/actor/" + url.PathEscape(a.Class) + "/" + url.PathEscape(a.Name)
+		b, _, err := parseActorPath(escaped2)
 		if err != nil || b != a {
-			t.Fatalf("%q: %+v escaped as %q parses as %+v, %v", escaped, a, actorEscapedPath(a), b, err)
+			t.Fatalf("%q: %+v escaped as %q parses as %+v, %v", escaped, a, escaped2, b, err)
 		}
 		_ = rest
 	})
-}
-
-// FuzzPeerSignature: a request signed with any method, path, header and
-// body checks; the same request with any other signature header is
-// refused, and so is one whose header or body changed; nothing panics.
-func FuzzPeerSignature(f *testing.F) {
-	f.Add("GET", "/actor/c/n", "q=1", "X-A", "v", []byte("body"), "v2,1,AAAAAAAAAAAAAAAAAAAAAA,X-A,xyz")
-	f.Add("POST", "/actor/c/n%2F", "", "Cookie", "a=b", []byte{}, "v2,,,,")
-	f.Add("PUT", "/actor/x/y", "a=%ff", "X-Many", "", []byte{0xff}, "v1,0,abc")
-	key := []byte("0123456789abcdef0123456789abcdef")
-	now := time.Unix(1_700_000_000, 0)
-	f.Fuzz(func(t *testing.T, method, path, query, name, value string, body []byte, forged string) {
-		u := &url.URL{Scheme: "http", Host: "n1", Path: path, RawQuery: query}
-		r, err := http.NewRequest(method, u.String(), bytes.NewReader(body))
-		if err != nil || !token(name) || http.CanonicalHeaderKey(name) != name || unsignedHeaders[name] ||
-			name == "Host" || name == "Trailer" || name == "User-Agent" {
-			return
-		}
-		r.Header.Set(ForwardedHeader, "n2")
-		r.Header[name] = []string{value}
-		signRequest(r, body, key, now)
-		value = r.Header.Get(name) // as the wire has it
-		if _, _, _, err := verifyRequest(r, body, key, now); err != nil {
-			t.Fatalf("a signed request is refused: %v", err)
-		}
-		good := r.Header.Get(SignatureHeader)
-		if forged != good {
-			r.Header.Set(SignatureHeader, forged)
-			if _, _, _, err := verifyRequest(r, body, key, now); err == nil {
-				t.Fatalf("forged signature %q taken (the real one: %q)", forged, good)
-			}
-			r.Header.Set(SignatureHeader, good)
-		}
-		r.Header[name] = []string{value + "x"}
-		if _, _, _, err := verifyRequest(r, body, key, now); err == nil && name != SignatureHeader {
-			t.Fatalf("a changed %s header is taken", name)
-		}
-		r.Header[name] = []string{value}
-		if _, _, _, err := verifyRequest(r, append(bytes.Clone(body), 0), key, now); err == nil {
-			t.Fatal("a changed body is taken")
-		}
-	})
-}
-
-// token says whether s is an HTTP token, as a header name must be (no
-// HTTP client sends another).
-func token(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
-			return false
-		}
-	}
-	return true
 }

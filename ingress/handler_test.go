@@ -13,6 +13,7 @@ import (
 	"github.com/wasmkeep/wasmkeep/ingress"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/keeper"
+	"github.com/wasmkeep/wasmkeep/peer"
 )
 
 // fakeKeeper gives every event one decision, and says whether the lease
@@ -47,7 +48,7 @@ func (fakeHost) Take(context.Context, ownership.Actor) (*actors.Elsewhere, error
 
 func newHandler(t *testing.T, k fakeKeeper) *ingress.Handler {
 	t.Helper()
-	h, err := ingress.New(ingress.Config{Node: "n1", Keeper: k, Host: fakeHost{k}, Registry: actors.BuiltIn(), MaxBody: 16, FailoverWait: 300 * time.Millisecond})
+	h, err := ingress.New(ingress.Config{Node: "n1", Keeper: k, Host: fakeHost{k}, Registry: actors.BuiltIn(), MaxBody: 16, FailoverWait: 300 * time.Millisecond, Peers: peersOf(t, k)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestRequests(t *testing.T) {
 	granted := fakeKeeper{d: keeper.Decision{Verdict: keeper.Granted, Gen: 1}, valid: true}
 	refused := fakeKeeper{d: keeper.Decision{Verdict: keeper.Refused, Reason: "node lease not valid", RetryAfter: 2500 * time.Millisecond}}
 	routed := fakeKeeper{d: keeper.Decision{Verdict: keeper.Routed, Node: "n2", Addr: "127.0.0.1:1"}}
-	forwarded := http.Header{ingress.ForwardedHeader: {"n3"}}
+	forwarded := http.Header{peer.ForwardedHeader: {"n3"}}
 	for _, tc := range []struct {
 		name   string
 		k      fakeKeeper
@@ -112,4 +113,14 @@ func TestRequests(t *testing.T) {
 			}
 		})
 	}
+}
+
+// peersOf is the peer client of node n1 whose keeper is k.
+func peersOf(t *testing.T, k peer.Keeper) *peer.Client {
+	t.Helper()
+	c, err := peer.New(peer.Config{Node: "n1", Keeper: k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -35,7 +35,7 @@ func TestHibernationReleasesRecord(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := ingress.New(ingress.Config{Node: "n1", Keeper: k, Host: host, Registry: actors.BuiltIn()})
+		h, err := ingress.New(ingress.Config{Node: "n1", Keeper: k, Host: host, Registry: actors.BuiltIn(), Peers: peersOf(t, k)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,7 +1,6 @@
 package ingress
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -9,15 +8,11 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -28,29 +23,9 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/peer"
 	"github.com/wasmkeep/wasmkeep/sockets"
 )
-
-// ForwardedHeader marks a request one node forwarded to another; its value
-// is the forwarding node's id.
-const ForwardedHeader = "Wasmkeep-Forwarded-By"
-
-// NotRunHeader marks a 503 for an event that did not run (the node refused
-// it: its lease lapsed, it is starting, the record was contended). A node
-// that forwarded the event may send it again, within the failover wait.
-const NotRunHeader = "Wasmkeep-Not-Run"
-
-// errHolderRefused: the holder answered that it did not run the event.
-var errHolderRefused = errors.New("the holder refused the event without running it")
-
-// errHolderUnknown: the holder answered that the event's outcome is
-// unknown there, or that it still runs.
-var errHolderUnknown = errors.New("the holder does not know the event's outcome yet")
-
-// EventKeyHeader carries the key of an event a node sends to another (a
-// forward's, a call's: actors.EventKey.String), so that the actor runs it
-// at most once however often it is sent. Only a peer may send it.
-const EventKeyHeader = "Wasmkeep-Event-Key"
 
 // MaxNameLen bounds a class or actor name, in bytes.
 const MaxNameLen = 256
@@ -76,15 +51,9 @@ const DefaultFailoverWait = 20 * time.Second
 const DefaultMaxBody = 1 << 20
 
 // Keeper is what the ingress needs of the ownership keeper: its status
-// (for /readyz and the failover wait), and to hear of a peer that refused
-// a connection.
+// (for /readyz), and what the peer client needs of it.
 type Keeper interface {
-	Status() ownership.Status
-	PeerUnreachable(node ownership.NodeID)
-	// RouteFailed says an event sent on to node for a was refused there
-	// before it ran, or not sent: the keeper reads a's record again
-	// rather than routing the next event the same way.
-	RouteFailed(a ownership.Actor, node ownership.NodeID)
+	peer.Keeper
 }
 
 // Host is what the ingress hands events to: the actors side, which
@@ -116,14 +85,15 @@ type Config struct {
 	Logger *slog.Logger
 	// MaxBody bounds a request body in bytes. Zero: DefaultMaxBody.
 	MaxBody int64
-	// Transport carries forwarded requests. Nil: http.DefaultTransport.
-	Transport http.RoundTripper
+	// Peers sends events to the nodes that hold their actors, and relays
+	// WebSockets to them. Required.
+	Peers *peer.Client
 	// Sockets takes the WebSocket upgrades actors accept. Nil: an accepted
 	// upgrade is answered 501.
 	Sockets *sockets.Owner
-	// ClusterKey, when set (at least MinClusterKey bytes), signs the
-	// requests this node forwards and is required of the peer requests it
-	// takes (peer.go). Nil: peer requests are neither signed nor checked.
+	// ClusterKey, when set (at least peer.MinClusterKey bytes), is
+	// required of the peer requests this node takes (package peer; Peers
+	// signs what it sends with it). Nil: peer requests are not checked.
 	ClusterKey []byte
 	// MaxBodyInflight bounds the bytes of all request bodies held at once;
 	// BodyTimeout and BodyMinRate how long a body may take to arrive (see
@@ -159,35 +129,10 @@ type Config struct {
 	// Debug, when set, serves GET /debug/ paths (the node's tree at
 	// /debug/tree).
 	Debug http.Handler
-	// PeerConns bounds the connections to each peer that forwarded
-	// requests and calls use at once (a WebSocket relay's are bounded by
-	// the socket budget). Zero: DefaultPeerConns.
-	PeerConns int
 	// KeyWindow is how long an actor remembers a client's Idempotency-Key.
 	// Zero: actors.DefaultKeyWindow.
 	KeyWindow time.Duration
 }
-
-// Bounds on reaching a peer: connecting, and its answer's header. A peer
-// that hangs (stopped, or cut off) must not hold the request forever; the
-// answer may take what an event takes (a call waits up to its timeout,
-// 30 s by default).
-const (
-	peerDialTimeout   = 5 * time.Second
-	peerAnswerTimeout = 45 * time.Second
-)
-
-// peerTransport is the transport to peers: Go's default one with bounds on
-// connecting and on waiting for the answer.
-func peerTransport() *http.Transport {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.DialContext = (&net.Dialer{Timeout: peerDialTimeout, KeepAlive: 30 * time.Second}).DialContext
-	t.ResponseHeaderTimeout = peerAnswerTimeout
-	return t
-}
-
-// DefaultPeerConns is the default of Config.PeerConns.
-const DefaultPeerConns = 256
 
 // Handler serves a node's HTTP entry.
 type Handler struct {
@@ -195,16 +140,13 @@ type Handler struct {
 	log    *slog.Logger
 	mux    *http.ServeMux
 	bodies *bodies
-	relays relays // the WebSockets relayed to other nodes (relay.go)
-	// peerLog logs failures of forwards and calls once per peer and state.
-	peerLog *peerLog
 	// writeTimeout bounds a request's time until its answer is written:
 	// the event's own time (calls wait up to their timeout) and MaxBody at
 	// BodyMinRate, past its body's deadline.
 	writeTimeout time.Duration
 	conns        *connLimiter // nil: connections are not limited (see conns.go)
-	peers        *nonces
-	started      time.Time // when New made it: see ForwardedInstanceHeader
+	peers        *peer.Client
+	verifier     *peer.Verifier // nil without a cluster key
 	answers      answerCounts
 }
 
@@ -233,11 +175,11 @@ func newAnswerCounts(reg prometheus.Registerer) (answerCounts, error) {
 
 // New validates cfg and returns the node's handler.
 func New(cfg Config) (*Handler, error) {
-	if cfg.Keeper == nil || cfg.Host == nil || cfg.Registry == nil {
-		return nil, errors.New("ingress config: keeper, host and registry are required")
+	if cfg.Keeper == nil || cfg.Host == nil || cfg.Registry == nil || cfg.Peers == nil {
+		return nil, errors.New("ingress config: keeper, host, registry and peers are required")
 	}
-	if len(cfg.ClusterKey) > 0 && len(cfg.ClusterKey) < MinClusterKey {
-		return nil, fmt.Errorf("ingress config: cluster key of %d bytes, under %d", len(cfg.ClusterKey), MinClusterKey)
+	if len(cfg.ClusterKey) > 0 && len(cfg.ClusterKey) < peer.MinClusterKey {
+		return nil, fmt.Errorf("ingress config: cluster key of %d bytes, under %d", len(cfg.ClusterKey), peer.MinClusterKey)
 	}
 	if cfg.MaxBody < 0 || cfg.MaxBodyInflight < 0 || cfg.BodyTimeout < 0 || cfg.BodyMinRate < 0 {
 		return nil, fmt.Errorf("ingress config: a body bound is negative (max body %d, in flight %d, timeout %v, min rate %d)",
@@ -253,27 +195,20 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	cfg.PeerConns = cmp.Or(cfg.PeerConns, DefaultPeerConns)
 	if cfg.FailoverWait < 0 {
 		return nil, fmt.Errorf("ingress config: failover wait %v is negative", cfg.FailoverWait)
 	}
 	cfg.FailoverWait = cmp.Or(cfg.FailoverWait, DefaultFailoverWait)
-	if cfg.Transport == nil {
-		// Forwards and calls take at most PeerConns connections to each
-		// peer, out of the descriptors reserved for peers; a relayed
-		// WebSocket holds its own for as long as it lives, counted in
-		// the socket budget instead (see relay.go).
-		t := peerTransport()
-		t.MaxConnsPerHost, t.MaxIdleConnsPerHost = cfg.PeerConns, min(cfg.PeerConns, 64)
-		cfg.Transport = t
-	}
 	bodies, err := newBodies(cfg.MaxBodyInflight, cfg.BodyTimeout, cfg.BodyMinRate, cfg.Registerer)
 	if err != nil {
 		return nil, err
 	}
 	h := &Handler{cfg: cfg, log: cfg.Logger.With(slog.String("component", "ingress")), mux: http.NewServeMux(),
-		bodies: bodies, peers: newNonces(time.Now), peerLog: newPeerLog(cfg.Logger), started: time.Now(),
+		bodies: bodies, peers: cfg.Peers,
 		writeTimeout: answerTime + cfg.BodyTimeout + 2*time.Duration(cfg.MaxBody)*time.Second/time.Duration(cfg.BodyMinRate)}
+	if len(cfg.ClusterKey) > 0 {
+		h.verifier = peer.NewVerifier(cfg.ClusterKey, cfg.Node, cfg.Instance)
+	}
 	if cfg.MaxConns > 0 {
 		if h.conns, err = newConnLimiter(cfg.MaxConns, cfg.OverflowConns, cfg.Registerer); err != nil {
 			return nil, err
@@ -474,21 +409,21 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 		text(w, be.status, be.msg)
 		return
 	}
-	if isPeerRequest(r) && len(h.cfg.ClusterKey) > 0 {
-		if err := h.verifyPeer(r, body); err != nil {
+	if peer.IsRequest(r) && h.verifier != nil {
+		if err := h.verifier.Check(r, body); err != nil {
 			h.log.Warn("peer request refused", slog.String("from", r.RemoteAddr), slog.Any("err", err))
-			if errors.Is(err, errOtherInstance) {
-				w.Header().Set(NotRunHeader, "1") // a sender that read an old lease sends it again
+			if errors.Is(err, peer.ErrOtherInstance) {
+				w.Header().Set(peer.NotRunHeader, "1") // a sender that read an old lease sends it again
 			}
 			text(w, http.StatusUnauthorized, err.Error())
 			return
 		}
 	}
-	if r.Header.Get(TakeHeader) != "" && isPeerRequest(r) {
+	if r.Header.Get(peer.TakeHeader) != "" && peer.IsRequest(r) {
 		h.serveTake(w, r, a)
 		return
 	}
-	if c := r.Header.Get(CallChainHeader); c != "" {
+	if c := r.Header.Get(peer.CallChainHeader); c != "" {
 		chain, err := decodeChain(c)
 		if err != nil {
 			text(w, http.StatusBadRequest, err.Error())
@@ -505,34 +440,37 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 	end := h.deliver(way{
 		a: a, ctx: r.Context(), key: key, keyed: keyed, keyHere: true,
 		keyless:  websocket.IsWebSocketUpgrade(r),
-		handOver: r.Header.Get(ForwardedHeader) == "",
+		handOver: r.Header.Get(peer.ForwardedHeader) == "",
 		here: func(ctx context.Context) (*actors.Response, *actors.Elsewhere, error) {
 			return h.cfg.Host.Dispatch(ctx, a, req)
 		},
-		send: func(_ context.Context, at actors.Elsewhere, key *actors.EventKey, last, retrying bool) (forwarded, error) {
+		send: func(_ context.Context, at actors.Elsewhere, key *actors.EventKey, last, retrying bool) (peer.Sent, error) {
+			if websocket.IsWebSocketUpgrade(r) {
+				return h.relay(w, r, a, at, last)
+			}
 			if key != nil && key.Node {
 				// A client's key goes as its Idempotency-Key; one this
 				// node made goes as the peers' header.
-				r.Header.Set(EventKeyHeader, key.String())
+				r.Header.Set(peer.EventKeyHeader, key.String())
 			}
-			return h.forward(w, r, a, at, body, last, retrying)
+			return h.peers.Forward(w, r, a, at, body, last, retrying)
 		},
 	})
 	switch {
 	case end.at == nil:
 		h.answer(w, r, a, end.resp, end.err)
-	case end.sent == forwardDone:
+	case end.sent == peer.Answered:
 		h.answers.forwarded.Inc()
-	case end.sent == forwardUnknown && end.retried:
+	case end.sent == peer.Unknown && end.retried:
 		h.answers.unknown.Inc()
 		outcomeUnknown(w, fmt.Sprintf("actor held by node %s, which did not answer after the request was sent (%v); tried again for %s",
 			end.at.Node, end.err, h.cfg.FailoverWait))
-	case end.sent == forwardUnknown:
+	case end.sent == peer.Unknown:
 		h.answers.unknown.Inc()
 		outcomeUnknown(w, fmt.Sprintf("actor held by node %s, which did not answer after the request was sent (%v)", end.at.Node, end.err))
 	default:
 		h.answers.refused.Inc()
-		unavailable(w, h.deadIn(end.at.Node), holderGone(end.at.Node, end.err, h.cfg.FailoverWait))
+		unavailable(w, h.peers.DeadIn(end.at.Node), holderGone(end.at.Node, end.err, h.cfg.FailoverWait))
 	}
 }
 
@@ -558,7 +496,7 @@ func (h *Handler) eventKey(r *http.Request) (actors.EventKey, bool, error) {
 	if websocket.IsWebSocketUpgrade(r) {
 		return actors.EventKey{}, false, nil
 	}
-	if v := r.Header.Get(EventKeyHeader); v != "" && isPeerRequest(r) {
+	if v := r.Header.Get(peer.EventKeyHeader); v != "" && peer.IsRequest(r) {
 		k, err := actors.ParseEventKey(v)
 		return k, err == nil, err
 	}
@@ -622,65 +560,6 @@ func (f *failover) next(ctx context.Context) bool {
 	}
 }
 
-// watchHolder calls dead once this node takes peer for dead (its DeadIn
-// reaches 0: its lease unchanged for ttl + grace here, or read fenced by
-// another watcher), until the returned stop is called. It looks at the
-// peer's status a second after the forward began, then every second, or
-// sooner when the peer would be dead by then if it renewed nothing: a
-// fence by another node shows as a change of the peer's lease, which this
-// node reads at once (ownership: a suspect peer), not as a DeadIn that
-// reaches 0.
-func (h *Handler) watchHolder(peer ownership.NodeID, dead func()) (stop func()) {
-	var mu sync.Mutex
-	var t *time.Timer
-	stopped := false
-	var look func()
-	look = func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if stopped {
-			return
-		}
-		for _, p := range h.cfg.Keeper.Status().Peers {
-			if p.Node != peer {
-				continue
-			}
-			if p.DeadIn <= 0 {
-				stopped = true
-				go dead()
-				return
-			}
-			t = time.AfterFunc(min(p.DeadIn+10*time.Millisecond, time.Second), look)
-			return
-		}
-		// Not a peer this node knows: nothing to watch.
-	}
-	// The first look waits a second: most forwards are answered well
-	// before, and a look asks the keeper for its whole status.
-	mu.Lock()
-	t = time.AfterFunc(time.Second, look)
-	mu.Unlock()
-	return func() {
-		mu.Lock()
-		defer mu.Unlock()
-		stopped = true
-		if t != nil {
-			t.Stop()
-		}
-	}
-}
-
-// deadIn estimates when this node takes peer for dead, freeing what it
-// holds: a client's Retry-After.
-func (h *Handler) deadIn(peer ownership.NodeID) time.Duration {
-	for _, p := range h.cfg.Keeper.Status().Peers {
-		if p.Node == peer {
-			return max(p.DeadIn, time.Second)
-		}
-	}
-	return time.Second
-}
-
 // damagedState answers a request for an actor whose object in the bucket
 // is damaged (it fails its checksum or does not decode): a 500 naming the
 // key, not a 503, since no retry helps until a person restores it. The
@@ -699,7 +578,7 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, a ownership.Act
 	case errors.As(err, &ua):
 		h.answers.refused.Inc()
 		if ua.NotRun {
-			w.Header().Set(NotRunHeader, "1")
+			w.Header().Set(peer.NotRunHeader, "1")
 		}
 		unavailable(w, ua.RetryAfter, "actor unavailable here now: "+ua.Reason)
 		return
@@ -763,87 +642,21 @@ func (h *Handler) accept(w http.ResponseWriter, r *http.Request, a ownership.Act
 	}
 }
 
-// forwarded is what became of a forward.
-type forwarded uint8
-
-const (
-	// forwardDone: the holder's answer was relayed.
-	forwardDone forwarded = iota
-	// forwardNotSent: no connection to the holder: nothing was sent.
-	forwardNotSent
-	// forwardRefused: the holder refused the event without running it.
-	forwardRefused
-	// forwardUnknown: it was sent and then no answer came (the connection
-	// broke, the holder was taken for dead), or the holder's answer says
-	// that its outcome is unknown, or that it still runs.
-	forwardUnknown
-)
-
-// forward sends the request to the node that holds the actor, and relays
-// its answer. Unless last, an answer that says the event did not run
-// there, or (retrying: an earlier try may have reached it) that it may
-// have or still runs, is not relayed: the caller sends it again. What is
-// not relayed, forward does not answer: the caller does, with err.
-func (h *Handler) forward(w http.ResponseWriter, r *http.Request, a ownership.Actor, d actors.Elsewhere, body []byte, last, retrying bool) (out forwarded, err error) {
-	if r.Header.Get(ForwardedHeader) != "" {
-		h.log.Warn("not forwarding a forwarded request", slog.String("class", a.Class), slog.String("name", a.Name),
-			slog.String("from", r.Header.Get(ForwardedHeader)), slog.String("holder", string(d.Node)))
-		w.Header().Set(NotRunHeader, "1")
-		unavailable(w, time.Second, fmt.Sprintf("actor held by node %s; request already forwarded", d.Node))
-		return forwardDone, nil
+// relay relays the WebSocket upgrade r for a to the node d that holds it
+// (peer.Client.Relay). The two descriptors a relayed socket holds while it
+// lives, the client's and the holder's, come out of the socket budget.
+func (h *Handler) relay(w http.ResponseWriter, r *http.Request, a ownership.Actor, d actors.Elsewhere, last bool) (peer.Sent, error) {
+	if h.cfg.Sockets != nil {
+		release, err := h.cfg.Sockets.Reserve(2)
+		if err != nil {
+			unavailable(w, 5*time.Second, "too many sockets on this node: "+err.Error())
+			return peer.Answered, nil
+		}
+		defer release()
 	}
-	if d.Addr == "" {
-		w.Header().Set(NotRunHeader, "1")
-		unavailable(w, time.Second, fmt.Sprintf("actor held by node %s, whose address is not known here", d.Node))
-		return forwardDone, nil
-	}
-	// A holder that hangs (stopped, cut off) takes the connection and
-	// never answers: once this node takes it for dead (its lease unchanged
-	// for ttl + grace, or read fenced) the forward ends, and the caller
-	// sends the event again, with its key, to the record freed by the
-	// fence: the new hold runs it unless the hung holder's commit of it
-	// landed before the seal, which the key then finds. A later commit of
-	// the hung holder cannot land (the seal refuses it), and its lease no
-	// longer lets it answer.
-	if isUpgrade(r) {
-		return h.relaySocket(w, r, a, d, last)
-	}
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	var holderDead atomic.Bool
-	defer h.watchHolder(d.Node, func() { holderDead.Store(true); cancel() })()
-	r = r.WithContext(ctx)
-	out = forwardDone
-	proxy := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.Out.URL.Scheme = "http"
-			pr.Out.URL.Host = d.Addr
-			pr.Out.Host = d.Addr
-			pr.Out.Header.Set(ForwardedHeader, string(h.cfg.Node))
-			pr.Out.Header.Set(ForwardedToHeader, string(d.Node))
-			setInstance(pr.Out.Header, d.Instance)
-			pr.Out.Body = io.NopCloser(bytes.NewReader(body))
-			pr.Out.ContentLength = int64(len(body))
-			if len(h.cfg.ClusterKey) > 0 {
-				signRequest(pr.Out, body, h.cfg.ClusterKey, time.Now())
-			}
-		},
-		Transport: h.cfg.Transport,
-		ModifyResponse: func(res *http.Response) error {
-			h.peerLog.answered(d.Node)
-			return h.judgeAnswer(a, d, res.StatusCode, res.Header, last, retrying)
-		},
-		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, e error) {
-			switch {
-			case errors.Is(e, errHolderRefused):
-				out, err = forwardRefused, e
-			case errors.Is(e, errHolderUnknown):
-				out, err = forwardUnknown, e
-			default:
-				out, err = h.judgeFailure(a, d, "forward", e, holderDead.Load())
-			}
-		},
-	}
-	proxy.ServeHTTP(w, r)
-	return out, err
+	return h.peers.Relay(w, r, a, d, last)
 }
+
+// MinClusterKey is the shortest cluster key accepted, in bytes
+// (peer.MinClusterKey).
+const MinClusterKey = peer.MinClusterKey

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wasmkeep/wasmkeep/ingress"
 	"github.com/wasmkeep/wasmkeep/internal/nodetest"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/dirstore"
+	"github.com/wasmkeep/wasmkeep/peer"
 	"github.com/wasmkeep/wasmkeep/supervisors"
 )
 
@@ -141,7 +141,7 @@ func TestForwardToHolder(t *testing.T) {
 		t.Fatalf("record %+v, want held by n1 at generation 1", r)
 	}
 	// A request that was already forwarded once is never forwarded again.
-	status, body := n2.get(t, "/actor/counter/a", http.Header{ingress.ForwardedHeader: {"n9"}})
+	status, body := n2.get(t, "/actor/counter/a", http.Header{peer.ForwardedHeader: {"n9"}})
 	if status != http.StatusServiceUnavailable || !strings.Contains(body, "already forwarded") {
 		t.Fatalf("forwarded twice: %d %q", status, body)
 	}

@@ -3,12 +3,10 @@ package ingress
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net"
-	"net/http"
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/peer"
 )
 
 // An event's way to its actor is one loop, whether it is a client's request
@@ -43,7 +41,7 @@ type way struct {
 	// says what became of it. Unless last, an answer that the event did
 	// not run there, or (retrying) that its outcome is not known there
 	// yet, is not the event's answer: the loop sends it again.
-	send func(ctx context.Context, at actors.Elsewhere, key *actors.EventKey, last, retrying bool) (forwarded, error)
+	send func(ctx context.Context, at actors.Elsewhere, key *actors.EventKey, last, retrying bool) (peer.Sent, error)
 }
 
 // wayEnd is how an event's way ended.
@@ -53,11 +51,11 @@ type wayEnd struct {
 	resp *actors.Response
 	err  error
 	// at is the node the event was last sent to; sent what became of it:
-	// forwardDone when the holder's answer was given, forwardUnknown when
+	// peer.Answered when the holder's answer was given, peer.Unknown when
 	// no answer came for a try that may have reached the event (its
 	// outcome is unknown), anything else when no try ran it (refused).
 	at   *actors.Elsewhere
-	sent forwarded
+	sent peer.Sent
 	// retried: the event was sent again after a try that may have reached
 	// it, for the whole failover wait.
 	retried bool
@@ -115,63 +113,18 @@ func (h *Handler) deliver(w way) wayEnd {
 			sent = &k
 		}
 		out, ferr := w.send(w.ctx, *at, sent, f.last() || handOver, retrying)
-		if out == forwardDone || (out == forwardUnknown && !w.keyed) {
+		if out == peer.Answered || (out == peer.Unknown && !w.keyed) {
 			return wayEnd{at: at, sent: out, err: ferr}
 		}
 		// Not sent, refused without running, or sent with no answer: sent
 		// again once the holder answers or the record is free (the holder
 		// fenced), within the failover wait. The key makes the last safe.
-		retrying = retrying || out == forwardUnknown
+		retrying = retrying || out == peer.Unknown
 		if !f.next(w.ctx) {
 			if retrying {
-				return wayEnd{at: at, sent: forwardUnknown, retried: true, err: ferr}
+				return wayEnd{at: at, sent: peer.Unknown, retried: true, err: ferr}
 			}
 			return wayEnd{at: at, sent: out, err: ferr}
 		}
 	}
-}
-
-// judgeAnswer reads the answer of the node an event was sent to: nil when
-// it is the event's answer, errHolderRefused when the event did not run
-// there, errHolderUnknown when its outcome is not known there yet (or,
-// retrying, it still runs there from an earlier try). Unless last, the
-// caller sends the event again on either error. It tells the keeper what
-// the answer says of the holder.
-func (h *Handler) judgeAnswer(a ownership.Actor, d actors.Elsewhere, status int, header http.Header, last, retrying bool) error {
-	outcome := header.Get(actors.OutcomeHeader)
-	switch {
-	case status == http.StatusUnauthorized && header.Get(NotRunHeader) != "":
-		// Signed for an instance the holder no longer is: its lease is
-		// read again, and the event sent again.
-		h.cfg.Keeper.PeerUnreachable(d.Node)
-		fallthrough
-	case status == http.StatusServiceUnavailable && header.Get(NotRunHeader) != "":
-		h.cfg.Keeper.RouteFailed(a, d.Node)
-		if !last {
-			return errHolderRefused
-		}
-	case !last && status == http.StatusGatewayTimeout && outcome == "unknown" && header.Get(actors.RanHeader) == "",
-		!last && retrying && status == http.StatusConflict && outcome == "running":
-		return errHolderUnknown
-	}
-	return nil
-}
-
-// judgeFailure says what became of an event whose send ended with err and
-// no answer: nothing was sent when the connection could not be made, and
-// otherwise it may have reached the holder. dead says this node took the
-// holder for dead while it waited (watchHolder). It tells the keeper and
-// the peer log, and returns the error to report.
-func (h *Handler) judgeFailure(a ownership.Actor, d actors.Elsewhere, what string, err error, dead bool) (forwarded, error) {
-	h.peerLog.failed(d.Node, d.Addr, what, err)
-	h.cfg.Keeper.RouteFailed(a, d.Node)
-	var op *net.OpError
-	switch {
-	case errors.As(err, &op) && op.Op == "dial":
-		h.cfg.Keeper.PeerUnreachable(d.Node)
-		return forwardNotSent, err
-	case dead:
-		return forwardUnknown, fmt.Errorf("node %s taken for dead while it did not answer", d.Node)
-	}
-	return forwardUnknown, err
 }

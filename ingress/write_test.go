@@ -12,6 +12,7 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/peer"
 )
 
 type grantingKeeper struct{}
@@ -31,7 +32,7 @@ func (bigAnswer) Take(context.Context, ownership.Actor) (*actors.Elsewhere, erro
 // A client that never reads its answer holds its handler only until the
 // answer's write deadline.
 func TestUnreadAnswerEndsAtItsDeadline(t *testing.T) {
-	h, err := New(Config{Node: "n1", Keeper: grantingKeeper{}, Host: bigAnswer{}, Registry: actors.BuiltIn()})
+	h, err := New(Config{Node: "n1", Keeper: grantingKeeper{}, Host: bigAnswer{}, Registry: actors.BuiltIn(), Peers: mustPeers(t, grantingKeeper{})})
 	require.NoError(t, err)
 	h.writeTimeout = 300 * time.Millisecond
 	done := make(chan struct{}, 1)
@@ -50,4 +51,14 @@ func TestUnreadAnswerEndsAtItsDeadline(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the handler is still writing to a client that does not read, 10 s on")
 	}
+}
+
+// mustPeers is the peer client of node n1 whose keeper is k.
+func mustPeers(t *testing.T, k peer.Keeper) *peer.Client {
+	t.Helper()
+	c, err := peer.New(peer.Config{Node: "n1", Keeper: k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

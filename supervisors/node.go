@@ -19,6 +19,7 @@ import (
 	"github.com/wasmkeep/wasmkeep/ingress"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/keeper"
+	"github.com/wasmkeep/wasmkeep/peer"
 	"github.com/wasmkeep/wasmkeep/sockets"
 )
 
@@ -80,10 +81,10 @@ type NodeConfig struct {
 	// HTTPIdleTimeout closes a keep-alive connection idle this long. Zero:
 	// DefaultHTTPIdleTimeout.
 	HTTPIdleTimeout time.Duration
-	// PeerConns bounds the connections to each peer (see Config).
+	// PeerConns bounds the connections to each peer (see peer.Config).
 	PeerConns int
 	// PeerTransport, when set, carries forwarded requests and calls to
-	// peers (tests put faults in it). Nil: the ingress's own.
+	// peers (tests put faults in it). Nil: the peer client's own.
 	PeerTransport http.RoundTripper
 	// KeyWindow is how long an actor remembers a client's Idempotency-Key,
 	// MaxKeys how many event keys one actor remembers (see actors/keys.go).
@@ -127,6 +128,7 @@ type Node struct {
 	done    chan struct{} // the keeper ended, or the tree failed
 	metrics http.Handler  // the registry's /metrics
 	ingress *ingress.Handler
+	peers   *peer.Client
 }
 
 // StartNode starts the keeper (it returns once the node's lease is taken),
@@ -227,13 +229,21 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	if cfg.PublicAdmin {
 		debug, status = debugHandler(tree), n.statusHandler()
 	}
+	peers, err := peer.New(peer.Config{
+		Node: cfg.Core.Node, Keeper: k, Transport: cfg.PeerTransport, PeerConns: cfg.PeerConns,
+		ClusterKey: cfg.ClusterKey, MaxBody: cfg.MaxBody, Logger: log,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	n.peers = peers
 	h, err := ingress.New(ingress.Config{
 		Debug: debug, Status: status, PeerStatus: n.statusHandler(),
 		Node: cfg.Core.Node, Instance: cfg.Core.Instance, Keeper: k, Host: n.host, Registry: cfg.Registry, Gatherer: reg, Logger: log, MaxBody: cfg.MaxBody,
-		Sockets: n.sockets, ClusterKey: cfg.ClusterKey, Registerer: reg, PeerConns: cfg.PeerConns,
+		Sockets: n.sockets, ClusterKey: cfg.ClusterKey, Registerer: reg,
 		MaxBodyInflight: cfg.MaxBodyInflight, BodyTimeout: cfg.BodyTimeout, BodyMinRate: cfg.BodyMinRate,
 		MaxConns: cfg.MaxConns, OverflowConns: cfg.OverflowConns, HTTPIdleTimeout: cfg.HTTPIdleTimeout,
-		FailoverWait: cfg.FailoverWait, Transport: cfg.PeerTransport, KeyWindow: cfg.KeyWindow,
+		FailoverWait: cfg.FailoverWait, Peers: peers, KeyWindow: cfg.KeyWindow,
 	})
 	if err != nil {
 		return fail(err)
@@ -241,7 +251,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	n.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	caller.h.Store(h)
 	n.ingress = h
-	if err := n.spawnDrivers(cfg, k, h.Take, hooks, log); err != nil {
+	if err := n.spawnDrivers(cfg, k, peers.Take, hooks, log); err != nil {
 		return fail(err)
 	}
 	n.server = h.Server()
@@ -412,7 +422,7 @@ func (n *Node) Stop(ctx context.Context) error {
 	// events still reach the actors, which hibernate after. So do the
 	// sockets it relays to other nodes.
 	n.sockets.CloseAll(1012, "stop")
-	n.ingress.CloseRelays(1012, "stop")
+	n.peers.CloseRelays(1012, "stop")
 	if err := n.sockets.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("websocket shutdown: %w", err))
 	}
@@ -435,7 +445,7 @@ func (n *Node) Stop(ctx context.Context) error {
 func (n *Node) Abort() {
 	n.server.Close()
 	n.sockets.CloseAll(1012, "lapse")
-	n.ingress.CloseRelays(1012, "node exits")
+	n.peers.CloseRelays(1012, "node exits")
 	n.host.DropAll()
 }
 

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/wasmkeep/wasmkeep/ingress"
+	"github.com/wasmkeep/wasmkeep/peer"
 )
 
 // While a node waits for its lease (a crashed start of the same node may
@@ -30,7 +30,7 @@ func startingServer(lis net.Listener, log *slog.Logger) (stop func()) {
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", "1")
-		w.Header().Set(ingress.NotRunHeader, "1") // nothing runs before the lease
+		w.Header().Set(peer.NotRunHeader, "1") // nothing runs before the lease
 		w.Header().Set("Connection", "close")
 		http.Error(w, "node starting: waiting for its lease", http.StatusServiceUnavailable)
 	})

@@ -54,6 +54,11 @@ var forbiddenImports = map[string]map[string]string{
 		module + "/supervisors":      "the node is assembled around its HTTP entry, not by it",
 		module + "/ownership/keeper": "the entry hands events to the actors side and never asks the keeper itself",
 	},
+	"peer": {
+		module + "/ingress":          "the entry uses the peer client, never the other way",
+		module + "/supervisors":      "the peer client knows the node only through the keeper's interface",
+		module + "/ownership/keeper": "the peer client knows the node only through the keeper's interface",
+	},
 	"actors": {
 		module + "/ingress":     "actors are reached by the entry, never the other way",
 		module + "/supervisors": "actors are supervised by the tree, and know nothing of it",
@@ -161,7 +166,7 @@ func TestModuleKeepsItsRules(t *testing.T) {
 	for _, p := range pkgs {
 		names = append(names, rel(p.ImportPath))
 	}
-	want := append([]string{"ownership", "cli", "cmd/wasmkeep", "examples/chat", "ingress", "sockets"}, actorPackages...)
+	want := append([]string{"ownership", "cli", "cmd/wasmkeep", "examples/chat", "ingress", "sockets", "peer"}, actorPackages...)
 	for _, want := range append(want, pure...) {
 		if !slices.Contains(names, want) {
 			t.Fatalf("go list did not list %s", want)
@@ -194,6 +199,8 @@ func TestRulesCatchWhatTheyForbid(t *testing.T) {
 		"runs with syscalls":          {pkg{ImportPath: module + "/actors/kvrun", Imports: []string{"syscall"}}, "no I/O of its own"},
 		"runs in an actor":            {pkg{ImportPath: module + "/actors/kvrun", Deps: []string{"github.com/asynkron/protoactor-go/actor"}}, "no actor system"},
 		"socket owner knowing actors": {pkg{ImportPath: module + "/sockets", Deps: []string{module + "/actors"}}, "knows actors only as"},
+		"peer client in the entry":    {pkg{ImportPath: module + "/peer", Imports: []string{module + "/ingress"}}, "the entry uses the peer client"},
+		"peer client in the tree":     {pkg{ImportPath: module + "/peer", Imports: []string{module + "/supervisors"}}, "knows the node only"},
 		"command with logic":          {pkg{ImportPath: module + "/cmd/wasmkeep", GoFiles: []string{"main.go", "serve.go"}}, "wiring only"},
 		"command importing":           {pkg{ImportPath: module + "/cmd/wasmkeep", GoFiles: []string{"main.go"}, Imports: []string{module + "/ingress"}}, "nothing else"},
 	} {

@@ -1,8 +1,7 @@
-package ingress
+package peer
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -10,9 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/wasmkeep/wasmkeep/actors"
-	"github.com/wasmkeep/wasmkeep/ownership"
 )
 
 func TestSignatureChecksWhatThePeerSays(t *testing.T) {
@@ -28,10 +24,10 @@ func TestSignatureChecksWhatThePeerSays(t *testing.T) {
 		r.Header.Set("Cookie", "session=a")
 		r.Header.Add("X-Many", "1")
 		r.Header.Add("X-Many", "2")
-		signRequest(r, []byte("body"), key, now)
+		Sign(r, []byte("body"), key, now)
 		return r
 	}
-	if _, _, _, err := verifyRequest(signed(), []byte("body"), key, now.Add(30*time.Second)); err != nil {
+	if _, _, _, err := verify(signed(), []byte("body"), key, now.Add(30*time.Second)); err != nil {
 		t.Fatalf("a signed request within the window: %v", err)
 	}
 	for name, tc := range map[string]struct {
@@ -77,7 +73,7 @@ func TestSignatureChecksWhatThePeerSays(t *testing.T) {
 		if tc.key != "" {
 			k = []byte(tc.key)
 		}
-		if _, _, _, err := verifyRequest(r, []byte(body), k, now.Add(tc.at)); !errors.Is(err, errUnsigned) {
+		if _, _, _, err := verify(r, []byte(body), k, now.Add(tc.at)); !errors.Is(err, ErrUnsigned) {
 			t.Errorf("%s: %v; want refused", name, err)
 		}
 	}
@@ -85,10 +81,7 @@ func TestSignatureChecksWhatThePeerSays(t *testing.T) {
 
 func TestPeerRequestReplayRefusedAndUnsignedHeadersDropped(t *testing.T) {
 	key := []byte("0123456789abcdef0123456789abcdef")
-	h, err := New(Config{Node: "n1", Keeper: stubKeeper{}, Host: stubHost{}, Registry: actors.BuiltIn(), ClusterKey: key})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := NewVerifier(key, "n1", "")
 	r, err := http.NewRequest(http.MethodGet, "http://n1/actor/counter/a", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -96,14 +89,14 @@ func TestPeerRequestReplayRefusedAndUnsignedHeadersDropped(t *testing.T) {
 	r.Header.Set(ForwardedHeader, "n2")
 	r.Header.Set(ForwardedToHeader, "n1")
 	r.Header.Set("Cookie", "session=a")
-	signRequest(r, nil, key, time.Now())
+	Sign(r, nil, key, time.Now())
 	replay := r.Clone(r.Context())
 	elsewhere := r.Clone(r.Context())
 	// Added on the way (as a transport adds its own): not signed, so not
 	// seen by the actor.
 	r.Header.Set("Accept-Encoding", "gzip")
 	r.Header.Set("Content-Length", "0")
-	if err := h.verifyPeer(r, nil); err != nil {
+	if err := h.Check(r, nil); err != nil {
 		t.Fatalf("first: %v", err)
 	}
 	if _, ok := r.Header["Accept-Encoding"]; ok {
@@ -112,14 +105,11 @@ func TestPeerRequestReplayRefusedAndUnsignedHeadersDropped(t *testing.T) {
 	if r.Header.Get("Cookie") != "session=a" || r.Header.Get(ForwardedHeader) != "n2" || r.Header.Get("Content-Length") != "0" {
 		t.Errorf("signed headers lost: %v", r.Header)
 	}
-	if err := h.verifyPeer(replay, nil); !errors.Is(err, errReplayed) {
-		t.Fatalf("replay: %v; want %v", err, errReplayed)
+	if err := h.Check(replay, nil); !errors.Is(err, ErrReplayed) {
+		t.Fatalf("replay: %v; want %v", err, ErrReplayed)
 	}
-	other, err := New(Config{Node: "n3", Keeper: stubKeeper{}, Host: stubHost{}, Registry: actors.BuiltIn(), ClusterKey: key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := other.verifyPeer(elsewhere, nil); !errors.Is(err, errUnsigned) || !strings.Contains(err.Error(), "signed for node") {
+	other := NewVerifier(key, "n3", "")
+	if err := other.Check(elsewhere, nil); !errors.Is(err, ErrUnsigned) || !strings.Contains(err.Error(), "signed for node") {
 		t.Fatalf("a request for n1 played to n3: %v; want refused", err)
 	}
 }
@@ -133,7 +123,7 @@ func TestSignatureSurvivesTheWire(t *testing.T) {
 	got := make(chan error, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		_, _, _, err := verifyRequest(r, body, key, time.Now())
+		_, _, _, err := verify(r, body, key, time.Now())
 		got <- err
 	}))
 	defer srv.Close()
@@ -156,7 +146,7 @@ func TestSignatureSurvivesTheWire(t *testing.T) {
 			r.Header[k] = vs
 		}
 		r.Header.Set(ForwardedHeader, "n2")
-		signRequest(r, body, key, time.Now())
+		Sign(r, body, key, time.Now())
 		res, err := http.DefaultTransport.RoundTrip(r)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -182,31 +172,12 @@ func TestNoncesForgottenAfterTwoWindows(t *testing.T) {
 	}
 }
 
-type stubKeeper struct{}
-
-func (stubKeeper) Status() ownership.Status                      { return ownership.Status{} }
-func (stubKeeper) PeerUnreachable(ownership.NodeID)              {}
-func (stubKeeper) RouteFailed(ownership.Actor, ownership.NodeID) {}
-
-type stubHost struct{}
-
-func (stubHost) Dispatch(context.Context, ownership.Actor, *actors.Request) (*actors.Response, *actors.Elsewhere, error) {
-	return nil, nil, errors.New("stub")
-}
-
-func (stubHost) Take(context.Context, ownership.Actor) (*actors.Elsewhere, error) {
-	return nil, errors.New("stub")
-}
-
 // TestPeerRequestForAnotherStart: a request signed for another instance of
 // the node is refused, and so is one naming none that was signed before
 // this start (a node of an earlier version would send one, fresh).
 func TestPeerRequestForAnotherStart(t *testing.T) {
 	key := []byte("0123456789abcdef0123456789abcdef")
-	h, err := New(Config{Node: "n1", Instance: "now", Keeper: stubKeeper{}, Host: stubHost{}, Registry: actors.BuiltIn(), ClusterKey: key})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := NewVerifier(key, "n1", "now")
 	req := func(inst string, at time.Time) *http.Request {
 		r, err := http.NewRequest(http.MethodGet, "http://n1/actor/counter/a", nil)
 		if err != nil {
@@ -217,19 +188,19 @@ func TestPeerRequestForAnotherStart(t *testing.T) {
 		if inst != "" {
 			r.Header.Set(ForwardedInstanceHeader, inst)
 		}
-		signRequest(r, nil, key, at)
+		Sign(r, nil, key, at)
 		return r
 	}
-	if err := h.verifyPeer(req("before", time.Now()), nil); !errors.Is(err, errOtherInstance) {
+	if err := h.Check(req("before", time.Now()), nil); !errors.Is(err, ErrOtherInstance) {
 		t.Fatalf("for another instance: %v", err)
 	}
-	if err := h.verifyPeer(req("", time.Now().Add(-time.Second)), nil); !errors.Is(err, errOtherInstance) {
+	if err := h.Check(req("", time.Now().Add(-time.Second)), nil); !errors.Is(err, ErrOtherInstance) {
 		t.Fatalf("for no instance, signed before the start: %v", err)
 	}
-	if err := h.verifyPeer(req("", time.Now().Add(time.Second)), nil); err != nil {
+	if err := h.Check(req("", time.Now().Add(time.Second)), nil); err != nil {
 		t.Fatalf("for no instance, signed after the start: %v", err)
 	}
-	if err := h.verifyPeer(req("now", time.Now()), nil); err != nil {
+	if err := h.Check(req("now", time.Now()), nil); err != nil {
 		t.Fatalf("for this instance: %v", err)
 	}
 }

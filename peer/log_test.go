@@ -1,4 +1,4 @@
-package ingress
+package peer
 
 import (
 	"errors"

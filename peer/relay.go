@@ -1,4 +1,4 @@
-package ingress
+package peer
 
 import (
 	"bufio"
@@ -12,8 +12,6 @@ import (
 	"net/http"
 	"sync"
 	"time"
-
-	"github.com/gorilla/websocket"
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/ownership"
@@ -132,7 +130,7 @@ func (r *relay) end() {
 	})
 }
 
-// relays are the relayed sockets of a Handler, for CloseRelays.
+// relays are the relayed sockets of a Client, for CloseRelays.
 type relays struct {
 	mu     sync.Mutex
 	all    map[*relay]struct{}
@@ -165,14 +163,14 @@ func (rs *relays) remove(r *relay) {
 // code and reason (a stop gives 1012, service restart, as the node's own
 // sockets get), the holder one with the same code, each at a frame
 // boundary, unless a frame takes more than a second to finish.
-func (h *Handler) CloseRelays(code int, reason string) {
-	h.relays.mu.Lock()
-	h.relays.closed, h.relays.code, h.relays.reason = true, code, reason
-	all := make([]*relay, 0, len(h.relays.all))
-	for r := range h.relays.all {
+func (c *Client) CloseRelays(code int, reason string) {
+	c.relays.mu.Lock()
+	c.relays.closed, c.relays.code, c.relays.reason = true, code, reason
+	all := make([]*relay, 0, len(c.relays.all))
+	for r := range c.relays.all {
 		all = append(all, r)
 	}
-	h.relays.mu.Unlock()
+	c.relays.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, r := range all {
 		wg.Go(func() {
@@ -188,76 +186,61 @@ func (h *Handler) CloseRelays(code int, reason string) {
 	wg.Wait()
 }
 
-// relaySocket sends the upgrade r to the holder d and, once the holder
-// accepted it, relays the socket until either side ends it or the node
-// stops (CloseRelays). An answer other than 101 is relayed as forward
-// relays one, and classified the same way.
-func (h *Handler) relaySocket(w http.ResponseWriter, r *http.Request, a ownership.Actor, d actors.Elsewhere, last bool) (forwarded, error) {
-	// A relayed socket holds two descriptors while it lives, the client's
-	// and the peer's: both come out of the socket budget.
-	if h.cfg.Sockets != nil {
-		release, err := h.cfg.Sockets.Reserve(2)
-		if err != nil {
-			unavailable(w, 5*time.Second, "too many sockets on this node: "+err.Error())
-			return forwardDone, nil
-		}
-		defer release()
+// Relay sends the WebSocket upgrade r for actor a to the node d that holds
+// it and, once the holder accepted it, relays the socket until either side
+// ends it or the node stops (CloseRelays). An answer other than 101 is
+// relayed as Forward relays one, and judged the same way. The two
+// descriptors a relayed socket holds while it lives, the client's and the
+// holder's, are the caller's to count.
+func (c *Client) Relay(w http.ResponseWriter, r *http.Request, a ownership.Actor, d actors.Elsewhere, last bool) (Sent, error) {
+	if c.unsendable(w, r, a, d) {
+		return Answered, nil
 	}
 	out := r.Clone(context.Background())
 	out.URL.Scheme, out.URL.Host, out.Host, out.RequestURI = "http", d.Addr, d.Addr, ""
-	out.Header.Set(ForwardedHeader, string(h.cfg.Node))
-	out.Header.Set(ForwardedToHeader, string(d.Node))
-	setInstance(out.Header, d.Instance)
 	out.Body, out.ContentLength = http.NoBody, 0
-	if len(h.cfg.ClusterKey) > 0 {
-		signRequest(out, nil, h.cfg.ClusterKey, time.Now())
-	}
-	dialer := net.Dialer{Timeout: peerDialTimeout, KeepAlive: 30 * time.Second}
+	c.header(out, d, nil)
+	dialer := net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}
 	peer, err := dialer.DialContext(r.Context(), "tcp", d.Addr)
 	if err != nil {
-		h.cfg.Keeper.PeerUnreachable(d.Node)
-		h.cfg.Keeper.RouteFailed(a, d.Node)
-		h.peerLog.failed(d.Node, d.Addr, "relay", err)
-		return forwardNotSent, err
+		c.cfg.Keeper.PeerUnreachable(d.Node)
+		c.cfg.Keeper.RouteFailed(a, d.Node)
+		c.peers.failed(d.Node, d.Addr, "relay", err)
+		return NotSent, err
 	}
 	// The handshake is bounded as a forward's answer is, and ends early if
 	// the holder is taken for dead meanwhile.
-	peer.SetDeadline(time.Now().Add(peerAnswerTimeout))
-	stopWatch := h.watchHolder(d.Node, func() { peer.Close() })
+	peer.SetDeadline(time.Now().Add(answerTimeout))
+	stopWatch := c.watchHolder(d.Node, func() { peer.Close() })
 	res, br, err := handshake(peer, out)
 	stopWatch()
 	if err != nil {
 		peer.Close()
-		h.cfg.Keeper.RouteFailed(a, d.Node)
-		h.peerLog.failed(d.Node, d.Addr, "relay", err)
-		return forwardUnknown, err
+		c.cfg.Keeper.RouteFailed(a, d.Node)
+		c.peers.failed(d.Node, d.Addr, "relay", err)
+		return Unknown, err
 	}
-	h.peerLog.answered(d.Node)
+	c.peers.answered(d.Node)
 	if res.StatusCode != http.StatusSwitchingProtocols {
 		defer peer.Close()
 		defer res.Body.Close()
-		if res.StatusCode == http.StatusServiceUnavailable && res.Header.Get(NotRunHeader) != "" ||
-			res.StatusCode == http.StatusUnauthorized && res.Header.Get(NotRunHeader) != "" {
-			h.cfg.Keeper.RouteFailed(a, d.Node)
-			if res.StatusCode == http.StatusUnauthorized {
-				h.cfg.Keeper.PeerUnreachable(d.Node)
-			}
-			if !last {
-				return forwardRefused, errHolderRefused
-			}
+		// Judged as a forward's answer is, with no earlier try to ask
+		// about: an upgrade has no key, and is not sent again once sent.
+		if err := c.judgeAnswer(a, d, res.StatusCode, res.Header, last, false); errors.Is(err, ErrHolderRefused) {
+			return Refused, err
 		}
 		for k, vs := range res.Header {
 			w.Header()[k] = vs
 		}
 		w.WriteHeader(res.StatusCode)
-		io.Copy(w, io.LimitReader(res.Body, h.cfg.MaxBody))
-		return forwardDone, nil
+		io.Copy(w, io.LimitReader(res.Body, c.cfg.MaxBody))
+		return Answered, nil
 	}
 	peer.SetDeadline(time.Time{})
 	client, cbuf, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		peer.Close()
-		return forwardDone, fmt.Errorf("relay: %w", err)
+		return Answered, fmt.Errorf("relay: %w", err)
 	}
 	rl := &relay{client: client, peer: peer}
 	rl.down = relayDir{src: br, dst: bufio.NewWriterSize(client, 32<<10)}
@@ -265,30 +248,30 @@ func (h *Handler) relaySocket(w http.ResponseWriter, r *http.Request, a ownershi
 	defer rl.end()
 	client.SetDeadline(time.Time{})
 	if err := writeSwitching(rl.down.dst, res); err != nil {
-		return forwardDone, nil
+		return Answered, nil
 	}
-	if !h.relays.add(rl) {
+	if !c.relays.add(rl) {
 		// The node stops: the socket is closed as the others were.
-		h.relays.mu.Lock()
-		code, reason := h.relays.code, h.relays.reason
-		h.relays.mu.Unlock()
+		c.relays.mu.Lock()
+		code, reason := c.relays.code, c.relays.reason
+		c.relays.mu.Unlock()
 		rl.down.closeWith(code, reason)
 		rl.up.closeWith(code, reason)
-		return forwardDone, nil
+		return Answered, nil
 	}
-	defer h.relays.remove(rl)
+	defer c.relays.remove(rl)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		err := rl.up.copyFrames()
-		h.relayEnded("client", err)
+		c.relayEnded("client", err)
 		rl.end()
 	}()
 	err = rl.down.copyFrames()
-	h.relayEnded("holder", err)
+	c.relayEnded("holder", err)
 	rl.end()
 	<-done
-	return forwardDone, nil
+	return Answered, nil
 }
 
 // handshake writes the upgrade out on conn and reads the answer. The
@@ -323,12 +306,9 @@ func writeSwitching(w *bufio.Writer, res *http.Response) error {
 
 // relayEnded logs why a relayed socket ended, when it was not one side
 // closing it.
-func (h *Handler) relayEnded(side string, err error) {
+func (c *Client) relayEnded(side string, err error) {
 	if err == nil || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
 		return
 	}
-	h.log.Debug("relayed websocket ended", slog.String("side", side), slog.Any("err", err))
+	c.log.Debug("relayed websocket ended", slog.String("side", side), slog.Any("err", err))
 }
-
-// isUpgrade says whether r asks for a WebSocket.
-func isUpgrade(r *http.Request) bool { return websocket.IsWebSocketUpgrade(r) }
