@@ -26,13 +26,13 @@ type Class interface {
 }
 
 // ResidentClass is implemented by classes that keep resources per resident
-// actor (a wasm class keeps one wasm instance per actor). When an actor of
-// such a class becomes resident, its proto.actor actor calls NewResident
-// once, on its own goroutine before its first event, and sends every event
-// of that residency to the returned Resident instead of the class; it calls
-// Close on the same goroutine when the actor stops being resident
-// (hibernation, eviction, StopActing, node stop). The Class's own Handle is
-// then not called by Host.
+// actor (a wasm class keeps a guest per actor, or a place on a shared
+// one). When an actor of such a class becomes resident, its proto.actor
+// actor calls NewResident once, on its own goroutine before its first
+// event, and sends every event of that residency to the returned Resident
+// instead of the class; it calls Close on the same goroutine when the actor
+// stops being resident (hibernation, eviction, StopActing, node stop). The
+// Class's own Handle is then not called by Host.
 type ResidentClass interface {
 	Class
 	NewResident(a ownership.Actor) Resident

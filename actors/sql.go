@@ -44,7 +44,7 @@ import (
 //
 // # One connection per resident actor
 //
-// A connection is a SQLite instance of its own (compiled to wasm and
+// A connection runs a SQLite of its own (compiled to wasm and
 // translated to Go: about 300 KiB and 0.3 ms to open; see
 // RATIONALE.md). The actor's connection opens at its first SQL call in a
 // residency and stays open, with its page cache and parsed schema, until

@@ -93,8 +93,8 @@ func BenchmarkSQLCall(b *testing.B) {
 // BenchmarkSQLMemory: the memory a connection takes, with the page cache
 // of sqlCacheKiB and with SQLite's default (2,000 KiB), once it has read
 // every row of a database of 64 KiB and of 1 MiB. Reported per
-// connection: the resident set (the SQLite instance's memory is mapped
-// outside Go's heap) and Go's heap.
+// connection: the resident set (the memory of the connection's SQLite is
+// mapped outside Go's heap) and Go's heap.
 func BenchmarkSQLMemory(b *testing.B) {
 	for _, kib := range []int{64, 1024} {
 		for _, cache := range []int{sqlCacheKiB, 2000} {

@@ -128,8 +128,8 @@ type serveConfig struct {
 	KeyWindow time.Duration
 	MaxKeys   int
 	// WasmIsolation overrides the isolation wasm modules declare, by class
-	// name ("" for every class); WasmShared sizes each class's shared wasm
-	// instances (0: GOMAXPROCS).
+	// name ("" for every class); WasmShared sizes each class's shared
+	// guests (0: GOMAXPROCS).
 	WasmIsolation isolationFlag
 	WasmShared    int
 }
@@ -225,7 +225,7 @@ func (c serveConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("--wasm-event-timeout %v: must be positive", c.WasmEventTimeout))
 	}
 	if c.WasmShared < 0 {
-		errs = append(errs, fmt.Errorf("--wasm-shared-instances %d: must not be negative", c.WasmShared))
+		errs = append(errs, fmt.Errorf("--wasm-shared-guests %d: must not be negative", c.WasmShared))
 	}
 	core := c.core("instance")
 	if err := core.Validate(); err != nil {
@@ -251,7 +251,7 @@ func (c serveConfig) core(instance ownership.InstanceID) ownership.Config {
 // wasm is the configuration of the wasm runtime.
 func (c serveConfig) wasm(log *slog.Logger) wasmhost.Config {
 	return wasmhost.Config{CacheDir: c.CacheDir, MemoryLimit: int64(c.WasmMemory), EventTimeout: c.WasmEventTimeout,
-		TrimInterval: c.WasmTrim, Isolation: c.WasmIsolation, SharedInstances: c.WasmShared, Logger: log}
+		TrimInterval: c.WasmTrim, Isolation: c.WasmIsolation, SharedGuests: c.WasmShared, Logger: log}
 }
 
 // isolationFlag is --wasm-isolation: "actor" or "class" for every wasm
@@ -416,11 +416,11 @@ func setupServe(fs *flag.FlagSet) action {
 	fs.BoolVar(&cfg.DrainOnStop, "drain-on-stop", cfg.DrainOnStop, "on SIGINT or SIGTERM, when a live peer exists, drain first (hand the actors to the peers, close the sockets with 1012 so their clients reconnect to a peer) for at most half of --stop-timeout, then stop; false: stop at once (every record released, sockets closed with 1012)")
 	fs.StringVar(&cfg.Classes, "classes", cfg.Classes, "directory whose NAME.wasm files are served as wasm classes NAME, read at start (a missing directory: no wasm classes)")
 	fs.StringVar(&cfg.CacheDir, "cache-dir", cfg.CacheDir, "directory keeping compiled wasm classes across starts so later starts compile fast: wasmkeep/wasm in the user cache directory unless set, \"\" for none on disk; keep it out of a directory bucket")
-	fs.Var(&cfg.WasmMemory, "wasm-memory", "largest linear memory of one wasm instance, whether it serves one resident wasm actor or, shared, many (bytes, or with KiB or MiB); a guest growing past it fails its event")
-	fs.DurationVar(&cfg.WasmTrim, "wasm-trim-after", cfg.WasmTrim, "memory the wasm runtime keeps for fast wasm instance starts (freed memories, each class's started wasm instances) goes back to the system once unused this long; a negative value keeps it")
+	fs.Var(&cfg.WasmMemory, "wasm-memory", "largest linear memory of one guest (an instantiated wasm module), whether it serves one resident wasm actor or, shared, many (bytes, or with KiB or MiB); a guest growing past it fails its event")
+	fs.DurationVar(&cfg.WasmTrim, "wasm-trim-after", cfg.WasmTrim, "memory the wasm runtime keeps for fast guest starts (freed memories, each class's started guests) goes back to the system once unused this long; a negative value keeps it")
 	fs.DurationVar(&cfg.WasmEventTimeout, "wasm-event-timeout", cfg.WasmEventTimeout, "longest a wasm guest may run for one event; past it the guest is stopped and the event fails")
-	fs.Var(&cfg.WasmIsolation, "wasm-isolation", "how the resident actors of wasm classes share wasm instances, over what each module declares: actor (a wasm instance of its own per resident actor, about a megabyte each) or class (a few wasm instances per class, see --wasm-shared-instances, each serving many actors one event at a time; a guest failure discards the instance with the in-memory objects of all its actors, which reload from storage), for every class, or NAME=actor or NAME=class for one; repeatable")
-	fs.IntVar(&cfg.WasmShared, "wasm-shared-instances", 0, "how many wasm instances serve the resident actors of each wasm class in isolation class (one more for an event whose every instance is held by an event waiting for it through calls); 0: as many as the cores the Go runtime uses (GOMAXPROCS)")
+	fs.Var(&cfg.WasmIsolation, "wasm-isolation", "how the resident actors of wasm classes share guests (instantiated wasm modules), over what each module declares: actor (a guest of its own per resident actor, about a megabyte each) or class (a few guests per class, see --wasm-shared-guests, each serving many actors one event at a time; a guest failure discards the guest with the in-memory objects of all its actors, which reload from storage), for every class, or NAME=actor or NAME=class for one; repeatable")
+	fs.IntVar(&cfg.WasmShared, "wasm-shared-guests", 0, "how many guests serve the resident actors of each wasm class in isolation class (one more for an event whose every guest is held by an event waiting for it through calls); 0: as many as the cores the Go runtime uses (GOMAXPROCS)")
 	return func(ctx context.Context, e env, _ []string) error {
 		if err := cfg.Validate(); err != nil {
 			return usageError{err}

@@ -246,7 +246,7 @@ func TestServeWasmClasses(t *testing.T) {
 	}
 	metrics, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if !strings.Contains(string(metrics), `wasmkeep_wasm_shared_instances{class="counter-wasm"}`) {
+	if !strings.Contains(string(metrics), `wasmkeep_wasm_shared_guests{class="counter-wasm"}`) {
 		t.Errorf("/metrics has no wasm runtime series")
 	}
 	s.stop(t)

@@ -2,7 +2,7 @@
 //
 // An actor accepts a WebSocket upgrade inside its HTTP request handler
 // (Owner.Accept); from then on the socket belongs to the node, not to the
-// actor's instance, so the actor may hibernate while its clients stay
+// actor in memory, so the actor may hibernate while its clients stay
 // connected. What arrives on a socket is handed to the node's Sink (Message,
 // then one terminal Close or Error), which wakes the actor; what the actor
 // does with its sockets (Send, Broadcast, Close, List, attachments, an

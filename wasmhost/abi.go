@@ -26,11 +26,11 @@ import (
 const abiModule = "wasmkeep"
 
 // event is the host's state for the event a guest call is serving. It is
-// the call's context too (so that one host module serves every wasm
-// instance): the caller's context, with the event for the host functions
-// (Value) and the stop of the event timeout (Err, Done), which costs an
-// event no context of its own. Invariant: but for the stop, an event is
-// touched only by the goroutine that calls the guest, while the call runs.
+// the call's context too (so that one host module serves every guest):
+// the caller's context, with the event for the host functions (Value) and
+// the stop of the event timeout (Err, Done), which costs an event no
+// context of its own. Invariant: but for the stop, an event is touched only
+// by the goroutine that calls the guest, while the call runs.
 type event struct {
 	parent  context.Context // the caller's
 	stopped atomic.Bool     // the event timeout stopped the call
@@ -193,7 +193,7 @@ var errLeave = errors.New("wasmkeep host function called in wasmkeep_on_leave, w
 
 // frameOf returns the event a host call serves, whatever its kind. A
 // panic inside a host function fails the guest call with an error, which
-// discards the wasm instance: the guest broke the ABI.
+// discards the guest, which broke the ABI.
 func frameOf(ctx context.Context) *event {
 	ev, ok := ctx.Value(eventKey{}).(*event)
 	if !ok {

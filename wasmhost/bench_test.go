@@ -24,12 +24,12 @@ func cpuTime(tb testing.TB) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// startPath is a way of starting wasm instances, for comparing them in one
+// startPath is a way of starting guests, for comparing them in one
 // run.
 type startPath struct {
 	name  string
 	alloc bool // memories in mappings (memory.go)
-	reuse bool // freed mappings kept for the next wasm instances
+	reuse bool // freed mappings kept for the next guests
 	merge bool // mergeDataSegments
 	image bool // data segments in an image (memory.go)
 	warm  bool // pages touched at start populated in one call (warmth)
@@ -48,8 +48,8 @@ var startPaths = []startPath{
 	{name: "mmap+image+reuse", alloc: true, reuse: true, merge: true, image: true, warm: true}, // the default
 }
 
-// compile returns the counter compiled on a runtime that starts wasm
-// instances the way p does.
+// compile returns the counter compiled on a runtime that starts guests
+// the way p does.
 func (p startPath) compile(tb testing.TB, cfg Config) *Module {
 	tb.Helper()
 	r := newRuntime(tb, cfg)
@@ -79,11 +79,11 @@ func reportVsBaseline(b *testing.B, path, unit string, v float64) {
 	}
 }
 
-// BenchmarkStart measures starting one wasm instance of a Go guest
-// (instantiate, _initialize, ABI check) and its first event, along each
-// start path; guest-bytes is the linear memory a wasm instance holds after
-// it, cpu-ns the process CPU time per start (garbage collection included),
-// x-cpu-ns its ratio to the first path's.
+// BenchmarkStart measures starting one Go guest (instantiate, _initialize,
+// ABI check) and its first event, along each start path; guest-bytes is the
+// linear memory a guest holds after it, cpu-ns the process CPU time per
+// start (garbage collection included), x-cpu-ns its ratio to the first
+// path's.
 func BenchmarkStart(b *testing.B) {
 	for _, p := range startPaths {
 		b.Run(p.name, func(b *testing.B) {
@@ -95,12 +95,12 @@ func BenchmarkStart(b *testing.B) {
 			runtime.GC()
 			cpu0 := cpuTime(b)
 			for b.Loop() {
-				in := m.NewInstance(nil)
-				if _, err := in.Handle(ctx, req, st); err != nil {
+				g := m.NewGuest(nil)
+				if _, err := g.Handle(ctx, req, st); err != nil {
 					b.Fatal(err)
 				}
-				size = in.w.mod.Memory().Size()
-				in.Close()
+				size = g.w.mod.Memory().Size()
+				g.Close()
 			}
 			reportVsBaseline(b, p.name, "cpu-ns/op", float64(cpuTime(b)-cpu0)/float64(b.N))
 			b.ReportMetric(float64(size), "guest-bytes")
@@ -108,10 +108,10 @@ func BenchmarkStart(b *testing.B) {
 	}
 }
 
-// BenchmarkRequest measures one event on a resident wasm instance of the
+// BenchmarkRequest measures one event on a resident guest of the
 // counter: a request in, a storage get and put, a response out; shared:
-// the same on a shared wasm instance (isolation class), its token taken
-// and given back by each event.
+// the same on a shared guest (isolation class), its token taken and given
+// back by each event.
 func BenchmarkRequest(b *testing.B) {
 	b.Run("shared", func(b *testing.B) {
 		m, err := newRuntime(b, Config{}).Compile(context.Background(), "bench", guest(b, counterGuest))
@@ -133,11 +133,11 @@ func BenchmarkRequest(b *testing.B) {
 		cfg  Config
 	}{{"timeout", Config{}}, {"notimeout", Config{NoEventTimeout: true}}} {
 		b.Run(bc.name, func(b *testing.B) {
-			in := newInstance(b, bc.cfg, counterGuest)
+			g := newGuest(b, bc.cfg, counterGuest)
 			ctx, req, st := context.Background(), get("", ""), memStorage{}
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := in.Handle(ctx, req, st); err != nil {
+				if _, err := g.Handle(ctx, req, st); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -154,10 +154,10 @@ func BenchmarkSpin(b *testing.B) {
 		cfg  Config
 	}{{"timeout", Config{}}, {"notimeout", Config{NoEventTimeout: true}}} {
 		b.Run(bc.name, func(b *testing.B) {
-			in := newInstance(b, bc.cfg, probeGuest)
+			g := newGuest(b, bc.cfg, probeGuest)
 			ctx, req, st := context.Background(), get("/spin", "n=1000000"), memStorage{}
 			for b.Loop() {
-				if _, err := in.Handle(ctx, req, st); err != nil {
+				if _, err := g.Handle(ctx, req, st); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -199,14 +199,13 @@ func pss(tb testing.TB) int64 {
 	return 0
 }
 
-// BenchmarkResident measures the memory that resident wasm instances of the
+// BenchmarkResident measures the memory that resident guests of the
 // counter hold, along each start path: rss-bytes is the growth of the
-// process's resident set per wasm instance, with 200 wasm instances
-// resident after one event each, measured after a garbage collection that
-// returns freed memory to the system; x-rss-bytes is its ratio to the first
-// path's. pss-bytes is the growth of the proportional set size: pages
-// shared by several wasm instances (an image's) count once there, but once
-// per wasm instance in the resident set.
+// process's resident set per guest, with 200 guests resident after one
+// event each, measured after a garbage collection that returns freed memory
+// to the system; x-rss-bytes is its ratio to the first path's. pss-bytes is
+// the growth of the proportional set size: pages shared by several guests
+// (an image's) count once there, but once per guest in the resident set.
 func BenchmarkResident(b *testing.B) {
 	for _, p := range startPaths {
 		b.Run(p.name, func(b *testing.B) {
@@ -214,32 +213,32 @@ func BenchmarkResident(b *testing.B) {
 			m := p.compile(b, Config{Prestart: -1})
 			ctx := context.Background()
 			req, st := get("", "read"), memStorage{}
-			var perInstance, pssPer float64
+			var perGuest, pssPer float64
 			for b.Loop() {
 				debug.FreeOSMemory()
 				before, pss0 := rss(b), pss(b)
-				ins := make([]*Instance, n)
-				for i := range ins {
-					ins[i] = m.NewInstance(nil)
-					if _, err := ins[i].Handle(ctx, req, st); err != nil {
+				gs := make([]*Guest, n)
+				for i := range gs {
+					gs[i] = m.NewGuest(nil)
+					if _, err := gs[i].Handle(ctx, req, st); err != nil {
 						b.Fatal(err)
 					}
 				}
 				debug.FreeOSMemory()
-				perInstance, pssPer = float64(rss(b)-before)/n, float64(pss(b)-pss0)/n
-				for _, in := range ins {
-					in.Close()
+				perGuest, pssPer = float64(rss(b)-before)/n, float64(pss(b)-pss0)/n
+				for _, g := range gs {
+					g.Close()
 				}
 			}
-			reportVsBaseline(b, p.name, "rss-bytes", perInstance)
+			reportVsBaseline(b, p.name, "rss-bytes", perGuest)
 			reportVsBaseline(b, p.name, "pss-bytes", pssPer)
 		})
 	}
 }
 
 // BenchmarkWake measures the latency of an actor's first event after a
-// wake (ns/op: a new Instance's first Handle, start included) without and
-// with the default pool of started wasm instances (Config.Prestart), each
+// wake (ns/op: a new Guest's first Handle, start included) without and
+// with the default pool of started guests (Config.Prestart), each
 // wake after the pool is full again; cpu-ns is all the process CPU time per
 // wake, the pool's background starts included, and x-ns its ratio to no
 // pool.
@@ -252,12 +251,12 @@ func BenchmarkWake(b *testing.B) {
 			ctx := context.Background()
 			req, st := get("", "read"), memStorage{}
 			wake := func() {
-				in := m.NewInstance(nil)
-				if _, err := in.Handle(ctx, req, st); err != nil {
+				g := m.NewGuest(nil)
+				if _, err := g.Handle(ctx, req, st); err != nil {
 					b.Fatal(err)
 				}
 				b.StopTimer()
-				in.Close()
+				g.Close()
 				waitPool(b, m)
 			}
 			wake() // starts filling the pool
@@ -279,10 +278,10 @@ func BenchmarkWake(b *testing.B) {
 }
 
 // BenchmarkIdle measures the memory a runtime keeps once all its actors
-// have hibernated: 100 wasm instances of the counter are started, serve an
+// have hibernated: 100 guests of the counter are started, serve an
 // event each and are closed, with the default pool. idle-bytes is the
 // growth of the process's resident set then (kept mappings and the
-// pool's started wasm instances), trimmed-bytes after the trim steps of a
+// pool's started guests), trimmed-bytes after the trim steps of a
 // Config.TrimInterval without a start (Runtime.trim), both measured after
 // a garbage collection that returns freed memory to the system.
 func BenchmarkIdle(b *testing.B) {
@@ -299,15 +298,15 @@ func BenchmarkIdle(b *testing.B) {
 		}
 		debug.FreeOSMemory()
 		before := rss(b)
-		ins := make([]*Instance, n)
-		for i := range ins {
-			ins[i] = m.NewInstance(nil)
-			if _, err := ins[i].Handle(ctx, req, st); err != nil {
+		gs := make([]*Guest, n)
+		for i := range gs {
+			gs[i] = m.NewGuest(nil)
+			if _, err := gs[i].Handle(ctx, req, st); err != nil {
 				b.Fatal(err)
 			}
 		}
-		for _, in := range ins {
-			in.Close()
+		for _, g := range gs {
+			g.Close()
 		}
 		waitPool(b, m)
 		debug.FreeOSMemory()

@@ -82,9 +82,9 @@ func TestGuestCall(t *testing.T) {
 	call("class=probe&name=a", "error: guest: actor call cycle")
 	call("class=nope&name=x", "error: guest: unknown class")
 	call("class=echo&name=bad", "error: guest: bad actor call")
-	// The probe's wasm instance served every event: no call broke it.
+	// The probe's guest served every event: no call broke it.
 	resp, err := h.Deliver(t.Context(), a, 1, get("/events", ""))
 	if err != nil || string(resp.Body) != "5" {
-		t.Fatalf("events after the calls: %v %v; want 5 on one wasm instance", resp, err)
+		t.Fatalf("events after the calls: %v %v; want 5 on one guest", resp, err)
 	}
 }

@@ -531,10 +531,10 @@ func TestCGuestProbe(t *testing.T) {
 	}
 }
 
-// TestCGuestActors: the C SDK keeps an object per actor on a shared wasm
-// instance, its data kept between the actor's events; as actors hibernate
-// the leave handler sees each, the objects go, and the guest's memory does
-// not grow with the actors that came and went.
+// TestCGuestActors: the C SDK keeps an object per actor on a shared guest,
+// its data kept between the actor's events; as actors hibernate the leave
+// handler sees each, the objects go, and the guest's memory does not grow
+// with the actors that came and went.
 func TestCGuestActors(t *testing.T) {
 	clang := cClang(t)
 	dir := filepath.Join(t.TempDir(), "probe")
@@ -544,7 +544,7 @@ func TestCGuestActors(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "probe.c"), []byte(cProbe), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r, err := wasmhost.NewRuntime(t.Context(), wasmhost.Config{Logger: slog.New(slog.DiscardHandler), SharedInstances: 1})
+	r, err := wasmhost.NewRuntime(t.Context(), wasmhost.Config{Logger: slog.New(slog.DiscardHandler), SharedGuests: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -622,11 +622,12 @@ func startCRoom(t *testing.T, clang string, more map[string][]byte) *nodetest.No
 	return nodetest.Start(t, nodetest.Options{Classes: classes, IdleTimeout: 150 * time.Millisecond})
 }
 
-// TestCGuestRoom: the C room on a real node, as TestRoomHibernatesWithItsSockets
-// and TestRoomEcho drive the Go one: the page, two people whose messages
-// reach both, presence as people come and go, the room hibernating with
-// its sockets open and woken by a message on a fresh wasm instance, the
-// socket's tag, and the plain echo and broadcast protocol.
+// TestCGuestRoom: the C room on a real node, as
+// TestRoomHibernatesWithItsSockets and TestRoomEcho drive the Go one: the
+// page, two people whose messages reach both, presence as people come and
+// go, the room hibernating with its sockets open and woken by a message on
+// a fresh guest, the socket's tag, and the plain echo and broadcast
+// protocol.
 func TestCGuestRoom(t *testing.T) {
 	clang := cClang(t)
 	n := startCRoom(t, clang, nil)
@@ -663,8 +664,8 @@ func TestCGuestRoom(t *testing.T) {
 	if s := n.Status(); s.Parked != 1 {
 		t.Fatalf("after hibernation: %d parked records, want 1", s.Parked)
 	}
-	// A message wakes it on a fresh wasm instance, with its storage and
-	// the sockets' attachments.
+	// A message wakes it on a fresh guest, with its storage and the
+	// sockets' attachments.
 	bob.Say("still here")
 	ada.AwaitSaid("bob", "still here")
 	bob.AwaitSaid("bob", "still here")

@@ -141,7 +141,7 @@ WK_HANDLE_REQUEST(serve)
 `
 
 // TestCGuestSQL runs the C SDK's SQL on an actors.Host whose actors' state
-// is bounded at 64 KiB, two actors on one shared wasm instance: values of
+// is bounded at 64 KiB, two actors on one shared guest: values of
 // every type in and out, errors with SQLite's message, the bound as
 // WK_SQL_LIMIT with the event's other writes kept, a rollback's row gone,
 // and the rows from the bucket on a new host.
@@ -160,7 +160,7 @@ func TestCGuestSQL(t *testing.T) {
 	var m *wasmhost.Module
 	start := func() {
 		t.Helper()
-		r, err := wasmhost.NewRuntime(t.Context(), wasmhost.Config{Logger: slog.New(slog.DiscardHandler), SharedInstances: 1})
+		r, err := wasmhost.NewRuntime(t.Context(), wasmhost.Config{Logger: slog.New(slog.DiscardHandler), SharedGuests: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,7 +192,7 @@ func TestCGuestSQL(t *testing.T) {
 		"| int 1 | int -9223372036854775808 | float -1.5 | text 'héllo' | blob x'00ff' | null | text 'text' | text 'blob' |\n" +
 		"| int 2 | int 9223372036854775807 | float 0.25 | text '' | blob x'' | int 7 | text 'text' | text 'blob' |\n"
 	expect("a", "/rows", http.StatusOK, rows+"k absent\n")
-	// b, on the same shared wasm instance: a database of its own.
+	// b, on the same shared guest: a database of its own.
 	expect("b", "/rows", http.StatusOK, "error: sql \"SELECT id, i, f, t, b, n, typeof(t), typeof(b) FROM v ORDER BY i\": "+
 		"sqlite3: SQL logic error: no such table: v\nk absent\n")
 	expect("a", "/errors", http.StatusOK,
@@ -212,7 +212,7 @@ func TestCGuestSQL(t *testing.T) {
 		t.Fatal(err)
 	}
 	if st := m.Stats(); st.Failures != 0 || st.Shared != 1 {
-		t.Fatalf("stats %+v, want no failure and one shared wasm instance", st)
+		t.Fatalf("stats %+v, want no failure and one shared guest", st)
 	}
 	start()
 	defer func() { _ = h.HibernateAll(t.Context()) }()

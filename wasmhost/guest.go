@@ -16,27 +16,27 @@ import (
 	"github.com/wasmkeep/wasmkeep/wasmhost/internal/wire"
 )
 
-// Errors of Instance.Handle and of the Residents of a class in class
+// Errors of Guest.Handle and of the Residents of a class in class
 // isolation, for callers that branch on them. ErrTimeout and ErrGuest mean
-// the wasm instance was discarded.
+// the guest was discarded.
 var (
 	// ErrTimeout: the guest ran past Config.EventTimeout and was stopped.
 	ErrTimeout = errors.New("guest ran past its event timeout")
 	// ErrGuest: the guest trapped, exited, panicked without recovering,
 	// broke the ABI or reported failure.
 	ErrGuest = errors.New("guest failed")
-	// ErrClosed: the wasm instance (or the class's module) was closed.
-	ErrClosed = errors.New("wasm instance closed")
+	// ErrClosed: the guest (or the class's module) was closed.
+	ErrClosed = errors.New("guest closed")
 	// ErrWait: the event's context ended while it waited for the shared
-	// wasm instance its actor is placed on (class isolation); the event
-	// did not run, and nothing was discarded.
-	ErrWait = errors.New("event gave up waiting for its shared wasm instance")
+	// guest its actor is placed on (class isolation); the event did not
+	// run, and nothing was discarded.
+	ErrWait = errors.New("event gave up waiting for its shared guest")
 )
 
-// wasm is one started wasm instance of a Module, and the guest exports
-// the host calls on it. It must never run two calls at once. wazero gives
-// each export looked up a call stack of its own (10 KiB, zeroed): the
-// exports but wasmkeep_on_request are looked up at their first call, and
+// wasm is one started guest of a Module, and the guest exports the host
+// calls on it. It must never run two calls at once. wazero gives each
+// export looked up a call stack of its own (10 KiB, zeroed): the exports
+// but wasmkeep_on_request are looked up at their first call, and
 // wasmkeep_on_leave is never called in isolation actor.
 type wasm struct {
 	mod     api.Module
@@ -56,8 +56,8 @@ func (w *wasm) export(fn *api.Function, name string) api.Function {
 	return *fn
 }
 
-// startWasm starts a wasm instance of m: taken from the pool of started
-// ones (pool.go) if pooled, else started now.
+// startWasm starts a guest of m: taken from the pool of started ones
+// (pool.go) if pooled, else started now.
 func (m *Module) startWasm(ctx context.Context, pooled bool) (*wasm, error) {
 	var mod api.Module
 	var mem experimental.LinearMemory
@@ -87,7 +87,7 @@ func (w *wasm) call(fn api.Function, ev *event) (int32, error) {
 
 // exec runs ev on w (wasmkeep_on_socket if socket, else
 // wasmkeep_on_request) and checks what the guest handed out. It returns
-// wire.OK or wire.NotHandled; an error means the wasm instance must be
+// wire.OK or wire.NotHandled; an error means the guest must be
 // discarded.
 func (w *wasm) exec(socket bool, ev *event) (int32, error) {
 	fn := w.request
@@ -152,13 +152,13 @@ func eventError(ctx, cctx context.Context, what string, err error) error {
 	return fmt.Errorf("%w: %s: %w", kind, what, err)
 }
 
-// runner runs an event on the wasm instance that serves its actor.
+// runner runs an event on the guest that serves its actor.
 type runner interface {
 	run(ctx context.Context, what string, socket bool, ev *event) (int32, error)
 }
 
-// handleOn runs req, an event of the actor ref, on the wasm instance that
-// run serves it on; see Instance.Handle.
+// handleOn runs req, an event of the actor ref, on the guest that run
+// serves it on; see Guest.Handle.
 func (m *Module) handleOn(ctx context.Context, run runner, ref *actorRef, req *actors.Request, st actors.Storage) (*actors.Response, error) {
 	if !m.onRequest {
 		return notImplemented(), nil
@@ -183,8 +183,8 @@ func (m *Module) handleOn(ctx context.Context, run runner, ref *actorRef, req *a
 	return resp, nil
 }
 
-// handleSocketOn runs a socket event of the actor ref on the wasm instance
-// that run serves it on; see Instance.HandleSocket.
+// handleSocketOn runs a socket event of the actor ref on the guest
+// that run serves it on; see Guest.HandleSocket.
 func (m *Module) handleSocketOn(ctx context.Context, run runner, ref *actorRef, sev *actors.SocketEvent, st actors.Storage) error {
 	if !m.onSocket {
 		return nil
@@ -199,36 +199,34 @@ func (m *Module) handleSocketOn(ctx context.Context, run runner, ref *actorRef, 
 	return nil
 }
 
-// Instance runs the events of one actor on a wasm instance of a Module of
-// its own, kept between events while the actor is resident (isolation
-// actor). It implements actors.Resident. It starts the wasm instance at
-// the first event, and again after one was discarded.
+// A Guest is the guest of one actor alone (isolation actor): its Module,
+// started at the actor's first event and kept between events while the
+// actor is resident, and started again after a failure discarded it. It
+// implements actors.Resident.
 //
-// An Instance is not safe for concurrent use: call it from one goroutine
-// at a time, as an actor's events are (a wasm instance must never run two
+// A Guest is not safe for concurrent use: call it from one goroutine
+// at a time, as an actor's events are (a guest must never run two
 // calls at once).
-type Instance struct {
+type Guest struct {
 	m      *Module
-	w      *wasm // nil: no wasm instance started
+	w      *wasm // nil: no guest started
 	ref    *actorRef
 	closed bool
 }
 
-// NewInstance returns an Instance of m with no wasm instance yet: it is
-// started by the first event. log, if not nil, replaces the module's
-// logger (for example to name the actor). Whatever the module declares,
-// the Instance has a wasm instance of its own; its events name an actor
-// of the class with an empty name.
-func (m *Module) NewInstance(log *slog.Logger) *Instance {
+// NewGuest returns a Guest of m, not started yet: its first event starts
+// it. log, if not nil, replaces the module's logger (for example to name
+// the actor). Whatever the module declares, the Guest serves one actor
+// alone; its events name an actor of the class with an empty name.
+func (m *Module) NewGuest(log *slog.Logger) *Guest {
 	if log == nil {
 		log = m.log
 	}
-	return &Instance{m: m, ref: m.r.newActorRef(m.class, "", log, false)}
+	return &Guest{m: m, ref: m.r.newActorRef(m.class, "", log, false)}
 }
 
-// Started reports whether a wasm instance is started (and not discarded
-// since).
-func (in *Instance) Started() bool { return in.w != nil }
+// Started reports whether the Guest is started (and not discarded since).
+func (g *Guest) Started() bool { return g.w != nil }
 
 // Handle runs req on the guest with st as the actor's storage, and
 // returns the guest's response. It implements the actors.Class contract
@@ -239,75 +237,74 @@ func (in *Instance) Started() bool { return in.w != nil }
 // out with response_write. A module without wasmkeep_on_request, or a
 // guest that registered no handler, answers 501 Not Implemented. An event
 // whose guest called event_rollback returns actors.Rollback of the
-// guest's response as its error, and keeps the wasm instance: actors
-// answers that response and discards the event's writes and socket
-// output. Any other error (the guest trapped, panicked, ran out of memory
-// or time, or broke the ABI) discards the wasm instance, so that the next event starts a fresh
-// one; the error wraps ErrTimeout, ErrGuest or ErrClosed, and the caller
-// turns it into a 500.
-func (in *Instance) Handle(ctx context.Context, req *actors.Request, st actors.Storage) (*actors.Response, error) {
-	if in.closed {
+// guest's response as its error, and keeps the guest: actors answers that
+// response and discards the event's writes and socket output. Any other
+// error (the guest trapped, panicked, ran out of memory or time, or broke
+// the ABI) discards the guest, so that the next event starts a fresh one;
+// the error wraps ErrTimeout, ErrGuest or ErrClosed, and the caller turns
+// it into a 500.
+func (g *Guest) Handle(ctx context.Context, req *actors.Request, st actors.Storage) (*actors.Response, error) {
+	if g.closed {
 		return nil, ErrClosed
 	}
-	return in.m.handleOn(ctx, in, in.ref, req, st)
+	return g.m.handleOn(ctx, g, g.ref, req, st)
 }
 
 // HandleSocket runs a socket event on the guest's wasmkeep_on_socket,
 // with st as the actor's storage. It implements actors.SocketClass. A
 // module without the export, or a guest that registered no socket
 // handler, drops the event (nil). An event whose guest called
-// event_rollback returns actors.Rollback(nil), and keeps the wasm
-// instance. Errors are as for Handle.
-func (in *Instance) HandleSocket(ctx context.Context, sev *actors.SocketEvent, st actors.Storage) error {
-	if in.closed {
+// event_rollback returns actors.Rollback(nil), and keeps the guest.
+// Errors are as for Handle.
+func (g *Guest) HandleSocket(ctx context.Context, sev *actors.SocketEvent, st actors.Storage) error {
+	if g.closed {
 		return ErrClosed
 	}
-	return in.m.handleSocketOn(ctx, in, in.ref, sev, st)
+	return g.m.handleSocketOn(ctx, g, g.ref, sev, st)
 }
 
-// run implements runner: it runs ev on the Instance's wasm instance,
-// starting one if none is started, within the event timeout. Any error
-// discards the wasm instance and is returned (what names the event in
-// it).
-func (in *Instance) run(ctx context.Context, what string, socket bool, ev *event) (int32, error) {
-	r := in.m.r
+// run implements runner: it runs ev on the Guest, starting it if it is
+// not started, within the event timeout. Any error discards the guest and
+// is returned (what names the event in it).
+func (g *Guest) run(ctx context.Context, what string, socket bool, ev *event) (int32, error) {
+	r := g.m.r
 	cctx := r.bound(ctx, ev)
 	defer r.unbound(ev)
-	if in.w == nil {
-		w, err := in.m.startWasm(cctx, true)
+	if g.w == nil {
+		w, err := g.m.startWasm(cctx, true)
 		if err != nil {
-			return 0, in.fail(ctx, cctx, "start", err)
+			return 0, g.fail(ctx, cctx, "start", err)
 		}
-		in.w = w
+		g.w = w
 	}
-	code, err := in.w.exec(socket, ev)
+	code, err := g.w.exec(socket, ev)
 	if err != nil {
-		return 0, in.fail(ctx, cctx, what, err)
+		return 0, g.fail(ctx, cctx, what, err)
 	}
 	return code, nil
 }
 
-// fail discards the wasm instance after an error, counts it and says why.
-// ctx is the caller's context, cctx the one bounded by the event timeout.
-func (in *Instance) fail(ctx, cctx context.Context, what string, err error) error {
-	in.discard(context.WithoutCancel(ctx))
-	in.m.failed(0)
-	in.ref.logger().Warn("wasm instance discarded", slog.String("during", what), slog.Any("err", err))
+// fail discards the guest after an error, counts it and says why. ctx is
+// the caller's context, cctx the one bounded by the event timeout.
+func (g *Guest) fail(ctx, cctx context.Context, what string, err error) error {
+	g.discard(context.WithoutCancel(ctx))
+	g.m.failed(0)
+	g.ref.logger().Warn("guest discarded", slog.String("during", what), slog.Any("err", err))
 	return eventError(ctx, cctx, what, err)
 }
 
-func (in *Instance) discard(ctx context.Context) {
-	if in.w != nil {
-		in.w.close(ctx)
-		in.w = nil
+func (g *Guest) discard(ctx context.Context) {
+	if g.w != nil {
+		g.w.close(ctx)
+		g.w = nil
 	}
 }
 
-// Close discards the wasm instance, if any; Handle fails after it. It
+// Close discards the guest, if started; Handle fails after it. It
 // implements actors.Resident.
-func (in *Instance) Close() {
-	in.closed = true
-	in.discard(context.Background())
+func (g *Guest) Close() {
+	g.closed = true
+	g.discard(context.Background())
 }
 
 func notImplemented() *actors.Response {
@@ -316,29 +313,29 @@ func notImplemented() *actors.Response {
 
 // NewResident returns the Resident that serves the events of actor a
 // while it is resident. It implements actors.ResidentClass: in isolation
-// actor it is an Instance, with a wasm instance of its own; in isolation
-// class, a member of the class's shared wasm instances (shared.go).
+// actor it is a Guest of its own; in isolation class, a member of the
+// class's shared guests (shared.go).
 func (m *Module) NewResident(a ownership.Actor) actors.Resident {
 	if m.isolation == IsolationClass {
 		return m.shared.newMember(a)
 	}
-	return &Instance{m: m, ref: m.r.newActorRef(m.class, a.Name, m.log, true)}
+	return &Guest{m: m, ref: m.r.newActorRef(m.class, a.Name, m.log, true)}
 }
 
-// Handle runs one event on a wasm instance started for it alone and
-// discarded after it. It makes a Module an actors.Class; Host does not call
-// it, since it calls NewResident and keeps the actor's place for its
-// residency (a fresh wasm instance per event costs a few milliseconds).
+// Handle runs one event on a guest started for it alone and discarded after
+// it. It makes a Module an actors.Class; Host does not call it, since it
+// calls NewResident and keeps the actor's place for its residency (a fresh
+// guest per event costs a few milliseconds).
 func (m *Module) Handle(ctx context.Context, req *actors.Request, st actors.Storage) (*actors.Response, error) {
-	in := m.NewInstance(nil)
-	defer in.Close()
-	return in.Handle(ctx, req, st)
+	g := m.NewGuest(nil)
+	defer g.Close()
+	return g.Handle(ctx, req, st)
 }
 
 // A Module is a class whose actors each get a Resident, and Residents take
 // socket events.
 var (
 	_ actors.ResidentClass = (*Module)(nil)
-	_ actors.SocketClass   = (*Instance)(nil)
+	_ actors.SocketClass   = (*Guest)(nil)
 	_ actors.SocketClass   = (*member)(nil)
 )

@@ -24,9 +24,9 @@ func (anyKeeper) HoldEnded(ownership.Actor, ownership.Generation, string) {}
 func (anyKeeper) DamageFound(string, error)                               {}
 
 // TestClassInHost runs the wasm counter as a registered class of an
-// actors.Host: durable counts per actor, one wasm instance per resident
-// actor (the probe's in-memory event count tells), and a fresh wasm
-// instance after a guest error.
+// actors.Host: durable counts per actor, one guest per resident actor (the
+// probe's in-memory event count tells), and a fresh guest after a guest
+// error.
 func TestClassInHost(t *testing.T) {
 	r := newRuntime(t, Config{})
 	ctx := context.Background()
@@ -70,7 +70,7 @@ func TestClassInHost(t *testing.T) {
 	expect(room, "", "2")
 	expect(hall, "", "1")
 	expect(room, "", "3")
-	// Hibernation drops the wasm instances; the counts are in the bucket.
+	// Hibernation drops the guests; the counts are in the bucket.
 	if err := h.HibernateAll(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -83,10 +83,10 @@ func TestClassInHost(t *testing.T) {
 	a, b := ownership.Actor{Class: "probe", Name: "a"}, ownership.Actor{Class: "probe", Name: "b"}
 	expect(a, "/events", "1")
 	expect(a, "/events", "2")
-	expect(b, "/events", "1") // its own wasm instance
+	expect(b, "/events", "1") // its own guest
 	if resp := deliver(a, "/panic"); resp.Status != http.StatusInternalServerError {
 		t.Fatalf("panic = %d, want 500", resp.Status)
 	}
-	expect(a, "/events", "1") // a fresh wasm instance
+	expect(a, "/events", "1") // a fresh guest
 	expect(b, "/events", "2")
 }

@@ -6,57 +6,56 @@ import (
 	"github.com/tetratelabs/wazero/experimental"
 )
 
-// Linear memory of wasm instances.
+// Linear memory of guests.
 //
 // By default wazero backs a linear memory with a Go slice, and grows it
 // by appending: every memory.grow of a guest copies its whole memory
 // (most of what a Go guest's _initialize costs), the slice is zeroed and
 // so wholly resident, and the old copies are garbage for the collector.
-// On Linux the host instead gives each wasm instance its own mapping
+// On Linux the host instead gives each guest its own mapping
 // (mmapAllocator): the guest's maximum memory (Config.MemoryLimit) is
 // reserved as address space only, grows in place, and takes physical
 // memory only for the pages the guest touches.
 //
-// The memory a wasm instance starts with, its data segments, is the same
-// for every wasm instance of a module: the host writes it once into a
-// memory file (an image) and maps it copy-on-write at the start of each
-// wasm instance's memory, and compiles the module without its data section.
-// Pages the guest only reads (a Go guest's type data, strings, tables) stay
-// shared between all the wasm instances of the module; the guest's
-// _initialize still runs in each wasm instance, so that each has its own
-// random seeds.
+// The memory a guest starts with, its data segments, is the same for every
+// guest of a module: the host writes it once into a memory file (an image)
+// and maps it copy-on-write at the start of each guest's memory, and
+// compiles the module without its data section. Pages the guest only reads
+// (a Go guest's type data, strings, tables) stay shared between all the
+// guests of the module; the guest's _initialize still runs in each guest,
+// so that each has its own random seeds.
 //
-// A closed wasm instance's mapping is kept, zeroed, for a next wasm
-// instance (a few per runtime): on a virtual machine a page fault on fresh
-// memory costs more than the rest of a wasm instance's start, and the kept
-// mapping's pages are already resident. A kept mapping that no wasm
-// instance takes within Config.TrimInterval is unmapped (Runtime.trim), so
-// that an idle node does not hold the memory of wasm instances long gone.
+// A closed guest's mapping is kept, zeroed, for a next guest (a few per
+// runtime): on a virtual machine a page fault on fresh memory costs more
+// than the rest of a guest's start, and the kept mapping's pages are
+// already resident. A kept mapping that no guest takes within
+// Config.TrimInterval is unmapped (Runtime.trim), so that an idle node does
+// not hold the memory of guests long gone.
 //
 // A fresh mapping is populated, in one call per run of pages rather than
-// a page fault per page, with the pages that wasm instances of its module
+// a page fault per page, with the pages that guests of its module
 // touch while they start: the host learns them from the module's first
-// wasm instance started on a fresh mapping (warmth), since a module's
+// guest started on a fresh mapping (warmth), since a module's
 // _initialize touches the same pages every time.
 //
-// Each wasm instance costs MemoryLimit of address space (256 MiB by
-// default; a 64-bit process has over 100 TiB) and three memory mappings
+// Each guest costs MemoryLimit of address space (256 MiB by default; a
+// 64-bit process has over 100 TiB) and three memory mappings
 // (vm.max_map_count is 65530 by default).
 
-// allocator makes the linear memories of a Runtime's wasm instances.
+// allocator makes the linear memories of a Runtime's guests.
 type allocator interface {
 	// allocate returns a memory of at most max bytes that starts with img
 	// (nil: zeros); the pages of warm are populated as they become usable,
 	// unless the memory is a kept mapping of img (its pages resident).
 	allocate(cap, max uint64, img *image, warm warmth) experimental.LinearMemory
 	// trim is a step of the trim clock (Runtime.trim): it unmaps the kept
-	// mappings that no wasm instance took during the last idle steps.
+	// mappings that no guest took during the last idle steps.
 	trim(step, idle uint64)
 	// Close releases what the allocator keeps, once the runtime is closed.
 	Close()
 }
 
-// warmth is the pages of linear memory a wasm instance is expected to touch
+// warmth is the pages of linear memory a guest is expected to touch
 // while it starts, as byte ranges sorted by offset and not overlapping.
 type warmth []warmRun
 
@@ -68,9 +67,8 @@ type warmRun struct {
 	write    bool
 }
 
-// dataWarmth is the warmth of a module before its wasm instances' is
-// learned: without an image, instantiation writes the data segments, below
-// end.
+// dataWarmth is the warmth of a module before its guests' is learned:
+// without an image, instantiation writes the data segments, below end.
 func dataWarmth(img *image, end uint64) warmth {
 	if img != nil || end == 0 {
 		return nil
@@ -78,9 +76,8 @@ func dataWarmth(img *image, end uint64) warmth {
 	return warmth{{off: 0, end: int(min(end, 1<<32)), write: true}}
 }
 
-// learnWarmth returns the pages that mem's wasm instance has touched so
-// far, if mem is a fresh mapping (one whose pages only that wasm instance
-// touched), else nil.
+// learnWarmth returns the pages that mem's guest has touched so far, if mem
+// is a fresh mapping (one whose pages only that guest touched), else nil.
 func learnWarmth(mem experimental.LinearMemory) warmth {
 	if l, ok := mem.(interface{ touched() warmth }); ok {
 		return l.touched()
@@ -125,10 +122,9 @@ func (m *sliceMemory) Free() { m.buf = nil }
 // withMemory returns ctx for instantiating a module with alloc (nil: as
 // wazero does by default; img and warm as for allocator.allocate), and a
 // function that returns the linear memory the instantiation allocated
-// (nil if none), for the caller to free it once the wasm instance is
-// closed: wazero frees it when closing the module, except when
-// instantiation failed or a timeout closed the module while no call was
-// running to notice it.
+// (nil if none), for the caller to free it once the guest is closed: wazero
+// frees it when closing the module, except when instantiation failed or a
+// timeout closed the module while no call was running to notice it.
 func withMemory(ctx context.Context, alloc allocator, img *image, warm warmth) (context.Context, func() experimental.LinearMemory) {
 	if alloc == nil {
 		return ctx, func() experimental.LinearMemory { return nil }

@@ -12,7 +12,7 @@ import (
 
 // keepMappings is how many freed mappings an allocator keeps for reuse.
 // The mappings kept hold their touched pages (about 1 MB for a Go guest)
-// until a wasm instance takes them or the trim clock unmaps them.
+// until a guest takes them or the trim clock unmaps them.
 const keepMappings = 8
 
 // keepCommitted is the most committed memory of a mapping kept for
@@ -20,8 +20,8 @@ const keepMappings = 8
 // guest's memory resident for the next one.
 const keepCommitted = 16 << 20
 
-// image is the memory a wasm instance of a module starts with, in a memory
-// file, mapped copy-on-write into each wasm instance's memory (memory.go).
+// image is the memory a guest of a module starts with, in a memory
+// file, mapped copy-on-write into each guest's memory (memory.go).
 type image struct {
 	mu   sync.Mutex
 	fd   int // -1 once closed
@@ -87,9 +87,9 @@ func (img *image) readAt(buf []byte, off int) bool {
 	return err == nil && n == len(buf)
 }
 
-// mmapAllocator backs each wasm instance's linear memory with its own
+// mmapAllocator backs each guest's linear memory with its own
 // anonymous mapping instead of a Go slice (see memory.go), and keeps a
-// few freed mappings, zeroed, for the next wasm instances, until they have
+// few freed mappings, zeroed, for the next guests, until they have
 // gone unused for a few steps of the trim clock.
 type mmapAllocator struct {
 	mu     sync.Mutex
@@ -337,7 +337,7 @@ func (m *mapping) zero() bool {
 }
 
 // touched implements learnWarmth: the pages of a fresh mapping that its
-// wasm instance wrote (private: anonymous pages mapped once, copies of the
+// guest wrote (private: anonymous pages mapped once, copies of the
 // image's) or only read (the image's, or the zero page), from
 // /proc/self/pagemap.
 func (m *mapping) touched() warmth {
@@ -379,15 +379,15 @@ func (m *mapping) touched() warmth {
 	return w
 }
 
-// mmapMemory is one wasm instance's linear memory in a mapping. It grows in
+// mmapMemory is one guest's linear memory in a mapping. It grows in
 // place, without copying; Free hands the mapping back to the allocator.
 type mmapMemory struct {
 	a      *mmapAllocator
-	mu     sync.Mutex // Free may come from Runtime.Close and Instance.Close at once
+	mu     sync.Mutex // Free may come from Runtime.Close and Guest.Close at once
 	m      *mapping   // nil once freed
 	warm   warmth     // pages to populate as they are committed
 	warmed int        // bytes of the mapping warm has been applied to
-	fresh  bool       // m was reserved for this memory: only its wasm instance touched it
+	fresh  bool       // m was reserved for this memory: only its guest touched it
 	drop   bool       // Free unmaps m rather than handing it back
 }
 

@@ -53,8 +53,8 @@ func TestMappingKept(t *testing.T) {
 }
 
 // TestImage checks that a module's data segments go into an image mapped
-// into each wasm instance, and that a mapping reused by another module
-// holds nothing of the first one's image or writes.
+// into each guest, and that a mapping reused by another module holds
+// nothing of the first one's image or writes.
 func TestImage(t *testing.T) {
 	ctx := context.Background()
 	r := newRuntime(t, Config{TrimInterval: -1})
@@ -82,7 +82,7 @@ func TestImage(t *testing.T) {
 	if len(alloc.free) != 1 || alloc.free[0].img != a.img {
 		t.Fatal("mapping not kept with its image restored")
 	}
-	// The kept mapping, image restored, serves the next wasm instance of a.
+	// The kept mapping, image restored, serves the next guest of a.
 	mod, mem, err = a.instantiate(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -117,8 +117,8 @@ func TestImage(t *testing.T) {
 	}
 
 	// Data past the initial memory: no image, and instantiation fails as
-	// without the host's rewriting, which Compile, starting a wasm
-	// instance of the module, reports.
+	// without the host's rewriting, which Compile, starting a guest
+	// of the module, reports.
 	if _, err := r.Compile(ctx, "c", wasmModule(memorySection(1), dataSection(segment{70000, []byte("data")}))); err == nil ||
 		!strings.Contains(err.Error(), "out of bounds") {
 		t.Fatalf("compiled a module whose data is out of bounds: %v", err)
@@ -156,7 +156,7 @@ func TestTrimMappings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// use starts a wasm instance, writes into two pages of its memory and
+	// use starts a guest, writes into two pages of its memory and
 	// closes it; it returns the mapping, kept for reuse.
 	use := func() *mapping {
 		t.Helper()
@@ -202,7 +202,7 @@ func TestTrimMappings(t *testing.T) {
 	steps(trimSteps)
 	kept(first)
 
-	// A second wasm instance running while the first is started takes a
+	// A second guest running while the first is started takes a
 	// second mapping: both are kept, the second trimSteps/2 steps later.
 	mod, mem, err := m.instantiate(ctx)
 	if err != nil {
@@ -210,7 +210,7 @@ func TestTrimMappings(t *testing.T) {
 	}
 	second := use()
 	if second == first {
-		t.Fatal("one mapping for two wasm instances")
+		t.Fatal("one mapping for two guests")
 	}
 	steps(trimSteps / 2)
 	closeModule(ctx, mod, mem)
@@ -267,7 +267,7 @@ func TestTrimLoop(t *testing.T) {
 	})
 }
 
-// TestWarmth checks that a module learns the pages its first wasm instance
+// TestWarmth checks that a module learns the pages its first guest
 // (the one Compile starts) touched on a fresh mapping, that a fresh
 // mapping gets them populated before the guest runs, and no others (no
 // resident memory is added), and that a kept mapping of the module is not
@@ -285,7 +285,7 @@ func TestWarmth(t *testing.T) {
 	}
 	wp := m.warmth.Load()
 	if wp == nil {
-		t.Fatal("no warmth learned from the fresh mapping of Compile's wasm instance")
+		t.Fatal("no warmth learned from the fresh mapping of Compile's guest")
 	}
 	mod, mem, err := m.instantiate(ctx)
 	if err != nil {
@@ -306,7 +306,7 @@ func TestWarmth(t *testing.T) {
 	if written == 0 || read == 0 {
 		t.Fatalf("warmth %v: %d bytes written, %d read; want both", w, written, read)
 	}
-	// The mappings of the wasm instances below are fresh, and unmapped when
+	// The mappings of the guests below are fresh, and unmapped when
 	// freed.
 	a.setKeep(0)
 	closeModule(ctx, mod, mem)
@@ -317,7 +317,7 @@ func TestWarmth(t *testing.T) {
 	lm := a.allocate(0, uint64(r.cfg.MemoryLimit), m.img, w)
 	fresh := lm.(*mmapMemory)
 	if !fresh.fresh {
-		t.Fatal("mapping for a second wasm instance not fresh")
+		t.Fatal("mapping for a second guest not fresh")
 	}
 	buf := lm.Reallocate(size)
 	page := unix.Getpagesize()
@@ -343,13 +343,13 @@ func TestWarmth(t *testing.T) {
 	}
 	lm.Free()
 
-	// The module's next fresh wasm instance touches the pages learned.
+	// The module's next fresh guest touches the pages learned.
 	mod, mem, err = m.instantiate(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := mem.(*mmapMemory).touched(); !slices.Equal(got, w) {
-		t.Errorf("a fresh wasm instance touched %v, learned %v", got, w)
+		t.Errorf("a fresh guest touched %v, learned %v", got, w)
 	}
 	closeModule(ctx, mod, mem)
 
@@ -369,7 +369,7 @@ func TestWarmth(t *testing.T) {
 
 // TestTrimPool checks that a class's pool is emptied by the trim step
 // that finds no start of the class for a whole TrimInterval (trimSteps
-// steps), and not before; that its wasm instances' memory is unmapped, not
+// steps), and not before; that its guests' memory is unmapped, not
 // kept; and that the next start fills the pool again.
 func TestTrimPool(t *testing.T) {
 	ctx := context.Background()
@@ -386,9 +386,9 @@ func TestTrimPool(t *testing.T) {
 	}
 	start := func() {
 		t.Helper()
-		in := m.NewInstance(nil)
-		defer in.Close()
-		body(t, in, "/events")
+		g := m.NewGuest(nil)
+		defer g.Close()
+		body(t, g, "/events")
 		waitPool(t, m)
 	}
 	start() // at step 0
@@ -408,7 +408,7 @@ func TestTrimPool(t *testing.T) {
 	}
 	for _, b := range bufs {
 		if n, ok := resident(t, b); ok {
-			t.Fatalf("trimmed pooled wasm instance's mapping still mapped (%d pages resident; %d kept)", n, len(a.free))
+			t.Fatalf("trimmed pooled guest's mapping still mapped (%d pages resident; %d kept)", n, len(a.free))
 		}
 	}
 	start()

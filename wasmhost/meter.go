@@ -17,7 +17,7 @@ const meterFuel = 10_000
 
 // meterCheck is the host function instrumented guests call: it stops
 // the guest if its event's context is done (the event timeout, or a
-// caller that went away), by a trap that discards the wasm instance.
+// caller that went away), by a trap that discards the guest.
 const meterCheck = "meter_check"
 
 // instrument inserts the meter into a guest module (package meter). It

@@ -13,13 +13,13 @@ import (
 // metrics are the runtime's Prometheus series.
 type metrics struct {
 	// failures: guest failures (a trap, an exit, a limit, an ABI
-	// violation), each of which discarded a wasm instance, by class and
+	// violation), each of which discarded a guest, by class and
 	// isolation.
 	failures *prometheus.CounterVec
 	// dropped: the in-memory objects of resident actors lost with a shared
-	// wasm instance that was discarded, by class.
+	// guest that was discarded, by class.
 	dropped *prometheus.CounterVec
-	// shared: shared wasm instances started, by class.
+	// shared: shared guests started, by class.
 	shared *prometheus.GaugeVec
 }
 
@@ -28,15 +28,15 @@ type metrics struct {
 func newMetrics(r prometheus.Registerer) (*metrics, error) {
 	failures, err1 := metricreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "wasmkeep_wasm_guest_failures_total",
-		Help: "Events (and starts, and leave notices) that a wasm guest failed: a trap, an exit, an unrecovered panic, a limit or an ABI violation; each discarded its wasm instance, shared by many actors in isolation class. By class and isolation (actor or class).",
+		Help: "Events (and starts, and leave notices) that a wasm guest failed: a trap, an exit, an unrecovered panic, a limit or an ABI violation; each discarded the guest, shared by many actors in isolation class. By class and isolation (actor or class).",
 	}, []string{"class", "isolation"}))
 	dropped, err2 := metricreg.Register(r, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "wasmkeep_wasm_shared_actors_dropped_total",
-		Help: "Resident actors whose in-memory objects were dropped with the shared wasm instance they were placed on, discarded after a guest failure; their next events rebuild them from storage on a fresh wasm instance. By class.",
+		Help: "Resident actors whose in-memory objects were dropped with the shared guest they were placed on, discarded after a guest failure; their next events rebuild them from storage on a fresh guest. By class.",
 	}, []string{"class"}))
 	shared, err3 := metricreg.Register(r, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "wasmkeep_wasm_shared_instances",
-		Help: "Shared wasm instances started, serving the resident actors of a class in isolation class. By class.",
+		Name: "wasmkeep_wasm_shared_guests",
+		Help: "Shared guests started, serving the resident actors of a class in isolation class. By class.",
 	}, []string{"class"}))
 	if err := errors.Join(err1, err2, err3); err != nil {
 		return nil, fmt.Errorf("wasmhost metrics: %w", err)
@@ -56,15 +56,13 @@ type Stats struct {
 	Isolation Isolation
 	// Declared is what the module declares.
 	Declared Isolation
-	// Failures counts guest failures, each of which discarded a wasm
-	// instance.
+	// Failures counts guest failures, each of which discarded a guest.
 	Failures uint64
 	// Dropped counts the resident actors whose in-memory objects were
-	// dropped with their shared wasm instance.
+	// dropped with their shared guest.
 	Dropped uint64
-	// Shared is how many shared wasm instances are started now, and
-	// Placed how many resident actors are placed on them (isolation
-	// class).
+	// Shared is how many shared guests are started now, and Placed how many
+	// resident actors are placed on them (isolation class).
 	Shared, Placed int
 }
 
@@ -75,7 +73,7 @@ func (m *Module) Stats() Stats {
 	return st
 }
 
-// failed counts a guest failure that discarded a wasm instance, and the
+// failed counts a guest failure (which discarded the guest), and the
 // resident actors whose objects it dropped with it (shared ones).
 func (m *Module) failed(dropped int) {
 	m.stats.failures.Add(1)

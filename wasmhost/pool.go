@@ -9,32 +9,32 @@ import (
 	"github.com/tetratelabs/wazero/experimental"
 )
 
-// A pool keeps a few started wasm instances of a Module ready
+// A pool keeps a few started guests of a Module ready
 // (Config.Prestart), so that an actor's first event after a wake takes
 // one instead of instantiating and initialising on its path. It cuts the
-// wake's latency, not CPU: every wasm instance is still started once, in
-// the background, by one goroutine per class at a time. It starts filling
-// at the class's first start, so classes never used cost nothing, and is
-// emptied when the class has started no wasm instance for a
+// wake's latency, not CPU: every guest is still started once, in the
+// background, by one goroutine per class at a time. It starts filling at
+// the class's first start, so classes never used cost nothing, and is
+// emptied when the class has started no guest for a
 // Config.TrimInterval (trimPool), so that idle classes cost nothing
 // either; the next start fills it again.
 type pool struct {
 	mu       sync.Mutex
 	ready    []started
-	filling  bool // a goroutine is starting wasm instances
+	filling  bool // a goroutine is starting guests
 	closed   bool
 	lastTake uint64         // step of the trim clock at the last take
 	fills    sync.WaitGroup // the filling goroutine, for closePool
 }
 
-// started is a wasm instance started and not yet used.
+// started is a guest started and not yet used.
 type started struct {
 	mod api.Module
 	mem experimental.LinearMemory
 }
 
-// take returns a started wasm instance of m: a ready one if the pool has
-// one, else one started now. Either way it has the pool refilled.
+// take returns a started guest of m: a ready one if the pool has one, else
+// one started now. Either way it has the pool refilled.
 func (m *Module) take(ctx context.Context) (api.Module, experimental.LinearMemory, error) {
 	p := &m.pool
 	p.mu.Lock()
@@ -69,7 +69,7 @@ func (m *Module) refillLocked() {
 	}
 }
 
-// fill starts wasm instances until the pool is full or closed, or a start
+// fill starts guests until the pool is full or closed, or a start
 // fails (the next take tries again). Each start is bounded by the event
 // timeout, as on an event's path, and stopped when ctx (the runtime's)
 // is cancelled.
@@ -87,7 +87,7 @@ func (m *Module) fill(ctx context.Context) {
 			p.filling = false
 			p.mu.Unlock()
 			if err != nil && !m.r.isClosed() {
-				m.log.Warn("wasm instance for the pool failed to start", slog.Any("err", err))
+				m.log.Warn("guest for the pool failed to start", slog.Any("err", err))
 			} else if err == nil {
 				closeModule(context.Background(), mod, mem)
 			}
@@ -103,9 +103,9 @@ func (m *Module) fill(ctx context.Context) {
 	}
 }
 
-// trimPool closes the ready wasm instances if the class has started none
-// for idle whole steps of the trim clock (since before step-idle), with
-// their memory unmapped rather than kept for reuse.
+// trimPool closes the ready guests if the class has started none for idle
+// whole steps of the trim clock (since before step-idle), with their memory
+// unmapped rather than kept for reuse.
 func (m *Module) trimPool(step, idle uint64) {
 	p := &m.pool
 	p.mu.Lock()
@@ -121,7 +121,7 @@ func (m *Module) trimPool(step, idle uint64) {
 	}
 }
 
-// closePool closes the ready wasm instances, after waiting for the start
+// closePool closes the ready guests, after waiting for the start
 // under way, if any; the pool makes no more.
 func (m *Module) closePool(ctx context.Context) {
 	p := &m.pool

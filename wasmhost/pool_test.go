@@ -13,7 +13,7 @@ func waitPool(tb testing.TB, m *Module) {
 	m.pool.mu.Lock()
 	defer m.pool.mu.Unlock()
 	if m.r.cfg.Prestart > 0 && len(m.pool.ready) < m.r.cfg.Prestart {
-		tb.Fatalf("pool filled with %d of %d wasm instances", len(m.pool.ready), m.r.cfg.Prestart)
+		tb.Fatalf("pool filled with %d of %d guests", len(m.pool.ready), m.r.cfg.Prestart)
 	}
 }
 
@@ -27,11 +27,11 @@ func TestPool(t *testing.T) {
 	if len(m.pool.ready) != 0 || m.pool.filling {
 		t.Fatal("pool filled before the class was used")
 	}
-	// Each actor gets its own fresh wasm instance, pooled or not.
+	// Each actor gets its own fresh guest, pooled or not.
 	for i := range 4 {
-		in := m.NewInstance(nil)
-		defer in.Close()
-		if got := body(t, in, "/events"); got != "1" {
+		g := m.NewGuest(nil)
+		defer g.Close()
+		if got := body(t, g, "/events"); got != "1" {
 			t.Fatalf("actor %d: first event = %q, want 1", i, got)
 		}
 		if i == 0 {
@@ -46,12 +46,12 @@ func TestPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(m.pool.ready) != 0 {
-		t.Fatal("Module.Close left wasm instances in the pool")
+		t.Fatal("Module.Close left guests in the pool")
 	}
 	// A closed module's pool makes no more.
-	in := m.NewInstance(nil)
-	defer in.Close()
-	_, _ = in.Handle(ctx, get("/events", ""), memStorage{})
+	g := m.NewGuest(nil)
+	defer g.Close()
+	_, _ = g.Handle(ctx, get("/events", ""), memStorage{})
 	if m.pool.filling || len(m.pool.ready) != 0 {
 		t.Fatal("closed pool refilled")
 	}
@@ -63,9 +63,9 @@ func TestNoPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := m.NewInstance(nil)
-	defer in.Close()
-	body(t, in, "/events")
+	g := m.NewGuest(nil)
+	defer g.Close()
+	body(t, g, "/events")
 	if m.pool.filling || len(m.pool.ready) != 0 {
 		t.Fatal("pool filled with Prestart < 0")
 	}
@@ -79,9 +79,9 @@ func TestCloseWhileFilling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := m.NewInstance(nil)
-	body(t, in, "/events")
-	in.Close()
+	g := m.NewGuest(nil)
+	body(t, g, "/events")
+	g.Close()
 	if err := r.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -98,9 +98,9 @@ func TestModuleCloseWhileFilling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := m.NewInstance(nil)
-	body(t, in, "/events")
-	in.Close()
+	g := m.NewGuest(nil)
+	body(t, g, "/events")
+	g.Close()
 	if err := m.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -16,33 +16,32 @@ import (
 )
 
 // Rollback (event_rollback): the guest's response answers the client, the
-// event's writes and socket output are discarded, and the wasm instance
-// is kept.
+// event's writes and socket output are discarded, and the guest is kept.
 
-// TestRollbackKeepsInstance: a rolled-back event returns actors.Rollback
-// as its error, not a guest failure, and its wasm instance serves the next
+// TestRollbackKeepsGuest: a rolled-back event returns actors.Rollback
+// as its error, not a guest failure, and its guest serves the next
 // event; the writes it made to the storage it was given are the caller's
 // to discard (actors does), so here they are only seen to have been made.
-func TestRollbackKeepsInstance(t *testing.T) {
-	in := newInstance(t, Config{}, probeGuest)
+func TestRollbackKeepsGuest(t *testing.T) {
+	g := newGuest(t, Config{}, probeGuest)
 	st := memStorage{}
-	if got := body(t, in, "/events"); got != "1" {
+	if got := body(t, g, "/events"); got != "1" {
 		t.Fatalf("first event = %q", got)
 	}
-	_, err := in.Handle(context.Background(), get("/rollback", "status=418"), st)
+	_, err := g.Handle(context.Background(), get("/rollback", "status=418"), st)
 	if !errors.Is(err, actors.ErrRollback) || errors.Is(err, ErrGuest) || !strings.Contains(err.Error(), "418") {
 		t.Fatalf("rolled-back event: err = %v, want a rollback answering 418", err)
 	}
-	if got := body(t, in, "/events"); got != "3" {
-		t.Fatalf("event after the rollback = %q, want 3 (the same wasm instance)", got)
+	if got := body(t, g, "/events"); got != "3" {
+		t.Fatalf("event after the rollback = %q, want 3 (the same guest)", got)
 	}
 	// A socket event that rolls back: the same.
 	f := &fakeSockets{}
 	ev := &actors.SocketEvent{Kind: actors.SocketMessage, Socket: 1, Text: true, Data: []byte("rollback k v")}
-	if err := in.HandleSocket(withSockets(f), ev, st); !errors.Is(err, actors.ErrRollback) || errors.Is(err, ErrGuest) {
+	if err := g.HandleSocket(withSockets(f), ev, st); !errors.Is(err, actors.ErrRollback) || errors.Is(err, ErrGuest) {
 		t.Fatalf("rolled-back socket event: err = %v, want a rollback", err)
 	}
-	if got := body(t, in, "/events"); got != "5" {
+	if got := body(t, g, "/events"); got != "5" {
 		t.Fatalf("event after the socket rollback = %q, want 5", got)
 	}
 }
@@ -51,7 +50,7 @@ func TestRollbackKeepsInstance(t *testing.T) {
 // the status, headers and body the guest rolled back with (not a 500);
 // the event's puts and delete-all are not there afterwards, in the working
 // state or in the bucket once the actor hibernated; the next event sees
-// the state as before, on the same wasm instance; and a call after the
+// the state as before, on the same guest; and a call after the
 // rollback is refused, committing nothing.
 func TestRollbackInHost(t *testing.T) {
 	for _, iso := range isolations {
@@ -83,7 +82,7 @@ func TestRollbackInHost(t *testing.T) {
 			}
 			after := events()
 			if after != before+2*3+1 {
-				t.Fatalf("events on the wasm instance: %d before, %d after 3 rollbacks and 3 reads; want %d (the same instance)", before, after, before+7)
+				t.Fatalf("events on the guest: %d before, %d after 3 rollbacks and 3 reads; want %d (the same guest)", before, after, before+7)
 			}
 			// A call after the rollback would commit its writes: refused,
 			// and the callee is not called.
@@ -92,7 +91,7 @@ func TestRollbackInHost(t *testing.T) {
 			if resp.Status != http.StatusConflict || string(resp.Body) != "rolled back\ncall: guest: bad actor call" {
 				t.Fatalf("call after a rollback: %d %q", resp.Status, resp.Body)
 			}
-			want := 2 // other's own wasm instance: its put-many and this
+			want := 2 // other's own guest: its put-many and this
 			if iso == IsolationClass {
 				want = after + 3 // other's put-many, a's rollback and this
 			}
@@ -112,7 +111,7 @@ func TestRollbackInHost(t *testing.T) {
 func TestRollbackSockets(t *testing.T) {
 	for _, iso := range isolations {
 		t.Run(iso.String(), func(t *testing.T) {
-			r := newRuntime(t, Config{Isolation: map[string]Isolation{"probe": iso}, SharedInstances: 1})
+			r := newRuntime(t, Config{Isolation: map[string]Isolation{"probe": iso}, SharedGuests: 1})
 			m, err := r.Compile(t.Context(), "probe", guest(t, probeGuest))
 			if err != nil {
 				t.Fatal(err)

@@ -32,8 +32,8 @@ func startRoomNode(t *testing.T) *nodetest.Node {
 }
 
 // TestRoomHibernatesWithItsSockets: two people chat through the wasm room;
-// it hibernates (its wasm instance closed) while both stay connected, and a
-// message wakes it on a fresh wasm instance with its history and presence
+// it hibernates (its guest closed) while both stay connected, and a
+// message wakes it on a fresh guest with its history and presence
 // intact.
 func TestRoomHibernatesWithItsSockets(t *testing.T) {
 	n := startRoomNode(t)

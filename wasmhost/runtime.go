@@ -27,12 +27,11 @@ const ABIVersion = wire.Version
 
 // Defaults for Config.
 const (
-	// DefaultMemoryLimit bounds a wasm instance's linear memory.
+	// DefaultMemoryLimit bounds a guest's linear memory.
 	DefaultMemoryLimit = 256 << 20
 	// DefaultEventTimeout bounds one event of a guest.
 	DefaultEventTimeout = 5 * time.Second
-	// DefaultPrestart is how many started wasm instances a class keeps
-	// ready.
+	// DefaultPrestart is how many started guests a class keeps ready.
 	DefaultPrestart = 2
 	// DefaultTrimInterval is how long memory kept for reuse may go unused
 	// before it is returned to the system.
@@ -49,77 +48,76 @@ const pageSize = 64 << 10
 
 // Config configures a Runtime. The zero value is valid: no compilation
 // cache on disk, the default limits, the timeout on, and the default pool
-// of started wasm instances.
+// of started guests.
 type Config struct {
 	// CacheDir, if set, is a directory where compiled modules are kept
 	// across processes, so that compiling the same module again is cheap.
 	// It is created if missing. Several processes may share it.
 	CacheDir string
-	// MemoryLimit bounds the linear memory of every wasm instance, in
-	// bytes; it is rounded down to whole 64 KiB pages. Zero means
-	// DefaultMemoryLimit. A guest that grows past it fails its event (and
-	// its wasm instance is discarded); a module that needs more to start
-	// fails to instantiate.
+	// MemoryLimit bounds the linear memory of every guest, in bytes; it is
+	// rounded down to whole 64 KiB pages. Zero means DefaultMemoryLimit. A
+	// guest that grows past it fails its event (and its guest is
+	// discarded); a module that needs more to start fails to instantiate.
 	MemoryLimit int64
 	// EventTimeout bounds the guest time of one event: a guest still
 	// running when it passes is stopped, its event fails with an error
-	// wrapping ErrTimeout, and its wasm instance is discarded. Zero means
-	// DefaultEventTimeout.
-	// The limit costs a context and a map entry per event, and a few
-	// instructions per guest loop ("The time limit" in the package doc).
+	// wrapping ErrTimeout, and its guest is discarded. Zero means
+	// DefaultEventTimeout. The limit costs a context and a map entry per
+	// event, and a few instructions per guest loop ("The time limit" in the
+	// package doc).
 	EventTimeout time.Duration
 	// NoEventTimeout turns the time limit off: a guest in an endless loop
 	// then holds its actor forever. Only for trusted guests.
 	NoEventTimeout bool
-	// Prestart is how many started wasm instances each class keeps ready
+	// Prestart is how many started guests each class keeps ready
 	// (instantiated and initialised in the background, from the class's
 	// first start on), so that a wake does not wait for one: it cuts the
 	// latency of an actor's first event (about 5×), not CPU, and holds the
-	// memory of that many idle wasm instances per class (for a Go guest,
+	// memory of that many idle guests per class (for a Go guest,
 	// about 0.4 MB each of its own; see pool.go) until the class has
 	// started none for TrimInterval. Zero means DefaultPrestart; a negative
 	// value keeps none.
 	Prestart int
 	// TrimInterval is how long memory kept for reuse may go unused before
-	// it is returned to the system: a closed wasm instance's memory kept
-	// for the next wasm instance (see memory.go), and the started wasm
-	// instances of a class's pool (Prestart) when the class has started
-	// none for that long. A node busier than that keeps its fast starts; an
-	// idle one gives the memory back within 1.25 TrimIntervals, and the
-	// first start after that runs on fresh memory (about twice the CPU)
-	// and, for a class whose pool was emptied, on the event's path. Zero
-	// means DefaultTrimInterval; a negative value keeps the memory until
-	// Close. A positive value must be at least a millisecond.
+	// it is returned to the system: a closed guest's memory kept for the
+	// next guest (see memory.go), and the started guests of a class's pool
+	// (Prestart) when the class has started none for that long. A node
+	// busier than that keeps its fast starts; an idle one gives the memory
+	// back within 1.25 TrimIntervals, and the first start after that runs
+	// on fresh memory (about twice the CPU) and, for a class whose pool was
+	// emptied, on the event's path. Zero means DefaultTrimInterval; a
+	// negative value keeps the memory until Close. A positive value must be
+	// at least a millisecond.
 	TrimInterval time.Duration
 	// Isolation overrides, by class name, the isolation a module
 	// declares (its export wasmkeep_isolation; IsolationActor if it
 	// declares none); the key "" applies to every class not named. Nil:
 	// each class as its module declares.
 	Isolation map[string]Isolation
-	// SharedInstances is how many wasm instances serve the resident actors
-	// of a class in class isolation on this node, each many actors (one
-	// more is started for an event whose every shared wasm instance is held
-	// by an event waiting, through actor calls, for it). Zero means
-	// GOMAXPROCS, as many as the events that can run at once.
-	SharedInstances int
+	// SharedGuests is how many guests serve the resident actors of a class
+	// in class isolation on this node, each many actors (one more is
+	// started for an event whose every shared guest is held by an event
+	// waiting, through actor calls, for it). Zero means GOMAXPROCS, as many
+	// as the events that can run at once.
+	SharedGuests int
 	// Registerer takes the runtime's metrics (metrics.go). Nil: they are
 	// kept (Module.Stats) but not exported.
 	Registerer prometheus.Registerer
-	// Logger receives guest logs and wasm instance lifecycle messages. Nil
+	// Logger receives guest logs and guest lifecycle messages. Nil
 	// means slog.Default().
 	Logger *slog.Logger
 }
 
-// Isolation is how the resident actors of a class share wasm instances
-// (see the package doc).
+// Isolation is how the resident actors of a class share guests (see the
+// package doc).
 type Isolation int
 
 // Isolations, as a module declares them (ABI.md, wasmkeep_isolation).
 const (
-	// IsolationActor: a wasm instance of its own for each resident actor.
+	// IsolationActor: a guest of its own for each resident actor.
 	IsolationActor Isolation = wire.IsolationActor
-	// IsolationClass: a few wasm instances per class
-	// (Config.SharedInstances), each serving many resident actors.
+	// IsolationClass: a few guests per class (Config.SharedGuests), each
+	// serving many resident actors.
 	IsolationClass Isolation = wire.IsolationClass
 )
 
@@ -157,8 +155,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("wasmhost config: negative event timeout %v", c.EventTimeout)
 	case c.TrimInterval > 0 && c.TrimInterval < time.Millisecond:
 		return fmt.Errorf("wasmhost config: trim interval %v is under a millisecond", c.TrimInterval)
-	case c.SharedInstances < 0:
-		return fmt.Errorf("wasmhost config: negative shared instances %d", c.SharedInstances)
+	case c.SharedGuests < 0:
+		return fmt.Errorf("wasmhost config: negative shared guests %d", c.SharedGuests)
 	}
 	for class, iso := range c.Isolation {
 		if iso != IsolationActor && iso != IsolationClass {
@@ -181,8 +179,8 @@ func (c Config) withDefaults() Config {
 	if c.TrimInterval == 0 {
 		c.TrimInterval = DefaultTrimInterval
 	}
-	if c.SharedInstances == 0 {
-		c.SharedInstances = runtime.GOMAXPROCS(0)
+	if c.SharedGuests == 0 {
+		c.SharedGuests = runtime.GOMAXPROCS(0)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -197,12 +195,12 @@ type Runtime struct {
 	rt    wazero.Runtime
 	cache wazero.CompilationCache // nil without CacheDir
 
-	// alloc makes the linear memories of wasm instances (memory.go); nil
+	// alloc makes the linear memories of guests (memory.go); nil
 	// leaves it to wazero (Go slices). images turns on data images
 	// (memory.go), with alloc; merge turns on mergeDataSegments for the
 	// modules without one; warm turns on populating the pages a module's
-	// wasm instances touch as they start (warmth). All are set by
-	// NewRuntime; the benchmarks turn them off to compare.
+	// guests touch as they start (warmth). All are set by NewRuntime; the
+	// benchmarks turn them off to compare.
 	alloc  allocator
 	images bool
 	merge  bool
@@ -210,7 +208,7 @@ type Runtime struct {
 
 	// Background work (pool fills, the trim clock) runs under bg,
 	// cancelled by Close, which waits for it: closing a wazero runtime
-	// closes the wasm instances a goroutine may still be starting.
+	// closes the guests a goroutine may still be starting.
 	bg       context.Context
 	cancelBg context.CancelFunc
 	mu       sync.Mutex     // guards closed, work.Add, imgs and mods
@@ -283,7 +281,7 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 	r.rt = wazero.NewRuntimeWithConfig(ctx, rc)
 	// WASI is what the Go runtime of a wasip1 guest needs (clocks, random,
 	// fd_write for its crash messages, proc_exit). The module config of
-	// each wasm instance grants no files, no arguments and no environment.
+	// each guest grants no files, no arguments and no environment.
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r.rt); err != nil {
 		_ = r.Close(ctx)
 		return nil, fmt.Errorf("wasmhost: instantiate wasi: %w", err)
@@ -319,7 +317,7 @@ func every(ctx context.Context, period time.Duration, f func(now time.Time)) {
 // trim is a step of the trim clock: it returns to the system the memory
 // kept for reuse that has gone unused for trimSteps whole steps, that is
 // a Config.TrimInterval: the pools of the classes that started no
-// wasm instance in that time, and the mappings that no wasm instance took
+// guest in that time, and the mappings that no guest took
 // (memory.go). The step runs every TrimInterval/trimSteps; tests call it
 // directly.
 func (r *Runtime) trim() {
@@ -337,7 +335,7 @@ func (r *Runtime) trim() {
 }
 
 // Close releases the runtime, every module compiled by it and every
-// wasm instance of them. Instances must not be used after it.
+// guest of them. Its Residents must not be used after it.
 func (r *Runtime) Close(ctx context.Context) error {
 	r.mu.Lock()
 	r.closed = true
@@ -372,12 +370,12 @@ type Module struct {
 	img       *image    // the data segments, not in compiled; nil if in it
 	dataEnd   uint64    // end of the data segments in memory, 0 if unknown
 	pool      pool
-	shared    *classPool // the shared wasm instances, in class isolation
+	shared    *classPool // the shared guests, in class isolation
 	log       *slog.Logger
 	stats     moduleStats
 
-	// warmth is the pages a wasm instance touches as it starts, once
-	// learned from a wasm instance started on a fresh mapping (memory.go).
+	// warmth is the pages a guest touches as it starts, once learned from a
+	// guest started on a fresh mapping (memory.go).
 	warmth atomic.Pointer[warmth]
 }
 
@@ -392,12 +390,12 @@ const (
 
 // Compile compiles wasm as the module of the class named class (its name
 // in logs and metrics, and the class its events name to the guest). It
-// starts one wasm instance of it to learn what it declares, and fails for
-// a module that is not valid wasm, that imports what the host does not
-// offer, that speaks another ABI version than ABIVersion, or whose wasm
-// instance fails to start; a module that lacks the guest exports
-// compiles, and its events get 501. A module whose initial memory is over
-// Config.MemoryLimit fails to compile.
+// starts one guest of it to learn what it declares, and fails for a module
+// that is not valid wasm, that imports what the host does not offer, that
+// speaks another ABI version than ABIVersion, or whose guest fails to
+// start; a module that lacks the guest exports compiles, and its events get
+// 501. A module whose initial memory is over Config.MemoryLimit fails to
+// compile.
 func (r *Runtime) Compile(ctx context.Context, class string, wasm []byte) (*Module, error) {
 	wasm, err := instrument(wasm)
 	if err != nil {
@@ -451,10 +449,10 @@ var (
 	actorI64  = []api.ValueType{api.ValueTypeI64}
 )
 
-// check checks the module's exports and starts a wasm instance of it to
-// ask the ABI version it speaks (first: a module of another version is
-// refused saying so, rather than for the signatures that changed) and the
-// isolation it declares.
+// check checks the module's exports and starts a guest of it to ask the ABI
+// version it speaks (first: a module of another version is refused saying
+// so, rather than for the signatures that changed) and the isolation it
+// declares.
 func (m *Module) check(ctx context.Context) error {
 	exports := m.compiled.ExportedFunctions()
 	if _, command := exports["_start"]; command {
@@ -476,7 +474,7 @@ func (m *Module) check(ctx context.Context) error {
 	defer cancel()
 	mod, mem, err := m.instantiate(ictx)
 	if err != nil {
-		return fmt.Errorf("start a wasm instance: %w", err)
+		return fmt.Errorf("start a guest: %w", err)
 	}
 	defer closeModule(context.WithoutCancel(ctx), mod, mem)
 	for name, on := range map[string]*bool{exportOnRequest: &m.onRequest, exportOnSocket: &m.onSocket, exportOnLeave: &m.onLeave} {
@@ -506,8 +504,8 @@ func sameSignature(fn api.FunctionDefinition, params, results []api.ValueType) b
 	return string(fn.ParamTypes()) == string(params) && string(fn.ResultTypes()) == string(results)
 }
 
-// Close releases the compiled module and the wasm instances it keeps ready.
-// Its actors' wasm instances must be closed first.
+// Close releases the compiled module and the guests it keeps ready.
+// Its actors' guests must be closed first.
 func (m *Module) Close(ctx context.Context) error {
 	m.r.mu.Lock()
 	if i := slices.Index(m.r.mods, m); i >= 0 {
@@ -522,8 +520,8 @@ func (m *Module) Close(ctx context.Context) error {
 	return m.compiled.Close(ctx)
 }
 
-// moduleConfig is the configuration of every wasm instance: anonymous (many
-// wasm instances of one module coexist), started by the reactor's
+// moduleConfig is the configuration of every guest: anonymous (many
+// guests of one module coexist), started by the reactor's
 // _initialize, with real clocks and randomness and nothing else: no files,
 // arguments, environment, stdin, stdout or stderr.
 func (m *Module) moduleConfig() wazero.ModuleConfig {
@@ -535,10 +533,10 @@ func (m *Module) moduleConfig() wazero.ModuleConfig {
 		WithRandSource(rand.Reader)
 }
 
-// instantiate starts a wasm instance of m: instantiate, _initialize, and
-// the check of the ABI version the guest speaks. mem is the wasm instance's
-// linear memory if the host allocated it, for closeModule. The first
-// wasm instance started on a fresh mapping teaches m its warmth.
+// instantiate starts a guest of m: instantiate, _initialize, and the check
+// of the ABI version the guest speaks. mem is the guest's linear memory if
+// the host allocated it, for closeModule. The first guest started on a
+// fresh mapping teaches m its warmth.
 func (m *Module) instantiate(ctx context.Context) (mod api.Module, mem experimental.LinearMemory, err error) {
 	warm := dataWarmth(m.img, m.dataEnd)
 	if w := m.warmth.Load(); w != nil {
@@ -572,7 +570,7 @@ func (m *Module) instantiate(ctx context.Context) (mod api.Module, mem experimen
 	return mod, mem, nil
 }
 
-// closeModule closes a wasm instance and frees its memory. wazero frees it
+// closeModule closes a guest and frees its memory. wazero frees it
 // too, except when a timeout closed the module while no call was running
 // to notice it; Free may be called twice.
 func closeModule(ctx context.Context, mod api.Module, mem experimental.LinearMemory) {

@@ -11,12 +11,12 @@ import (
 // The Go linker emits tens of thousands of small active data segments
 // (22,193 for the counter example, 544 KB in all), and wazero applies
 // each one at every instantiation with its own bookkeeping: an offset
-// expression evaluated, a slice header kept per segment per wasm instance.
+// expression evaluated, a slice header kept per segment per guest.
 // Where the host can, it takes the data section out of the module and
-// maps the segments' image into each wasm instance instead (memory.go);
-// else mergeDataSegments rewrites them into a few large ones before the
-// module is compiled. Either way the memory a wasm instance starts with is
-// the same byte for byte.
+// maps the segments' image into each guest instead (memory.go); else
+// mergeDataSegments rewrites them into a few large ones before the module
+// is compiled. Either way the memory a guest starts with is the same byte
+// for byte.
 
 // mergeGap is the largest run of zero bytes that merging fills in
 // between two segments. Below a 4 KiB page, filling it touches no page

@@ -118,7 +118,7 @@ func TestSleb32(t *testing.T) {
 	}
 }
 
-// TestMemoryReuse checks that a wasm instance never sees the memory of one
+// TestMemoryReuse checks that a guest never sees the memory of one
 // closed before it (the host reuses freed mappings), and that memories
 // grow and are freed more than once without harm.
 func TestMemoryReuse(t *testing.T) {
@@ -156,7 +156,7 @@ func TestMemoryReuse(t *testing.T) {
 		want := make([]byte, len(b))
 		copy(want[70000:], "data")
 		if !bytes.Equal(b, want) {
-			t.Fatal("a new wasm instance sees another's memory")
+			t.Fatal("a new guest sees another's memory")
 		}
 		defer closeModule(ctx, mod, mem)
 	}

@@ -13,35 +13,34 @@ import (
 	"github.com/wasmkeep/wasmkeep/wasmhost/internal/wire"
 )
 
-// Class isolation. The resident actors of a class share a few wasm
-// instances (Config.SharedInstances), each serving many of them, so that
-// a resident actor costs the guest's object for it rather than a wasm
-// instance of its own (a megabyte and more for a Go guest).
+// Class isolation. The resident actors of a class share a few guests
+// (Config.SharedGuests), each serving many of them, so that a resident
+// actor costs the guest's object for it rather than a guest of its own (a
+// megabyte and more for a Go guest).
 //
-//   - Placement: an actor is placed at its first event on the shared wasm
-//     instance with the fewest actors placed, and stays there while it is
-//     resident, across the wasm instances that replace a discarded one.
-//     One exception keeps calls from waiting forever: an event whose
-//     instance is held by an event that waits for it through actor calls
-//     (an actor of its call chain) moves its actor to another, or to one
-//     started past the pool's size when every other is held so too.
-//   - Locking: one event at a time runs on a shared wasm instance, which
-//     its token (slot.sem) guards; an actor's events are serialised by its
-//     mailbox already, and the events of different actors on one wasm
-//     instance wait for its token in turn.
+//   - Placement: an actor is placed at its first event on the shared guest
+//     with the fewest actors placed, and stays there while it is
+//     resident, across the guests that replace a discarded one. One
+//     exception keeps calls from waiting forever: an event whose guest is
+//     held by an event that waits for it through actor calls (an actor of
+//     its call chain) moves its actor to another, or to one started past
+//     the pool's size when every other is held so too.
+//   - Locking: one event at a time runs on a shared guest, which its token
+//     (slot.sem) guards; an actor's events are serialised by its mailbox
+//     already, and the events of different actors on one guest wait for its
+//     token in turn.
 //   - Framing: every call names its actor by id (actorRef), and the host
 //     functions act for that event's actor alone (abi.go: eventOf), so the
 //     guest cannot reach another actor's storage or sockets. When an actor
-//     leaves memory, the wasm instance that knows it is told through
+//     leaves memory, the guest that knows it is told through
 //     wasmkeep_on_leave, at once if no event holds it, else as the holder
 //     lets go, and before any later event.
-//   - Failure: a guest failure discards the wasm instance and with it the
-//     objects of every actor placed there (counted); their state is in
-//     storage, and their next events run on a fresh wasm instance, which
-//     meets them as new.
+//   - Failure: a failure discards the guest and with it the objects of
+//     every actor placed there (counted); their state is in storage, and
+//     their next events run on a fresh guest, which meets them as new.
 
-// classPool is the shared wasm instances of a class and the actors placed
-// on them. Lock order: classPool.mu, then a slot's mu.
+// classPool is the shared guests of a class and the actors placed on them.
+// Lock order: classPool.mu, then a slot's mu.
 type classPool struct {
 	m      *Module
 	closed atomic.Bool
@@ -51,8 +50,8 @@ type classPool struct {
 
 func newClassPool(m *Module) *classPool { return &classPool{m: m} }
 
-// slot is one shared wasm instance, started at the first event placed
-// there and again after one was discarded.
+// slot is one shared guest, started at the first event placed there and
+// again after one was discarded.
 type slot struct {
 	p     *classPool
 	extra bool          // started past the pool's size for a call chain
@@ -66,9 +65,9 @@ type slot struct {
 	lastUse atomic.Uint64
 
 	mu      sync.Mutex
-	gen     uint64       // generation of the wasm instance; changed (token and mu held) when one is discarded
+	gen     uint64       // generation of the guest; changed (token and mu held) when one is discarded
 	placed  int          // resident actors placed here
-	pending []*actorRef  // actors that left memory, for the wasm instance to be told
+	pending []*actorRef  // actors that left memory, for the guest to be told
 	npend   atomic.Int32 // len(pending), read without mu
 }
 
@@ -77,14 +76,14 @@ func (p *classPool) newSlot(extra bool) *slot {
 }
 
 // member is the Resident of one actor of a class in class isolation: its
-// place on a shared wasm instance for its residency. Like an Instance, it
-// is called from one goroutine at a time.
+// place on a shared guest for its residency. Like a Guest, it is called
+// from one goroutine at a time.
 type member struct {
 	p      *classPool
 	actor  ownership.Actor
 	ref    *actorRef
 	s      *slot  // where the actor is placed; nil before its first event
-	seen   uint64 // generation of s's wasm instance that met the actor; 0: none
+	seen   uint64 // generation of s's guest that met the actor; 0: none
 	closed bool
 }
 
@@ -93,9 +92,9 @@ func (p *classPool) newMember(a ownership.Actor) *member {
 	return &member{p: p, actor: a, ref: m.r.newActorRef(m.class, a.Name, m.log, true)}
 }
 
-// Handle implements actors.Class for the actor, on its shared wasm
-// instance; see Instance.Handle. An error that wraps ErrTimeout or
-// ErrGuest discarded the shared wasm instance.
+// Handle implements actors.Class for the actor, on its shared guest;
+// see Guest.Handle. An error that wraps ErrTimeout or ErrGuest discarded
+// the shared guest.
 func (a *member) Handle(ctx context.Context, req *actors.Request, st actors.Storage) (*actors.Response, error) {
 	if a.closed || a.p.closed.Load() {
 		return nil, ErrClosed
@@ -103,7 +102,7 @@ func (a *member) Handle(ctx context.Context, req *actors.Request, st actors.Stor
 	return a.p.m.handleOn(ctx, a, a.ref, req, st)
 }
 
-// HandleSocket implements actors.SocketClass; see Instance.HandleSocket.
+// HandleSocket implements actors.SocketClass; see Guest.HandleSocket.
 func (a *member) HandleSocket(ctx context.Context, sev *actors.SocketEvent, st actors.Storage) error {
 	if a.closed || a.p.closed.Load() {
 		return ErrClosed
@@ -111,10 +110,10 @@ func (a *member) HandleSocket(ctx context.Context, sev *actors.SocketEvent, st a
 	return a.p.m.handleSocketOn(ctx, a, a.ref, sev, st)
 }
 
-// run implements runner: it runs ev on the actor's shared wasm instance
-// once it holds its token, starting the wasm instance if none is, within
-// the event timeout (which starts once the token is held). Any error of
-// the guest discards the wasm instance.
+// run implements runner: it runs ev on the actor's shared guest once it
+// holds its token, starting the guest if none is, within the event timeout
+// (which starts once the token is held). Any error of the guest discards
+// it.
 func (a *member) run(ctx context.Context, what string, socket bool, ev *event) (int32, error) {
 	s, err := a.acquire(ctx)
 	if err != nil {
@@ -148,9 +147,9 @@ func (a *member) run(ctx context.Context, what string, socket bool, ev *event) (
 }
 
 // acquire places the actor if it has no place yet, and waits for the
-// token of its shared wasm instance. An event that waits for the token
-// of one held by an actor of its call chain would wait forever (that
-// actor waits for this event): the actor moves.
+// token of its shared guest. An event that waits for the token of one held
+// by an actor of its call chain would wait forever (that actor waits for
+// this event): the actor moves.
 func (a *member) acquire(ctx context.Context) (*slot, error) {
 	chain := actors.CallChain(ctx)
 	if a.s == nil {
@@ -180,9 +179,9 @@ func (a *member) acquire(ctx context.Context) (*slot, error) {
 	}
 }
 
-// move places the actor elsewhere than on its shared wasm instance, which
-// an actor of chain holds; that wasm instance is told the actor left when
-// its holder lets go.
+// move places the actor elsewhere than on its shared guest, which an actor
+// of chain holds; that guest is told the actor left when its holder lets
+// go.
 func (a *member) move(chain []ownership.Actor) {
 	old := a.s
 	old.mu.Lock()
@@ -191,15 +190,15 @@ func (a *member) move(chain []ownership.Actor) {
 		old.addPending(a.ref)
 	}
 	old.mu.Unlock()
-	// A new id: the old wasm instance is told the old one left, and never
+	// A new id: the old guest is told the old one left, and never
 	// meets it again.
 	m := a.p.m
 	a.s, a.seen, a.ref = a.p.place(chain), 0, m.r.newActorRef(m.class, a.actor.Name, m.log, true)
-	a.ref.logger().Debug("actor moved to another shared wasm instance: its own is held by an event waiting for it")
+	a.ref.logger().Debug("actor moved to another shared guest: its own is held by an event waiting for it")
 }
 
 // Close implements actors.Resident: the actor left memory. Its shared
-// wasm instance, if it met the actor, is told.
+// guest, if it met the actor, is told.
 func (a *member) Close() {
 	if a.closed {
 		return
@@ -229,7 +228,7 @@ func (p *classPool) place(chain []ownership.Actor) *slot {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.slots == nil {
-		p.slots = make([]*slot, max(p.m.r.cfg.SharedInstances, 1))
+		p.slots = make([]*slot, max(p.m.r.cfg.SharedGuests, 1))
 		for i := range p.slots {
 			p.slots[i] = p.newSlot(false)
 		}
@@ -277,14 +276,14 @@ func (s *slot) heldBy(chain []ownership.Actor) bool {
 	return h != nil && slices.Contains(chain, *h)
 }
 
-// addPending queues the leave of ref for the wasm instance. s.mu must be
+// addPending queues the leave of ref for the guest. s.mu must be
 // held.
 func (s *slot) addPending(ref *actorRef) {
 	s.pending = append(s.pending, ref)
 	s.npend.Store(int32(len(s.pending)))
 }
 
-// unlock gives the token back, then tells the wasm instance of the actors
+// unlock gives the token back, then tells the guest of the actors
 // that left meanwhile, unless another goroutine took the token first (it
 // does so then). A leave queued while the token was held is seen either
 // here, after the token is back, or by its Close, which takes the token.
@@ -304,8 +303,8 @@ func (s *slot) unlock() {
 	}
 }
 
-// tryFlush tells the wasm instance of the actors that left, if no event
-// holds its token; else its holder does as it lets go.
+// tryFlush tells the guest of the actors that left, if no event holds its
+// token; else its holder does as it lets go.
 func (s *slot) tryFlush() {
 	select {
 	case s.sem <- struct{}{}:
@@ -317,7 +316,7 @@ func (s *slot) tryFlush() {
 
 // flush calls wasmkeep_on_leave for each actor that left, each call
 // within the event timeout. The token must be held. A failure discards
-// the wasm instance, which drops what the guest held of every actor.
+// the guest, and with it what it held of every actor.
 func (s *slot) flush() {
 	s.mu.Lock()
 	left := s.pending
@@ -347,21 +346,21 @@ func (s *slot) flush() {
 	}
 }
 
-// fail discards the wasm instance after a guest error in an event of the
-// actor ref, counts it with the actors whose objects it drops, and says
-// why. The token must be held. ctx is the caller's context, cctx the one
-// bounded by the event timeout.
+// fail discards the guest after its error in an event of the actor ref,
+// counts it with the actors whose objects it drops, and says why. The token
+// must be held. ctx is the caller's context, cctx the one bounded by the
+// event timeout.
 func (s *slot) fail(ctx, cctx context.Context, ref *actorRef, what string, err error) error {
 	dropped := s.discard(context.WithoutCancel(ctx))
 	s.p.m.failed(dropped)
-	ref.logger().Warn("shared wasm instance discarded", slog.String("during", what),
+	ref.logger().Warn("shared guest discarded", slog.String("during", what),
 		slog.Int("actors_dropped", dropped), slog.Any("err", err))
 	return eventError(ctx, cctx, what, err)
 }
 
-// discard closes the wasm instance, if any, and starts a new generation:
-// the actors placed here meet the next wasm instance as new. It returns
-// how many were placed. The token must be held.
+// discard closes the guest, if any, and starts a new generation: the actors
+// placed here meet the next guest as new. It returns how many were placed.
+// The token must be held.
 func (s *slot) discard(ctx context.Context) int {
 	if s.w != nil {
 		s.w.close(ctx)
@@ -376,7 +375,7 @@ func (s *slot) discard(ctx context.Context) int {
 	return s.placed
 }
 
-// counts returns how many shared wasm instances are started and how many
+// counts returns how many shared guests are started and how many
 // actors are placed.
 func (p *classPool) counts() (started, placed int) {
 	p.mu.Lock()
@@ -399,10 +398,10 @@ func (p *classPool) counts() (started, placed int) {
 	return started, placed
 }
 
-// trim closes the shared wasm instances on which no actor has been placed
-// for idle whole steps of the trim clock (since before step-idle), their
-// memory unmapped rather than kept, so that an idle class costs nothing;
-// the next event placed there starts a fresh one.
+// trim closes the shared guests on which no actor has been placed for idle
+// whole steps of the trim clock (since before step-idle), their memory
+// unmapped rather than kept, so that an idle class costs nothing; the next
+// event placed there starts a fresh one.
 func (p *classPool) trim(step, idle uint64) {
 	p.mu.Lock()
 	slots := slices.Clone(p.slots)
@@ -430,8 +429,8 @@ func (p *classPool) trim(step, idle uint64) {
 	}
 }
 
-// close closes the shared wasm instances, after the events that hold
-// them; no event runs on them after it.
+// close closes the shared guests, after the events that hold them; no event
+// runs on them after it.
 func (p *classPool) close(ctx context.Context) {
 	p.closed.Store(true)
 	p.mu.Lock()

@@ -107,7 +107,7 @@ func touchAll(tb testing.TB, n *nodetest.Node, class, prefix string, count, conn
 // system, rss-MiB the process's resident set then (the node, the test
 // binary and its client included, and what earlier sub-benchmarks left:
 // run one alone for a node's total). The counter in isolation actor, a
-// wasm instance per actor, is measured at 1,000 only.
+// guest per actor, is measured at 1,000 only.
 func BenchmarkResidentActors(b *testing.B) {
 	for _, c := range []benchClass{goCounter, wasmCounter, wasmRoom, actorCounter} {
 		for _, count := range []int{1000, 10000} {

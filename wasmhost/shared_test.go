@@ -46,8 +46,7 @@ func (everyHold) HoldEnded(ownership.Actor, ownership.Generation, string) {}
 func (everyHold) DamageFound(string, error)                               {}
 
 // tenants is the tenant class served by an actors.Host in one isolation,
-// on one shared wasm instance (unless cfg says otherwise) in isolation
-// class.
+// on one shared guest (unless cfg says otherwise) in isolation class.
 type tenants struct {
 	t *testing.T
 	h *actors.Host
@@ -64,8 +63,8 @@ func newTenants(t *testing.T, iso Isolation, cfg Config) *tenants {
 func newTenantsIdle(t *testing.T, iso Isolation, cfg Config, idle time.Duration) *tenants {
 	t.Helper()
 	cfg.Isolation = map[string]Isolation{"": iso}
-	if cfg.SharedInstances == 0 {
-		cfg.SharedInstances = 1
+	if cfg.SharedGuests == 0 {
+		cfg.SharedGuests = 1
 	}
 	m, err := newRuntime(t, cfg).Compile(t.Context(), "tenant", guest(t, tenantGuest))
 	if err != nil {
@@ -125,19 +124,19 @@ func (ts *tenants) awaitGone() {
 	}
 }
 
-// id is what /id says of an actor: its events on its wasm instance's
-// object, the wasm instance, and the objects that instance holds.
+// id is what /id says of an actor: its events on its guest's object, the
+// guest, and the objects that guest holds.
 type id struct {
 	who                    string
 	events, actors, served int
-	instance               string
+	guest                  string
 }
 
 func (ts *tenants) id(name string) id {
 	ts.t.Helper()
 	status, body := ts.call(name, "/id", "")
 	var got id
-	if _, err := fmt.Sscanf(body, "%s events=%d instance=%s instance-events=%d actors=%d", &got.who, &got.events, &got.instance, &got.served, &got.actors); err != nil || status != http.StatusOK {
+	if _, err := fmt.Sscanf(body, "%s events=%d guest=%s guest-events=%d actors=%d", &got.who, &got.events, &got.guest, &got.served, &got.actors); err != nil || status != http.StatusOK {
 		ts.t.Fatalf("%s /id = %d %q (%v)", name, status, body, err)
 	}
 	if got.who != "tenant/"+name {
@@ -148,7 +147,7 @@ func (ts *tenants) id(name string) id {
 
 // TestStorageIsolated: in both isolations, an actor reads, lists, writes
 // and deletes only its own storage, even when its guest knows the keys
-// another actor wrote on their shared wasm instance and tries them.
+// another actor wrote on their shared guest and tries them.
 func TestStorageIsolated(t *testing.T) {
 	for _, iso := range isolations {
 		t.Run(iso.String(), func(t *testing.T) {
@@ -156,8 +155,8 @@ func TestStorageIsolated(t *testing.T) {
 			ts.expect("a", "/put", "k=secret&v=a-secret", "put")
 			ts.expect("a", "/put", "k=secret/other&v=a-other", "put")
 			a, b := ts.id("a"), ts.id("b")
-			if shared := a.instance == b.instance; shared != (iso == IsolationClass) || (iso == IsolationClass && b.actors != 2) {
-				t.Fatalf("a on %s, b on %s holding %d objects: shared %v in isolation %v", a.instance, b.instance, b.actors, shared, iso)
+			if shared := a.guest == b.guest; shared != (iso == IsolationClass) || (iso == IsolationClass && b.actors != 2) {
+				t.Fatalf("a on %s, b on %s holding %d objects: shared %v in isolation %v", a.guest, b.guest, b.actors, shared, iso)
 			}
 			// b names a's keys; in class isolation its guest knows them too.
 			ts.expect("b", "/steal", "keys=secret,secret/other", "")
@@ -170,7 +169,7 @@ func TestStorageIsolated(t *testing.T) {
 				// and wrote only its own storage.
 				ts.expect("c", "/get", "k=secret", "overwritten by c")
 			} else if status, _ := ts.call("c", "/get", "k=secret"); status != http.StatusNotFound {
-				t.Fatalf("c's own instance knew a's keys: %d", status)
+				t.Fatalf("c's own guest knew a's keys: %d", status)
 			}
 			ts.expect("a", "/steal", "", "got secret=a-secret\ngot secret/other=a-other\nlisted secret=a-secret\nlisted secret/other=a-other")
 		})
@@ -209,11 +208,11 @@ func (c socketClient) ask(cmd string) string {
 // TestSocketsIsolated: in both isolations, an actor's events cannot send
 // to, close, broadcast to, list, or read or set the attachment of another
 // actor's socket, even when its guest knows the socket's id from their
-// shared wasm instance; the victim's socket sees nothing of it.
+// shared guest; the victim's socket sees nothing of it.
 func TestSocketsIsolated(t *testing.T) {
 	for _, iso := range isolations {
 		t.Run(iso.String(), func(t *testing.T) {
-			r := newRuntime(t, Config{Isolation: map[string]Isolation{"tenant": iso}, SharedInstances: 1})
+			r := newRuntime(t, Config{Isolation: map[string]Isolation{"tenant": iso}, SharedGuests: 1})
 			m, err := r.Compile(t.Context(), "tenant", guest(t, tenantGuest))
 			if err != nil {
 				t.Fatal(err)
@@ -240,7 +239,7 @@ func TestSocketsIsolated(t *testing.T) {
 			if iso == IsolationClass {
 				want("steal a", 1) // the id from shared memory
 			} else {
-				want("steal a", 0) // b's own wasm instance never met a
+				want("steal a", 0) // b's own guest never met a
 			}
 			// a's socket is open, heard nothing, and keeps its attachment.
 			if got := a.ask("getatt"); got != "att=mine" {
@@ -257,10 +256,10 @@ func TestSocketsIsolated(t *testing.T) {
 }
 
 // TestTrap: a trap in one actor's event fails that event and is counted;
-// in isolation class it discards the shared wasm instance with every
-// actor's object (counted), and the other actors' next events are served
-// on a fresh one, their state loaded from storage; in isolation actor the
-// others' wasm instances are untouched.
+// in isolation class it discards the shared guest with every actor's object
+// (counted), and the other actors' next events are served on a fresh one,
+// their state loaded from storage; in isolation actor the others' guests
+// are untouched.
 func TestTrap(t *testing.T) {
 	for _, iso := range isolations {
 		t.Run(iso.String(), func(t *testing.T) {
@@ -289,12 +288,12 @@ func TestTrap(t *testing.T) {
 			after := ts.id("b")
 			switch iso {
 			case IsolationClass:
-				if after.instance == before.instance || after.events != 1 || after.actors != 1 {
-					t.Fatalf("b after the trap: %+v (before %+v); want a fresh wasm instance and a new object", after, before)
+				if after.guest == before.guest || after.events != 1 || after.actors != 1 {
+					t.Fatalf("b after the trap: %+v (before %+v); want a fresh guest and a new object", after, before)
 				}
 			case IsolationActor:
-				if after.instance != before.instance || after.events != before.events+1 {
-					t.Fatalf("b after a's trap: %+v (before %+v); want its own wasm instance untouched", after, before)
+				if after.guest != before.guest || after.events != before.events+1 {
+					t.Fatalf("b after a's trap: %+v (before %+v); want its own guest untouched", after, before)
 				}
 			}
 			for _, name := range names {
@@ -329,21 +328,21 @@ func gathered(t *testing.T, reg *prometheus.Registry, class string) map[string]f
 }
 
 // sharedMemory returns the size of the linear memory of the first shared
-// wasm instance of m, waiting for its token.
+// guest of m, waiting for its token.
 func sharedMemory(t *testing.T, m *Module) uint32 {
 	t.Helper()
 	s := m.shared.slots[0]
 	s.sem <- struct{}{}
 	defer s.unlock()
 	if s.w == nil {
-		t.Fatal("no shared wasm instance")
+		t.Fatal("no shared guest")
 	}
 	return s.w.mod.Memory().Size()
 }
 
-// TestLeave: actors that hibernate are dropped from their shared wasm
-// instance, which the guest sees (its leave handler runs, its objects go),
-// and the guest's memory does not grow with actors that came and went.
+// TestLeave: actors that hibernate are dropped from their shared guest,
+// which sees it (its leave handler runs, its objects go), and the guest's
+// memory does not grow with actors that came and went.
 func TestLeave(t *testing.T) {
 	ts := newTenantsIdle(t, IsolationClass, Config{}, 20*time.Millisecond)
 	const perRound = 200
@@ -394,12 +393,12 @@ func TestLeave(t *testing.T) {
 		t.Fatalf("/leaves = %d %.60q, want it to start %q", status, body, want)
 	}
 	if st := ts.m.Stats(); st.Failures != 0 || st.Shared != 1 {
-		t.Fatalf("stats %+v, want no failure and one shared wasm instance", st)
+		t.Fatalf("stats %+v, want no failure and one shared guest", st)
 	}
 }
 
 // TestLeaveActsForNoActor: a guest that uses storage while told an actor
-// left breaks the ABI: the shared wasm instance is discarded, counted.
+// left breaks the ABI: the shared guest is discarded, counted.
 func TestLeaveActsForNoActor(t *testing.T) {
 	ts := newTenantsIdle(t, IsolationClass, Config{}, 20*time.Millisecond)
 	ts.expect("a", "/leave-storage", "", "armed")
@@ -408,8 +407,8 @@ func TestLeaveActsForNoActor(t *testing.T) {
 	if st := ts.m.Stats(); st.Failures != 1 {
 		t.Fatalf("stats %+v, want the leave's storage call counted as a failure", st)
 	}
-	if after := ts.id("b"); after.instance == before.instance || after.events != 1 {
-		t.Fatalf("b after the failed leave: %+v, want a fresh wasm instance", after)
+	if after := ts.id("b"); after.guest == before.guest || after.events != 1 {
+		t.Fatalf("b after the failed leave: %+v, want a fresh guest", after)
 	}
 }
 
@@ -425,7 +424,7 @@ func TestOtherABIVersionRefused(t *testing.T) {
 			wasmSection(10, []byte{1, 4, 0, 0x41, v, 0x0b}), // its body: i32.const v
 		)
 		_, err := r.Compile(t.Context(), "old", mod)
-		want := fmt.Sprintf("compile class \"old\": start a wasm instance: the module speaks guest ABI version %d, and this host serves version %d", v, ABIVersion)
+		want := fmt.Sprintf("compile class \"old\": start a guest: the module speaks guest ABI version %d, and this host serves version %d", v, ABIVersion)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("compile a version %d module: %v; want %q", v, err, want)
 		}
@@ -436,9 +435,9 @@ func TestOtherABIVersionRefused(t *testing.T) {
 }
 
 // TestSharedLimits: the event timeout and the memory limit hold per event
-// on a shared wasm instance: the spinning (or growing) actor's event is
+// on a shared guest: the spinning (or growing) actor's event is
 // stopped and fails, counted, and the actor that waited meanwhile for the
-// wasm instance is served, its wait not taken from its own time.
+// guest is served, its wait not taken from its own time.
 func TestSharedLimits(t *testing.T) {
 	const timeout = 300 * time.Millisecond
 	ts := newTenants(t, IsolationClass, Config{EventTimeout: timeout, MemoryLimit: 64 << 20})
@@ -451,11 +450,11 @@ func TestSharedLimits(t *testing.T) {
 				status, _ := ts.call("a", path, "")
 				spun <- status
 			}()
-			// Once a's event holds the wasm instance, b's waits for it.
+			// Once a's event holds the guest, b's waits for it.
 			s := ts.m.shared.slots[0]
 			for !s.heldBy([]ownership.Actor{{Class: "tenant", Name: "a"}}) {
 				if time.Since(start) > nodetest.Wait {
-					t.Fatal("a's event never held the shared wasm instance")
+					t.Fatal("a's event never held the shared guest")
 				}
 				time.Sleep(time.Millisecond)
 			}
@@ -479,9 +478,9 @@ func TestSharedLimits(t *testing.T) {
 }
 
 // TestSharedTimeoutError: a Resident of isolation class reports the event
-// timeout as Instance does.
+// timeout as a Guest does.
 func TestSharedTimeoutError(t *testing.T) {
-	m, err := newRuntime(t, Config{EventTimeout: 100 * time.Millisecond, SharedInstances: 1}).Compile(t.Context(), "tenant", guest(t, tenantGuest))
+	m, err := newRuntime(t, Config{EventTimeout: 100 * time.Millisecond, SharedGuests: 1}).Compile(t.Context(), "tenant", guest(t, tenantGuest))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -506,10 +505,10 @@ func TestSharedTimeoutError(t *testing.T) {
 	}
 }
 
-// TestPlacementStable: actors spread over the shared wasm instances, each
+// TestPlacementStable: actors spread over the shared guests, each
 // staying on its own while it is resident.
 func TestPlacementStable(t *testing.T) {
-	ts := newTenants(t, IsolationClass, Config{SharedInstances: 2})
+	ts := newTenants(t, IsolationClass, Config{SharedGuests: 2})
 	on := map[string]string{}
 	count := map[string]int{}
 	for round := 1; round <= 3; round++ {
@@ -517,10 +516,10 @@ func TestPlacementStable(t *testing.T) {
 			name := "p" + strconv.Itoa(i)
 			got := ts.id(name)
 			if round == 1 {
-				on[name] = got.instance
-				count[got.instance]++
-			} else if got.instance != on[name] {
-				t.Fatalf("%s moved from %s to %s", name, on[name], got.instance)
+				on[name] = got.guest
+				count[got.guest]++
+			} else if got.guest != on[name] {
+				t.Fatalf("%s moved from %s to %s", name, on[name], got.guest)
 			}
 			if got.events != round {
 				t.Fatalf("%s round %d: its object counts %d events", name, round, got.events)
@@ -533,11 +532,11 @@ func TestPlacementStable(t *testing.T) {
 }
 
 // TestCallChainMoves: an actor called (through a call chain) by an event
-// that holds its shared wasm instance moves to another, started past the
-// pool's size if none is free, rather than wait for it forever; the wasm
-// instance it left is told.
+// that holds its shared guest moves to another, started past the
+// pool's size if none is free, rather than wait for it forever; the guest
+// it left is told.
 func TestCallChainMoves(t *testing.T) {
-	r := newRuntime(t, Config{SharedInstances: 1})
+	r := newRuntime(t, Config{SharedGuests: 1})
 	m, err := r.Compile(t.Context(), "tenant", guest(t, tenantGuest))
 	if err != nil {
 		t.Fatal(err)
@@ -559,22 +558,22 @@ func TestCallChainMoves(t *testing.T) {
 	first := get("b/id")
 	for i := 1; i <= 2; i++ {
 		got := get("a/call?class=tenant&name=b&path=/id")
-		if !strings.HasPrefix(got, fmt.Sprintf("200 tenant/b events=%d ", i)) || strings.Contains(got, first[strings.Index(first, "instance="):strings.Index(first, " instance-events")]) {
-			t.Fatalf("a's call %d to b: %q (b first %q); want b's new object, on another wasm instance", i, got, first)
+		if !strings.HasPrefix(got, fmt.Sprintf("200 tenant/b events=%d ", i)) || strings.Contains(got, first[strings.Index(first, "guest="):strings.Index(first, " guest-events")]) {
+			t.Fatalf("a's call %d to b: %q (b first %q); want b's new object, on another guest", i, got, first)
 		}
 	}
 	if st := m.Stats(); st.Shared != 2 || st.Placed != 2 {
-		t.Fatalf("stats %+v, want 2 shared wasm instances, 2 actors placed", st)
+		t.Fatalf("stats %+v, want 2 shared guests, 2 actors placed", st)
 	}
 	if got := get("c/leaves"); !strings.Contains(got, "left=b") {
-		t.Fatalf("the first wasm instance was not told b left: %q", got)
+		t.Fatalf("the first guest was not told b left: %q", got)
 	}
 }
 
-// TestSharedConcurrent: many actors' events at once on a few shared wasm
-// instances, each actor's in order (run with -race).
+// TestSharedConcurrent: many actors' events at once on a few shared guests,
+// each actor's in order (run with -race).
 func TestSharedConcurrent(t *testing.T) {
-	ts := newTenants(t, IsolationClass, Config{SharedInstances: 2})
+	ts := newTenants(t, IsolationClass, Config{SharedGuests: 2})
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
 	for g := range 16 {
@@ -604,15 +603,15 @@ func TestSharedConcurrent(t *testing.T) {
 	}
 }
 
-// TestSharedTrim: a shared wasm instance on which no actor has been placed
+// TestSharedTrim: a shared guest on which no actor has been placed
 // for a TrimInterval is closed, and the next actor placed there starts a
 // fresh one; one that serves actors is kept.
 func TestSharedTrim(t *testing.T) {
-	ts := newTenantsIdle(t, IsolationClass, Config{SharedInstances: 2, TrimInterval: -1}, 300*time.Millisecond)
+	ts := newTenantsIdle(t, IsolationClass, Config{SharedGuests: 2, TrimInterval: -1}, 300*time.Millisecond)
 	r := ts.m.r
 	a, b := ts.id("a"), ts.id("b")
-	if a.instance == b.instance || ts.m.Stats().Shared != 2 {
-		t.Fatalf("a on %s, b on %s, stats %+v; want two shared wasm instances", a.instance, b.instance, ts.m.Stats())
+	if a.guest == b.guest || ts.m.Stats().Shared != 2 {
+		t.Fatalf("a on %s, b on %s, stats %+v; want two shared guests", a.guest, b.guest, ts.m.Stats())
 	}
 	ts.awaitGone()
 	ts.id("c") // keeps one of them in use
@@ -620,12 +619,12 @@ func TestSharedTrim(t *testing.T) {
 		r.trim()
 	}
 	if st := ts.m.Stats(); st.Shared != 1 || st.Placed != 1 {
-		t.Fatalf("after a TrimInterval: %+v; want only c's shared wasm instance kept", st)
+		t.Fatalf("after a TrimInterval: %+v; want only c's shared guest kept", st)
 	}
 	if got := ts.id("c"); got.events != 2 {
 		t.Fatalf("c after the trim: %+v, want its object kept", got)
 	}
 	if got := ts.id("d"); got.events != 1 || got.served != 1 || ts.m.Stats().Shared != 2 {
-		t.Fatalf("d after the trim: %+v (stats %+v); want a fresh shared wasm instance", got, ts.m.Stats())
+		t.Fatalf("d after the trim: %+v (stats %+v); want a fresh shared guest", got, ts.m.Stats())
 	}
 }

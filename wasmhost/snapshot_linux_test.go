@@ -1,14 +1,14 @@
 package wasmhost
 
-// A prototype of starting wasm instances from a snapshot, measured by
+// A prototype of starting guests from a snapshot, measured by
 // BenchmarkSnapshot and not used by the host (see bench/RESULTS.md, wasm
-// section, for why). After a template wasm instance's _initialize, its
-// linear memory goes into a memfd and its globals are read; a new wasm
-// instance is instantiated from a variant of the module without data
-// segments and without _initialize, its memory a private (copy-on-write)
-// mapping of the memfd, and its globals set from the template's. wazero has
-// no API to set a global that the module does not export, and a Go guest
-// exports none, so the module is rewritten to export its globals.
+// section, for why). After a template guest's _initialize, its linear
+// memory goes into a memfd and its globals are read; a new guest is
+// instantiated from a variant of the module without data segments and
+// without _initialize, its memory a private (copy-on-write) mapping of the
+// memfd, and its globals set from the template's. wazero has no API to set
+// a global that the module does not export, and a Go guest exports none, so
+// the module is rewritten to export its globals.
 
 import (
 	"context"
@@ -113,7 +113,7 @@ func snapshotVariants(tb testing.TB, wasm []byte) (exported, stripped []byte, gl
 	return out, noData, globals
 }
 
-// snapshot is a template wasm instance's state after _initialize.
+// snapshot is a template guest's state after _initialize.
 type snapshot struct {
 	fd      int      // memfd with the linear memory
 	size    uint64   // bytes of linear memory
@@ -230,10 +230,10 @@ func (s *snapshot) start(ctx context.Context, r *Runtime) (api.Module, *cowMemor
 // BenchmarkSnapshot measures the snapshot prototype against the host's
 // path (mmap+image, fresh mappings: a wake's cost when no freed mapping
 // is at hand): "start" is one start and first event (cpu-ns as in
-// BenchmarkStart), "resident" 200 resident wasm instances (rss-bytes and
-// pss-bytes per wasm instance; the snapshot's shared pages count in full in
-// the resident set of every wasm instance that maps them, in the
-// proportional set once).
+// BenchmarkStart), "resident" 200 resident guests (rss-bytes and
+// pss-bytes per guest; the snapshot's shared pages count in full in
+// the resident set of every guest that maps them, in the proportional set
+// once).
 func BenchmarkSnapshot(b *testing.B) {
 	ctx := context.Background()
 	req, st := get("", "read"), memStorage{}
@@ -262,8 +262,8 @@ func BenchmarkSnapshot(b *testing.B) {
 		}},
 	}
 	event := func(mod api.Module) {
-		in := instanceOn(m, mod)
-		if resp, err := in.Handle(ctx, req, st); err != nil || resp.Status != 200 {
+		g := guestOn(m, mod)
+		if resp, err := g.Handle(ctx, req, st); err != nil || resp.Status != 200 {
 			b.Fatalf("first event: %v, %v", resp, err)
 		}
 	}
@@ -286,19 +286,19 @@ func BenchmarkSnapshot(b *testing.B) {
 			for b.Loop() {
 				debug.FreeOSMemory()
 				rss0, pss0 := rss(b), pss(b)
-				type inst struct {
+				type startedGuest struct {
 					mod api.Module
 					mem experimental.LinearMemory
 				}
-				ins := make([]inst, n)
-				for i := range ins {
-					ins[i].mod, ins[i].mem = p.start()
-					event(ins[i].mod)
+				gs := make([]startedGuest, n)
+				for i := range gs {
+					gs[i].mod, gs[i].mem = p.start()
+					event(gs[i].mod)
 				}
 				debug.FreeOSMemory()
 				rssPer, pssPer = float64(rss(b)-rss0)/n, float64(pss(b)-pss0)/n
-				for _, in := range ins {
-					closeModule(ctx, in.mod, in.mem)
+				for _, g := range gs {
+					closeModule(ctx, g.mod, g.mem)
 				}
 			}
 			b.ReportMetric(rssPer, "rss-bytes")
@@ -307,10 +307,10 @@ func BenchmarkSnapshot(b *testing.B) {
 	}
 }
 
-// TestSnapshotSharesSeeds shows why the host does not start wasm instances
+// TestSnapshotSharesSeeds shows why the host does not start guests
 // from a snapshot: the Go runtime seeds its random generator (and map
-// hash seeds) in _initialize, so every wasm instance started from one
-// snapshot draws the same "random" numbers, where wasm instances that ran
+// hash seeds) in _initialize, so every guest started from one
+// snapshot draws the same "random" numbers, where guests that ran
 // their own _initialize do not.
 func TestSnapshotSharesSeeds(t *testing.T) {
 	ctx := context.Background()
@@ -323,8 +323,8 @@ func TestSnapshotSharesSeeds(t *testing.T) {
 	s := newSnapshot(t, r, wasm)
 	draw := func(mod api.Module, mem experimental.LinearMemory) string {
 		defer closeModule(ctx, mod, mem)
-		in := instanceOn(m, mod)
-		return string(do(t, in, get("/rand", ""), memStorage{}).Body)
+		g := guestOn(m, mod)
+		return string(do(t, g, get("/rand", ""), memStorage{}).Body)
 	}
 	clone := func() string {
 		mod, mem, err := s.start(ctx, r)
@@ -344,6 +344,6 @@ func TestSnapshotSharesSeeds(t *testing.T) {
 		t.Errorf("snapshot clones drew %s and %s: expected the same", a, b)
 	}
 	if a, b := fresh(), fresh(); a == b {
-		t.Errorf("fresh wasm instances both drew %s", a)
+		t.Errorf("fresh guests both drew %s", a)
 	}
 }

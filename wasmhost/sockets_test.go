@@ -106,28 +106,28 @@ func withSockets(f *fakeSockets) context.Context {
 
 // say sends the probe a text message on socket id and returns what the
 // event queued.
-func say(t *testing.T, in *Instance, f *fakeSockets, st memStorage, id actors.SocketID, msg string) []string {
+func say(t *testing.T, g *Guest, f *fakeSockets, st memStorage, id actors.SocketID, msg string) []string {
 	t.Helper()
 	f.ops = nil
 	ev := &actors.SocketEvent{Kind: actors.SocketMessage, Socket: id, Text: true, Data: []byte(msg)}
-	if err := in.HandleSocket(withSockets(f), ev, st); err != nil {
+	if err := g.HandleSocket(withSockets(f), ev, st); err != nil {
 		t.Fatalf("socket message %q: %v", msg, err)
 	}
 	return f.ops
 }
 
 func TestSocketAccept(t *testing.T) {
-	in := newInstance(t, Config{}, probeGuest)
+	g := newGuest(t, Config{}, probeGuest)
 	st := memStorage{}
 	f := &fakeSockets{}
-	resp, err := in.Handle(withSockets(f), get("/ws", "tags=a,b"), st)
+	resp, err := g.Handle(withSockets(f), get("/ws", "tags=a,b"), st)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if resp.Status != 101 || resp.Accept == nil || !slices.Equal(resp.Accept.Tags, []string{"a", "b"}) || string(st["accepted"]) != "a,b" {
 		t.Fatalf("accept: %d %+v, stored %q", resp.Status, resp.Accept, st["accepted"])
 	}
-	resp = do(t, in, get("/ws", ""), st)
+	resp = do(t, g, get("/ws", ""), st)
 	if resp.Accept == nil || len(resp.Accept.Tags) != 0 {
 		t.Fatalf("accept without tags: %+v", resp.Accept)
 	}
@@ -135,28 +135,28 @@ func TestSocketAccept(t *testing.T) {
 	// response stands.
 	long := strings.Repeat("x", sockets.MaxTagBytes+1)
 	for _, tags := range []string{"1,2,3,4,5,6,7,8,9,10,11", "a,,b", long} {
-		resp := do(t, in, get("/ws", "tags="+tags), st)
+		resp := do(t, g, get("/ws", "tags="+tags), st)
 		if resp.Status != http.StatusInternalServerError || resp.Accept != nil {
 			t.Errorf("accept with tags %.20q: %d %+v, want the guest's 500", tags, resp.Status, resp.Accept)
 		}
 	}
-	if resp := do(t, in, get("/ws", "tags="+strings.Repeat("x", sockets.MaxTagBytes)), st); resp.Accept == nil {
+	if resp := do(t, g, get("/ws", "tags="+strings.Repeat("x", sockets.MaxTagBytes)), st); resp.Accept == nil {
 		t.Errorf("accept with a tag of %d bytes refused", sockets.MaxTagBytes)
 	}
 	// A malformed tag encoding is an ABI violation.
 	req := get("/ws-raw", "")
 	req.Body = wire.AppendU32(nil, 2)
-	if _, err := in.Handle(context.Background(), req, st); !errors.Is(err, ErrGuest) || in.Started() {
-		t.Fatalf("malformed tags: err %v, started %v; want ErrGuest and the wasm instance discarded", err, in.Started())
+	if _, err := g.Handle(context.Background(), req, st); !errors.Is(err, ErrGuest) || g.Started() {
+		t.Fatalf("malformed tags: err %v, started %v; want ErrGuest and the guest discarded", err, g.Started())
 	}
 	// In a socket event, ws_accept is refused.
-	if ops := say(t, in, f, st, 1, "accept"); !slices.Equal(ops, []string{"send 1 text 500"}) {
+	if ops := say(t, g, f, st, 1, "accept"); !slices.Equal(ops, []string{"send 1 text 500"}) {
 		t.Fatalf("accept in a socket event: %q", ops)
 	}
 }
 
 func TestSocketEvents(t *testing.T) {
-	in := newInstance(t, Config{}, probeGuest)
+	g := newGuest(t, Config{}, probeGuest)
 	st := memStorage{}
 	f := &fakeSockets{list: []sockets.SocketInfo{
 		{ID: 1, Tags: []string{"a"}},
@@ -194,7 +194,7 @@ func TestSocketEvents(t *testing.T) {
 		{1, "last-auto 9", []string{"send 1 text gone"}},
 	}
 	for _, tt := range tests {
-		if ops := say(t, in, f, st, tt.id, tt.msg); !slices.Equal(ops, tt.want) {
+		if ops := say(t, g, f, st, tt.id, tt.msg); !slices.Equal(ops, tt.want) {
 			t.Errorf("%.30q on %d: queued %q, want %q", tt.msg, tt.id, ops, tt.want)
 		}
 	}
@@ -204,13 +204,13 @@ func TestSocketEvents(t *testing.T) {
 	// A binary message, a close and an error.
 	f.ops = nil
 	bin := &actors.SocketEvent{Kind: actors.SocketMessage, Socket: 1, Data: []byte{0, 1}}
-	if err := in.HandleSocket(withSockets(f), bin, st); err != nil || !slices.Equal(f.ops, []string{"send 1 bin bin:\x00\x01"}) {
+	if err := g.HandleSocket(withSockets(f), bin, st); err != nil || !slices.Equal(f.ops, []string{"send 1 bin bin:\x00\x01"}) {
 		t.Fatalf("binary message: %v, queued %q", err, f.ops)
 	}
 	cl := &actors.SocketEvent{Kind: actors.SocketClose, Socket: 1, Code: 1001, Reason: "away", Clean: true}
 	er := &actors.SocketEvent{Kind: actors.SocketError, Socket: 2, Code: 1009, Err: "too big"}
 	for _, ev := range []*actors.SocketEvent{cl, er} {
-		if err := in.HandleSocket(withSockets(f), ev, st); err != nil {
+		if err := g.HandleSocket(withSockets(f), ev, st); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -222,40 +222,40 @@ func TestSocketEvents(t *testing.T) {
 	}
 	// Socket functions work in a request event too.
 	f.ops = nil
-	if _, err := in.Handle(withSockets(f), get("/ws-send", ""), st); err != nil || !slices.Equal(f.ops, []string{"send 7 text from request"}) {
+	if _, err := g.Handle(withSockets(f), get("/ws-send", ""), st); err != nil || !slices.Equal(f.ops, []string{"send 7 text from request"}) {
 		t.Fatalf("send from a request: %v, queued %q", err, f.ops)
 	}
-	// One wasm instance served them all.
-	if ops := say(t, in, f, st, 1, "events"); len(ops) != 1 || ops[0] == "send 1 text 1" {
+	// One guest served them all.
+	if ops := say(t, g, f, st, 1, "events"); len(ops) != 1 || ops[0] == "send 1 text 1" {
 		t.Fatalf("events: %q", ops)
 	}
 }
 
 func TestSocketFailures(t *testing.T) {
-	in := newInstance(t, Config{}, probeGuest)
+	g := newGuest(t, Config{}, probeGuest)
 	st := memStorage{}
 	f := &fakeSockets{}
-	say(t, in, f, st, 1, "echo start")
-	if !in.Started() {
-		t.Fatal("no wasm instance after a socket event")
+	say(t, g, f, st, 1, "echo start")
+	if !g.Started() {
+		t.Fatal("no guest after a socket event")
 	}
-	// A handler error fails the event and discards the wasm instance.
+	// A handler error fails the event and discards the guest.
 	ev := &actors.SocketEvent{Kind: actors.SocketMessage, Socket: 1, Text: true, Data: []byte("fail")}
-	if err := in.HandleSocket(withSockets(f), ev, st); !errors.Is(err, ErrGuest) || in.Started() {
-		t.Fatalf("failing handler: err %v, started %v", err, in.Started())
+	if err := g.HandleSocket(withSockets(f), ev, st); !errors.Is(err, ErrGuest) || g.Started() {
+		t.Fatalf("failing handler: err %v, started %v", err, g.Started())
 	}
 	// An out-of-bounds buffer is an ABI violation, in a socket event and in
 	// a request.
-	say(t, in, f, st, 1, "echo again")
+	say(t, g, f, st, 1, "echo again")
 	ev.Data = []byte("oob")
-	if err := in.HandleSocket(withSockets(f), ev, st); !errors.Is(err, ErrGuest) || !strings.Contains(err.Error(), "out of range") || in.Started() {
-		t.Fatalf("out of bounds in a socket event: err %v, started %v", err, in.Started())
+	if err := g.HandleSocket(withSockets(f), ev, st); !errors.Is(err, ErrGuest) || !strings.Contains(err.Error(), "out of range") || g.Started() {
+		t.Fatalf("out of bounds in a socket event: err %v, started %v", err, g.Started())
 	}
-	if _, err := in.Handle(withSockets(f), get("/ws-oob", ""), st); !errors.Is(err, ErrGuest) || in.Started() {
-		t.Fatalf("out of bounds in a request: err %v, started %v", err, in.Started())
+	if _, err := g.Handle(withSockets(f), get("/ws-oob", ""), st); !errors.Is(err, ErrGuest) || g.Started() {
+		t.Fatalf("out of bounds in a request: err %v, started %v", err, g.Started())
 	}
-	// The next event runs on a fresh wasm instance.
-	if ops := say(t, in, f, st, 1, "events"); !slices.Equal(ops, []string{"send 1 text 1"}) {
+	// The next event runs on a fresh guest.
+	if ops := say(t, g, f, st, 1, "events"); !slices.Equal(ops, []string{"send 1 text 1"}) {
 		t.Fatalf("after the violations: %q", ops)
 	}
 }
@@ -264,14 +264,14 @@ func TestSocketFailures(t *testing.T) {
 // counter's SDK exports it, but registers no socket handler) drops socket
 // events.
 func TestSocketNotHandled(t *testing.T) {
-	in := newInstance(t, Config{}, counterGuest)
+	g := newGuest(t, Config{}, counterGuest)
 	f := &fakeSockets{}
 	ev := &actors.SocketEvent{Kind: actors.SocketMessage, Socket: 1, Text: true, Data: []byte("x")}
-	if err := in.HandleSocket(withSockets(f), ev, memStorage{}); err != nil || len(f.ops) != 0 {
+	if err := g.HandleSocket(withSockets(f), ev, memStorage{}); err != nil || len(f.ops) != 0 {
 		t.Fatalf("socket event to the counter: %v, queued %q", err, f.ops)
 	}
-	if !in.Started() {
-		t.Fatal("counter: the socket event did not start a wasm instance (it should ask the guest)")
+	if !g.Started() {
+		t.Fatal("counter: the socket event did not start the guest (it should ask it)")
 	}
 }
 
@@ -292,14 +292,14 @@ func BenchmarkSocketEcho(b *testing.B) {
 		cfg  Config
 	}{{"timeout", Config{}}, {"notimeout", Config{NoEventTimeout: true}}} {
 		b.Run(bc.name, func(b *testing.B) {
-			in := newInstance(b, bc.cfg, roomGuest)
+			g := newGuest(b, bc.cfg, roomGuest)
 			f := &fakeSockets{}
 			ctx, st := withSockets(f), memStorage{}
 			ev := &actors.SocketEvent{Kind: actors.SocketMessage, Socket: 1, Text: true, Data: []byte("ping 0123456789")}
 			b.ReportAllocs()
 			for b.Loop() {
 				f.ops = f.ops[:0]
-				if err := in.HandleSocket(ctx, ev, st); err != nil {
+				if err := g.HandleSocket(ctx, ev, st); err != nil {
 					b.Fatal(err)
 				}
 			}

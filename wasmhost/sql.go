@@ -16,10 +16,9 @@ import (
 // The SQL part of the guest ABI (ABI.md): the actor's SQL database,
 // through actors.SQL of the event's context. The host takes the actor
 // from the call's context, never from the guest, so a statement reaches
-// the event's actor's database alone, on a shared wasm instance too; and
-// its writes are the event's writes, as a Go class's are: they commit with
-// the event's KV writes, or are discarded with a failed or rolled-back
-// event.
+// the event's actor's database alone, on a shared guest too; and its writes
+// are the event's writes, as a Go class's are: they commit with the event's
+// KV writes, or are discarded with a failed or rolled-back event.
 
 func sqlFunctions(fn hostFunc) {
 	// sql_exec_len(stmt, stmt_len) -> i32: runs the encoded statement and

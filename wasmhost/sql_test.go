@@ -36,7 +36,7 @@ func (p *probeHost) expectSQL(name string, status int, req *actors.Request, want
 }
 
 // TestGuestSQLInHost runs the guest SDK's SQL on real events, in both
-// isolations (on one shared wasm instance in class): values of every type
+// isolations (on one shared guest in class): values of every type
 // through parameters and rows, SQL errors as errors with SQLite's message,
 // the bound as a limit that keeps the event's other writes, rows across
 // events and after a restart on the same bucket, a rolled-back and a
@@ -133,7 +133,7 @@ func TestGuestSQLInHost(t *testing.T) {
 			ok("a", sqlScript("", "query SELECT x FROM w ORDER BY rowid"), rows)
 			p.expect("a", get("/get-many", "keys=k,r,f"), "k=sql\nr absent\nf absent\n")
 
-			// Another actor, on the same shared wasm instance in class: a
+			// Another actor, on the same shared guest in class: a
 			// database of its own.
 			ok("b", sqlScript("", "query SELECT count(*) FROM sqlite_schema"), "count(*)\n| int 0\n")
 			ok("b", sqlScript("", "exec CREATE TABLE w(x); INSERT INTO w VALUES ('b')", "query SELECT x FROM w"),
@@ -228,12 +228,12 @@ func TestEncodeSQLResult(t *testing.T) {
 // TestRawSQL hands sql_exec_len encodings the SDK never makes, on events
 // that are not an actor's (so they have no database): a good one is
 // answered with an error and its message, not a trap; a malformed one
-// breaks the ABI, which fails the event and discards the wasm instance.
+// breaks the ABI, which fails the event and discards the guest.
 func TestRawSQL(t *testing.T) {
-	in := newInstance(t, Config{}, probeGuest)
+	g := newGuest(t, Config{}, probeGuest)
 	st := memStorage{}
 	raw := func(b []byte) (*actors.Response, error) {
-		return in.Handle(context.Background(), &actors.Request{Method: http.MethodPost, Path: "/raw-sql", Header: http.Header{}, Body: b}, st)
+		return g.Handle(context.Background(), &actors.Request{Method: http.MethodPost, Path: "/raw-sql", Header: http.Header{}, Body: b}, st)
 	}
 	resp, err := raw(statement("SELECT 1", 0, 0))
 	if want := wire.AppendString([]byte{wire.SQLError}, actors.ErrNoSQL.Error()); err != nil || !bytes.Equal(resp.Body, want) {
@@ -244,12 +244,12 @@ func TestRawSQL(t *testing.T) {
 		"unknown type": statement("SELECT ?", 0, 1, []byte{9}),
 		"unknown flag": statement("SELECT 1", 4, 0),
 	} {
-		body(t, in, "/events")
+		body(t, g, "/events")
 		if _, err := raw(b); !errors.Is(err, ErrGuest) {
 			t.Fatalf("%s: err = %v, want ErrGuest", name, err)
 		}
-		if got := body(t, in, "/events"); got != "1" {
-			t.Fatalf("%s: event after it = %q, want 1 (a fresh wasm instance)", name, got)
+		if got := body(t, g, "/events"); got != "1" {
+			t.Fatalf("%s: event after it = %q, want 1 (a fresh guest)", name, got)
 		}
 	}
 }

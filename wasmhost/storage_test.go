@@ -26,7 +26,7 @@ func post(path, rawQuery, body string) *actors.Request {
 }
 
 func TestGuestList(t *testing.T) {
-	in := newInstance(t, Config{}, probeGuest)
+	g := newGuest(t, Config{}, probeGuest)
 	st := memStorage{"a": []byte("A"), "b/1": []byte("1"), "b/2": []byte("2"), "b/3": []byte("3"), "c": []byte("C")}
 	tests := []struct {
 		query string
@@ -43,23 +43,23 @@ func TestGuestList(t *testing.T) {
 		{"prefix=x", ""},
 	}
 	for _, tt := range tests {
-		resp := do(t, in, get("/list", tt.query), st)
+		resp := do(t, g, get("/list", tt.query), st)
 		if resp.Status != http.StatusOK || string(resp.Body) != tt.want {
 			t.Errorf("list ?%s = %d %q, want %q", tt.query, resp.Status, resp.Body, tt.want)
 		}
 	}
 	// A negative limit never reaches the host: the SDK refuses it.
-	if resp := do(t, in, get("/list", "limit=-1"), st); resp.Status != http.StatusBadRequest {
+	if resp := do(t, g, get("/list", "limit=-1"), st); resp.Status != http.StatusBadRequest {
 		t.Errorf("list with a negative limit = %d %q, want 400", resp.Status, resp.Body)
 	}
 }
 
 func TestGuestBatch(t *testing.T) {
-	in := newInstance(t, Config{}, probeGuest)
+	g := newGuest(t, Config{}, probeGuest)
 	st := memStorage{"a": []byte("A")}
 	batch := func(query, body, want string) {
 		t.Helper()
-		resp := do(t, in, post("/batch", query, body), st)
+		resp := do(t, g, post("/batch", query, body), st)
 		if resp.Status != http.StatusOK || string(resp.Body) != want {
 			t.Fatalf("batch ?%s %q = %d %q, want %q", query, body, resp.Status, resp.Body, want)
 		}
@@ -208,13 +208,13 @@ func TestEncodeEntries(t *testing.T) {
 
 // TestRawStorageABI hands the host encodings the SDK never makes: invalid
 // list options answer -1, a batch over MaxBatchOps is refused with 1, and
-// a malformed batch breaks the ABI, which discards the wasm instance.
+// a malformed batch breaks the ABI, which discards the guest.
 func TestRawStorageABI(t *testing.T) {
-	in := newInstance(t, Config{}, probeGuest)
+	g := newGuest(t, Config{}, probeGuest)
 	st := memStorage{"k": []byte("v")}
 	raw := func(path string, body []byte, want string) {
 		t.Helper()
-		resp := do(t, in, &actors.Request{Method: http.MethodPost, Path: path, Header: http.Header{}, Body: body}, st)
+		resp := do(t, g, &actors.Request{Method: http.MethodPost, Path: path, Header: http.Header{}, Body: body}, st)
 		if string(resp.Body) != want {
 			t.Fatalf("%s %v = %q, want %q", path, body, resp.Body, want)
 		}
@@ -243,22 +243,22 @@ func TestRawStorageABI(t *testing.T) {
 		t.Fatalf("raw batch put n = %q", st["n"])
 	}
 
-	body(t, in, "/events")
+	body(t, g, "/events")
 	malformed := batchOps(2, []string{"a", "1"})
 	req := &actors.Request{Method: http.MethodPost, Path: "/raw-batch", Header: http.Header{}, Body: malformed}
-	if _, err := in.Handle(context.Background(), req, st); !errors.Is(err, ErrGuest) {
+	if _, err := g.Handle(context.Background(), req, st); !errors.Is(err, ErrGuest) {
 		t.Fatalf("malformed batch: err = %v, want ErrGuest", err)
 	}
 	if _, ok := st["a"]; ok {
 		t.Fatal("a malformed batch wrote a")
 	}
-	if got := body(t, in, "/events"); got != "1" {
-		t.Fatalf("event after the malformed batch = %q, want 1 (a fresh wasm instance)", got)
+	if got := body(t, g, "/events"); got != "1" {
+		t.Fatalf("event after the malformed batch = %q, want 1 (a fresh guest)", got)
 	}
 }
 
 func TestGuestGetMany(t *testing.T) {
-	in := newInstance(t, Config{}, probeGuest)
+	g := newGuest(t, Config{}, probeGuest)
 	st := memStorage{"a": []byte("A"), "b": []byte(""), "c": []byte("C")}
 	tests := []struct {
 		query string
@@ -272,7 +272,7 @@ func TestGuestGetMany(t *testing.T) {
 		{"", ""},
 	}
 	for _, tt := range tests {
-		resp := do(t, in, get("/get-many", tt.query), st)
+		resp := do(t, g, get("/get-many", tt.query), st)
 		if resp.Status != http.StatusOK || string(resp.Body) != tt.want {
 			t.Errorf("get-many ?%s = %d %q, want %q", tt.query, resp.Status, resp.Body, tt.want)
 		}
@@ -281,25 +281,25 @@ func TestGuestGetMany(t *testing.T) {
 	for i := range 250 {
 		st[fmt.Sprintf("k%d", i)] = []byte("v")
 	}
-	if resp := do(t, in, get("/get-many", "n=300"), st); string(resp.Body) != "250 found" {
+	if resp := do(t, g, get("/get-many", "n=300"), st); string(resp.Body) != "250 found" {
 		t.Fatalf("get-many of 300 keys = %q, want 250 found", resp.Body)
 	}
 }
 
 func TestGuestPutMany(t *testing.T) {
-	in := newInstance(t, Config{}, probeGuest)
+	g := newGuest(t, Config{}, probeGuest)
 	st := memStorage{"a": []byte("A")}
-	if resp := do(t, in, post("/put-many", "", "a 1\nb 2\nc "), st); string(resp.Body) != "ok" {
+	if resp := do(t, g, post("/put-many", "", "a 1\nb 2\nc "), st); string(resp.Body) != "ok" {
 		t.Fatalf("put-many = %q", resp.Body)
 	}
 	if string(st["a"]) != "1" || string(st["b"]) != "2" || string(st["c"]) != "" || len(st) != 3 {
 		t.Fatalf("after put-many: %q", st)
 	}
 	// All or nothing: an empty key refuses the whole, as do too many.
-	if resp := do(t, in, post("/put-many", "", "d 4\n x"), st); string(resp.Body) != "refused" {
+	if resp := do(t, g, post("/put-many", "", "d 4\n x"), st); string(resp.Body) != "refused" {
 		t.Fatalf("put-many with an empty key = %q", resp.Body)
 	}
-	if resp := do(t, in, post("/put-many", fmt.Sprintf("n=%d", actors.MaxBatchOps+1), ""), st); string(resp.Body) != "refused" {
+	if resp := do(t, g, post("/put-many", fmt.Sprintf("n=%d", actors.MaxBatchOps+1), ""), st); string(resp.Body) != "refused" {
 		t.Fatalf("put-many of %d = %q", actors.MaxBatchOps+1, resp.Body)
 	}
 	if _, ok := st["d"]; ok || len(st) != 3 {
@@ -308,16 +308,16 @@ func TestGuestPutMany(t *testing.T) {
 }
 
 func TestGuestDeleteAll(t *testing.T) {
-	in := newInstance(t, Config{}, probeGuest)
+	g := newGuest(t, Config{}, probeGuest)
 	st := memStorage{"a": []byte("A"), "b/1": []byte("1")}
 	// The event's own write goes too; a write after it stays.
-	if resp := do(t, in, get("/delete-all", "put=x&after=y"), st); string(resp.Body) != "y=after\n" {
+	if resp := do(t, g, get("/delete-all", "put=x&after=y"), st); string(resp.Body) != "y=after\n" {
 		t.Fatalf("delete-all = %q, want only y", resp.Body)
 	}
 	if len(st) != 1 || string(st["y"]) != "after" {
 		t.Fatalf("after delete-all: %q", st)
 	}
-	if resp := do(t, in, get("/delete-all", ""), st); string(resp.Body) != "" || len(st) != 0 {
+	if resp := do(t, g, get("/delete-all", ""), st); string(resp.Body) != "" || len(st) != 0 {
 		t.Fatalf("delete-all = %q, storage %q", resp.Body, st)
 	}
 }
@@ -371,12 +371,12 @@ func TestEncodeValues(t *testing.T) {
 
 // TestRawGetMany hands storage_get_many_len encodings the SDK never
 // makes: over 128 keys answers -1, and a malformed one breaks the ABI,
-// which fails the event and discards the wasm instance.
+// which fails the event and discards the guest.
 func TestRawGetMany(t *testing.T) {
-	in := newInstance(t, Config{}, probeGuest)
+	g := newGuest(t, Config{}, probeGuest)
 	st := memStorage{"k": []byte("v")}
 	raw := func(b []byte) (*actors.Response, error) {
-		return in.Handle(context.Background(), &actors.Request{Method: http.MethodPost, Path: "/raw-get-many", Header: http.Header{}, Body: b}, st)
+		return g.Handle(context.Background(), &actors.Request{Method: http.MethodPost, Path: "/raw-get-many", Header: http.Header{}, Body: b}, st)
 	}
 	for _, tt := range []struct {
 		keys []byte
@@ -391,17 +391,17 @@ func TestRawGetMany(t *testing.T) {
 			t.Fatalf("raw get-many of %d bytes = %v %v, want %q", len(tt.keys), resp, err, tt.want)
 		}
 	}
-	body(t, in, "/events")
+	body(t, g, "/events")
 	if _, err := raw(keysOf(2, "k")); !errors.Is(err, ErrGuest) {
 		t.Fatalf("malformed get-many: err = %v, want ErrGuest", err)
 	}
-	if got := body(t, in, "/events"); got != "1" {
-		t.Fatalf("event after the malformed get-many = %q, want 1 (a fresh wasm instance)", got)
+	if got := body(t, g, "/events"); got != "1" {
+		t.Fatalf("event after the malformed get-many = %q, want 1 (a fresh guest)", got)
 	}
 }
 
 // probeHost is the probe served as class "probe" of an actors.Host over a
-// memory bucket, in one isolation (on one shared wasm instance in class).
+// memory bucket, in one isolation (on one shared guest in class).
 type probeHost struct {
 	t        *testing.T
 	h        *actors.Host
@@ -421,7 +421,7 @@ func newProbeHost(t *testing.T, iso Isolation) *probeHost {
 // an actor's state.
 func newBoundProbeHost(t *testing.T, iso Isolation, maxState int) *probeHost {
 	t.Helper()
-	r := newRuntime(t, Config{Isolation: map[string]Isolation{"probe": iso}, SharedInstances: 1})
+	r := newRuntime(t, Config{Isolation: map[string]Isolation{"probe": iso}, SharedGuests: 1})
 	m, err := r.Compile(t.Context(), "probe", guest(t, probeGuest))
 	if err != nil {
 		t.Fatal(err)
@@ -482,7 +482,7 @@ func (p *probeHost) expect(name string, req *actors.Request, want string) {
 
 // TestGuestStorageManyInHost runs put-many, get-many and delete-all on the
 // storage of real events, in both isolations: they act for the event's
-// actor alone (a's keys stay when b, on the same shared wasm instance,
+// actor alone (a's keys stay when b, on the same shared guest,
 // deletes all of its own), and delete-all commits with the event.
 func TestGuestStorageManyInHost(t *testing.T) {
 	for _, iso := range isolations {

@@ -88,23 +88,23 @@ func newRuntime(tb testing.TB, cfg Config) *Runtime {
 	return r
 }
 
-func newInstance(tb testing.TB, cfg Config, pkg string) *Instance {
+func newGuest(tb testing.TB, cfg Config, pkg string) *Guest {
 	tb.Helper()
 	r := newRuntime(tb, cfg)
 	m, err := r.Compile(context.Background(), "test", guest(tb, pkg))
 	if err != nil {
 		tb.Fatal(err)
 	}
-	in := m.NewInstance(nil)
-	tb.Cleanup(in.Close)
-	return in
+	g := m.NewGuest(nil)
+	tb.Cleanup(g.Close)
+	return g
 }
 
-// instanceOn returns an Instance of m whose events run on mod, a wasm
-// instance of m started elsewhere; closing mod is the caller's.
-func instanceOn(m *Module, mod api.Module) *Instance {
+// guestOn returns a Guest of m started already on mod, a module of m
+// instantiated elsewhere; closing mod is the caller's.
+func guestOn(m *Module, mod api.Module) *Guest {
 	w := &wasm{mod: mod, request: mod.ExportedFunction(exportOnRequest)}
-	return &Instance{m: m, w: w, ref: m.r.newActorRef(m.class, "", m.log, false)}
+	return &Guest{m: m, w: w, ref: m.r.newActorRef(m.class, "", m.log, false)}
 }
 
 // memStorage stands in for the storage of one actor's events.
@@ -176,25 +176,25 @@ func get(path, rawQuery string) *actors.Request {
 }
 
 // do runs req and returns the response, failing the test on an error.
-func do(t *testing.T, in *Instance, req *actors.Request, st actors.Storage) *actors.Response {
+func do(t *testing.T, g *Guest, req *actors.Request, st actors.Storage) *actors.Response {
 	t.Helper()
-	resp, err := in.Handle(context.Background(), req, st)
+	resp, err := g.Handle(context.Background(), req, st)
 	if err != nil {
 		t.Fatalf("%s %s: %v", req.Method, req.Path, err)
 	}
 	return resp
 }
 
-func body(t *testing.T, in *Instance, path string) string {
+func body(t *testing.T, g *Guest, path string) string {
 	t.Helper()
-	return string(do(t, in, get(path, ""), memStorage{}).Body)
+	return string(do(t, g, get(path, ""), memStorage{}).Body)
 }
 
 func TestCounter(t *testing.T) {
-	in := newInstance(t, Config{}, counterGuest)
+	g := newGuest(t, Config{}, counterGuest)
 	st := memStorage{}
 	for i, want := range []string{"1\n", "2\n", "3\n"} {
-		resp := do(t, in, get("", ""), st)
+		resp := do(t, g, get("", ""), st)
 		if resp.Status != http.StatusOK || string(resp.Body) != want {
 			t.Fatalf("GET %d = %d %q, want 200 %q", i+1, resp.Status, resp.Body, want)
 		}
@@ -205,24 +205,23 @@ func TestCounter(t *testing.T) {
 	if got := string(st["count"]); got != "3" {
 		t.Fatalf("stored count = %q, want 3", got)
 	}
-	if resp := do(t, in, get("", "read"), st); string(resp.Body) != "3\n" || string(st["count"]) != "3" {
+	if resp := do(t, g, get("", "read"), st); string(resp.Body) != "3\n" || string(st["count"]) != "3" {
 		t.Fatalf("GET ?read = %q, stored %q", resp.Body, st["count"])
 	}
 	post := &actors.Request{Method: http.MethodPost, Header: http.Header{}}
-	if resp := do(t, in, post, st); resp.Status != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET" {
+	if resp := do(t, g, post, st); resp.Status != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET" {
 		t.Fatalf("POST = %d, Allow %q", resp.Status, resp.Header.Get("Allow"))
 	}
-	// The count is in storage, not in the wasm instance: a fresh one goes
-	// on.
-	in2 := in.m.NewInstance(nil)
-	defer in2.Close()
-	if resp := do(t, in2, get("", ""), st); string(resp.Body) != "4\n" {
-		t.Fatalf("GET on a fresh wasm instance = %q, want 4", resp.Body)
+	// The count is in storage, not in the guest: a fresh one goes on.
+	g2 := g.m.NewGuest(nil)
+	defer g2.Close()
+	if resp := do(t, g2, get("", ""), st); string(resp.Body) != "4\n" {
+		t.Fatalf("GET on a fresh guest = %q, want 4", resp.Body)
 	}
 }
 
 func TestEcho(t *testing.T) {
-	in := newInstance(t, Config{}, probeGuest)
+	g := newGuest(t, Config{}, probeGuest)
 	req := &actors.Request{
 		Method: http.MethodPut,
 		Path:   "/echo",
@@ -230,7 +229,7 @@ func TestEcho(t *testing.T) {
 		Header: http.Header{"X-Token": {"secret"}, "Accept": {"a", "b"}},
 		Body:   []byte("hello"),
 	}
-	resp := do(t, in, req, memStorage{})
+	resp := do(t, g, req, memStorage{})
 	if resp.Status != http.StatusCreated || string(resp.Body) != "hello" ||
 		resp.Header.Get("X-Method") != "PUT" || resp.Header.Get("X-Query") != "a=1+x&b=2" ||
 		resp.Header.Get("X-Token") != "secret" {
@@ -239,43 +238,43 @@ func TestEcho(t *testing.T) {
 }
 
 func TestTimeoutStopsGuest(t *testing.T) {
-	in := newInstance(t, Config{EventTimeout: 100 * time.Millisecond}, probeGuest)
-	if got := body(t, in, "/events"); got != "1" {
+	g := newGuest(t, Config{EventTimeout: 100 * time.Millisecond}, probeGuest)
+	if got := body(t, g, "/events"); got != "1" {
 		t.Fatalf("first event = %q", got)
 	}
-	_, err := in.Handle(context.Background(), get("/loop", ""), memStorage{})
+	_, err := g.Handle(context.Background(), get("/loop", ""), memStorage{})
 	if !errors.Is(err, ErrTimeout) {
 		t.Fatalf("endless loop: err = %v, want ErrTimeout", err)
 	}
-	if in.Started() {
-		t.Fatal("wasm instance kept after a timeout")
+	if g.Started() {
+		t.Fatal("guest kept after a timeout")
 	}
-	if got := body(t, in, "/events"); got != "1" {
-		t.Fatalf("event after the timeout = %q, want 1 (a fresh wasm instance)", got)
+	if got := body(t, g, "/events"); got != "1" {
+		t.Fatalf("event after the timeout = %q, want 1 (a fresh guest)", got)
 	}
 }
 
 func TestCallerCancelIsNotTimeout(t *testing.T) {
-	in := newInstance(t, Config{}, probeGuest)
+	g := newGuest(t, Config{}, probeGuest)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := in.Handle(ctx, get("/events", ""), memStorage{})
+	_, err := g.Handle(ctx, get("/events", ""), memStorage{})
 	if err == nil || errors.Is(err, ErrTimeout) || !errors.Is(err, ErrGuest) {
 		t.Fatalf("cancelled caller: err = %v, want ErrGuest", err)
 	}
 }
 
 func TestMemoryLimit(t *testing.T) {
-	in := newInstance(t, Config{MemoryLimit: 64 << 20}, probeGuest)
-	if got := body(t, in, "/events"); got != "1" {
+	g := newGuest(t, Config{MemoryLimit: 64 << 20}, probeGuest)
+	if got := body(t, g, "/events"); got != "1" {
 		t.Fatalf("first event = %q", got)
 	}
-	_, err := in.Handle(context.Background(), get("/grow", ""), memStorage{})
+	_, err := g.Handle(context.Background(), get("/grow", ""), memStorage{})
 	if !errors.Is(err, ErrGuest) {
 		t.Fatalf("growing past the limit: err = %v, want ErrGuest", err)
 	}
-	if got := body(t, in, "/events"); got != "1" {
-		t.Fatalf("event after the failure = %q, want 1 (a fresh wasm instance)", got)
+	if got := body(t, g, "/events"); got != "1" {
+		t.Fatalf("event after the failure = %q, want 1 (a fresh guest)", got)
 	}
 	// A module that needs more than the limit to start does not compile.
 	small := newRuntime(t, Config{MemoryLimit: 1 << 20})
@@ -284,33 +283,33 @@ func TestMemoryLimit(t *testing.T) {
 	}
 }
 
-func TestRecoveredPanicKeepsInstance(t *testing.T) {
-	in := newInstance(t, Config{}, probeGuest)
+func TestRecoveredPanicKeepsGuest(t *testing.T) {
+	g := newGuest(t, Config{}, probeGuest)
 	for i, path := range []string{"/events", "/recover", "/events"} {
-		if got, want := body(t, in, path), fmt.Sprint(i+1); got != want {
+		if got, want := body(t, g, path), fmt.Sprint(i+1); got != want {
 			t.Fatalf("%s = %q, want %q", path, got, want)
 		}
 	}
 }
 
-func TestGuestErrorsDiscardInstance(t *testing.T) {
+func TestGuestErrorsDiscardGuest(t *testing.T) {
 	for _, path := range []string{"/panic", "/nil"} {
 		t.Run(path, func(t *testing.T) {
-			in := newInstance(t, Config{}, probeGuest)
-			body(t, in, "/events")
-			if _, err := in.Handle(context.Background(), get(path, ""), memStorage{}); !errors.Is(err, ErrGuest) {
+			g := newGuest(t, Config{}, probeGuest)
+			body(t, g, "/events")
+			if _, err := g.Handle(context.Background(), get(path, ""), memStorage{}); !errors.Is(err, ErrGuest) {
 				t.Fatalf("err = %v, want ErrGuest", err)
 			}
-			if got := body(t, in, "/events"); got != "1" {
-				t.Fatalf("next event = %q, want 1 (a fresh wasm instance)", got)
+			if got := body(t, g, "/events"); got != "1" {
+				t.Fatalf("next event = %q, want 1 (a fresh guest)", got)
 			}
 		})
 	}
 }
 
 func TestStorageLimitReachesGuest(t *testing.T) {
-	in := newInstance(t, Config{}, probeGuest)
-	if got := body(t, in, "/limit"); got != "refused" {
+	g := newGuest(t, Config{}, probeGuest)
+	if got := body(t, g, "/limit"); got != "refused" {
 		t.Fatalf("/limit = %q", got)
 	}
 }
@@ -333,8 +332,8 @@ func (r *recorder) WithGroup(string) slog.Handler      { return r }
 
 func TestGuestLog(t *testing.T) {
 	rec := &recorder{}
-	in := newInstance(t, Config{Logger: slog.New(rec)}, probeGuest)
-	body(t, in, "/log")
+	g := newGuest(t, Config{Logger: slog.New(rec)}, probeGuest)
+	body(t, g, "/log")
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	if len(rec.msgs) != 1 || rec.msgs[0] != "hello from the guest" {
@@ -349,8 +348,8 @@ func TestMissingExportIsNotImplemented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := m.NewInstance(nil)
-	resp, err := in.Handle(context.Background(), get("", ""), memStorage{})
+	g := m.NewGuest(nil)
+	resp, err := g.Handle(context.Background(), get("", ""), memStorage{})
 	if err != nil || resp.Status != http.StatusNotImplemented {
 		t.Fatalf("Handle = %v, %v; want 501", resp, err)
 	}
@@ -363,11 +362,11 @@ func TestCompileRejectsGarbage(t *testing.T) {
 	}
 }
 
-func TestClosedInstance(t *testing.T) {
-	in := newInstance(t, Config{}, probeGuest)
-	body(t, in, "/events")
-	in.Close()
-	if _, err := in.Handle(context.Background(), get("/events", ""), memStorage{}); !errors.Is(err, ErrClosed) {
+func TestClosedGuest(t *testing.T) {
+	g := newGuest(t, Config{}, probeGuest)
+	body(t, g, "/events")
+	g.Close()
+	if _, err := g.Handle(context.Background(), get("/events", ""), memStorage{}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Handle after Close: err = %v", err)
 	}
 }

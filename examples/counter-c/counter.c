@@ -3,7 +3,7 @@
  * a counter kept in the actor's storage. GET increments it and returns the
  * new value as text; GET with ?read returns it without writing; other
  * methods get 405. `make examples` builds it into classes/counter-c.wasm.
- * Its counters share a few wasm instances per node (WK_ISOLATION_CLASS).
+ * Its counters share a few guests per node (WK_ISOLATION_CLASS).
  */
 #include "wasmkeep.h"
 

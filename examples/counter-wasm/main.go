@@ -2,8 +2,8 @@
 // the actor's storage. GET increments it and returns the new value as
 // text; GET with ?read returns it without writing; other methods get 405.
 // It is the wasm twin of the Go-native actors.Counter. Its actors share a
-// few wasm instances per node (guest.IsolationClass): a resident counter
-// costs its object there, not an instance of its own.
+// few guests per node (guest.IsolationClass): a resident counter costs its
+// object there, not a guest of its own.
 //
 // Build it with:
 //

@@ -4,8 +4,8 @@
  * the wire (the protocol is in examples/room-wasm/main.go). Its last 100
  * messages are in storage and who is present in its sockets' attachments,
  * so that it hibernates between messages while its people stay connected.
- * Its rooms share a few wasm instances per node (WK_ISOLATION_CLASS): it
- * keeps nothing in memory between events.
+ * Its rooms share a few guests per node (WK_ISOLATION_CLASS): it keeps
+ * nothing in memory between events.
  *
  * The build makes chat_page.inc, the bytes of examples/chat/page/page.html
  * as a C initialiser list (`make examples` does; so does

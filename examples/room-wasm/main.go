@@ -15,9 +15,9 @@
 // any other message, text or binary, is echoed back to its socket.
 //
 // It decodes and encodes its few JSON shapes itself (json.go), to keep
-// the module small and its start light. Its rooms share a few wasm
-// instances per node (guest.IsolationClass); it keeps nothing in memory
-// between events, so a room's object is only the SDK's.
+// the module small and its start light. Its rooms share a few guests per
+// node (guest.IsolationClass); it keeps nothing in memory between events,
+// so a room's object is only the SDK's.
 //
 // Build it with:
 //

@@ -2,42 +2,42 @@ package guest
 
 import "github.com/wasmkeep/wasmkeep/wasmhost/internal/wire"
 
-// Actors. Every event names the actor it is for. A wasm instance may serve
+// Actors. Every event names the actor it is for. A guest may serve
 // many actors of the class (isolation class, see SetIsolation), one event
 // at a time, or one actor alone (isolation actor, the default). Either
-// way the package keeps one Actor per actor the instance serves: made at
-// the actor's first event on the instance, dropped when the host says the
+// way the package keeps one Actor per actor the guest serves: made at
+// the actor's first event on the guest, dropped when the host says the
 // actor left memory (it hibernated, was evicted or moved, or the node
 // stops), after the handler registered with HandleLeave has seen it.
 
-// Actor is the in-memory object of one resident actor on this instance.
+// Actor is the in-memory object of one resident actor on this guest.
 type Actor struct {
 	id uint64
 	// Class and Name name the actor: its URL path is /actor/<Class>/<Name>.
 	Class, Name string
 	// Value is the class's own, kept from one of the actor's events to the
-	// next while the actor stays in memory on this instance: a cache of
+	// next while the actor stays in memory on this guest: a cache of
 	// what its storage holds, never the only copy, since the host may drop
-	// the instance at any time (a failure of any actor it serves, a
+	// the guest at any time (a failure of any actor it serves, a
 	// limit). It starts nil.
 	Value any
 }
 
-// Isolation is how a class's resident actors share wasm instances.
+// Isolation is how a class's resident actors share guests.
 type Isolation uint32
 
 // Isolations (wasmhost/ABI.md, wasmkeep_isolation).
 const (
-	// IsolationActor: an instance of its own for each resident actor. It
+	// IsolationActor: a guest of its own for each resident actor. It
 	// costs about a megabyte or more per resident actor; one actor's
-	// failure never touches another's instance.
+	// failure never touches another's guest.
 	IsolationActor Isolation = wire.IsolationActor
 	// IsolationClass: the resident actors of the class share a few
-	// instances, each serving many of them one event at a time, which
+	// guests, each serving many of them one event at a time, which
 	// costs a small object per actor. A failure (a panic not recovered, a
-	// limit) ends the instance and the Actors of every actor it served;
+	// limit) ends the guest and the Actors of every actor it served;
 	// their next events make them again. Package variables are shared by
-	// the actors of an instance: keep per-actor data in Actor.Value.
+	// the actors of a guest: keep per-actor data in Actor.Value.
 	IsolationClass Isolation = wire.IsolationClass
 )
 
@@ -60,7 +60,7 @@ func SetIsolation(i Isolation) {
 // HandleLeave registers h, called with an actor's Actor when the actor
 // leaves memory, before the package drops it. Call it once, from an init
 // function. h may read the Actor and Log; Storage, Sockets and Call are
-// not the actor's any more (the host fails the call and the instance).
+// not the actor's any more (the host fails the call and the guest).
 func HandleLeave(h func(*Actor)) {
 	if leaveHandler != nil {
 		panic("guest: HandleLeave called twice")
@@ -68,7 +68,7 @@ func HandleLeave(h func(*Actor)) {
 	leaveHandler = h
 }
 
-// known holds the Actors of this instance by id; current is the running
+// known holds the Actors of this guest by id; current is the running
 // event's. dropped counts deletions since known was made, to make it
 // anew once most of it was deleted: a map keeps the room of the keys
 // deleted from it, and ids are never reused.
@@ -82,7 +82,7 @@ var (
 func Current() *Actor { return current }
 
 // enter makes the actor id the current one, making its Actor if this
-// instance has not met it.
+// guest has not met it.
 func enter(id uint64) {
 	if current != nil && current.id == id {
 		return
@@ -123,6 +123,6 @@ func leave(id uint64) int32 {
 	return wire.OK
 }
 
-// Actors reports how many Actors this instance holds: the actors it
+// Actors reports how many Actors this guest holds: the actors it
 // serves, resident now.
 func Actors() int { return len(known) }

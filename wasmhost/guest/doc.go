@@ -5,7 +5,7 @@
 //
 // The class is a main package that registers its handler from an init
 // function (a c-shared module runs its package initialisers when the host
-// starts an instance, and never runs main):
+// starts a guest, and never runs main):
 //
 //	func init() {
 //		guest.Handle(func(r *guest.Request) *guest.Response {
@@ -28,17 +28,17 @@
 //
 // Every event names its actor: Current returns its Actor (class, name, and
 // a Value of the class's own), which the package makes at the actor's
-// first event on the instance and drops when the host says the actor left
+// first event on the guest and drops when the host says the actor left
 // memory (HandleLeave sees it first). A class declares from an init
-// function how its actors share instances:
+// function how its actors share guests:
 //
 //	func init() {
 //		guest.SetIsolation(guest.IsolationClass)
 //		guest.Handle(serve)
 //	}
 //
-// In IsolationActor (the default) an instance serves one actor. In
-// IsolationClass a few instances per node serve all the class's resident
+// In IsolationActor (the default) a guest serves one actor. In
+// IsolationClass a few guests per node serve all the class's resident
 // actors, each many of them: package variables are then shared by those
 // actors, so what is one actor's goes in its Actor.Value, never in a
 // package variable. Storage, SQL, Sockets and Call always act for the
@@ -46,10 +46,10 @@
 //
 // # Guarantees
 //
-// An instance runs one event at a time, so handlers need no locks, and
-// package variables and Actor values live at most as long as the instance:
+// A guest runs one event at a time, so handlers need no locks, and
+// package variables and Actor values live at most as long as the guest:
 // use them as a cache, never as the actor's state, since the host may
-// replace the instance at any time (hibernation, an error, a limit).
+// replace the guest at any time (hibernation, an error, a limit).
 // Storage is the actor's durable state: the writes of one event commit
 // together after the handler returns, and are discarded if the event
 // fails. Storage.List reads a window of entries in key order, seeing the
@@ -79,18 +79,18 @@
 //		return guest.Rollback(guest.Text(409, "sold out\n"))
 //	}
 //
-// A panic that the handler does not recover ends the instance; its event
-// fails with 500 and the next event runs on a fresh instance (in
+// A panic that the handler does not recover ends the guest; its event
+// fails with 500 and the next event runs on a fresh guest (in
 // IsolationClass, with the Actors of every actor it served: their next
 // events make them again). A panic the handler recovers leaves the
-// instance usable.
+// guest usable.
 //
 // # WebSockets
 //
-// A request handler accepts a WebSocket upgrade by returning Accept(tags...);
-// the socket then belongs to the node, and what arrives on it goes to the
-// handler registered with HandleSocket, on whatever instance serves the
-// actor then:
+// A request handler accepts a WebSocket upgrade by returning
+// Accept(tags...); the socket then belongs to the node, and what arrives on
+// it goes to the handler registered with HandleSocket, on whatever guest
+// serves the actor then:
 //
 //	func init() {
 //		guest.Handle(func(r *guest.Request) *guest.Response {

@@ -87,12 +87,12 @@ func Handle(h func(*Request) *Response) {
 // handler to return: the client gets resp (status, headers and body), and
 // the event's storage writes and what it queued on sockets (sends,
 // broadcasts, closes) are discarded, as if it had failed, since they could
-// tell of the discarded writes. It is no failure: the instance is kept.
+// tell of the discarded writes. It is no failure: the guest is kept.
 // What was done at once stays (SetAttachment, SetAutoResponse, and the
 // writes committed before a Call the event made); a Call after Rollback
 // fails with ErrBadCall, since it would commit the event's writes first.
 // Rollback cannot be undone. Nor does it undo what the event changed in
-// the instance's memory (package variables, Actor.Value): drop or mend
+// the guest's memory (package variables, Actor.Value): drop or mend
 // what caches the discarded writes. A nil resp, or Accept's, fails the
 // event with 500. In a socket handler, call Rollback(nil) and return nil:
 // the event's writes and output are discarded, the socket stays open.

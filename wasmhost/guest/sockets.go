@@ -7,7 +7,7 @@ import (
 )
 
 // WebSockets. A request handler accepts a WebSocket upgrade by returning
-// Accept(tags...); the socket then belongs to the node, so the instance
+// Accept(tags...); the socket then belongs to the node, so the guest
 // may be replaced (and the actor hibernate) while it stays open. What
 // arrives on it comes to the handler registered with HandleSocket. During
 // any event, Sockets reaches the actor's sockets: sends and closes go out
@@ -57,7 +57,7 @@ var socketHandler func(*SocketEvent) error
 
 // HandleSocket registers h as the handler of socket events. Call it once,
 // from an init function. A handler that returns an error fails its event:
-// its storage writes and its sends are discarded, and the instance is
+// its storage writes and its sends are discarded, and the guest is
 // replaced. Without a handler, socket events are dropped.
 func HandleSocket(h func(*SocketEvent) error) {
 	if socketHandler != nil {
@@ -152,7 +152,7 @@ func (SocketSet) List(tag string) []SocketInfo {
 }
 
 // SetAttachment keeps data (at most MaxAttachment bytes; empty removes
-// it) with socket id until it closes: it outlives the instance and the
+// it) with socket id until it closes: it outlives the guest and the
 // actor's hibernation. It takes effect at once. It fails with ErrSocket.
 func (SocketSet) SetAttachment(id SocketID, data []byte) error {
 	if wsAttachmentSet(uint64(id), data) != 0 {

@@ -9,10 +9,10 @@ const Version = 2
 
 // Isolations a module declares with its export wasmkeep_isolation.
 const (
-	// IsolationActor: a wasm instance of its own for each resident actor.
+	// IsolationActor: a guest of its own for each resident actor.
 	IsolationActor = 1
-	// IsolationClass: the resident actors of the class share a few wasm
-	// instances, each serving many of them.
+	// IsolationClass: the resident actors of the class share a few guests,
+	// each serving many of them.
 	IsolationClass = 2
 )
 

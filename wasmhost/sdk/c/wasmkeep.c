@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-/* The export the host checks when it starts a wasm instance. */
+/* The export the host checks when it starts a guest. */
 int32_t wasmkeep_abi_version(void);
 __attribute__((export_name("wasmkeep_abi_version"))) int32_t wasmkeep_abi_version(void) {
 	return WASMKEEP_ABI_VERSION;
@@ -45,7 +45,7 @@ bool wk_str_has_prefix(wk_str s, wk_str prefix) {
 
 /*
  * One event's allocations, in chunks freed together when it ends. Events
- * never overlap in a wasm instance, so one arena serves them all.
+ * never overlap in a guest, so one arena serves them all.
  */
 typedef struct chunk {
 	struct chunk *next;
@@ -369,9 +369,9 @@ wk_response *wk_text(uint32_t status, wk_str body) {
 /* ---- Actors ---- */
 
 /*
- * The objects of the actors this wasm instance serves, in a hash table
- * of chains keyed by id. It shrinks as well as grows, so that actors that
- * came and went leave nothing behind.
+ * The objects of the actors this guest serves, in a hash table of chains
+ * keyed by id. It shrinks as well as grows, so that actors that came and
+ * went leave nothing behind.
  */
 typedef struct node {
 	wk_actor actor;
@@ -419,7 +419,7 @@ static node **find(uint64_t id) {
 }
 
 /* enter makes the actor id the current one, making its object at its
- * first event on this wasm instance. */
+ * first event on this guest. */
 static void enter(uint64_t id) {
 	if (current != NULL && current->id == id)
 		return;

@@ -9,20 +9,20 @@
  * responses) lives in the event's arena and is freed when the event ends:
  * a class never frees it. What a class keeps from one of an actor's events
  * to the next goes in the actor's object (wk_current()->data), as a cache
- * of its storage: the host may discard the wasm instance after any event.
+ * of its storage: the host may discard the guest after any event.
  *
  * Actors. Every event names its actor; the SDK keeps one wk_actor per
- * actor the wasm instance serves, made at the actor's first event there
- * and dropped when the host says the actor left memory (after the handler
- * of WK_HANDLE_LEAVE, if any, has seen it). A class declares with
- * WK_ISOLATION(WK_ISOLATION_CLASS) that its actors share a few wasm
- * instances, each serving many of them one event at a time; without it,
- * each resident actor has a wasm instance of its own. Static variables are
- * shared by the actors of a wasm instance.
+ * actor the guest serves, made at the actor's first event there and
+ * dropped when the host says the actor left memory (after the handler of
+ * WK_HANDLE_LEAVE, if any, has seen it). A guest is the class's module
+ * instantiated: a class declares with WK_ISOLATION(WK_ISOLATION_CLASS)
+ * that its actors share a few guests, each serving many of them one event
+ * at a time; without it, each resident actor has a guest of its own.
+ * Static variables are shared by the actors of a guest.
  *
  * Bytes are wk_str: a pointer and a length, not NUL-terminated. Running
  * out of memory, or a malformed encoding from the host, traps: the event
- * fails with 500 and the wasm instance is discarded.
+ * fails with 500 and the guest is discarded.
  */
 #ifndef WASMKEEP_H
 #define WASMKEEP_H
@@ -204,7 +204,7 @@ typedef wk_response *(*wk_request_handler)(const wk_request *req);
  * request handler to return: the client gets resp (status, headers, body),
  * and the event's storage writes and what it queued on sockets (sends,
  * broadcasts, closes) are discarded, as for a failed event. It is no
- * failure: the wasm instance is kept. What took effect at once stays
+ * failure: the guest is kept. What took effect at once stays
  * (attachments, auto-responses, the writes committed before an earlier
  * wk_call); a wk_call after it returns WK_CALL_BAD. It cannot be undone,
  * and does not undo what the event changed in memory (an actor's data):
@@ -270,8 +270,8 @@ void wk_ws_close(uint64_t id, int32_t code, wk_str reason);
  * in the order they were accepted, and returns how many. */
 size_t wk_ws_list(wk_str tag, const wk_socket **list);
 /* wk_ws_set_attachment keeps data with the socket until it closes, across
- * wasm instances and hibernation; empty removes it. Immediate. Returns 0,
- * or 1 if over WK_MAX_ATTACHMENT bytes or the socket is gone. */
+ * guests and hibernation; empty removes it. Immediate. Returns 0, or 1 if
+ * over WK_MAX_ATTACHMENT bytes or the socket is gone. */
 int wk_ws_set_attachment(uint64_t id, wk_str data);
 /* wk_ws_attachment finds the socket's attachment: false if it has none
  * (or an empty one) or is gone. */
@@ -431,9 +431,9 @@ int64_t wk_now_ms(void);
 /* ---- Actors ---- */
 
 /*
- * wk_actor is the in-memory object of one resident actor on this wasm
- * instance. class_name and name (its URL path is /actor/CLASS/NAME) live
- * as long as the object. data is the class's own, NULL at first, kept
+ * wk_actor is the in-memory object of one resident actor on this guest.
+ * class_name and name (its URL path is /actor/CLASS/NAME) live as long as
+ * the object. data is the class's own, NULL at first, kept
  * from one of the actor's events to the next while the actor stays in
  * memory here: allocate it with malloc, and free it in the leave handler.
  */
@@ -445,12 +445,12 @@ typedef struct {
 
 /* wk_current is the actor of the running event (NULL outside one). */
 wk_actor *wk_current(void);
-/* wk_actors is how many actors the wasm instance holds objects of. */
+/* wk_actors is how many actors the guest holds objects of. */
 size_t wk_actors(void);
 
 /* A leave handler sees an actor's object before the SDK drops it. It may
  * read it and log; storage, sockets and calls are not the actor's any more
- * (the host fails the call and the wasm instance). */
+ * (the host fails the call and the guest). */
 typedef void (*wk_leave_handler)(wk_actor *a);
 
 /* ---- Registration ---- */
@@ -486,9 +486,9 @@ void wk_set_leave_handler(wk_leave_handler h);
 	static void wk_register_leave_(void) { wk_set_leave_handler(fn); }
 
 /* WK_ISOLATION(mode) exports wasmkeep_isolation: WK_ISOLATION_CLASS has
- * the class's actors share a few wasm instances per node; without it, or
- * with WK_ISOLATION_ACTOR, each resident actor has one of its own. The
- * node may override it (wasmkeep serve --wasm-isolation). */
+ * the class's actors share a few guests per node; without it, or with
+ * WK_ISOLATION_ACTOR, each resident actor has one of its own. The node
+ * may override it (wasmkeep serve --wasm-isolation). */
 #define WK_ISOLATION(mode)                                                                         \
 	int32_t wasmkeep_isolation(void);                                                          \
 	__attribute__((export_name("wasmkeep_isolation"))) int32_t wasmkeep_isolation(void) { return (mode); }

@@ -10,8 +10,8 @@ import (
 	"github.com/wasmkeep/wasmkeep/wasmhost/guest"
 )
 
-// events counts the events this instance served, so that tests can tell a
-// kept instance from a fresh one.
+// events counts the events this guest served, so that tests can tell a
+// kept guest from a fresh one.
 var events int
 
 var sink []byte
@@ -83,7 +83,7 @@ func serve(r *guest.Request) *guest.Response {
 		return guest.Text(200, strconv.Itoa(int(rawListLen(r.Body))))
 	case "/rand":
 		// math/rand/v2 draws from the Go runtime's generator, seeded at
-		// the instance's start.
+		// the guest's start.
 		return guest.Text(200, strconv.FormatUint(rand.Uint64(), 10))
 	case "/nil":
 		return nil

@@ -1,9 +1,9 @@
 // Command tenant is a test guest for wasmhost's class isolation: many
-// actors of the class share its instances, and it tries, from one actor's
-// events, to reach what is another's. What it remembers of other actors
-// (their storage keys, their socket ids) it keeps in package variables,
-// which the actors of one shared instance share; the host must refuse
-// every use of them.
+// actors of the class share each of its guests, and it tries, from one
+// actor's events, to reach what is another's. What it remembers of other
+// actors (their storage keys, their socket ids) it keeps in package
+// variables, which the actors of one shared guest share; the host must
+// refuse every use of them.
 package main
 
 import (
@@ -17,21 +17,21 @@ import (
 
 const maxLeftNames = 256
 
-// object is an actor's Value: its events on this instance.
+// object is an actor's Value: its events on this guest.
 type object struct{ events int }
 
 var (
-	// instance names this instance, drawn at its start.
-	instance = strconv.FormatUint(rand.Uint64(), 36)
-	// events counts the events this instance served, of any actor.
+	// guestID names this guest, drawn at its start.
+	guestID = strconv.FormatUint(rand.Uint64(), 36)
+	// events counts the events this guest served, of any actor.
 	events int
 	// leaves counts the actors it was told left, and leftNames names those
 	// since the last /leaves.
 	leaves    int
 	leftNames []string
-	// keys are the storage keys any actor of this instance wrote.
+	// keys are the storage keys any actor of this guest wrote.
 	keys []string
-	// socketsOf is the socket ids of each actor of this instance, by name.
+	// socketsOf is the socket ids of each actor of this guest, by name.
 	socketsOf = map[string][]guest.SocketID{}
 	// leaveStorage makes the next leave try storage, which the host refuses.
 	leaveStorage bool
@@ -76,8 +76,8 @@ func serve(r *guest.Request) *guest.Response {
 	switch r.Path {
 	case "/id":
 		// Who the event is for, as the guest learns it, and where it runs.
-		return guest.Text(200, a.Class+"/"+a.Name+" events="+strconv.Itoa(o.events)+" instance="+instance+
-			" instance-events="+strconv.Itoa(events)+" actors="+strconv.Itoa(guest.Actors()))
+		return guest.Text(200, a.Class+"/"+a.Name+" events="+strconv.Itoa(o.events)+" guest="+guestID+
+			" guest-events="+strconv.Itoa(events)+" actors="+strconv.Itoa(guest.Actors()))
 	case "/put":
 		k := q("k")
 		if err := guest.Storage.Put(k, []byte(q("v"))); err != nil {
@@ -92,7 +92,7 @@ func serve(r *guest.Request) *guest.Response {
 		}
 		return guest.Text(200, string(v))
 	case "/steal":
-		// Every key written on this instance, or named: read them, list the
+		// Every key written on this guest, or named: read them, list the
 		// whole storage, then overwrite and delete them.
 		try := append([]string(nil), keys...)
 		if k := q("keys"); k != "" {
