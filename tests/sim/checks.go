@@ -155,7 +155,7 @@ func (w *World) settle() time.Duration {
 }
 
 // taken runs when an acquisition lands: no other node may still be running
-// a stopped instance of the room (it could still commit), keep the room
+// a stopped resident of the room (it could still commit), keep the room
 // parked with a valid lease, nor hold its sockets while live, valid and not
 // draining, unless its own wake had an unknown outcome or found another
 // holder (counted apart as exposed), or the room is being moved away.
@@ -166,7 +166,7 @@ func (w *World) taken(rec ownership.Record) {
 			continue
 		}
 		if w.now < n.finishing[a] {
-			w.fail("room taken while its instance may still commit: %s taken by %s at generation %d while %s's stopped instance is still finishing its event", a, rec.Node, rec.Generation, n.inst)
+			w.fail("room taken while its resident may still commit: %s taken by %s at generation %d while %s's stopped resident is still finishing its event", a, rec.Node, rec.Generation, n.inst)
 			return
 		}
 		valid := n.core.LeaseValid(n.clock(w.now))

@@ -17,9 +17,9 @@ import (
 // hold's generation; a room without one yet is created by its first
 // commit), then commits the counter plus one, conditioned on the
 // version it knows, and releases its output only once the commit landed and
-// the hold may act. The instance's bucket calls have their own faults: a
-// commit can land seconds after its answer was given up, long after its
-// instance stopped or its node crashed. A third of the commits first write
+// the hold may act. The resident's bucket calls have their own faults: a
+// commit can land seconds after its answer was given up, long after the
+// resident stopped or its node crashed. A third of the commits first write
 // the count into a run (If-None-Match, named by the hold's generation), and
 // the head then names it; once such a head lands, the run the previous head
 // named is deleted, and now and then a sweep lists the room's runs and
@@ -31,7 +31,7 @@ import (
 //   - property 2: no write stamped with a generation lands once the room's
 //     record has reached a later one.
 
-// stateOp is one bucket call of an instance (or nothing but its answer).
+// stateOp is one bucket call of a resident (or nothing but its answer).
 type stateOp struct {
 	node, life int
 	r          *resident
@@ -59,7 +59,7 @@ type (
 	}
 )
 
-// stateIO sends an instance's bucket call with the faults of the chaos
+// stateIO sends a resident's bucket call with the faults of the chaos
 // phase; then runs with the reply, if the node is still that life. It
 // returns the call.
 func (w *World) stateIO(n *node, r *resident, ev evOutput, req ownership.Request, then func(*stateOp, ownership.Reply)) *stateOp {
@@ -143,7 +143,7 @@ func (w *World) stateReply(op *stateOp, unknown, refused bool) {
 		return
 	}
 	if !n.up || n.life != op.life {
-		// The instance died with its node: its clients retry.
+		// The resident died with its node: its clients retry.
 		for _, ev := range append([]evOutput{op.ev}, op.r.queue...) {
 			if ce := w.events[ev.id]; ce != nil {
 				w.retry(ce)
@@ -202,8 +202,8 @@ func (w *World) actorOfStateKey(key string) (ownership.Actor, bool) {
 	return ownership.Actor{}, false
 }
 
-// runEvent runs a granted event on the room's resident instance, one event
-// at a time.
+// runEvent runs a granted event on the room's resident, one event at a
+// time.
 func (w *World) runEvent(n *node, ev evOutput) {
 	ce := w.events[ev.id]
 	if ce == nil {
@@ -211,7 +211,7 @@ func (w *World) runEvent(n *node, ev evOutput) {
 	}
 	r := n.resident[ev.actor]
 	if r == nil || r.gen != ev.gen {
-		w.noteEv("no-instance", n, ce.id, ev.actor, "")
+		w.noteEv("no-resident", n, ce.id, ev.actor, "")
 		w.retry(ce)
 		return
 	}
@@ -249,7 +249,7 @@ func (w *World) loaded(n *node, r *resident, ev evOutput, reply ownership.Reply,
 		}
 		verdict, fenced := ownership.JudgeState(true, h, r.gen)
 		if verdict == ownership.StateSuperseded {
-			// Superseded: the instance ends its hold.
+			// Superseded: the resident ends its hold.
 			w.note("superseded", n, "%s g%d by g%d", ev.actor, uint64(r.gen), uint64(h.Gen))
 			if n.resident[ev.actor] == r {
 				delete(n.resident, ev.actor)
@@ -473,7 +473,7 @@ func (w *World) commitFailed(n *node, r *resident, ev evOutput, outcome ownershi
 	w.eventDone(n, r)
 }
 
-// eventDone starts the next queued event of the instance.
+// eventDone starts the next queued event of the resident.
 func (w *World) eventDone(n *node, r *resident) {
 	r.busy = false
 	if len(r.queue) == 0 {

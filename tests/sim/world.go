@@ -155,7 +155,7 @@ type node struct {
 	exposed  map[ownership.Actor]bool
 	inflight map[ownership.RequestID]*inflight
 	drainAt  time.Duration
-	// finishing: until when a stopped instance may still be finishing its
+	// finishing: until when a stopped resident may still be finishing its
 	// event (and so still commit): ground truth for the checks.
 	finishing map[ownership.Actor]time.Duration
 	inbox     []ownership.Input
@@ -168,7 +168,7 @@ type node struct {
 type resident struct {
 	gen    ownership.Generation
 	active time.Duration
-	// The instance's state (see storage.go): loaded once per residency.
+	// The resident's state (see storage.go): loaded once per residency.
 	loaded bool
 	etag   ownership.ETag
 	seq    uint64
@@ -469,7 +469,7 @@ func (w *World) effect(n *node, e ownership.Effect) {
 		w.truth.endHold(e.Actor, n.inst, e.Gen)
 		delete(n.resident, e.Actor)
 		w.note("stop-act", n, "%s g%d %s", e.Actor, e.Gen, e.Reason)
-		// The instance finishes its event, then the shell confirms it ended
+		// The resident finishes its event, then the shell confirms it ended
 		// (rarely never: the core's EndWait bound releases anyway).
 		done := w.uniform(0, 30*time.Millisecond)
 		n.finishing[e.Actor] = w.now + done
