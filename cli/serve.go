@@ -27,6 +27,7 @@ import (
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/bucketcheck"
 	"github.com/wasmkeep/wasmkeep/ownership/bucketurl"
+	"github.com/wasmkeep/wasmkeep/peer"
 	"github.com/wasmkeep/wasmkeep/sockets"
 	"github.com/wasmkeep/wasmkeep/supervisors"
 	"github.com/wasmkeep/wasmkeep/wasmhost"
@@ -702,8 +703,8 @@ func loadClusterKey(path string) ([]byte, error) {
 	} else {
 		return nil, nil
 	}
-	if len(key) < ingress.MinClusterKey {
-		return nil, usageError{fmt.Errorf("cluster key from %s: %d bytes, under %d", from, len(key), ingress.MinClusterKey)}
+	if len(key) < peer.MinClusterKey {
+		return nil, usageError{fmt.Errorf("cluster key from %s: %d bytes, under %d", from, len(key), peer.MinClusterKey)}
 	}
 	return key, nil
 }

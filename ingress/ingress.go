@@ -656,7 +656,3 @@ func (h *Handler) relay(w http.ResponseWriter, r *http.Request, a ownership.Acto
 	}
 	return h.peers.Relay(w, r, a, d, last)
 }
-
-// MinClusterKey is the shortest cluster key accepted, in bytes
-// (peer.MinClusterKey).
-const MinClusterKey = peer.MinClusterKey
