@@ -12,9 +12,9 @@
 // of commands has its own file (serve.go, bucket.go, cluster.go) and follows
 // one shape: flags fill a config, the config's Validate rejects what cannot
 // work before anything is touched, then a run function does the work; logic
-// beyond wiring lives in a package (bucketcheck.Run,
-// ownership/cluster, supervisors.StartNode). Adding a command is adding one node
-// to the tree in commands() and one such file.
+// beyond wiring lives in a package (bucketcheck.Run, ownership/cluster,
+// node.Start). Adding a command is adding one entry to the tree in
+// commands() and one such file.
 //
 // Exit codes: 0 success; 1 the command ran and failed or found a problem
 // (an unsound bucket); 2 the command line was wrong.

@@ -24,12 +24,12 @@ import (
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/ingress"
 	"github.com/wasmkeep/wasmkeep/internal/budget"
+	"github.com/wasmkeep/wasmkeep/node"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/bucketcheck"
 	"github.com/wasmkeep/wasmkeep/ownership/bucketurl"
 	"github.com/wasmkeep/wasmkeep/peer"
 	"github.com/wasmkeep/wasmkeep/sockets"
-	"github.com/wasmkeep/wasmkeep/supervisors"
 	"github.com/wasmkeep/wasmkeep/wasmhost"
 )
 
@@ -601,7 +601,7 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 		}
 		defer admin.Close()
 	}
-	node, err := supervisors.StartNode(ctx, supervisors.NodeConfig{
+	n, err := node.Start(ctx, node.Config{
 		Core: core, Bucket: b, Listener: lis, Registry: registry, Logger: log,
 		IdleTimeout: cfg.IdleTimeout, MaxResident: cfg.MaxResident, MaxBody: int64(cfg.MaxBody),
 		MaxState: int(cfg.MaxState), BlockCache: int64(cfg.BlockCache),
@@ -617,7 +617,7 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 		return err
 	}
 	if admin != nil {
-		defer serveAdmin(admin, node.AdminHandler(), log)()
+		defer serveAdmin(admin, n.AdminHandler(), log)()
 	}
 	fmt.Fprintf(e.out, "wasmkeep node %s serving on http://%s (bucket %s)\n", cfg.nodeID(), lis.Addr(), target)
 	if e.started != nil {
@@ -628,36 +628,36 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 		log.Info("stopping", slog.String("node", string(cfg.nodeID())))
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.StopTimeout)
 		defer cancel()
-		if cfg.DrainOnStop && node.LivePeer() {
+		if cfg.DrainOnStop && n.LivePeer() {
 			// Half the bound at most: the clean stop after it has the rest.
 			drainCtx, cancelDrain := context.WithTimeout(stopCtx, cfg.StopTimeout/2)
-			if err := node.Drain(drainCtx, "stop"); err != nil {
+			if err := n.Drain(drainCtx, "stop"); err != nil {
 				log.Warn("drain before the stop did not finish; stopping", slog.Any("err", err))
 			} else {
 				log.Info("drained before the stop: every actor handed over")
 			}
 			cancelDrain()
 		}
-		if err := node.Stop(stopCtx); err != nil {
+		if err := n.Stop(stopCtx); err != nil {
 			closeRuntime = false
 			return fmt.Errorf("stop: %w", err)
 		}
 		log.Info("stopped cleanly", slog.String("node", string(cfg.nodeID())))
 		return nil
-	case <-node.Done():
+	case <-n.Done():
 		closeRuntime = false
-		node.Abort()
-		err := node.Err()
+		n.Abort()
+		err := n.Err()
 		if err == nil {
 			err = errors.New("ownership keeper ended without a stop")
 		}
 		log.Error("node stopped acting: its lease is lost or its bucket damaged", slog.Any("err", err))
 		return fmt.Errorf("node ended: %w", err)
-	case err := <-node.ServeErr():
-		node.Abort()
+	case err := <-n.ServeErr():
+		n.Abort()
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.StopTimeout)
 		defer cancel()
-		serr := node.Stop(stopCtx)
+		serr := n.Stop(stopCtx)
 		closeRuntime = serr == nil
 		return errors.Join(fmt.Errorf("http server: %w", err), serr)
 	}

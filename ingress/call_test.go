@@ -8,9 +8,9 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/internal/nodetest"
+	"github.com/wasmkeep/wasmkeep/node"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/peer"
-	"github.com/wasmkeep/wasmkeep/supervisors"
 )
 
 // hop is a class whose actors, asked /call/<class>/<name>[/rest], call
@@ -40,7 +40,7 @@ func hopNode(t *testing.T, dir, name, key string) *testNode {
 	t.Helper()
 	o := nodetest.Options{Dir: dir, Node: name, Instance: name + "i", Classes: map[string]actors.Class{"hop": actors.ClassFunc(hop)}}
 	if key != "" {
-		o.Configure = func(c *supervisors.NodeConfig) { c.ClusterKey = []byte(key) }
+		o.Configure = func(c *node.Config) { c.ClusterKey = []byte(key) }
 	}
 	return startTestNodeWith(t, o)
 }

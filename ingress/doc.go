@@ -5,7 +5,7 @@
 // upgrades handed to the socket owner (or relayed to the node that holds
 // the room); a move's take call (take.go); plus /healthz, /readyz, /metrics
 // and /debug/ (the node's tree). It is entry only: the node is assembled
-// by package supervisors, which serves a Handler with the server Server
+// by package node, which serves a Handler with the server Server
 // gives. A request's way is one direction: the ingress never asks the
 // keeper for a hold itself.
 //

@@ -31,7 +31,7 @@ import (
 const MaxNameLen = 256
 
 // DefaultHTTPIdleTimeout is how long an idle keep-alive connection is kept
-// unless NodeConfig says otherwise.
+// unless node.Config says otherwise.
 const DefaultHTTPIdleTimeout = 60 * time.Second
 
 // MaxHeaderBytes bounds a request's header. Go's own default (1 MiB) on

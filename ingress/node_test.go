@@ -10,15 +10,15 @@ import (
 	"time"
 
 	"github.com/wasmkeep/wasmkeep/internal/nodetest"
+	"github.com/wasmkeep/wasmkeep/node"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/dirstore"
 	"github.com/wasmkeep/wasmkeep/peer"
-	"github.com/wasmkeep/wasmkeep/supervisors"
 )
 
 // testNode is a node serving on 127.0.0.1 over a directory bucket.
 type testNode struct {
-	*supervisors.Node
+	*node.Node
 	url string
 }
 

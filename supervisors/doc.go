@@ -1,18 +1,5 @@
-// Package supervisors assembles a node (StartNode) and supervises it: the
-// node's supervision tree, its policies and its metrics.
-//
-// # The node
-//
-// StartNode assembles a whole node from its parts: the ownership keeper
-// (package ownership/keeper), the socket owner (package sockets) and the
-// sink that turns its sockets' events into actor events (sockets.go), the
-// resident actors (package actors), the drivers of the keeper's passes
-// (drivers.go), and the HTTP entry (package ingress) with its server. It
-// wires the keeper's hooks to the resident actors, the drivers and the
-// sockets, and gives the node a clean Stop: stop accepting and finish
-// in-flight requests, close the sockets with 1012, hibernate every resident
-// actor, then stop the keeper (every hold released, the lease written
-// released). Node is safe for concurrent use.
+// Package supervisors is a node's supervision tree, its policies and its
+// metrics. Package node assembles a node around it.
 //
 // # The tree
 //
@@ -24,8 +11,8 @@
 //	├── director           director  the resident set; parent of every resident actor
 //	│   └── <resident>...  resident  one per resident actor, by class (supervised by the director)
 //	├── sweeper            sweeper   sends the keeper a Sweep every sweep period
-//	├── drainer            drainer   starts and follows a drain (Node.Drain)
-//	├── mover              mover     starts a move (Node.Move), sends the take call
+//	├── drainer            drainer   starts and follows a drain (node.Node.Drain)
+//	├── mover              mover     starts a move (node.Node.Move), sends the take call
 //	└── sockets            sockets   the socket owner (package sockets): not an actor
 //
 // What a failure (a panic that leaves the actor's Receive) means, by role:
@@ -33,7 +20,7 @@
 //   - keeper: never restarted. The keeper ends itself on a panic of its own
 //     (package keeper: the Core's state can no longer be trusted); one that
 //     reaches the root is stopped. Either way the node stops acting at once
-//     and ends (Node.Done, Node.Err name the keeper; `serve` exits non-zero):
+//     and ends (node.Node.Done and Err name the keeper; `serve` exits non-zero):
 //     nothing is released or written after it, so peers fence the node once
 //     its lease has stood still for ttl + grace, and the fence frees its
 //     records. Every acknowledged write is durable already.

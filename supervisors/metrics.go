@@ -2,12 +2,14 @@ package supervisors
 
 import (
 	"fmt"
+	"sort"
 
 	"github.com/wasmkeep/wasmkeep/internal/metricreg"
 
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Metrics are the supervision metrics of one registry, labelled by class.
@@ -73,4 +75,33 @@ func (m *Metrics) class(class string) classMetrics {
 		depth:    m.depth.WithLabelValues(class),
 		event:    m.event.WithLabelValues(class),
 	}
+}
+
+// Residents turns the director's counts by class into the tree's lines,
+// with each class's restarts and mailbox depth from the metrics.
+func (m *Metrics) Residents(counts map[string]int) []ResidentCount {
+	classes := make([]string, 0, len(counts))
+	for c := range counts {
+		classes = append(classes, c)
+	}
+	sort.Strings(classes)
+	out := make([]ResidentCount, 0, len(classes))
+	for _, c := range classes {
+		cm := m.class(c)
+		out = append(out, ResidentCount{Class: c, Resident: counts[c],
+			Restarts: int(value(cm.restarts)), Mailbox: int(value(cm.depth))})
+	}
+	return out
+}
+
+// value reads a counter's or gauge's value.
+func value(c prometheus.Metric) float64 {
+	var d dto.Metric
+	if c.Write(&d) != nil {
+		return 0
+	}
+	if d.Counter != nil {
+		return d.Counter.GetValue()
+	}
+	return d.Gauge.GetValue()
 }

@@ -272,6 +272,11 @@ func (t *Tree) terminated(who *actor.PID) {
 	}
 }
 
+// InjectFaults makes every actor spawned from now on call f before each
+// of its messages, f's panic being that actor's failure: for the tests of
+// each role's failure. Call it before any spawn.
+func (t *Tree) InjectFaults(f func(Role, any)) { t.faults = f }
+
 // AddPart shows a part of the node that is not an actor (the socket
 // owner) as a line of the tree under role, named name, its progress from
 // progress. A part is never restarted: its failures are Contained.

@@ -13,8 +13,8 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/internal/nodetest"
+	"github.com/wasmkeep/wasmkeep/node"
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
-	"github.com/wasmkeep/wasmkeep/supervisors"
 )
 
 // Whole-node benchmarks of what class isolation is for: the memory of a
@@ -52,7 +52,7 @@ func benchNode(b *testing.B, c benchClass) *nodetest.Node {
 		}
 		classes[c.class] = m
 	}
-	return nodetest.Start(b, nodetest.Options{Classes: classes, IdleTimeout: time.Hour, Configure: func(cfg *supervisors.NodeConfig) {
+	return nodetest.Start(b, nodetest.Options{Classes: classes, IdleTimeout: time.Hour, Configure: func(cfg *node.Config) {
 		cfg.Bucket = memstore.New(memstore.Faults{})
 		cfg.MaxResident = 1 << 20
 	}})

@@ -34,9 +34,9 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/examples/chat"
+	"github.com/wasmkeep/wasmkeep/node"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/dirstore"
-	"github.com/wasmkeep/wasmkeep/supervisors"
 )
 
 func main() {
@@ -72,7 +72,7 @@ func run(sockets, rooms int, hold time.Duration, conc int) error {
 		return err
 	}
 	ctx := context.Background()
-	n, err := supervisors.StartNode(ctx, supervisors.NodeConfig{
+	n, err := node.Start(ctx, node.Config{
 		Core:   ownership.DefaultConfig("inproc", "i1"),
 		Bucket: b, Listener: lis, Registry: reg, IdleTimeout: 2 * time.Second,
 		Logger:       slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),

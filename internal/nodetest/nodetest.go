@@ -18,9 +18,9 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/examples/chat"
+	"github.com/wasmkeep/wasmkeep/node"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/dirstore"
-	"github.com/wasmkeep/wasmkeep/supervisors"
 )
 
 // Wait bounds every wait of this package.
@@ -40,12 +40,12 @@ type Options struct {
 	// Node and Instance name the node; "": "n1" and "i1".
 	Node, Instance string
 	// Configure, when set, changes the node's configuration last.
-	Configure func(*supervisors.NodeConfig)
+	Configure func(*node.Config)
 }
 
 // Node is a running test node; it stops when the test ends.
 type Node struct {
-	*supervisors.Node
+	*node.Node
 	// URL is the node's http://host:port.
 	URL          string
 	hibernations chan string
@@ -74,7 +74,7 @@ func Start(t testing.TB, o Options) *Node {
 		}
 	}
 	hib := make(chan string, 256)
-	cfg := supervisors.NodeConfig{
+	cfg := node.Config{
 		Core:   ownership.DefaultConfig(ownership.NodeID(o.Node), ownership.InstanceID(o.Instance)),
 		Bucket: b, Listener: lis, Registry: reg, IdleTimeout: o.IdleTimeout, PublicAdmin: true,
 		OnHibernate: func(a ownership.Actor, _ ownership.Generation, reason string) {
@@ -87,7 +87,7 @@ func Start(t testing.TB, o Options) *Node {
 	if o.Configure != nil {
 		o.Configure(&cfg)
 	}
-	n, err := supervisors.StartNode(t.Context(), cfg)
+	n, err := node.Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,12 @@ var leaves = map[string]struct {
 var forbiddenImports = map[string]map[string]string{
 	"ingress": {
 		module + "/supervisors":      "the node is assembled around its HTTP entry, not by it",
+		module + "/node":             "the node is assembled around its HTTP entry, not by it",
 		module + "/ownership/keeper": "the entry hands events to the actors side and never asks the keeper itself",
+	},
+	"supervisors": {
+		module + "/node":    "the tree supervises actors by role, and knows nothing of the node that uses it",
+		module + "/ingress": "the tree supervises actors by role, and knows nothing of the node that uses it",
 	},
 	"peer": {
 		module + "/ingress":          "the entry uses the peer client, never the other way",
@@ -74,7 +79,7 @@ func matches(dep, path string) bool { return dep == path || strings.HasPrefix(de
 var testOnly = []string{"internal/nodetest", "internal/s3test", "internal/damagetest", "internal/testlog", "internal/browser"}
 
 // actorPackages are where proto.actor actors live.
-var actorPackages = []string{"actors", "ownership/keeper", "supervisors"}
+var actorPackages = []string{"actors", "ownership/keeper", "supervisors", "node"}
 
 func rel(path string) string { return strings.TrimPrefix(strings.TrimPrefix(path, module), "/") }
 

@@ -11,9 +11,9 @@ import (
 	"github.com/wasmkeep/wasmkeep/internal/damagetest"
 	"github.com/wasmkeep/wasmkeep/internal/nodetest"
 	"github.com/wasmkeep/wasmkeep/internal/testlog"
+	"github.com/wasmkeep/wasmkeep/node"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/dirstore"
-	"github.com/wasmkeep/wasmkeep/supervisors"
 )
 
 // fetch GETs url and returns the status and the body.
@@ -50,7 +50,7 @@ func damagedCount(t *testing.T, n *nodetest.Node, what string) string {
 func startLogged(t *testing.T, dir string) (*nodetest.Node, *testlog.Log) {
 	logs := &testlog.Log{}
 	n := nodetest.Start(t, nodetest.Options{Dir: dir, IdleTimeout: 200 * time.Millisecond,
-		Configure: func(c *supervisors.NodeConfig) { c.Logger = slog.New(logs) }})
+		Configure: func(c *node.Config) { c.Logger = slog.New(logs) }})
 	return n, logs
 }
 

@@ -1,4 +1,4 @@
-package supervisors_test
+package node_test
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/examples/chat"
 	"github.com/wasmkeep/wasmkeep/internal/nodetest"
+	"github.com/wasmkeep/wasmkeep/node"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/supervisors"
 )
@@ -66,8 +67,8 @@ func (f *faults) awaitFired(t *testing.T, role supervisors.Role) {
 func startFaulty(t *testing.T, f *faults, o nodetest.Options) *nodetest.Node {
 	t.Helper()
 	configure := o.Configure
-	o.Configure = func(cfg *supervisors.NodeConfig) {
-		supervisors.WithFaults(cfg, f.hook)
+	o.Configure = func(cfg *node.Config) {
+		node.WithFaults(cfg, f.hook)
 		if configure != nil {
 			configure(cfg)
 		}
@@ -161,8 +162,8 @@ func TestTreeShowsEveryRole(t *testing.T) {
 // restart.
 func TestSweeperFailureRestarts(t *testing.T) {
 	f := newFaults()
-	n := startFaulty(t, f, nodetest.Options{Configure: func(c *supervisors.NodeConfig) { c.Core.SweepPeriod = 20 * time.Millisecond }})
-	f.arm(supervisors.RoleSweeper, "supervisors.sweepTick")
+	n := startFaulty(t, f, nodetest.Options{Configure: func(c *node.Config) { c.Core.SweepPeriod = 20 * time.Millisecond }})
+	f.arm(supervisors.RoleSweeper, "node.sweepTick")
 	f.awaitFired(t, supervisors.RoleSweeper)
 	l := awaitLine(t, n, "sweeper", func(l supervisors.Line) bool { return l.Restarts == 1 && l.State == "running" })
 	before := l.Progress
@@ -179,7 +180,7 @@ func TestSweeperFailureRestarts(t *testing.T) {
 func TestDirectorFailureRestarts(t *testing.T) {
 	var mu sync.Mutex
 	explode := false
-	n := nodetest.Start(t, nodetest.Options{IdleTimeout: 50 * time.Millisecond, Configure: func(c *supervisors.NodeConfig) {
+	n := nodetest.Start(t, nodetest.Options{IdleTimeout: 50 * time.Millisecond, Configure: func(c *node.Config) {
 		inner := c.OnHibernate
 		c.OnHibernate = func(a ownership.Actor, gen ownership.Generation, reason string) {
 			mu.Lock()
@@ -278,10 +279,10 @@ func TestMoveAndMoverFailure(t *testing.T) {
 	defer cancel()
 	a := ownership.Actor{Class: "counter", Name: "m"}
 	err := n1.Move(ctx, a, "n9")
-	require.ErrorIs(t, err, supervisors.ErrMoveRefused)
+	require.ErrorIs(t, err, node.ErrMoveRefused)
 	assert.Contains(t, err.Error(), "n9 is not a node of this cluster")
 	awaitLivePeer(t, n1, "n2")
-	f.arm(supervisors.RoleMover, "*supervisors.takeMsg")
+	f.arm(supervisors.RoleMover, "*node.takeMsg")
 	require.NoError(t, n1.Move(ctx, a, "n2"))
 	f.awaitFired(t, supervisors.RoleMover)
 	awaitLine(t, n1, "mover", func(l supervisors.Line) bool { return strings.Contains(l.Progress, "1 taken") })
@@ -328,7 +329,7 @@ func TestKeeperFailureEndsNode(t *testing.T) {
 // listener does not serve the status page or the tree; the admin handler
 // does, with JSON for Accept: application/json.
 func TestAdminPagesOffThePublicListener(t *testing.T) {
-	n := nodetest.Start(t, nodetest.Options{Configure: func(c *supervisors.NodeConfig) { c.PublicAdmin = false }})
+	n := nodetest.Start(t, nodetest.Options{Configure: func(c *node.Config) { c.PublicAdmin = false }})
 	for _, path := range []string{"/status", "/debug/tree"} {
 		status, _ := get(t, n.URL+path)
 		assert.Equal(t, http.StatusNotFound, status, path)

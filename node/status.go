@@ -1,4 +1,4 @@
-package supervisors
+package node
 
 import (
 	"encoding/json"
@@ -6,26 +6,28 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/wasmkeep/wasmkeep/supervisors"
 )
 
 // statusPage is what GET /status shows: the node, its lease, its drain,
 // what it holds, its peers as its membership view sees them, and its tree.
 type statusPage struct {
-	Node       string       `json:"node"`
-	Instance   string       `json:"instance"`
-	Addr       string       `json:"address"`
-	Phase      string       `json:"phase"`
-	LeaseValid bool         `json:"lease_valid"`
-	Draining   bool         `json:"draining"`
-	DrainStuck bool         `json:"drain_stuck"`
-	Held       int          `json:"held"`
-	Parked     int          `json:"parked"`
-	Pending    int          `json:"pending"`
-	Unresolved int          `json:"unresolved"`
-	Sockets    int          `json:"sockets"`
-	Peers      []statusPeer `json:"peers"`
-	Tree       []Line       `json:"tree"`
-	At         time.Time    `json:"at"`
+	Node       string             `json:"node"`
+	Instance   string             `json:"instance"`
+	Addr       string             `json:"address"`
+	Phase      string             `json:"phase"`
+	LeaseValid bool               `json:"lease_valid"`
+	Draining   bool               `json:"draining"`
+	DrainStuck bool               `json:"drain_stuck"`
+	Held       int                `json:"held"`
+	Parked     int                `json:"parked"`
+	Pending    int                `json:"pending"`
+	Unresolved int                `json:"unresolved"`
+	Sockets    int                `json:"sockets"`
+	Peers      []statusPeer       `json:"peers"`
+	Tree       []supervisors.Line `json:"tree"`
+	At         time.Time          `json:"at"`
 }
 
 type statusPeer struct {

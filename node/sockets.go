@@ -1,4 +1,4 @@
-package supervisors
+package node
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/sockets"
+	"github.com/wasmkeep/wasmkeep/supervisors"
 )
 
 // socketKeeper is what socket events need of the ownership keeper.
@@ -39,10 +40,10 @@ type socketSink struct {
 	events   *prometheus.CounterVec
 	wakes    prometheus.Counter
 	failures *prometheus.CounterVec
-	// faults is NodeConfig.faults (tests only): called with RoleSockets
+	// faults is Config.faults (tests only): called with RoleSockets
 	// before each message is delivered, on the socket's reader goroutine,
 	// its panic a failure of the socket owner.
-	faults func(Role, any)
+	faults func(supervisors.Role, any)
 }
 
 func newSocketSink(k socketKeeper, log *slog.Logger, reg prometheus.Registerer) (*socketSink, error) {
@@ -73,7 +74,7 @@ func (s *socketSink) Gone(a ownership.Actor)   { s.keeper.SocketGone(a) }
 func (s *socketSink) Message(a ownership.Actor, id sockets.ID, text bool, data []byte) {
 	ev := &actors.SocketEvent{Kind: actors.SocketMessage, Socket: id, Text: text, Data: data}
 	if s.faults != nil {
-		s.faults(RoleSockets, ev)
+		s.faults(supervisors.RoleSockets, ev)
 	}
 	s.deliver(a, ev)
 }

@@ -1,4 +1,4 @@
-package supervisors_test
+package node_test
 
 import (
 	"net/http"
@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmkeep/wasmkeep/internal/nodetest"
+	"github.com/wasmkeep/wasmkeep/node"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/cluster"
 	"github.com/wasmkeep/wasmkeep/ownership/dirstore"
@@ -18,7 +19,7 @@ import (
 
 // shortLeases makes a node's leases short, so that a dead peer is fenced
 // in under a second.
-func shortLeases(c *supervisors.NodeConfig) {
+func shortLeases(c *node.Config) {
 	c.Core.LeasePeriod, c.Core.AttemptTimeout = 100*time.Millisecond, 200*time.Millisecond
 	c.Core.LeaseTTL, c.Core.Safety, c.Core.Grace = 600*time.Millisecond, 200*time.Millisecond, 200*time.Millisecond
 	c.Core.ResolverWatch = time.Second

@@ -1,4 +1,4 @@
-package supervisors
+package node
 
 import (
 	"context"

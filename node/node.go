@@ -1,4 +1,4 @@
-package supervisors
+package node
 
 import (
 	"context"
@@ -21,11 +21,12 @@ import (
 	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 	"github.com/wasmkeep/wasmkeep/peer"
 	"github.com/wasmkeep/wasmkeep/sockets"
+	"github.com/wasmkeep/wasmkeep/supervisors"
 )
 
-// NodeConfig is what StartNode assembles a node from. Core (with Node,
+// Config is what Start assembles a node from. Core (with Node,
 // Instance and the lease settings), Bucket and Listener are required.
-type NodeConfig struct {
+type Config struct {
 	// Core configures the ownership protocol. Core.Addr, when empty, is
 	// set to the listener's address.
 	Core     ownership.Config
@@ -47,7 +48,7 @@ type NodeConfig struct {
 	OnHibernate func(a ownership.Actor, gen ownership.Generation, reason string)
 	// Supervision bounds the restarts of a resident actor (see
 	// Policy). Zero: its defaults.
-	Supervision Policy
+	Supervision supervisors.Policy
 	// MaxSockets and MaxMessage bound the node's WebSockets (see
 	// sockets.Config). Zero: its defaults.
 	MaxSockets int
@@ -107,14 +108,14 @@ type NodeConfig struct {
 	Metrics *prometheus.Registry
 
 	// faults is set by tests only (export_test.go): see Tree.faults.
-	faults func(Role, any)
+	faults func(supervisors.Role, any)
 }
 
 // Node is one running node: its tree (ownership keeper, director of the
 // resident actors, sweeper, drainer, mover), the socket owner and the HTTP
 // server, sharing one actor system and one metrics registry.
 type Node struct {
-	tree    *Tree
+	tree    *supervisors.Tree
 	keeper  *keeper.Keeper
 	host    *actors.Host
 	sockets *sockets.Owner
@@ -131,10 +132,10 @@ type Node struct {
 	peers   *peer.Client
 }
 
-// StartNode starts the keeper (it returns once the node's lease is taken),
+// Start starts the keeper (it returns once the node's lease is taken),
 // the resident actors and the HTTP server on cfg.Listener. On error the
 // listener is closed.
-func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
+func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Listener == nil {
 		return nil, errors.New("node config: no listener")
 	}
@@ -154,17 +155,17 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	system := keeper.NewSystem(cfg.Logger)
-	tree, err := NewTree(system, reg, log)
+	tree, err := supervisors.NewTree(system, reg, log)
 	if err != nil {
 		cfg.Listener.Close()
 		return nil, err
 	}
-	tree.faults = cfg.faults
+	tree.InjectFaults(cfg.faults)
 	hooks := &nodeHooks{system: system}
 	stopStarting := startingServer(cfg.Listener, log)
 	k, err := keeper.Start(ctx, keeper.Config{
 		Core: cfg.Core, Bucket: cfg.Bucket, System: system, Logger: cfg.Logger, Registerer: reg, Hooks: hooks,
-		Parent: tree.Under(RoleKeeper, nil),
+		Parent: tree.Under(supervisors.RoleKeeper, nil),
 	})
 	stopStarting()
 	if err != nil {
@@ -179,10 +180,10 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		tree.Stop()
 		return nil, err
 	}
-	var sup *Supervisor
-	sm, err := NewMetrics(reg)
+	var sup *supervisors.Supervisor
+	sm, err := supervisors.NewMetrics(reg)
 	if err == nil {
-		sup, err = New(sm, cfg.Supervision, log)
+		sup, err = supervisors.New(sm, cfg.Supervision, log)
 	}
 	if err != nil {
 		return fail(err)
@@ -197,14 +198,14 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 			SendQueueTotal: cfg.SendQueueTotal,
 			Failed: func(ownership.Actor, string) {
 				socketFailures.Add(1)
-				tree.Contained(RoleSockets)
+				tree.Contained(supervisors.RoleSockets)
 			},
 		})
 	}
 	if err != nil {
 		return fail(err)
 	}
-	tree.AddPart(RoleSockets, "sockets", func() string {
+	tree.AddPart(supervisors.RoleSockets, "sockets", func() string {
 		return fmt.Sprintf("%d sockets held, %d failures", n.sockets.Held(), socketFailures.Load())
 	})
 	sink.owner.Store(n.sockets)
@@ -214,7 +215,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 		Keeper: k, Bucket: cfg.Bucket, Registry: cfg.Registry, System: system, Logger: log,
 		IdleTimeout: cfg.IdleTimeout, MaxResident: cfg.MaxResident, MaxState: cfg.MaxState, BlockCache: cfg.BlockCache,
 		RetryAfter: cfg.Core.LeasePeriod, OnHibernate: cfg.OnHibernate, Supervision: sup, Sockets: n.sockets,
-		Caller: caller, CallTimeout: cfg.CallTimeout, Parent: tree.Under(RoleDirector, nil), MaxKeys: cfg.MaxKeys,
+		Caller: caller, CallTimeout: cfg.CallTimeout, Parent: tree.Under(supervisors.RoleDirector, nil), MaxKeys: cfg.MaxKeys,
 	})
 	if err != nil {
 		return fail(err)
@@ -224,7 +225,7 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 	if err := registerStorage(reg, n.host); err != nil {
 		return fail(err)
 	}
-	tree.SetResidents(func() []ResidentCount { return sm.residents(n.host.ResidentByClass()) })
+	tree.SetResidents(func() []supervisors.ResidentCount { return sm.Residents(n.host.ResidentByClass()) })
 	var debug, status http.Handler
 	if cfg.PublicAdmin {
 		debug, status = debugHandler(tree), n.statusHandler()
@@ -263,9 +264,9 @@ func StartNode(ctx context.Context, cfg NodeConfig) (*Node, error) {
 
 // spawnDrivers spawns the sweeper, drainer and mover, and routes the
 // keeper's effects for them to them.
-func (n *Node) spawnDrivers(cfg NodeConfig, k *keeper.Keeper, take TakeFunc, hooks *nodeHooks, log *slog.Logger) error {
+func (n *Node) spawnDrivers(cfg Config, k *keeper.Keeper, take TakeFunc, hooks *nodeHooks, log *slog.Logger) error {
 	sw := &sweepState{}
-	sweeperPID, err := n.tree.Spawn(RoleSweeper, "sweeper", actor.PropsFromProducer(func() actor.Actor {
+	sweeperPID, err := n.tree.Spawn(supervisors.RoleSweeper, "sweeper", actor.PropsFromProducer(func() actor.Actor {
 		return &sweeper{st: sw, k: k, sockets: n.sockets, period: cfg.Core.SweepPeriod}
 	}), sw.progress)
 	if err != nil {
@@ -273,7 +274,7 @@ func (n *Node) spawnDrivers(cfg NodeConfig, k *keeper.Keeper, take TakeFunc, hoo
 	}
 	n.drain = &drainState{state: "serving"}
 	dlog := log.With(slog.String("component", "drainer"))
-	n.drainer, err = n.tree.Spawn(RoleDrainer, "drainer", actor.PropsFromProducer(func() actor.Actor {
+	n.drainer, err = n.tree.Spawn(supervisors.RoleDrainer, "drainer", actor.PropsFromProducer(func() actor.Actor {
 		return &drainer{st: n.drain, k: k, sockets: n.sockets, poll: cfg.Core.LeasePeriod, log: dlog}
 	}), n.drain.progress)
 	if err != nil {
@@ -288,7 +289,7 @@ func (n *Node) spawnDrivers(cfg NodeConfig, k *keeper.Keeper, take TakeFunc, hoo
 		}
 		return err
 	}
-	n.mover, err = n.tree.Spawn(RoleMover, "mover", actor.PropsFromProducer(func() actor.Actor {
+	n.mover, err = n.tree.Spawn(supervisors.RoleMover, "mover", actor.PropsFromProducer(func() actor.Actor {
 		return &mover{st: mv, k: k, sockets: n.sockets, take: take, log: mlog,
 			bucket: cfg.Bucket, self: cfg.Core.Node, takeHere: takeHere}
 	}), mv.progress)
@@ -309,7 +310,7 @@ func (n *Node) watch() {
 	case <-n.keeper.Done():
 		var ee *keeper.ExitError
 		if errors.As(n.keeper.Err(), &ee) && ee.Broke {
-			n.tree.Report(RoleKeeper, ee)
+			n.tree.Report(supervisors.RoleKeeper, ee)
 		}
 	case <-n.tree.Failed():
 		n.sockets.CloseAll(1011, "node failed")
@@ -320,7 +321,7 @@ func (n *Node) watch() {
 	close(n.done)
 }
 
-// stopParts stops what StartNode started so far, in reverse order.
+// stopParts stops what Start started so far, in reverse order.
 func (n *Node) stopParts(ctx context.Context) error {
 	var errs []error
 	if n.sockets != nil {
@@ -380,7 +381,7 @@ func (n *Node) Move(ctx context.Context, a ownership.Actor, target ownership.Nod
 }
 
 // Tree lists the node's tree, one actor a line (see Tree.Lines).
-func (n *Node) Tree() []Line { return n.tree.Lines() }
+func (n *Node) Tree() []supervisors.Line { return n.tree.Lines() }
 
 // Status is what the node's ownership core holds now.
 func (n *Node) Status() ownership.Status { return n.keeper.Status() }

@@ -1,4 +1,4 @@
-package supervisors_test
+package node_test
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/examples/chat"
 	"github.com/wasmkeep/wasmkeep/internal/nodetest"
+	"github.com/wasmkeep/wasmkeep/node"
 	"github.com/wasmkeep/wasmkeep/ownership"
-	"github.com/wasmkeep/wasmkeep/supervisors"
 )
 
 // countingBucket counts the node's bucket calls by operation and by the
@@ -70,7 +70,7 @@ func (c *countingBucket) List(ctx context.Context, prefix, after string, limit i
 func TestBucketRequestsPerOperation(t *testing.T) {
 	var b *countingBucket
 	n := nodetest.Start(t, nodetest.Options{Classes: map[string]actors.Class{"chat": chat.Room{}}, IdleTimeout: 100 * time.Millisecond,
-		Configure: func(c *supervisors.NodeConfig) {
+		Configure: func(c *node.Config) {
 			b = &countingBucket{Bucket: c.Bucket, counts: map[string]int{}}
 			c.Bucket = b
 		}})

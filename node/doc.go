@@ -1,0 +1,22 @@
+// Package node assembles a node and runs it.
+//
+// Start assembles a whole node from its parts: the ownership keeper
+// (package ownership/keeper), the socket owner (package sockets) and the
+// sink that turns its sockets' events into actor events (sockets.go), the
+// resident actors (package actors), the drivers of the keeper's passes
+// (drivers.go), the peer client (package peer) and the HTTP entry (package
+// ingress) with its server. It wires the keeper's hooks to the resident
+// actors, the drivers and the sockets, and gives the node a clean Stop:
+// stop accepting and finish in-flight requests, close the sockets with
+// 1012, hibernate every resident actor, then stop the keeper (every hold
+// released, the lease written released). Node is safe for concurrent use.
+//
+// Every long-lived actor of the node is a child of one root actor, in the
+// supervision tree of package supervisors, which restarts each by its
+// role's policy: the keeper, the director of the resident actors, and the
+// three drivers this package holds (the sweeper, the drainer and the
+// mover, each of which tells the keeper's Core when to act and carries out
+// what it decides). The node also serves its own pages: the status page
+// (/status, JSON or HTML), the tree (/debug/tree), and, while it waits
+// for its lease at start, /healthz and /readyz on its port.
+package node
