@@ -31,6 +31,18 @@ func (h *Handler) Call(ctx context.Context, to ownership.Actor, req *actors.Requ
 	// node: run here, the call cannot be lost on its way, and is not sent
 	// twice.
 	key, keyed := actors.EventKeyOf(ctx)
+	if keyed {
+		ctx = actors.WithEventKey(ctx, actors.EventKey{}) // the way gives each try its key
+	}
+	hereCtx := ctx
+	if keyed && key.Always {
+		hereCtx = actors.WithEventKey(ctx, key)
+	}
+	var first ranHere
+	first.resp, first.at, first.err = h.cfg.Host.Dispatch(hereCtx, to, req)
+	if first.ends(keyed && key.Always, true) {
+		return h.callAnswer(to, first.resp, first.err)
+	}
 	var sentResp *actors.Response
 	end := h.deliver(way{
 		a: to, ctx: ctx, key: key, keyed: keyed, keyHere: key.Always, handOver: true,
@@ -41,7 +53,7 @@ func (h *Handler) Call(ctx context.Context, to ownership.Actor, req *actors.Requ
 			sentResp, out, err = h.peers.Call(ctx, to, at, req, key, last, retrying)
 			return out, err
 		},
-	})
+	}, first)
 	switch {
 	case end.at == nil:
 		return h.callAnswer(to, end.resp, end.err)

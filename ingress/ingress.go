@@ -437,10 +437,21 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := &actors.Request{Method: r.Method, Path: rest, Query: r.URL.Query(), Header: r.Header.Clone(), Body: body}
+	ctx := r.Context()
+	if keyed {
+		ctx = actors.WithEventKey(ctx, key)
+	}
+	handOver := r.Header.Get(peer.ForwardedHeader) == ""
+	var first ranHere
+	first.resp, first.at, first.err = h.cfg.Host.Dispatch(ctx, a, req)
+	if first.ends(keyed, handOver) {
+		h.answer(w, r, a, first.resp, first.err)
+		return
+	}
 	end := h.deliver(way{
 		a: a, ctx: r.Context(), key: key, keyed: keyed, keyHere: true,
 		keyless:  websocket.IsWebSocketUpgrade(r),
-		handOver: r.Header.Get(peer.ForwardedHeader) == "",
+		handOver: handOver,
 		here: func(ctx context.Context) (*actors.Response, *actors.Elsewhere, error) {
 			return h.cfg.Host.Dispatch(ctx, a, req)
 		},
@@ -455,7 +466,7 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 			}
 			return h.peers.Forward(w, r, a, at, body, last, retrying)
 		},
-	})
+	}, first)
 	switch {
 	case end.at == nil:
 		h.answer(w, r, a, end.resp, end.err)

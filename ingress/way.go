@@ -19,8 +19,8 @@ import (
 // way is one event on its way to its actor.
 type way struct {
 	a ownership.Actor
-	// ctx is the event's context (its call chain). A key in it is not
-	// the event's: the loop gives each try the key the rules below say.
+	// ctx is the event's context (its call chain), with no event key in
+	// it: the loop gives each try the key the rules below say.
 	ctx context.Context
 	// key is the event's key, if keyed. keyHere says the event runs here
 	// with it from the first try: a client's key, a peer's, or a call's that
@@ -61,18 +61,49 @@ type wayEnd struct {
 	retried bool
 }
 
-// deliver takes the event its way (see above) and says how it ended.
-func (h *Handler) deliver(w way) wayEnd {
+// ranHere is what the first try of an event here gave. The entry makes that
+// try itself, and builds a way only when the try does not end the event
+// (goesOn): most events are served here, and a way's closures would cost
+// each of them two allocations.
+type ranHere struct {
+	resp *actors.Response
+	at   *actors.Elsewhere
+	err  error
+}
+
+// ends says whether the first try here ends the event: served or refused
+// here, not held elsewhere, not handed over, not to be tried again.
+func (r ranHere) ends(keyHere, handOver bool) bool {
+	return r.at == nil && !goesOn(r.err, keyHere, handOver)
+}
+
+// goesOn says whether an event refused or failed here goes on its way: a
+// draining node's refusal naming a peer (handOver), or an outcome unknown
+// of an event run here with its key, which another try finds out.
+func goesOn(err error, keyHere, handOver bool) bool {
+	if err == nil {
+		return false
+	}
+	if ua := (*actors.UnavailableError)(nil); handOver && errors.As(err, &ua) && ua.Draining && ua.Peer != nil {
+		return true
+	}
+	return keyHere && errors.Is(err, actors.ErrOutcomeUnknown) && !ran(err)
+}
+
+// deliver takes the event its way (see above) from its first try here,
+// first, and says how it ended.
+func (h *Handler) deliver(w way, first ranHere) wayEnd {
 	f := failover{wait: h.cfg.FailoverWait}
-	hereCtx := w.ctx
+	hereCtx, hereKeyed := w.ctx, false // what runs here, and whether with a key
 	if w.keyed && w.keyHere {
-		hereCtx = actors.WithEventKey(w.ctx, w.key)
-	} else if _, ok := actors.EventKeyOf(w.ctx); ok {
-		hereCtx = actors.WithEventKey(w.ctx, actors.EventKey{})
+		hereCtx, hereKeyed = actors.WithEventKey(w.ctx, w.key), true
 	}
 	retrying := false // a try before this one may have reached the event
-	for {
-		resp, at, err := w.here(hereCtx)
+	for try := 0; ; try++ {
+		resp, at, err := first.resp, first.at, first.err
+		if try > 0 {
+			resp, at, err = w.here(hereCtx)
+		}
 		var ua *actors.UnavailableError
 		handOver := false
 		if at == nil && w.handOver && errors.As(err, &ua) && ua.Draining {
@@ -86,8 +117,7 @@ func (h *Handler) deliver(w way) wayEnd {
 			at, handOver = ua.Peer, ua.Peer != nil
 		}
 		if at == nil {
-			_, withKey := actors.EventKeyOf(hereCtx)
-			if withKey && errors.Is(err, actors.ErrOutcomeUnknown) && !ran(err) && f.next(w.ctx) {
+			if hereKeyed && errors.Is(err, actors.ErrOutcomeUnknown) && !ran(err) && f.next(w.ctx) {
 				// Its commit had no answer: with its key, another try
 				// finds out whether it landed, and runs it if it did not.
 				retrying = true
@@ -107,7 +137,7 @@ func (h *Handler) deliver(w way) wayEnd {
 			}
 			stale := w.key
 			stale.Fresh = false
-			hereCtx = actors.WithEventKey(w.ctx, stale)
+			hereCtx, hereKeyed = actors.WithEventKey(w.ctx, stale), true
 			k := w.key
 			k.Fresh = k.Fresh && !retrying
 			sent = &k

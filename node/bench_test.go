@@ -1,4 +1,4 @@
-package supervisors_test
+package node_test
 
 import (
 	"fmt"
