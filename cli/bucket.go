@@ -19,7 +19,7 @@ import (
 // directory store next to where it runs, so that a first try needs no setup.
 const defaultBucketURL = "./wasmkeep-data"
 
-const bucketURLHelp = "the bucket: a directory path, file:///DIR, " +
+const bucketURLHelp = "the bucket: a directory path, file:///DIR, sqlite:///DIR or sqlite:DIR (an SQLite store in DIR), " +
 	"s3://BUCKET/PREFIX?endpoint=URL&region=R&path_style=true&timeout=5s&max_attempts=N, or mem://. " +
 	"S3 credentials come from the AWS SDK's chain (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE, ...), never from the URL"
 

@@ -223,7 +223,7 @@ func openExistingBucket(ctx context.Context, e env, raw string) (ownership.Bucke
 	if err != nil {
 		return nil, nil, usageError{err}
 	}
-	if t.Kind == bucketurl.Dir {
+	if t.Local() {
 		info, err := os.Stat(t.Dir)
 		switch {
 		case errors.Is(err, os.ErrNotExist):

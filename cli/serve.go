@@ -154,7 +154,7 @@ func (c serveConfig) Validate() error {
 	}
 	if target, err := bucketurl.Parse(c.BucketURL); err != nil {
 		errs = append(errs, err)
-	} else if target.Kind == bucketurl.Dir && c.CacheDir != "" && within(c.CacheDir, target.Dir) {
+	} else if target.Local() && c.CacheDir != "" && within(c.CacheDir, target.Dir) {
 		errs = append(errs, fmt.Errorf("--cache-dir %s lies in the bucket directory %s: put it elsewhere", c.CacheDir, target.Dir))
 	}
 	if err := ownership.ValidateNodeID(c.nodeID()); err != nil {
@@ -236,7 +236,7 @@ func (c serveConfig) Validate() error {
 }
 
 // claimer is a bucket on which a process can prove that the processes
-// before it have ended (dirstore.Store.Claim).
+// before it have ended (dirstore.Store.Claim, sqlitestore.Store.Claim).
 type claimer interface {
 	Claim(name string) (release func() error, free bool, err error)
 }
@@ -557,10 +557,11 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 		}
 	}()
 	core := cfg.core(instance)
-	// On a directory bucket the node claims its id beside the store for
-	// as long as it runs: the claim free means that every earlier process
-	// of this node has ended, so this one takes the lease at once instead
-	// of waiting for it to lapse; held, another process serves the node.
+	// On a local bucket (a directory or SQLite store) the node claims its
+	// id beside the store for as long as it runs: the claim free means
+	// that every earlier process of this node has ended, so this one takes
+	// the lease at once instead of waiting for it to lapse; held, another
+	// process serves the node.
 	if c, ok := b.(claimer); ok {
 		release, free, err := c.Claim("node/" + string(core.Node))
 		switch {

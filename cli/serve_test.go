@@ -86,6 +86,7 @@ func TestServeRefuses(t *testing.T) {
 		{"no wasm memory", []string{"--wasm-memory", "0"}, exitUsage, "--wasm-memory 0: must be positive"},
 		{"tiny wasm memory", []string{"--wasm-memory", "1KiB"}, exitUsage, "under one 64 KiB page"},
 		{"cache in bucket", []string{"--bucket", "data", "--cache-dir", "data/.cache/wasm"}, exitUsage, "lies in the bucket directory data"},
+		{"cache in sqlite bucket", []string{"--bucket", "sqlite:data", "--cache-dir", "data/.cache/wasm"}, exitUsage, "lies in the bucket directory data"},
 		{"no wasm time", []string{"--wasm-event-timeout", "0s"}, exitUsage, "--wasm-event-timeout 0s: must be positive"},
 		{"classes not a directory", []string{"--classes", "serve.go", "--listen", "127.0.0.1:0", "--bucket", "mem://"}, exitProblem, "--classes: "},
 		{"unsound bucket", []string{"--bucket", ignoringURL, "--listen", "127.0.0.1:0"}, exitProblem, "is not sound: missing"},
@@ -102,11 +103,17 @@ func TestServeRefuses(t *testing.T) {
 	}
 }
 
-// TestServeRunsAndStops: serve with a directory bucket answers the counter;
-// cancelling its context (what SIGINT and SIGTERM do) stops it cleanly, and
-// a second run on the same directory goes on counting.
+// TestServeRunsAndStops: serve with a directory bucket, and with an SQLite
+// one, answers the counter; cancelling its context (what SIGINT and SIGTERM
+// do) stops it cleanly, and a second run on the same directory goes on
+// counting.
 func TestServeRunsAndStops(t *testing.T) {
-	dir := t.TempDir()
+	for _, bucket := range []string{t.TempDir(), "sqlite://" + t.TempDir()} {
+		t.Run(bucket, func(t *testing.T) { serveRunsAndStops(t, bucket) })
+	}
+}
+
+func serveRunsAndStops(t *testing.T, dir string) {
 	for i, want := range []string{"1", "2"} {
 		ctx, cancel := context.WithCancel(t.Context())
 		var stdout, stderr lockedBuffer

@@ -16,6 +16,7 @@ import (
 	"github.com/wasmkeep/wasmkeep/ownership/dirstore"
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
 	"github.com/wasmkeep/wasmkeep/ownership/s3store"
+	"github.com/wasmkeep/wasmkeep/ownership/sqlitestore"
 )
 
 // Kind is the kind of store a URL names.
@@ -23,6 +24,7 @@ type Kind string
 
 const (
 	Dir    Kind = "dir"
+	SQLite Kind = "sqlite"
 	S3     Kind = "s3"
 	Memory Kind = "mem"
 )
@@ -30,7 +32,7 @@ const (
 // Target is a parsed bucket URL: what Open will open.
 type Target struct {
 	Kind Kind
-	// Dir is the directory of a Dir target.
+	// Dir is the directory of a Dir or SQLite target.
 	Dir string
 	// S3 configures an S3 target; its credentials are left empty so that
 	// the SDK's chain supplies them.
@@ -48,9 +50,18 @@ func Parse(raw string) (Target, error) {
 	}
 	scheme, _, hasScheme := strings.Cut(raw, "://")
 	if !hasScheme {
+		s, rest, ok := strings.Cut(raw, ":")
+		if ok && strings.EqualFold(s, "sqlite") {
+			// sqlite:DIR, a path relative to the working directory
+			// (or absolute), taken as it is written.
+			if rest == "" {
+				return Target{}, fmt.Errorf("bucketurl: %q: no directory; write sqlite:DIR or sqlite:///ABSOLUTE/DIR", raw)
+			}
+			return Target{Kind: SQLite, Dir: rest}, nil
+		}
 		// A plain path. "mem:" and "s3:" without slashes are almost
 		// certainly typos, not directory names.
-		if s, _, ok := strings.Cut(raw, ":"); ok && (s == "s3" || s == "mem" || s == "file") {
+		if ok && (s == "s3" || s == "mem" || s == "file") {
 			return Target{}, fmt.Errorf("bucketurl: %q: write %s://", raw, s)
 		}
 		return Target{Kind: Dir, Dir: raw}, nil
@@ -65,7 +76,9 @@ func Parse(raw string) (Target, error) {
 	}
 	switch strings.ToLower(scheme) {
 	case "file":
-		return parseFile(u)
+		return parseFile(u, Dir)
+	case "sqlite":
+		return parseFile(u, SQLite)
 	case "s3":
 		return parseS3(u)
 	case "mem":
@@ -74,23 +87,33 @@ func Parse(raw string) (Target, error) {
 		}
 		return Target{Kind: Memory}, nil
 	}
-	return Target{}, fmt.Errorf("bucketurl: %q: unknown scheme %q; want a directory path, file://, s3:// or mem://",
+	return Target{}, fmt.Errorf("bucketurl: %q: unknown scheme %q; want a directory path, file://, sqlite://, s3:// or mem://",
 		raw, scheme)
 }
 
-func parseFile(u *url.URL) (Target, error) {
+// parseFile reads a file:// or sqlite:// URL, which names a local
+// directory: the store of kind k in it.
+func parseFile(u *url.URL, k Kind) (Target, error) {
+	scheme, relative := "file", "a plain path"
+	if k == SQLite {
+		scheme, relative = "sqlite", "sqlite:relative/path"
+	}
 	if u.Host != "" && u.Host != "localhost" {
-		return Target{}, fmt.Errorf("bucketurl: %q: a file URL names a local directory, not host %q; "+
-			"write file:///absolute/path or a plain path", u, u.Host)
+		return Target{}, fmt.Errorf("bucketurl: %q: a %s URL names a local directory, not host %q; "+
+			"write %s:///absolute/path or %s", u, scheme, u.Host, scheme, relative)
 	}
 	if u.RawQuery != "" {
-		return Target{}, fmt.Errorf("bucketurl: %q: a file URL takes no parameters", u)
+		return Target{}, fmt.Errorf("bucketurl: %q: a %s URL takes no parameters", u, scheme)
 	}
 	if u.Path == "" {
 		return Target{}, fmt.Errorf("bucketurl: %q: no directory", u)
 	}
-	return Target{Kind: Dir, Dir: u.Path}, nil
+	return Target{Kind: k, Dir: u.Path}, nil
 }
+
+// Local reports whether t names a store kept in a local directory
+// (t.Dir): a directory store or an SQLite store.
+func (t Target) Local() bool { return t.Kind == Dir || t.Kind == SQLite }
 
 func parseS3(u *url.URL) (Target, error) {
 	cfg := s3store.Config{Bucket: u.Host}
@@ -163,7 +186,8 @@ type loggerKey struct{}
 
 // WithLogger returns a context under which Open gives the store it opens
 // log, for what it finds that a person should know (the directory store:
-// a torn tail cut off at open, damage found while it runs). The context
+// a torn tail cut off at open, damage found while it runs; the SQLite
+// store: a database SQLite finds damaged). The context
 // carries it because Open's callers pass it through a function of Open's
 // shape; nothing else reads it. Without it, the store logs nothing.
 func WithLogger(ctx context.Context, log *slog.Logger) context.Context {
@@ -187,6 +211,13 @@ func (t Target) Open(ctx context.Context) (ownership.Bucket, func() error, error
 	case Dir:
 		log, _ := ctx.Value(loggerKey{}).(*slog.Logger)
 		s, err := dirstore.OpenWith(t.Dir, dirstore.Options{Logger: log})
+		if err != nil {
+			return nil, nil, fmt.Errorf("bucketurl: %w", err)
+		}
+		return s, closer(s), nil
+	case SQLite:
+		log, _ := ctx.Value(loggerKey{}).(*slog.Logger)
+		s, err := sqlitestore.Open(t.Dir, sqlitestore.Options{Logger: log})
 		if err != nil {
 			return nil, nil, fmt.Errorf("bucketurl: %w", err)
 		}
@@ -218,6 +249,8 @@ func (t Target) String() string {
 	switch t.Kind {
 	case Dir:
 		return "directory " + t.Dir
+	case SQLite:
+		return "sqlite store in " + t.Dir
 	case S3:
 		s := "s3://" + t.S3.Bucket + "/" + t.S3.Prefix
 		if t.S3.Endpoint != "" {

@@ -27,6 +27,11 @@ func TestParse(t *testing.T) {
 		{"file:///var/lib/wasmkeep", bucketurl.Target{Kind: bucketurl.Dir, Dir: "/var/lib/wasmkeep"}},
 		{"file://localhost/srv/b", bucketurl.Target{Kind: bucketurl.Dir, Dir: "/srv/b"}},
 		{"file:///with%20space", bucketurl.Target{Kind: bucketurl.Dir, Dir: "/with space"}},
+		{"sqlite:///var/lib/wasmkeep", bucketurl.Target{Kind: bucketurl.SQLite, Dir: "/var/lib/wasmkeep"}},
+		{"sqlite://localhost/srv/b", bucketurl.Target{Kind: bucketurl.SQLite, Dir: "/srv/b"}},
+		{"sqlite:wasmkeep-data", bucketurl.Target{Kind: bucketurl.SQLite, Dir: "wasmkeep-data"}},
+		{"sqlite:./a/b", bucketurl.Target{Kind: bucketurl.SQLite, Dir: "./a/b"}},
+		{"sqlite:/srv/b", bucketurl.Target{Kind: bucketurl.SQLite, Dir: "/srv/b"}},
 		{"mem://", bucketurl.Target{Kind: bucketurl.Memory}},
 		{"s3://b", bucketurl.Target{Kind: bucketurl.S3, S3: s3store.Config{Bucket: "b"}}},
 		{"s3://b/", bucketurl.Target{Kind: bucketurl.S3, S3: s3store.Config{Bucket: "b"}}},
@@ -66,6 +71,9 @@ func TestParseErrors(t *testing.T) {
 		{"mem://?x=1", "takes no"},
 		{"file://relative/dir", `not host "relative"`},
 		{"file:///d?sync=1", "no parameters"},
+		{"sqlite:", "no directory"},
+		{"sqlite://relative/dir", `not host "relative"`},
+		{"sqlite:///d?sync=1", "no parameters"},
 		{"s3://", "no bucket"},
 		{"s3:///prefix", "no bucket"},
 		{"s3://b:9000/p", "?endpoint="},
@@ -109,6 +117,7 @@ func TestOpen(t *testing.T) {
 		"mem://",
 		filepath.Join(dir, "plain"),
 		"file://" + filepath.Join(dir, "url"),
+		"sqlite://" + filepath.Join(dir, "sqlite"),
 		srv.URL("bucketurl-test") + "&timeout=5s",
 	} {
 		t.Run(raw, func(t *testing.T) {
@@ -123,6 +132,39 @@ func TestOpen(t *testing.T) {
 			}()
 			roundTrip(t.Context(), t, b)
 		})
+	}
+}
+
+// TestOpenClaims: the local stores a URL opens can claim a name beside
+// themselves (the node's claim of its id), the others cannot.
+func TestOpenClaims(t *testing.T) {
+	dir := t.TempDir()
+	for raw, want := range map[string]bool{
+		filepath.Join(dir, "plain"):           true,
+		"sqlite://" + filepath.Join(dir, "q"): true,
+		"mem://":                              false,
+	} {
+		b, closeBucket, err := bucketurl.Open(t.Context(), raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, ok := b.(interface {
+			Claim(name string) (release func() error, free bool, err error)
+		})
+		if ok != want {
+			t.Errorf("%s: a claimer %v, want %v", raw, ok, want)
+		}
+		if ok {
+			release, free, err := c.Claim("node/n1")
+			if err != nil || !free {
+				t.Errorf("%s: claim: free %v, %v", raw, free, err)
+			} else {
+				release()
+			}
+		}
+		if err := closeBucket(); err != nil {
+			t.Error(err)
+		}
 	}
 }
 

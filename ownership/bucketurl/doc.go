@@ -3,6 +3,8 @@
 //
 //	./wasmkeep-data, /var/lib/wasmkeep   a directory store (ownership/dirstore)
 //	file:///var/lib/wasmkeep             the same, as a URL
+//	sqlite:///var/lib/wasmkeep           an SQLite store in that directory (ownership/sqlitestore)
+//	sqlite:wasmkeep-data                 the same, a path relative to the working directory
 //	s3://BUCKET/PREFIX?PARAMS            an S3-compatible bucket (ownership/s3store)
 //	mem://                               a fresh in-memory store (ownership/memstore), faults off
 //
@@ -15,8 +17,9 @@
 // AWS_PROFILE and the shared files, SSO, instance roles). A URL with a user
 // or password in it is refused rather than ignored.
 //
-// Any parameter Open does not know is an error, as is a file URL with a
-// host: a typo must not silently select a default.
+// Any parameter Open does not know is an error, as is a file or sqlite URL
+// with a host: a typo must not silently select a default. The directory
+// store is the default; the SQLite store is chosen only by its scheme.
 //
 // Open may be called from any goroutine; what it returns is as safe for
 // concurrent use as the store it opened (all of them are).

@@ -44,7 +44,7 @@ var leaves = map[string]struct {
 }{
 	"sockets": {[]string{"github.com/asynkron/protoactor-go", module + "/actors", module + "/wasmhost", module + "/ingress", module + "/ownership/keeper"},
 		"the socket owner knows actors only as ownership.Actor: the node wires it in"},
-	"actors/kvrun": {[]string{module + "/actors", module + "/ownership/keeper", module + "/ownership/dirstore", module + "/ownership/s3store"},
+	"actors/kvrun": {[]string{module + "/actors", module + "/ownership/keeper", module + "/ownership/dirstore", module + "/ownership/sqlitestore", module + "/ownership/s3store"},
 		"the runs of an actor's storage read through the Fetch they are given"},
 }
 

@@ -1,0 +1,63 @@
+package sqlitestore
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/buckettest"
+)
+
+// TestContract holds the store to the strictest contract: a new ETag for
+// every write, refusal of an if-match delete of a missing key, and any
+// valid key beside any other, so it declares no traits.
+func TestContract(t *testing.T) {
+	buckettest.Run(t, func(t *testing.T) ownership.Bucket {
+		return &heldStore{openTemp(t)}
+	}, buckettest.Traits{})
+}
+
+func openTemp(t testing.TB) *Store {
+	t.Helper()
+	return openDir(t, t.TempDir())
+}
+
+func openDir(t testing.TB, dir string) *Store {
+	t.Helper()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil && err != ErrClosed {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return s
+}
+
+// heldStore lets the contract suite hold writes in flight: it takes the
+// store's lock through a file description of its own, as another process
+// would, so writes wait for it. It passes GetRange on, so the suite checks
+// the Store's own range reads.
+type heldStore struct{ *Store }
+
+var _ ownership.RangeReader = (*heldStore)(nil)
+
+func (h *heldStore) HoldWrites(t *testing.T) (release func()) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(h.Dir(), lockName), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := waitLock(f); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if err := unlock(f); err != nil {
+			t.Error(err)
+		}
+		f.Close()
+	}
+}
