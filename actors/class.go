@@ -13,7 +13,7 @@ import (
 	"github.com/wasmkeep/wasmkeep/ownership"
 )
 
-// Class is a Go-native actor class. Handle runs one event of one actor;
+// Handler runs actors' HTTP events. Handle runs one event of one actor;
 // events of one actor never run concurrently. Writes to st become durable
 // together when Handle returns without error, and are discarded otherwise:
 // an error answers 500, logged, or 413 when it wraps ErrLimit, and
@@ -21,8 +21,18 @@ import (
 // actor. Handle must not keep st, req or the response after it returns. A
 // nil response with a nil error fails the event with 500 (its writes
 // discarded, the failure logged), as a wasm guest's nil response does.
-type Class interface {
+//
+// A Class is a Handler for every actor of the class; a Resident is one
+// for one actor, during one residency.
+type Handler interface {
 	Handle(ctx context.Context, req *Request, st Storage) (*Response, error)
+}
+
+// Class is a Go-native actor class: the code of a kind of actor, which
+// handles the events of every actor of the kind (Handler), unless it is a
+// ResidentClass. A Registry maps class names to Classes.
+type Class interface {
+	Handler
 }
 
 // ResidentClass is implemented by classes that keep resources per resident
@@ -38,11 +48,11 @@ type ResidentClass interface {
 	NewResident(a ownership.Actor) Resident
 }
 
-// Resident is an actor's in-memory object for one residency: it serves the
-// events of that residency; see ResidentClass. It is called from one
+// Resident is an actor's in-memory object for one residency: it handles
+// the events of that residency; see ResidentClass. It is called from one
 // goroutine at a time.
 type Resident interface {
-	Class
+	Handler
 	// Close releases what the actor held; nothing is called after it.
 	Close()
 }

@@ -130,7 +130,7 @@
 // Request.IsUpgrade is true with AcceptSocket(tags...): the node opens the
 // socket and owns it, across the actor's hibernation. What arrives on it
 // (a message, a close, an error) is a SocketEvent for the class's
-// HandleSocket (SocketClass). During any event SocketsOf(ctx) sends,
+// HandleSocket (SocketHandler). During any event SocketsOf(ctx) sends,
 // broadcasts by tag, closes and lists the actor's sockets; List gives a
 // sockets.SocketInfo for each: its ID, its tags and its attachment (up to
 // 16 KiB, kept while the actor sleeps). examples/chat is a whole room.

@@ -833,15 +833,15 @@ func (ra *residentActor) run(ctx context.Context, m *eventMsg, t *txn) (resp *Re
 			resp, err = nil, fmt.Errorf("actor panicked: %v", p)
 		}
 	}()
-	c := ra.class
-	if f, ok := c.(ResidentClass); ok {
+	var c Handler = ra.class
+	if f, ok := ra.class.(ResidentClass); ok {
 		if ra.per == nil {
 			ra.per = f.NewResident(ra.actor)
 		}
 		c = ra.per
 	}
 	if m.sock != nil {
-		if sc, ok := c.(SocketClass); ok {
+		if sc, ok := c.(SocketHandler); ok {
 			return nil, sc.HandleSocket(ctx, m.sock, t)
 		}
 		return nil, nil // a class without socket events: dropped

@@ -15,7 +15,7 @@ import (
 // AcceptSocket; the socket then belongs to the node (package sockets), so
 // the actor may hibernate while it stays open. What arrives on it comes
 // back as a SocketEvent, waking the actor if it hibernated, to classes that
-// implement SocketClass. During any event, SocketsOf(ctx) reaches the
+// implement SocketHandler. During any event, SocketsOf(ctx) reaches the
 // actor's sockets: what it sends or closes goes out with the event's
 // output, once the event's writes are durable (the output gate), and not at
 // all if the event fails or rolls back (Rollback).
@@ -62,13 +62,13 @@ type SocketEvent struct {
 	Err    string // SocketError
 }
 
-// SocketClass is implemented by classes whose actors take WebSocket
-// events. HandleSocket runs like Handle: one event at a time, its writes to
-// st committed together when it returns nil; an error, Rollback's too,
-// discards them and the event's socket output. Events of a class that does
-// not implement it are dropped.
-type SocketClass interface {
-	Class
+// SocketHandler is implemented by the Handlers (a Class, or a Resident)
+// whose actors take WebSocket events. HandleSocket runs like Handle: one
+// event at a time, its writes to st committed together when it returns
+// nil; an error, Rollback's too, discards them and the event's socket
+// output. Events for a Handler that does not implement it are dropped.
+type SocketHandler interface {
+	Handler
 	HandleSocket(ctx context.Context, ev *SocketEvent, st Storage) error
 }
 

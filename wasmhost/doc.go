@@ -4,7 +4,7 @@
 // Isolation), and serves the guest ABI (ABI.md) through which a guest reads
 // its request, uses its actor's storage and SQL database, logs, and hands
 // out its response; it may also accept a WebSocket upgrade, serve its
-// actor's socket events (every Resident is an actors.SocketClass) and use
+// actor's socket events (every Resident is an actors.SocketHandler) and use
 // the actor's sockets in any event. The Go SDK for guests is
 // wasmhost/guest, the C SDK wasmhost/sdk/c.
 //

@@ -251,7 +251,7 @@ func (g *Guest) Handle(ctx context.Context, req *actors.Request, st actors.Stora
 }
 
 // HandleSocket runs a socket event on the guest's wasmkeep_on_socket,
-// with st as the actor's storage. It implements actors.SocketClass. A
+// with st as the actor's storage. It implements actors.SocketHandler. A
 // module without the export, or a guest that registered no socket
 // handler, drops the event (nil). An event whose guest called
 // event_rollback returns actors.Rollback(nil), and keeps the guest.
@@ -336,6 +336,6 @@ func (m *Module) Handle(ctx context.Context, req *actors.Request, st actors.Stor
 // socket events.
 var (
 	_ actors.ResidentClass = (*Module)(nil)
-	_ actors.SocketClass   = (*Guest)(nil)
-	_ actors.SocketClass   = (*member)(nil)
+	_ actors.SocketHandler = (*Guest)(nil)
+	_ actors.SocketHandler = (*member)(nil)
 )

@@ -102,7 +102,7 @@ func (a *member) Handle(ctx context.Context, req *actors.Request, st actors.Stor
 	return a.p.m.handleOn(ctx, a, a.ref, req, st)
 }
 
-// HandleSocket implements actors.SocketClass; see Guest.HandleSocket.
+// HandleSocket implements actors.SocketHandler; see Guest.HandleSocket.
 func (a *member) HandleSocket(ctx context.Context, sev *actors.SocketEvent, st actors.Storage) error {
 	if a.closed || a.p.closed.Load() {
 		return ErrClosed
