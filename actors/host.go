@@ -109,21 +109,10 @@ type Parent interface {
 	SpawnChild(props *actor.Props, name string) (*actor.PID, error)
 }
 
-// Validate reports a configuration NewHost cannot run with.
+// Validate reports bounds NewHost cannot run with. The wiring (Keeper,
+// Bucket, Registry, System) is NewHost's to check.
 func (c Config) Validate() error {
 	var errs []error
-	if c.Keeper == nil {
-		errs = append(errs, errors.New("no keeper"))
-	}
-	if c.Bucket == nil {
-		errs = append(errs, errors.New("no bucket"))
-	}
-	if c.Registry == nil {
-		errs = append(errs, errors.New("no registry"))
-	}
-	if c.System == nil {
-		errs = append(errs, errors.New("no actor system"))
-	}
 	if c.IdleTimeout < 0 || c.MaxResident < 0 || c.MaxState < 0 || c.BlockCache < 0 || c.Merges < 0 || c.RunPart < 0 || c.IOTimeout < 0 || c.RetryAfter < 0 || c.CallTimeout < 0 || c.MaxKeys < 0 {
 		errs = append(errs, errors.New("idle timeout, max resident, max state, block cache, merges, io timeout, retry after, call timeout and max keys must not be negative"))
 	}
@@ -333,6 +322,9 @@ const DefaultMerges = 2
 
 // NewHost validates cfg and spawns the director.
 func NewHost(cfg Config) (*Host, error) {
+	if cfg.Keeper == nil || cfg.Bucket == nil || cfg.Registry == nil || cfg.System == nil {
+		return nil, errors.New("actors host config: keeper, bucket, registry and actor system are required")
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

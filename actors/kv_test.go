@@ -101,7 +101,7 @@ func TestKVRefusals(t *testing.T) {
 // A PUT past a storage limit gets 413 with the limit's message, and
 // nothing of it is stored; one at the limit is stored.
 func TestKVLimits(t *testing.T) {
-	n := nodetest.Start(t, nodetest.Options{Configure: func(c *node.Config) { c.MaxState = 1 << 20 }})
+	n := nodetest.Start(t, nodetest.Options{Configure: func(c *node.Config) { c.Actors.MaxState = 1 << 20 }})
 	a := kvDo(t, n, "PUT", "s/big", make([]byte, actors.MaxValueLen+1))
 	assert.Equal(t, http.StatusRequestEntityTooLarge, a.status)
 	assert.Equal(t, "storage limit: value of 131073 bytes under key \"big\", over 131072\n", a.body)

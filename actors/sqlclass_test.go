@@ -74,7 +74,7 @@ func TestSQLConsole(t *testing.T) {
 // is in the bucket, for another node.
 func TestSQLConsoleBoundAndPersistence(t *testing.T) {
 	dir := t.TempDir()
-	mib := func(c *node.Config) { c.MaxState = 1 << 20 }
+	mib := func(c *node.Config) { c.Actors.MaxState = 1 << 20 }
 	n := nodetest.Start(t, nodetest.Options{Dir: dir, Configure: mib})
 	sqlDo(t, n, "db/exec", "CREATE TABLE b(v BLOB); INSERT INTO b VALUES (zeroblob(500000))").
 		expect(t, http.StatusOK, "rows changed: 1\nlast insert id: 1\n")

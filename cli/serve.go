@@ -603,16 +603,16 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 		defer admin.Close()
 	}
 	n, err := node.Start(ctx, node.Config{
-		Core: core, Bucket: b, Listener: lis, Registry: registry, Logger: log,
-		IdleTimeout: cfg.IdleTimeout, MaxResident: cfg.MaxResident, MaxBody: int64(cfg.MaxBody),
-		MaxState: int(cfg.MaxState), BlockCache: int64(cfg.BlockCache),
-		SendQueueTotal: int(cfg.WSQueueTotal),
-		MaxSockets:     fds.Sockets, MaxMessage: int(cfg.MaxMessage), PingInterval: cfg.WSPing, PongTimeout: cfg.WSPong, NoIOUring: !cfg.WSIOUring,
-		CallTimeout: cfg.CallTimeout, ClusterKey: clusterKey, FailoverWait: cfg.FailoverWait,
-		KeyWindow: cfg.KeyWindow, MaxKeys: cfg.MaxKeys,
-		MaxConns: fds.Conns, OverflowConns: fds.Overflow, HTTPIdleTimeout: cfg.HTTPIdle, PeerConns: max(8, fds.Reserve/4),
-		MaxBodyInflight: bodies, BodyTimeout: cfg.BodyTimeout, BodyMinRate: int64(cfg.BodyMinRate),
-		PublicAdmin: cfg.PublicAdmin, Metrics: metrics,
+		Core: core, Bucket: b, Listener: lis, Registry: registry, Logger: log, Metrics: metrics,
+		Actors: actors.Config{IdleTimeout: cfg.IdleTimeout, MaxResident: cfg.MaxResident, MaxState: int(cfg.MaxState),
+			BlockCache: int64(cfg.BlockCache), CallTimeout: cfg.CallTimeout, MaxKeys: cfg.MaxKeys},
+		Sockets: sockets.Config{MaxSockets: fds.Sockets, MaxMessage: int(cfg.MaxMessage), PingInterval: cfg.WSPing, PongTimeout: cfg.WSPong,
+			SendQueueTotal: int(cfg.WSQueueTotal), NoIOUring: !cfg.WSIOUring},
+		HTTP: ingress.Config{MaxBody: int64(cfg.MaxBody), ClusterKey: clusterKey, FailoverWait: cfg.FailoverWait, KeyWindow: cfg.KeyWindow,
+			MaxConns: fds.Conns, OverflowConns: fds.Overflow, HTTPIdleTimeout: cfg.HTTPIdle,
+			MaxBodyInflight: bodies, BodyTimeout: cfg.BodyTimeout, BodyMinRate: int64(cfg.BodyMinRate)},
+		Peers:       peer.Config{PeerConns: max(8, fds.Reserve/4)},
+		PublicAdmin: cfg.PublicAdmin,
 	})
 	if err != nil {
 		return err

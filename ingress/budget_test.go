@@ -81,7 +81,7 @@ func bodyNode(t *testing.T, configure func(*node.Config)) *nodetest.Node {
 }
 
 func TestBodyOverMaxRefusedBeforeContinue(t *testing.T) {
-	n := bodyNode(t, func(c *node.Config) { c.MaxBody = 1000 })
+	n := bodyNode(t, func(c *node.Config) { c.HTTP.MaxBody = 1000 })
 	c := dialRaw(t, n)
 	c.send("POST /actor/size/a HTTP/1.1\r\nHost: x\r\nContent-Length: 1001\r\nExpect: 100-continue\r\n\r\n")
 	res, body, err := c.response(5 * time.Second)
@@ -113,7 +113,7 @@ func TestBodyOverMaxRefusedBeforeContinue(t *testing.T) {
 
 func TestBodiesInFlightBounded(t *testing.T) {
 	n := bodyNode(t, func(c *node.Config) {
-		c.MaxBody, c.MaxBodyInflight, c.BodyTimeout = 1000, 1500, 10*time.Second
+		c.HTTP.MaxBody, c.HTTP.MaxBodyInflight, c.HTTP.BodyTimeout = 1000, 1500, 10*time.Second
 	})
 	// One body of 1000 bytes stalls with 999 sent: its 1000 bytes stay
 	// reserved.
@@ -149,7 +149,7 @@ func TestBodiesInFlightBounded(t *testing.T) {
 
 func TestSlowBodyCut(t *testing.T) {
 	n := bodyNode(t, func(c *node.Config) {
-		c.BodyTimeout, c.BodyMinRate = 300*time.Millisecond, 100_000
+		c.HTTP.BodyTimeout, c.HTTP.BodyMinRate = 300*time.Millisecond, 100_000
 	})
 	// 100 bytes: due within 0.3 s and a millisecond. A byte every 200 ms
 	// would take 20 s.
@@ -191,7 +191,7 @@ func TestSlowBodyCut(t *testing.T) {
 }
 
 func TestConnectionBudget(t *testing.T) {
-	n := bodyNode(t, func(c *node.Config) { c.MaxConns, c.OverflowConns = 4, 2 })
+	n := bodyNode(t, func(c *node.Config) { c.HTTP.MaxConns, c.HTTP.OverflowConns = 4, 2 })
 	get := func(c *raw, path string) (*http.Response, string) {
 		t.Helper()
 		c.send("GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -287,7 +287,7 @@ func TestConnectionBudget(t *testing.T) {
 }
 
 func TestOverflowRequestTakesAFreedPlace(t *testing.T) {
-	n := bodyNode(t, func(c *node.Config) { c.MaxConns, c.OverflowConns = 1, 1 })
+	n := bodyNode(t, func(c *node.Config) { c.HTTP.MaxConns, c.HTTP.OverflowConns = 1, 1 })
 	busy := dialRaw(t, n)
 	busy.send("POST /actor/size/a HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n")
 	time.Sleep(50 * time.Millisecond) // admitted first
@@ -325,7 +325,7 @@ func TestUnreadBodyDoesNotHoldItsConnection(t *testing.T) {
 // Bodies announced but not sent hold a step of the bound each, not their
 // announced size: an honest body still fits beside them.
 func TestAnnouncedBodiesDoNotLockOut(t *testing.T) {
-	n := bodyNode(t, func(c *node.Config) { c.MaxBody, c.MaxBodyInflight = 100<<10, 150<<10 })
+	n := bodyNode(t, func(c *node.Config) { c.HTTP.MaxBody, c.HTTP.MaxBodyInflight = 100<<10, 150<<10 })
 	for range 4 {
 		c := dialRaw(t, n)
 		c.send(fmt.Sprintf("POST /actor/size/s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", 100<<10))
@@ -344,7 +344,7 @@ func TestAnnouncedBodiesDoNotLockOut(t *testing.T) {
 // A chunked body that keeps above the least rate is taken, however long
 // it takes.
 func TestChunkedBodyAboveTheRateTaken(t *testing.T) {
-	n := bodyNode(t, func(c *node.Config) { c.BodyTimeout, c.BodyMinRate = 300*time.Millisecond, 100_000 })
+	n := bodyNode(t, func(c *node.Config) { c.HTTP.BodyTimeout, c.HTTP.BodyMinRate = 300*time.Millisecond, 100_000 })
 	c := dialRaw(t, n)
 	c.send("POST /actor/size/a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
 	// 12,000 bytes every 100 ms: 1.2 times the least rate, for 1.5 s.
@@ -368,7 +368,7 @@ func TestRelayedSocketsCountInTheSocketBudget(t *testing.T) {
 	room := map[string]actors.Class{"chat": chat.Room{}}
 	a := nodetest.Start(t, nodetest.Options{Dir: dir, Node: "a", Instance: "ai", Classes: room})
 	b := nodetest.Start(t, nodetest.Options{Dir: dir, Node: "b", Instance: "bi", Classes: room,
-		Configure: func(c *node.Config) { c.MaxSockets = 3 }})
+		Configure: func(c *node.Config) { c.Sockets.MaxSockets = 3 }})
 	a.Dial(t, "chat", "relayed") // the room is held by a
 	dial := func() (int, error) {
 		url := "ws" + strings.TrimPrefix(b.URL, "http") + "/actor/chat/relayed"

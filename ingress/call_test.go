@@ -40,7 +40,7 @@ func hopNode(t *testing.T, dir, name, key string) *testNode {
 	t.Helper()
 	o := nodetest.Options{Dir: dir, Node: name, Instance: name + "i", Classes: map[string]actors.Class{"hop": actors.ClassFunc(hop)}}
 	if key != "" {
-		o.Configure = func(c *node.Config) { c.ClusterKey = []byte(key) }
+		o.Configure = func(c *node.Config) { c.HTTP.ClusterKey = []byte(key) }
 	}
 	return startTestNodeWith(t, o)
 }

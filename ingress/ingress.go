@@ -173,32 +173,53 @@ func newAnswerCounts(reg prometheus.Registerer) (answerCounts, error) {
 	return a, nil
 }
 
+// Validate reports bounds New cannot run with (the wiring: Keeper, Host,
+// Registry and Peers, is New's to check).
+func (c Config) Validate() error {
+	var errs []error
+	if len(c.ClusterKey) > 0 && len(c.ClusterKey) < peer.MinClusterKey {
+		errs = append(errs, fmt.Errorf("cluster key of %d bytes, under %d", len(c.ClusterKey), peer.MinClusterKey))
+	}
+	if c.MaxBody < 0 || c.MaxBodyInflight < 0 || c.BodyTimeout < 0 || c.BodyMinRate < 0 {
+		errs = append(errs, fmt.Errorf("a body bound is negative (max body %d, in flight %d, timeout %v, min rate %d)",
+			c.MaxBody, c.MaxBodyInflight, c.BodyTimeout, c.BodyMinRate))
+	} else if d := c.withDefaults(); d.MaxBodyInflight < d.MaxBody {
+		errs = append(errs, fmt.Errorf("bodies in flight bounded to %d bytes, under the largest body (%d): that body could never be read", d.MaxBodyInflight, d.MaxBody))
+	}
+	if c.FailoverWait < 0 {
+		errs = append(errs, fmt.Errorf("failover wait %v is negative", c.FailoverWait))
+	}
+	if c.MaxConns < 0 || c.OverflowConns < 0 || c.HTTPIdleTimeout < 0 || c.KeyWindow < 0 {
+		errs = append(errs, errors.New("max connections, overflow connections, the HTTP idle timeout and the key window must not be negative"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("ingress config: %w", err)
+	}
+	return nil
+}
+
+// withDefaults is c with each zero bound set to its default.
+func (c Config) withDefaults() Config {
+	c.MaxBody = cmp.Or(c.MaxBody, DefaultMaxBody)
+	c.MaxBodyInflight = cmp.Or(c.MaxBodyInflight, DefaultMaxBodyInflight)
+	c.BodyTimeout = cmp.Or(c.BodyTimeout, DefaultBodyTimeout)
+	c.BodyMinRate = cmp.Or(c.BodyMinRate, DefaultBodyMinRate)
+	c.FailoverWait = cmp.Or(c.FailoverWait, DefaultFailoverWait)
+	return c
+}
+
 // New validates cfg and returns the node's handler.
 func New(cfg Config) (*Handler, error) {
 	if cfg.Keeper == nil || cfg.Host == nil || cfg.Registry == nil || cfg.Peers == nil {
 		return nil, errors.New("ingress config: keeper, host, registry and peers are required")
 	}
-	if len(cfg.ClusterKey) > 0 && len(cfg.ClusterKey) < peer.MinClusterKey {
-		return nil, fmt.Errorf("ingress config: cluster key of %d bytes, under %d", len(cfg.ClusterKey), peer.MinClusterKey)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	if cfg.MaxBody < 0 || cfg.MaxBodyInflight < 0 || cfg.BodyTimeout < 0 || cfg.BodyMinRate < 0 {
-		return nil, fmt.Errorf("ingress config: a body bound is negative (max body %d, in flight %d, timeout %v, min rate %d)",
-			cfg.MaxBody, cfg.MaxBodyInflight, cfg.BodyTimeout, cfg.BodyMinRate)
-	}
-	cfg.MaxBody = cmp.Or(cfg.MaxBody, DefaultMaxBody)
-	cfg.MaxBodyInflight = cmp.Or(cfg.MaxBodyInflight, DefaultMaxBodyInflight)
-	cfg.BodyTimeout = cmp.Or(cfg.BodyTimeout, DefaultBodyTimeout)
-	cfg.BodyMinRate = cmp.Or(cfg.BodyMinRate, DefaultBodyMinRate)
-	if cfg.MaxBodyInflight < cfg.MaxBody {
-		return nil, fmt.Errorf("ingress config: bodies in flight bounded to %d bytes, under the largest body (%d): that body could never be read", cfg.MaxBodyInflight, cfg.MaxBody)
-	}
+	cfg = cfg.withDefaults()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.FailoverWait < 0 {
-		return nil, fmt.Errorf("ingress config: failover wait %v is negative", cfg.FailoverWait)
-	}
-	cfg.FailoverWait = cmp.Or(cfg.FailoverWait, DefaultFailoverWait)
 	bodies, err := newBodies(cfg.MaxBodyInflight, cfg.BodyTimeout, cfg.BodyMinRate, cfg.Registerer)
 	if err != nil {
 		return nil, err

@@ -81,7 +81,7 @@ func TestForwardWithLostAnswerSentAgain(t *testing.T) {
 	n1 := startTestNode(t, dir, "n1", "i1")
 	lose := &loseAnswers{base: http.DefaultTransport}
 	n2 := startTestNodeWith(t, nodetest.Options{Dir: dir, Node: "n2", Instance: "i2",
-		Configure: func(c *node.Config) { c.PeerTransport = lose }})
+		Configure: func(c *node.Config) { c.Peers.Transport = lose }})
 	n1.mustGet(t, "/actor/counter/a", "1")
 	lose.n.Store(1)
 	start := time.Now()
@@ -110,7 +110,7 @@ func TestCallWithLostAnswerSentAgain(t *testing.T) {
 	lose := &loseAnswers{base: http.DefaultTransport}
 	n2 := startTestNodeWith(t, nodetest.Options{Dir: dir, Node: "n2", Instance: "n2i",
 		Classes:   map[string]actors.Class{"hop": actors.ClassFunc(hop)},
-		Configure: func(c *node.Config) { c.PeerTransport = lose }})
+		Configure: func(c *node.Config) { c.Peers.Transport = lose }})
 	n1.mustGet(t, "/actor/counter/a", "1") // n1 holds counter/a
 	n2.mustGet(t, "/actor/hop/p", "hop")   // n2 holds hop/p
 	lose.n.Store(1)
@@ -167,12 +167,12 @@ func (c *capture) replay(t *testing.T, i int, url string) (int, string) {
 func TestCapturedForwardRefusedAfterRestart(t *testing.T) {
 	dir := t.TempDir()
 	const key = "a cluster key of 32 bytes, ok..."
-	keyed := func(c *node.Config) { c.ClusterKey = []byte(key) }
+	keyed := func(c *node.Config) { c.HTTP.ClusterKey = []byte(key) }
 	n1 := startTestNodeWith(t, nodetest.Options{Dir: dir, Node: "n1", Instance: "first", Configure: keyed})
 	wire := &capture{}
 	n2 := startTestNodeWith(t, nodetest.Options{Dir: dir, Node: "n2", Instance: "n2i", Configure: func(c *node.Config) {
 		keyed(c)
-		c.PeerTransport = wire
+		c.Peers.Transport = wire
 	}})
 	n1.mustGet(t, "/actor/counter/a", "1")
 	n2.mustGet(t, "/actor/counter/a", "2") // forwarded to n1, and captured

@@ -23,7 +23,7 @@ func shortLeases(c *node.Config) {
 	c.Core.LeasePeriod, c.Core.AttemptTimeout = 100*time.Millisecond, 200*time.Millisecond
 	c.Core.LeaseTTL, c.Core.Safety, c.Core.Grace = 600*time.Millisecond, 200*time.Millisecond, 200*time.Millisecond
 	c.Core.ResolverWatch = time.Second
-	c.FailoverWait = 5 * time.Second
+	c.HTTP.FailoverWait = 5 * time.Second
 }
 
 // TestRequestWaitsOutAFailover: a request for an actor whose holder died

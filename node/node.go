@@ -24,8 +24,13 @@ import (
 	"github.com/wasmkeep/wasmkeep/supervisors"
 )
 
-// Config is what Start assembles a node from. Core (with Node,
-// Instance and the lease settings), Bucket and Listener are required.
+// Config is what Start assembles a node from: what the node needs of its
+// caller (the ownership settings, the bucket, the listener, the classes),
+// then one configuration per part, each the part's own Config with only
+// its bounds set: the wiring of each part (its keeper, bucket, registry,
+// logger, registry of metrics, the parts it calls) is Start's to set, and
+// Validate refuses it set. Core (with Node, Instance and the lease
+// settings), Bucket and Listener are required.
 type Config struct {
 	// Core configures the ownership protocol. Core.Addr, when empty, is
 	// set to the listener's address.
@@ -36,79 +41,68 @@ type Config struct {
 	Registry *actors.Registry
 	// Logger: nil logs nothing.
 	Logger *slog.Logger
-	// IdleTimeout, MaxResident and MaxState configure the resident actors
-	// (see actors.Config); MaxBody the request bodies (see Config).
-	IdleTimeout time.Duration
-	MaxResident int
-	MaxState    int
-	// BlockCache bounds the cache of actors' stored runs (actors.Config).
-	BlockCache int64
-	MaxBody    int64
-	// OnHibernate is passed to actors.Config.
-	OnHibernate func(a ownership.Actor, gen ownership.Generation, reason string)
-	// Supervision bounds the restarts of a resident actor (see
-	// Policy). Zero: its defaults.
-	Supervision supervisors.Policy
-	// MaxSockets and MaxMessage bound the node's WebSockets (see
-	// sockets.Config). Zero: its defaults.
-	MaxSockets int
-	MaxMessage int
-	// PingInterval and PongTimeout: how often sockets are pinged, and how
-	// long a socket may stay silent after a ping (see sockets.Config).
-	// Zero: its defaults.
-	PingInterval time.Duration
-	PongTimeout  time.Duration
-	// SendQueueTotal bounds the bytes queued for all sockets together (see
-	// sockets.Config). Zero: its default.
-	SendQueueTotal int
-	// NoIOUring: a broadcast writes each socket with its own write(2)
-	// (see sockets.Config).
-	NoIOUring bool
-	// ClusterKey signs and checks the requests between nodes (see
-	// Config). Nil: they are neither signed nor checked.
-	ClusterKey []byte
-	// CallTimeout bounds an actor's call to another actor (see
-	// actors.Config). Zero: actors.DefaultCallTimeout.
-	CallTimeout time.Duration
-	// MaxConns bounds the HTTP connections served as usual, and
-	// OverflowConns those admitted past it for health checks and peers
-	// (conns.go; internal/budget divides the file limit into them). Zero
-	// MaxConns: connections are not limited.
-	MaxConns      int
-	OverflowConns int
-	// FailoverWait bounds how long a request waits for an actor whose
-	// holder does not answer (see ingress.Config). Zero: its default.
-	FailoverWait time.Duration
-	// HTTPIdleTimeout closes a keep-alive connection idle this long. Zero:
-	// DefaultHTTPIdleTimeout.
-	HTTPIdleTimeout time.Duration
-	// PeerConns bounds the connections to each peer (see peer.Config).
-	PeerConns int
-	// PeerTransport, when set, carries forwarded requests and calls to
-	// peers (tests put faults in it). Nil: the peer client's own.
-	PeerTransport http.RoundTripper
-	// KeyWindow is how long an actor remembers a client's Idempotency-Key,
-	// MaxKeys how many event keys one actor remembers (see actors/keys.go).
-	// Zero: actors.DefaultKeyWindow and actors.DefaultMaxKeys.
-	KeyWindow time.Duration
-	MaxKeys   int
-	// MaxBodyInflight, BodyTimeout and BodyMinRate bound the request
-	// bodies (see Config). Zero: their defaults.
-	MaxBodyInflight int64
-	BodyTimeout     time.Duration
-	BodyMinRate     int64
-
-	// PublicAdmin serves the admin pages (/status, /debug/tree) on the
-	// public listener too; otherwise only AdminHandler serves them.
-	PublicAdmin bool
-
 	// Metrics, when set, is the registry the node registers its metrics
 	// in and serves at /metrics: one the caller registered more in before
 	// (the wasm runtime's, made before the node). Nil: a new one.
 	Metrics *prometheus.Registry
 
-	// faults is set by tests only (export_test.go): see Tree.faults.
+	// Actors bounds the resident actors: idle timeout, how many, the
+	// state and block cache, calls, event keys (actors.Config), and may
+	// name an OnHibernate. Zero: their defaults.
+	Actors actors.Config
+	// Supervision bounds the restarts of a resident actor (see
+	// supervisors.Policy). Zero: its defaults.
+	Supervision supervisors.Policy
+	// Sockets bounds the node's WebSockets: how many, message and queue
+	// sizes, pings, io_uring (sockets.Config). Zero: their defaults.
+	Sockets sockets.Config
+	// HTTP bounds the HTTP entry: bodies, connections, the failover
+	// wait, the Idempotency-Key window, and holds the cluster key
+	// (ingress.Config). Zero: their defaults.
+	HTTP ingress.Config
+	// Peers bounds the connections to each peer, and may carry them on a
+	// Transport of the caller's (tests put faults in it) (peer.Config).
+	// The cluster key and the largest body are the HTTP entry's.
+	Peers peer.Config
+
+	// PublicAdmin serves the admin pages (/status, /debug/tree) on the
+	// public listener too; otherwise only AdminHandler serves them.
+	PublicAdmin bool
+
+	// faults is set by tests only (export_test.go): see
+	// supervisors.Tree.InjectFaults.
 	faults func(supervisors.Role, any)
+}
+
+// Validate reports a configuration Start cannot run with, before it takes
+// anything (the node's lease included): what is required and missing, a
+// part's wiring set by the caller, and every part's bounds.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Bucket == nil || c.Listener == nil {
+		errs = append(errs, errors.New("a bucket and a listener are required"))
+	}
+	errs = append(errs, c.Core.Validate(), c.Supervision.Validate())
+	a, so, h, p := c.Actors, c.Sockets, c.HTTP, c.Peers
+	if a.Keeper != nil || a.Bucket != nil || a.Registry != nil || a.System != nil || a.Logger != nil || a.Sockets != nil ||
+		a.Caller != nil || a.Parent != nil || a.Supervision != nil || a.RetryAfter != 0 {
+		errs = append(errs, errors.New("actors: the wiring (keeper, bucket, registry, system, logger, sockets, caller, parent, supervision, retry after) is the node's"))
+	}
+	if so.Sink != nil || so.Logger != nil || so.Registerer != nil || so.Failed != nil {
+		errs = append(errs, errors.New("sockets: the wiring (sink, logger, registerer, failed) is the node's"))
+	}
+	if h.Keeper != nil || h.Host != nil || h.Registry != nil || h.Gatherer != nil || h.Logger != nil || h.Sockets != nil ||
+		h.Peers != nil || h.Registerer != nil || h.Status != nil || h.PeerStatus != nil || h.Debug != nil || h.Node != "" || h.Instance != "" {
+		errs = append(errs, errors.New("http: the wiring (keeper, host, registry, gatherer, logger, sockets, peers, registerer, pages, node, instance) is the node's"))
+	}
+	if p.Node != "" || p.Keeper != nil || p.Logger != nil || p.ClusterKey != nil || p.MaxBody != 0 {
+		errs = append(errs, errors.New("peers: the node, keeper, logger, cluster key and largest body are the node's (the cluster key and the body bound are HTTP's)"))
+	}
+	errs = append(errs, a.Validate(), so.Validate(), h.Validate(), p.Validate())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("node config: %w", err)
+	}
+	return nil
 }
 
 // Node is one running node: its tree (ownership keeper, director of the
@@ -136,17 +130,20 @@ type Node struct {
 // the resident actors and the HTTP server on cfg.Listener. On error the
 // listener is closed.
 func Start(ctx context.Context, cfg Config) (*Node, error) {
-	if cfg.Listener == nil {
-		return nil, errors.New("node config: no listener")
+	if cfg.Listener != nil && cfg.Core.Addr == "" {
+		cfg.Core.Addr = cfg.Listener.Addr().String()
+	}
+	if err := cfg.Validate(); err != nil {
+		if cfg.Listener != nil {
+			cfg.Listener.Close()
+		}
+		return nil, err
 	}
 	if cfg.Registry == nil {
 		cfg.Registry = actors.BuiltIn()
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Core.Addr == "" {
-		cfg.Core.Addr = cfg.Listener.Addr().String()
 	}
 	log := cfg.Logger.With(slog.String("node", string(cfg.Core.Node)))
 	reg := cfg.Metrics
@@ -192,15 +189,13 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	var socketFailures atomic.Int64 // each closed one actor's sockets (1011)
 	if err == nil {
 		sink.faults = cfg.faults
-		n.sockets, err = sockets.New(sockets.Config{
-			Sink: sink, MaxSockets: cfg.MaxSockets, MaxMessage: cfg.MaxMessage,
-			PingInterval: cfg.PingInterval, PongTimeout: cfg.PongTimeout, NoIOUring: cfg.NoIOUring, Logger: log, Registerer: reg,
-			SendQueueTotal: cfg.SendQueueTotal,
-			Failed: func(ownership.Actor, string) {
-				socketFailures.Add(1)
-				tree.Contained(supervisors.RoleSockets)
-			},
-		})
+		sc := cfg.Sockets
+		sc.Sink, sc.Logger, sc.Registerer = sink, log, reg
+		sc.Failed = func(ownership.Actor, string) {
+			socketFailures.Add(1)
+			tree.Contained(supervisors.RoleSockets)
+		}
+		n.sockets, err = sockets.New(sc)
 	}
 	if err != nil {
 		return fail(err)
@@ -211,12 +206,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	sink.owner.Store(n.sockets)
 	hooks.sockets.Store(n.sockets)
 	caller := &lateCaller{}
-	n.host, err = actors.NewHost(actors.Config{
-		Keeper: k, Bucket: cfg.Bucket, Registry: cfg.Registry, System: system, Logger: log,
-		IdleTimeout: cfg.IdleTimeout, MaxResident: cfg.MaxResident, MaxState: cfg.MaxState, BlockCache: cfg.BlockCache,
-		RetryAfter: cfg.Core.LeasePeriod, OnHibernate: cfg.OnHibernate, Supervision: sup, Sockets: n.sockets,
-		Caller: caller, CallTimeout: cfg.CallTimeout, Parent: tree.Under(supervisors.RoleDirector, nil), MaxKeys: cfg.MaxKeys,
-	})
+	ac := cfg.Actors
+	ac.Keeper, ac.Bucket, ac.Registry, ac.System, ac.Logger = k, cfg.Bucket, cfg.Registry, system, log
+	ac.RetryAfter, ac.Supervision, ac.Sockets, ac.Caller = cfg.Core.LeasePeriod, sup, n.sockets, caller
+	ac.Parent = tree.Under(supervisors.RoleDirector, nil)
+	n.host, err = actors.NewHost(ac)
 	if err != nil {
 		return fail(err)
 	}
@@ -230,22 +224,18 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.PublicAdmin {
 		debug, status = debugHandler(tree), n.statusHandler()
 	}
-	peers, err := peer.New(peer.Config{
-		Node: cfg.Core.Node, Keeper: k, Transport: cfg.PeerTransport, PeerConns: cfg.PeerConns,
-		ClusterKey: cfg.ClusterKey, MaxBody: cfg.MaxBody, Logger: log,
-	})
+	pc := cfg.Peers
+	pc.Node, pc.Keeper, pc.ClusterKey, pc.MaxBody, pc.Logger = cfg.Core.Node, k, cfg.HTTP.ClusterKey, cfg.HTTP.MaxBody, log
+	peers, err := peer.New(pc)
 	if err != nil {
 		return fail(err)
 	}
 	n.peers = peers
-	h, err := ingress.New(ingress.Config{
-		Debug: debug, Status: status, PeerStatus: n.statusHandler(),
-		Node: cfg.Core.Node, Instance: cfg.Core.Instance, Keeper: k, Host: n.host, Registry: cfg.Registry, Gatherer: reg, Logger: log, MaxBody: cfg.MaxBody,
-		Sockets: n.sockets, ClusterKey: cfg.ClusterKey, Registerer: reg,
-		MaxBodyInflight: cfg.MaxBodyInflight, BodyTimeout: cfg.BodyTimeout, BodyMinRate: cfg.BodyMinRate,
-		MaxConns: cfg.MaxConns, OverflowConns: cfg.OverflowConns, HTTPIdleTimeout: cfg.HTTPIdleTimeout,
-		FailoverWait: cfg.FailoverWait, Peers: peers, KeyWindow: cfg.KeyWindow,
-	})
+	hc := cfg.HTTP
+	hc.Debug, hc.Status, hc.PeerStatus = debug, status, n.statusHandler()
+	hc.Node, hc.Instance, hc.Keeper, hc.Host, hc.Registry = cfg.Core.Node, cfg.Core.Instance, k, n.host, cfg.Registry
+	hc.Gatherer, hc.Registerer, hc.Logger, hc.Sockets, hc.Peers = reg, reg, log, n.sockets, peers
+	h, err := ingress.New(hc)
 	if err != nil {
 		return fail(err)
 	}

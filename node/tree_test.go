@@ -181,8 +181,8 @@ func TestDirectorFailureRestarts(t *testing.T) {
 	var mu sync.Mutex
 	explode := false
 	n := nodetest.Start(t, nodetest.Options{IdleTimeout: 50 * time.Millisecond, Configure: func(c *node.Config) {
-		inner := c.OnHibernate
-		c.OnHibernate = func(a ownership.Actor, gen ownership.Generation, reason string) {
+		inner := c.Actors.OnHibernate
+		c.Actors.OnHibernate = func(a ownership.Actor, gen ownership.Generation, reason string) {
 			mu.Lock()
 			boom := explode && a.Name == "idle"
 			explode = explode && !boom

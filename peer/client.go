@@ -72,13 +72,22 @@ type Client struct {
 	relays relays   // the WebSockets relayed to other nodes (relay.go)
 }
 
+// Validate reports bounds New cannot run with (the wiring, Node and
+// Keeper, is New's to check).
+func (c Config) Validate() error {
+	if c.PeerConns < 0 || c.MaxBody < 0 {
+		return fmt.Errorf("peer config: peer connections %d or max body %d is negative", c.PeerConns, c.MaxBody)
+	}
+	return nil
+}
+
 // New returns the client of cfg.
 func New(cfg Config) (*Client, error) {
 	if cfg.Node == "" || cfg.Keeper == nil {
 		return nil, errors.New("peer config: node and keeper are required")
 	}
-	if cfg.PeerConns < 0 || cfg.MaxBody < 0 {
-		return nil, fmt.Errorf("peer config: peer connections %d or max body %d is negative", cfg.PeerConns, cfg.MaxBody)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	cfg.PeerConns = cmp.Or(cfg.PeerConns, DefaultPeerConns)
 	cfg.MaxBody = cmp.Or(cfg.MaxBody, 1<<20)

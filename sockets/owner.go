@@ -141,12 +141,10 @@ type Config struct {
 	faults func(a ownership.Actor, op string)
 }
 
-// Validate reports a configuration New cannot run with.
+// Validate reports bounds New cannot run with (the Sink is New's to
+// check).
 func (c Config) Validate() error {
 	var errs []error
-	if c.Sink == nil {
-		errs = append(errs, errors.New("no sink"))
-	}
 	if c.MaxSockets < 0 || c.MaxMessage < 0 || c.SendQueue < 0 || c.SendQueueTotal < 0 {
 		errs = append(errs, errors.New("max sockets, max message, send queue and send queue total must not be negative"))
 	}
@@ -281,6 +279,9 @@ const readBufferSize = 256
 
 // New validates cfg, registers the metrics and starts the ping loop.
 func New(cfg Config) (*Owner, error) {
+	if cfg.Sink == nil {
+		return nil, errors.New("sockets config: no sink")
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

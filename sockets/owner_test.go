@@ -471,8 +471,10 @@ func TestShutdownClosesEverySocketAndRefusesNewOnes(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
+	if _, err := New(Config{}); err == nil {
+		t.Error("New without a sink = nil error")
+	}
 	for _, c := range []Config{
-		{},
 		{Sink: newRecorder(), MaxSockets: -1},
 		{Sink: newRecorder(), MaxMessage: 2 << 20, SendQueue: 1 << 20},
 		{Sink: newRecorder(), PingInterval: time.Second, PongTimeout: 2 * time.Second},

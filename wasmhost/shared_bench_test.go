@@ -54,7 +54,7 @@ func benchNode(b *testing.B, c benchClass) *nodetest.Node {
 	}
 	return nodetest.Start(b, nodetest.Options{Classes: classes, IdleTimeout: time.Hour, Configure: func(cfg *node.Config) {
 		cfg.Bucket = memstore.New(memstore.Faults{})
-		cfg.MaxResident = 1 << 20
+		cfg.Actors.MaxResident = 1 << 20
 	}})
 }
 

@@ -37,6 +37,7 @@ import (
 	"github.com/wasmkeep/wasmkeep/node"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/dirstore"
+	wksockets "github.com/wasmkeep/wasmkeep/sockets"
 )
 
 func main() {
@@ -74,10 +75,9 @@ func run(sockets, rooms int, hold time.Duration, conc int) error {
 	ctx := context.Background()
 	n, err := node.Start(ctx, node.Config{
 		Core:   ownership.DefaultConfig("inproc", "i1"),
-		Bucket: b, Listener: lis, Registry: reg, IdleTimeout: 2 * time.Second,
-		Logger:       slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		MaxSockets:   sockets + 1,
-		PingInterval: time.Hour, PongTimeout: time.Hour,
+		Bucket: b, Listener: lis, Registry: reg, Actors: actors.Config{IdleTimeout: 2 * time.Second},
+		Logger:  slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Sockets: wksockets.Config{MaxSockets: sockets + 1, PingInterval: time.Hour, PongTimeout: time.Hour},
 	})
 	if err != nil {
 		return err

@@ -76,13 +76,13 @@ func Start(t testing.TB, o Options) *Node {
 	hib := make(chan string, 256)
 	cfg := node.Config{
 		Core:   ownership.DefaultConfig(ownership.NodeID(o.Node), ownership.InstanceID(o.Instance)),
-		Bucket: b, Listener: lis, Registry: reg, IdleTimeout: o.IdleTimeout, PublicAdmin: true,
-		OnHibernate: func(a ownership.Actor, _ ownership.Generation, reason string) {
+		Bucket: b, Listener: lis, Registry: reg, PublicAdmin: true,
+		Actors: actors.Config{IdleTimeout: o.IdleTimeout, OnHibernate: func(a ownership.Actor, _ ownership.Generation, reason string) {
 			select {
 			case hib <- a.String() + " " + reason:
 			default:
 			}
-		},
+		}},
 	}
 	if o.Configure != nil {
 		o.Configure(&cfg)
