@@ -44,7 +44,7 @@
 //
 // A body of up to 512 bytes (a lease, a record, a small head) is kept in
 // its object's row, so a small write changes one row of one table. A
-// larger body is cut into chunks of 64 KiB in the chunks table, whose
+// larger body is cut into chunks of 32 KiB in the chunks table, whose
 // rowids are the object's chunk id shifted left by 20 plus the chunk's
 // place; the row holds the id and an empty body. Keys are BLOBs, so
 // they sort as bytes, as S3's; ETags are 16 bytes.
@@ -53,7 +53,7 @@
 // id and inline body, and every chunk the CRC-32C of its place and its
 // bytes. A read checks what it returns: a Get the row and every chunk, a
 // range read (GetRange) the row and the chunks that hold the range, and
-// it reads only those (a chunk is 64 KiB; a range read of a body kept in
+// it reads only those (a chunk is 32 KiB; a range read of a body kept in
 // its row reads the row). A mismatch, or a chunk missing or out of
 // place, is a damaged object (ownership.ErrDamaged): other keys are read
 // and written as before. Damage SQLite itself finds (SQLITE_CORRUPT,
@@ -102,7 +102,7 @@
 // the file does not shrink.
 //
 // Costs: a batch is a flock, a BEGIN, per write a lookup and an insert
-// (one per 64 KiB chunk), a COMMIT that appends the changed pages to the
+// (one per 32 KiB chunk), a COMMIT that appends the changed pages to the
 // WAL (4 KiB each) and fdatasyncs it. Every page is written twice in
 // the end: to the WAL, and by the checkpoint into the database.
 //

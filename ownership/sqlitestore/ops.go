@@ -108,7 +108,7 @@ func (s *Store) Get(ctx context.Context, key string) (ownership.Object, error) {
 	if err := ownership.ValidateKey(key); err != nil {
 		return ownership.Object{}, fmt.Errorf("sqlitestore: get: %w", err)
 	}
-	etag, body, _, err := s.read(ctx, "get", key, 0, maxChunks-1)
+	etag, body, err := s.read(ctx, "get", key, 0, 1<<63-1)
 	if err != nil {
 		return ownership.Object{}, err
 	}
@@ -117,7 +117,7 @@ func (s *Store) Get(ctx context.Context, key string) (ownership.Object, error) {
 
 // GetRange reads the bytes [off, off+n) of an object; see
 // ownership.RangeReader. A body kept in chunks is read only in the chunks
-// that hold the range (64 KiB each), each checked against its checksum;
+// that hold the range (32 KiB each), each checked against its checksum;
 // a small body, kept in its row, is read and checked whole.
 func (s *Store) GetRange(ctx context.Context, key string, off, n int64) (ownership.Object, error) {
 	if err := ownership.ValidateKey(key); err != nil {
@@ -126,43 +126,40 @@ func (s *Store) GetRange(ctx context.Context, key string, off, n int64) (ownersh
 	if err := ownership.ValidateRange(off, n); err != nil {
 		return ownership.Object{}, fmt.Errorf("sqlitestore: get range of %q: %w", key, err)
 	}
-	last := off + n - 1
-	if last < off { // past the largest int64
-		last = 1<<63 - 1
-	}
-	first := min(off/chunkSize, maxChunks)
-	etag, data, dataOff, err := s.read(ctx, "get range", key, first, min(last/chunkSize, maxChunks-1))
+	etag, body, err := s.read(ctx, "get range", key, off, n)
 	if err != nil {
 		return ownership.Object{}, err
 	}
-	// data holds the body from dataOff on, up to the range's end or the
-	// body's.
-	lo, hi := ownership.RangeOf(off-dataOff, n, int64(len(data)))
-	return ownership.Object{Body: append(make([]byte, 0, hi-lo), data[lo:hi]...), ETag: etag.ETag()}, nil
+	return ownership.Object{Body: body, ETag: etag.ETag()}, nil
 }
 
-// read reads the object at key: its ETag and, for a body kept in chunks,
-// the chunks first to last that it has, concatenated, which start at
-// byte dataOff of the body; for a body kept in its row, the whole body
-// (dataOff 0). Everything it returns is checked.
-func (s *Store) read(ctx context.Context, op, key string, first, last int64) (etag etagBits, data []byte, dataOff int64, err error) {
+// read reads the bytes [off, off+n) of the object at key (see
+// ownership.RangeOf), and its ETag: for a body kept in chunks, only the
+// chunks that hold them; for a body kept in its row, the row. Everything
+// it returns is checked, and copied once, from SQLite's memory to the
+// body it returns.
+func (s *Store) read(ctx context.Context, op, key string, off, n int64) (etag etagBits, body []byte, err error) {
 	if err := ctx.Err(); err != nil {
-		return etag, nil, 0, unknown(op, key, err)
+		return etag, nil, unknown(op, key, err)
 	}
 	if s.closed.Load() {
-		return etag, nil, 0, ErrClosed
+		return etag, nil, ErrClosed
 	}
 	r, err := s.reader(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
-			return etag, nil, 0, unknown(op, key, err)
+			return etag, nil, unknown(op, key, err)
 		}
-		return etag, nil, 0, s.readErr(op, key, err)
+		return etag, nil, s.readErr(op, key, err)
 	}
 	defer s.putReader(r)
+	last := off + n - 1
+	if last < off { // past the largest int64
+		last = 1<<63 - 1
+	}
 	st := r.get
-	if err := bindAll(st, []byte(key), first, last); err != nil {
-		return etag, nil, 0, s.readErr(op, key, err)
+	if err := bindAll(st, []byte(key), min(off/chunkSize, maxChunks), min(last/chunkSize, maxChunks-1)); err != nil {
+		return etag, nil, s.readErr(op, key, err)
 	}
 	defer st.Reset()
 	damaged := func(format string, args ...any) error {
@@ -170,57 +167,56 @@ func (s *Store) read(ctx context.Context, op, key string, first, last int64) (et
 	}
 	if !st.Step() {
 		if err := st.Err(); err != nil {
-			return etag, nil, 0, s.readErr(op, key, err)
+			return etag, nil, s.readErr(op, key, err)
 		}
-		return etag, nil, 0, fmt.Errorf("sqlitestore: %s %q: %w", op, key, ownership.ErrNotFound)
+		return etag, nil, fmt.Errorf("sqlitestore: %s %q: %w", op, key, ownership.ErrNotFound)
 	}
 	rawETag := st.ColumnRawBlob(0)
 	if len(rawETag) != etagBytes {
-		return etag, nil, 0, damaged("its row holds an ETag of %d bytes", len(rawETag))
+		return etag, nil, damaged("its row holds an ETag of %d bytes", len(rawETag))
 	}
 	copy(etag[:], rawETag)
 	size, id, sum := st.ColumnInt64(1), st.ColumnInt64(2), uint32(st.ColumnInt64(3))
 	inline := st.ColumnRawBlob(4)
 	if rowSum(key, etag[:], size, id, inline) != sum {
-		return etag, nil, 0, damaged("its row fails its checksum")
+		return etag, nil, damaged("its row fails its checksum")
 	}
+	lo, hi := ownership.RangeOf(off, n, size)
+	body = make([]byte, hi-lo)
 	if id == 0 {
 		if int64(len(inline)) != size {
-			return etag, nil, 0, damaged("its row holds %d bytes of a body of %d", len(inline), size)
+			return etag, nil, damaged("its row holds %d bytes of a body of %d", len(inline), size)
 		}
-		return etag, append(make([]byte, 0, size), inline...), 0, nil
+		copy(body, inline[lo:hi])
+		return etag, body, nil
 	}
-	// The chunks the object has from first to last, in order.
-	end := min(last, (size-1)/chunkSize)
-	want := first
-	if first <= end {
-		data = make([]byte, 0, min(size, (end+1)*chunkSize)-first*chunkSize)
-		for row := true; row && st.ColumnType(5) != sqlite3.NULL && want <= end; row = st.Step() {
-			i := st.ColumnInt64(5) - id<<chunkShift
-			chunk := st.ColumnRawBlob(7)
-			wantLen := min(chunkSize, size-i*chunkSize)
-			switch {
-			case i != want:
-				return etag, nil, 0, damaged("chunk %d where chunk %d belongs", i, want)
-			case int64(len(chunk)) != wantLen:
-				return etag, nil, 0, damaged("chunk %d holds %d bytes, want %d", i, len(chunk), wantLen)
-			case chunkSum(i, chunk) != uint32(st.ColumnInt64(6)):
-				return etag, nil, 0, damaged("chunk %d fails its checksum", i)
-			}
-			data = append(data, chunk...)
-			want++
-		}
-		if err := st.Err(); err != nil {
-			return etag, nil, 0, s.readErr(op, key, err)
-		}
-		if want <= end {
-			return etag, nil, 0, damaged("chunk %d is missing", want)
-		}
+	if lo == hi {
+		return etag, body, nil
 	}
-	if data == nil {
-		data = []byte{}
+	// The chunks that hold [lo, hi), in order; each is checked whole.
+	want, end := lo/chunkSize, (hi-1)/chunkSize
+	for row := true; row && st.ColumnType(5) != sqlite3.NULL && want <= end; row = st.Step() {
+		i := st.ColumnInt64(5) - id<<chunkShift
+		chunk := st.ColumnRawBlob(7)
+		at := i * chunkSize // where the chunk starts in the body
+		switch {
+		case i != want:
+			return etag, nil, damaged("chunk %d where chunk %d belongs", i, want)
+		case int64(len(chunk)) != min(chunkSize, size-at):
+			return etag, nil, damaged("chunk %d holds %d bytes, want %d", i, len(chunk), min(chunkSize, size-at))
+		case chunkSum(i, chunk) != uint32(st.ColumnInt64(6)):
+			return etag, nil, damaged("chunk %d fails its checksum", i)
+		}
+		copy(body[max(at, lo)-lo:], chunk[max(lo-at, 0):min(int64(len(chunk)), hi-at)])
+		want++
 	}
-	return etag, data, first * chunkSize, nil
+	if err := st.Err(); err != nil {
+		return etag, nil, s.readErr(op, key, err)
+	}
+	if want <= end {
+		return etag, nil, damaged("chunk %d is missing", want)
+	}
+	return etag, body, nil
 }
 
 // Put writes an object under a condition; see ownership.Bucket. It joins

@@ -41,7 +41,7 @@ const (
 // a larger one in chunks of chunkSize bytes, at most maxChunks of them.
 const (
 	inlineMax  = 512
-	chunkSize  = 64 << 10
+	chunkSize  = 32 << 10
 	chunkShift = 20
 	maxChunks  = 1 << chunkShift
 	// maxBodyLen is the largest body a Put takes, as the directory
@@ -309,11 +309,19 @@ func (s *Store) Close() error {
 
 // runCheckpointer copies the WAL into the database whenever the writer
 // says it has grown past checkpointPages, on a connection of its own, so
-// that no write waits for it. A checkpoint runs beside writes and reads
-// (SQLite's PASSIVE mode): it copies what no reader still needs, and a
-// later writer starts the WAL over once all of it has been copied.
+// that no commit waits for the copy. A checkpoint runs beside writes and
+// reads (SQLite's PASSIVE mode) and copies what no reader still needs;
+// but SQLite starts the WAL over only at a write that begins after a
+// checkpoint copied all of it, which under steady writes never comes. So
+// the checkpointer copies in rounds without the write lock, until a
+// round finds less than finalRound pages written since the one before,
+// then takes the lock for a last round: the next write starts the WAL
+// over. Writes wait for that last round only.
 func (s *Store) runCheckpointer() {
 	defer close(s.done)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { <-s.stop; cancel() }()
 	var c *sqlite3.Conn
 	defer func() {
 		if c != nil {
@@ -332,9 +340,36 @@ func (s *Store) runCheckpointer() {
 				continue // the next commit asks again
 			}
 		}
-		// BUSY means another connection checkpoints now.
-		_ = c.Exec("PRAGMA wal_checkpoint(PASSIVE)")
+		last := -1
+		for range maxRounds {
+			log, err := checkpoint(c)
+			if err != nil || (last >= 0 && log-last < finalRound) {
+				break
+			}
+			last = log
+		}
+		unlockFn, err := s.lock(ctx)
+		if err != nil {
+			continue
+		}
+		_, _ = checkpoint(c)
+		unlockFn()
 	}
+}
+
+// The rounds of a checkpoint: at most maxRounds without the write lock,
+// and the last with it once fewer than finalRound pages came since the
+// round before.
+const (
+	maxRounds  = 4
+	finalRound = 256
+)
+
+// checkpoint runs a PASSIVE checkpoint and returns the WAL's length in
+// pages. BUSY (another connection checkpoints now) is no error.
+func checkpoint(c *sqlite3.Conn) (log int, err error) {
+	err = queryRow(c, "PRAGMA wal_checkpoint(PASSIVE)", func(st *sqlite3.Stmt) { log = st.ColumnInt(1) })
+	return log, err
 }
 
 // Errors.

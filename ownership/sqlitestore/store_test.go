@@ -212,7 +212,7 @@ func TestDamage(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	flip(fmt.Sprintf(`UPDATE chunks SET data = substr(data, 1, 99) || x'00' || substr(data, 101)
+	flip(fmt.Sprintf(`UPDATE chunks SET data = CAST(substr(data, 1, 99) || x'00' || substr(data, 101) AS BLOB)
 		WHERE rowid = (SELECT id FROM objects WHERE key = CAST('big' AS BLOB)) << %d | 1`, chunkShift))
 	flip(`UPDATE objects SET body = CAST('a smell body' AS BLOB) WHERE key = CAST('small' AS BLOB)`)
 
