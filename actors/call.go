@@ -54,12 +54,14 @@ var ErrNotInEvent = errors.New("actor call outside an event")
 // completed: its bound ended, or the callee's node did not answer.
 var ErrCallFailed = errors.New("actor call failed")
 
-// Caller routes a call to the actor it names: an event here, or a request
-// to the node that holds it. The node provides it (package ingress).
-// Errors: ErrUnknownClass, an *UnavailableError, ErrCallFailed, or
-// ErrBadCall naming what is wrong with the address or the request.
+// Caller routes a call to the actor it names: an event here (through
+// here, the Host of the calling actor, which passes itself), or a request
+// to the node that holds it. The node provides it (package ingress), made
+// before the Host. Errors: ErrUnknownClass, an *UnavailableError,
+// ErrCallFailed, or ErrBadCall naming what is wrong with the address or
+// the request.
 type Caller interface {
-	Call(ctx context.Context, to ownership.Actor, req *Request) (*Response, error)
+	Call(ctx context.Context, here *Host, to ownership.Actor, req *Request) (*Response, error)
 }
 
 // Call sends req to the actor to and returns its response. ctx must be the
@@ -143,7 +145,7 @@ func (ec *eventCall) call(ctx context.Context, to ownership.Actor, req *Request)
 	cctx, cancel := context.WithTimeout(WithEventKey(WithCallChain(ctx, chain), key), ra.h.cfg.CallTimeout)
 	defer cancel()
 	start := time.Now()
-	resp, err := ra.h.cfg.Caller.Call(cctx, to, req)
+	resp, err := ra.h.cfg.Caller.Call(cctx, ra.h, to, req)
 	if callSent(err) {
 		ec.earlier = true
 		ec.m.stage.Store(stageCalled)

@@ -19,23 +19,21 @@ import (
 // localCaller routes calls to actors of one host, at generation 1, and
 // lets a test look at the bucket as each call leaves.
 type localCaller struct {
-	host   atomic.Pointer[actors.Host]
 	before func(to ownership.Actor) // called before each call is delivered
 	calls  atomic.Int32
 }
 
-func (c *localCaller) Call(ctx context.Context, to ownership.Actor, req *actors.Request) (*actors.Response, error) {
+func (c *localCaller) Call(ctx context.Context, here *actors.Host, to ownership.Actor, req *actors.Request) (*actors.Response, error) {
 	c.calls.Add(1)
 	if c.before != nil {
 		c.before(to)
 	}
-	return c.host.Load().Deliver(ctx, to, 1, req)
+	return here.Deliver(ctx, to, 1, req)
 }
 
 func newCallHost(t *testing.T, b ownership.Bucket, o actors.Keeper, reg *actors.Registry, c *localCaller) *actors.Host {
 	t.Helper()
 	h := hostOf(t, actors.Config{Keeper: o, Bucket: b, Registry: reg, Caller: c})
-	c.host.Store(h)
 	return h
 }
 

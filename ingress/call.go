@@ -6,24 +6,48 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/peer"
 )
 
-// Call routes an actor's call (actors.Caller) the way of a client's
-// request (way.go): the callee runs it as an event here when this node
+// Caller routes actors' calls (actors.Caller) the way of a client's
+// request (way.go). It needs no Host: the calling actor's Host passes
+// itself with each call, so the node makes the Caller first, then the
+// Host with it, then the Handler.
+type Caller struct {
+	registry     *actors.Registry
+	maxBody      int64
+	failoverWait time.Duration
+	peers        *peer.Client
+}
+
+// NewCaller is the Caller of a node whose entry is configured by cfg: its
+// Registry, Peers, MaxBody and FailoverWait (the rest is the Handler's).
+func NewCaller(cfg Config) (*Caller, error) {
+	if cfg.Registry == nil || cfg.Peers == nil {
+		return nil, errors.New("ingress caller config: registry and peers are required")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	return &Caller{registry: cfg.Registry, maxBody: cfg.MaxBody, failoverWait: cfg.FailoverWait, peers: cfg.Peers}, nil
+}
+
+// Call routes an actor's call: the callee runs it as an event here when this node
 // holds it or may take it, and the node that holds it runs it otherwise,
 // reached like a forwarded HTTP request, sent again with its key within
 // the failover wait while that node does not answer. A draining node
 // sends it to the peer that takes its actors. A refusal by the node that
 // holds the callee (it is stopping, say) comes back as its 503 response.
-func (h *Handler) Call(ctx context.Context, to ownership.Actor, req *actors.Request) (*actors.Response, error) {
-	if err := h.checkCall(to, req); err != nil {
+func (c *Caller) Call(ctx context.Context, here *actors.Host, to ownership.Actor, req *actors.Request) (*actors.Response, error) {
+	if err := checkCall(to, req, c.maxBody); err != nil {
 		return nil, fmt.Errorf("call %s/%s: %w: %w", to.Class, to.Name, actors.ErrBadCall, err)
 	}
-	if _, ok := h.cfg.Registry.Lookup(to.Class); !ok {
+	if _, ok := c.registry.Lookup(to.Class); !ok {
 		return nil, fmt.Errorf("call %s/%s: %w", to.Class, to.Name, actors.ErrUnknownClass)
 	}
 	// A key that must be kept only if the call takes effect (one made for
@@ -39,28 +63,28 @@ func (h *Handler) Call(ctx context.Context, to ownership.Actor, req *actors.Requ
 		hereCtx = actors.WithEventKey(ctx, key)
 	}
 	var first ranHere
-	first.resp, first.at, first.err = h.cfg.Host.Dispatch(hereCtx, to, req)
+	first.resp, first.at, first.err = here.Dispatch(hereCtx, to, req)
 	if first.ends(keyed && key.Always, true) {
-		return h.callAnswer(to, first.resp, first.err)
+		return callAnswer(to, first.resp, first.err)
 	}
 	var sentResp *actors.Response
-	end := h.deliver(way{
+	end := deliver(c.failoverWait, way{
 		a: to, ctx: ctx, key: key, keyed: keyed, keyHere: key.Always, handOver: true,
 		here: func(ctx context.Context) (*actors.Response, *actors.Elsewhere, error) {
-			return h.cfg.Host.Dispatch(ctx, to, req)
+			return here.Dispatch(ctx, to, req)
 		},
 		send: func(ctx context.Context, at actors.Elsewhere, key *actors.EventKey, last, retrying bool) (out peer.Sent, err error) {
-			sentResp, out, err = h.peers.Call(ctx, to, at, req, key, last, retrying)
+			sentResp, out, err = c.peers.Call(ctx, to, at, req, key, last, retrying)
 			return out, err
 		},
 	}, first)
 	switch {
 	case end.at == nil:
-		return h.callAnswer(to, end.resp, end.err)
+		return callAnswer(to, end.resp, end.err)
 	case end.sent == peer.Answered:
-		return h.callAnswer(to, sentResp, end.err)
+		return callAnswer(to, sentResp, end.err)
 	case end.sent == peer.Unknown && end.retried:
-		return nil, fmt.Errorf("call %s/%s: %w: %w: tried again for %s: %w", to.Class, to.Name, actors.ErrCallFailed, actors.ErrOutcomeUnknown, h.cfg.FailoverWait, end.err)
+		return nil, fmt.Errorf("call %s/%s: %w: %w: tried again for %s: %w", to.Class, to.Name, actors.ErrCallFailed, actors.ErrOutcomeUnknown, c.failoverWait, end.err)
 	case end.sent == peer.Unknown:
 		return nil, fmt.Errorf("call %s/%s: %w: %w", to.Class, to.Name, actors.ErrOutcomeUnknown, end.err)
 	}
@@ -68,7 +92,7 @@ func (h *Handler) Call(ctx context.Context, to ownership.Actor, req *actors.Requ
 }
 
 // callAnswer is a call's answer as the calling actor gets it.
-func (h *Handler) callAnswer(to ownership.Actor, resp *actors.Response, err error) (*actors.Response, error) {
+func callAnswer(to ownership.Actor, resp *actors.Response, err error) (*actors.Response, error) {
 	switch {
 	case errors.Is(err, ownership.ErrInvalidActor):
 		return nil, fmt.Errorf("call %s/%s: %w: %w", to.Class, to.Name, actors.ErrCallFailed, err)
@@ -78,8 +102,9 @@ func (h *Handler) callAnswer(to ownership.Actor, resp *actors.Response, err erro
 	return resp, err
 }
 
-// checkCall checks a call as the ingress checks a client's request.
-func (h *Handler) checkCall(to ownership.Actor, req *actors.Request) error {
+// checkCall checks a call as the ingress checks a client's request, its
+// body bounded by maxBody.
+func checkCall(to ownership.Actor, req *actors.Request, maxBody int64) error {
 	if err := checkName("class", to.Class); err != nil {
 		return err
 	}
@@ -93,8 +118,8 @@ func (h *Handler) checkCall(to ownership.Actor, req *actors.Request) error {
 		return fmt.Errorf("method %q: a call is a GET, POST, PUT or DELETE", req.Method)
 	case req.Path != "" && !strings.HasPrefix(req.Path, "/"):
 		return fmt.Errorf("path %q: want empty or starting with /", req.Path)
-	case int64(len(req.Body)) > h.cfg.MaxBody:
-		return fmt.Errorf("body of %d bytes, over %d", len(req.Body), h.cfg.MaxBody)
+	case int64(len(req.Body)) > maxBody:
+		return fmt.Errorf("body of %d bytes, over %d", len(req.Body), maxBody)
 	}
 	return nil
 }

@@ -469,7 +469,7 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 		h.answer(w, r, a, first.resp, first.err)
 		return
 	}
-	end := h.deliver(way{
+	end := deliver(h.cfg.FailoverWait, way{
 		a: a, ctx: r.Context(), key: key, keyed: keyed, keyHere: true,
 		keyless:  websocket.IsWebSocketUpgrade(r),
 		handOver: handOver,

@@ -3,6 +3,7 @@ package ingress
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/ownership"
@@ -91,9 +92,10 @@ func goesOn(err error, keyHere, handOver bool) bool {
 }
 
 // deliver takes the event its way (see above) from its first try here,
-// first, and says how it ended.
-func (h *Handler) deliver(w way, first ranHere) wayEnd {
-	f := failover{wait: h.cfg.FailoverWait}
+// first, trying for up to wait after the first failure, and says how it
+// ended.
+func deliver(wait time.Duration, w way, first ranHere) wayEnd {
+	f := failover{wait: wait}
 	hereCtx, hereKeyed := w.ctx, false // what runs here, and whether with a key
 	if w.keyed && w.keyHere {
 		hereCtx, hereKeyed = actors.WithEventKey(w.ctx, w.key), true

@@ -205,7 +205,19 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	})
 	sink.owner.Store(n.sockets)
 	hooks.sockets.Store(n.sockets)
-	caller := &lateCaller{}
+	pc := cfg.Peers
+	pc.Node, pc.Keeper, pc.ClusterKey, pc.MaxBody, pc.Logger = cfg.Core.Node, k, cfg.HTTP.ClusterKey, cfg.HTTP.MaxBody, log
+	peers, err := peer.New(pc)
+	if err != nil {
+		return fail(err)
+	}
+	n.peers = peers
+	hc := cfg.HTTP
+	hc.Registry, hc.Peers = cfg.Registry, peers
+	caller, err := ingress.NewCaller(hc)
+	if err != nil {
+		return fail(err)
+	}
 	ac := cfg.Actors
 	ac.Keeper, ac.Bucket, ac.Registry, ac.System, ac.Logger = k, cfg.Bucket, cfg.Registry, system, log
 	ac.RetryAfter, ac.Supervision, ac.Sockets, ac.Caller = cfg.Core.LeasePeriod, sup, n.sockets, caller
@@ -224,23 +236,14 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.PublicAdmin {
 		debug, status = debugHandler(tree), n.statusHandler()
 	}
-	pc := cfg.Peers
-	pc.Node, pc.Keeper, pc.ClusterKey, pc.MaxBody, pc.Logger = cfg.Core.Node, k, cfg.HTTP.ClusterKey, cfg.HTTP.MaxBody, log
-	peers, err := peer.New(pc)
-	if err != nil {
-		return fail(err)
-	}
-	n.peers = peers
-	hc := cfg.HTTP
 	hc.Debug, hc.Status, hc.PeerStatus = debug, status, n.statusHandler()
-	hc.Node, hc.Instance, hc.Keeper, hc.Host, hc.Registry = cfg.Core.Node, cfg.Core.Instance, k, n.host, cfg.Registry
-	hc.Gatherer, hc.Registerer, hc.Logger, hc.Sockets, hc.Peers = reg, reg, log, n.sockets, peers
+	hc.Node, hc.Instance, hc.Keeper, hc.Host = cfg.Core.Node, cfg.Core.Instance, k, n.host
+	hc.Gatherer, hc.Registerer, hc.Logger, hc.Sockets = reg, reg, log, n.sockets
 	h, err := ingress.New(hc)
 	if err != nil {
 		return fail(err)
 	}
 	n.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
-	caller.h.Store(h)
 	n.ingress = h
 	if err := n.spawnDrivers(cfg, k, peers.Take, hooks, log); err != nil {
 		return fail(err)
@@ -528,18 +531,4 @@ func (h *nodeHooks) Exit(e ownership.Exit) {
 	if o := h.sockets.Load(); o != nil && !e.Clean {
 		go o.CloseAll(1012, "lapse")
 	}
-}
-
-// lateCaller is the actors.Caller of a node, whose handler is made after
-// the resident actors that call through it.
-type lateCaller struct {
-	h atomic.Pointer[ingress.Handler]
-}
-
-func (c *lateCaller) Call(ctx context.Context, to ownership.Actor, req *actors.Request) (*actors.Response, error) {
-	h := c.h.Load()
-	if h == nil {
-		return nil, fmt.Errorf("call %s/%s: %w: the node is starting", to.Class, to.Name, actors.ErrCallFailed)
-	}
-	return h.Call(ctx, to, req)
 }

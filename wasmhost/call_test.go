@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/wasmkeep/wasmkeep/actors"
@@ -18,18 +17,17 @@ import (
 // node routes those it holds; a name "bad" is refused as a node refuses a
 // bad name. It records the caller's state as each call leaves.
 type hostCaller struct {
-	host   atomic.Pointer[actors.Host]
 	bucket ownership.Bucket
 	seen   []string
 }
 
-func (c *hostCaller) Call(ctx context.Context, to ownership.Actor, req *actors.Request) (*actors.Response, error) {
+func (c *hostCaller) Call(ctx context.Context, here *actors.Host, to ownership.Actor, req *actors.Request) (*actors.Response, error) {
 	if to.Name == "bad" {
 		return nil, fmt.Errorf("call: %w: name", actors.ErrBadCall)
 	}
 	obj, err := c.bucket.Get(ctx, actors.StateKey(ownership.Actor{Class: "probe", Name: "a"}))
 	c.seen = append(c.seen, fmt.Sprint(string(obj.Body), err))
-	return c.host.Load().Deliver(ctx, to, 1, req)
+	return here.Deliver(ctx, to, 1, req)
 }
 
 // TestGuestCall: a wasm actor calls a Go actor and reads its answer;
@@ -60,7 +58,6 @@ func TestGuestCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.host.Store(h)
 	defer func() { _ = h.HibernateAll(ctx) }()
 	a := ownership.Actor{Class: "probe", Name: "a"}
 	call := func(query, want string) {
