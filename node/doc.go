@@ -5,8 +5,12 @@
 // sink that turns its sockets' events into actor events (sockets.go), the
 // resident actors (package actors), the drivers of the keeper's passes
 // (drivers.go), the peer client (package peer) and the HTTP entry (package
-// ingress) with its server. It wires the keeper's hooks to the resident
-// actors, the drivers and the sockets, and gives the node a clean Stop:
+// ingress) with its server, in the order they use each other: the keeper
+// is made first but begins (takes the lease, calls its hooks) only once the
+// socket owner and the resident actors its hooks reach are made; the
+// drivers, whose passes are inputs to a running Core, follow the lease.
+// Nothing is bound late but the drivers the hooks reach. It gives the
+// node a clean Stop:
 // stop accepting and finish in-flight requests, close the sockets with
 // 1012, hibernate every resident actor, then stop the keeper (every hold
 // released, the lease written released). Node is safe for concurrent use.

@@ -158,13 +158,27 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	tree.InjectFaults(cfg.faults)
+	var sup *supervisors.Supervisor
+	sm, err := supervisors.NewMetrics(reg)
+	if err == nil {
+		sup, err = supervisors.New(sm, cfg.Supervision, log)
+	}
+	if err != nil {
+		cfg.Listener.Close()
+		tree.Stop()
+		return nil, err
+	}
+	// The parts are made in the order they use each other: the keeper
+	// (not begun: it reads, writes and calls its hooks only from Begin),
+	// the socket owner and the resident actors that use it, and then,
+	// with everything they reach made, the keeper begins and takes the
+	// lease. Only the drivers come after the lease (their passes are
+	// inputs to a running Core): hooks for them wait for them (drivers).
 	hooks := &nodeHooks{system: system}
-	stopStarting := startingServer(cfg.Listener, log)
-	k, err := keeper.Start(ctx, keeper.Config{
+	k, err := keeper.New(keeper.Config{
 		Core: cfg.Core, Bucket: cfg.Bucket, System: system, Logger: cfg.Logger, Registerer: reg, Hooks: hooks,
 		Parent: tree.Under(supervisors.RoleKeeper, nil),
 	})
-	stopStarting()
 	if err != nil {
 		cfg.Listener.Close()
 		tree.Stop()
@@ -176,14 +190,6 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		err = errors.Join(err, n.stopParts(ctx))
 		tree.Stop()
 		return nil, err
-	}
-	var sup *supervisors.Supervisor
-	sm, err := supervisors.NewMetrics(reg)
-	if err == nil {
-		sup, err = supervisors.New(sm, cfg.Supervision, log)
-	}
-	if err != nil {
-		return fail(err)
 	}
 	sink, err := newSocketSink(k, log, reg)
 	var socketFailures atomic.Int64 // each closed one actor's sockets (1011)
@@ -203,8 +209,6 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	tree.AddPart(supervisors.RoleSockets, "sockets", func() string {
 		return fmt.Sprintf("%d sockets held, %d failures", n.sockets.Held(), socketFailures.Load())
 	})
-	sink.owner.Store(n.sockets)
-	hooks.sockets.Store(n.sockets)
 	pc := cfg.Peers
 	pc.Node, pc.Keeper, pc.ClusterKey, pc.MaxBody, pc.Logger = cfg.Core.Node, k, cfg.HTTP.ClusterKey, cfg.HTTP.MaxBody, log
 	peers, err := peer.New(pc)
@@ -226,8 +230,16 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return fail(err)
 	}
-	hooks.host.Store(n.host)
-	sink.host.Store(n.host)
+	// Written before Begin and before the server serves: the keeper's
+	// goroutine and the sockets' read them only after.
+	sink.host, sink.owner = n.host, n.sockets
+	hooks.host, hooks.sockets = n.host, n.sockets
+	stopStarting := startingServer(cfg.Listener, log)
+	err = k.Begin(ctx)
+	stopStarting()
+	if err != nil {
+		return fail(err)
+	}
 	if err := registerStorage(reg, n.host); err != nil {
 		return fail(err)
 	}
@@ -324,7 +336,11 @@ func (n *Node) stopParts(ctx context.Context) error {
 	if n.host != nil {
 		errs = append(errs, n.host.HibernateAll(ctx))
 	}
-	errs = append(errs, n.keeper.Stop(ctx))
+	select {
+	case <-n.keeper.Done(): // it ended by itself: its error is the caller's
+	default:
+		errs = append(errs, n.keeper.Stop(ctx))
+	}
 	return errors.Join(errs...)
 }
 
@@ -447,10 +463,15 @@ func (n *Node) Abort() {
 // drivers. Every method only sends a message.
 type nodeHooks struct {
 	keeper.NopHooks
-	system  *actor.ActorSystem
-	host    atomic.Pointer[actors.Host]   // nil until the host exists; nothing is resident before
-	sockets atomic.Pointer[sockets.Owner] // nil until it exists; no socket is open before
-	drivers atomic.Pointer[drivers]       // nil until they exist; no pass runs before
+	system *actor.ActorSystem
+	// host and sockets are set before the keeper begins (nil only in a
+	// node that failed before making them, whose keeper never begins).
+	host    *actors.Host
+	sockets *sockets.Owner
+	// drivers are spawned once the lease is taken (their passes are
+	// inputs to a running Core): nil until then, and an effect for them
+	// meanwhile goes to the socket owner, or to the driver's resumption.
+	drivers atomic.Pointer[drivers]
 }
 
 // drivers are the PIDs the keeper's effects for a pass go to.
@@ -478,8 +499,8 @@ func (h *nodeHooks) CloseSockets(c ownership.CloseSockets) {
 			return
 		}
 	}
-	if o := h.sockets.Load(); o != nil {
-		closeSockets(o, c)
+	if h.sockets != nil {
+		closeSockets(h.sockets, c)
 	}
 }
 
@@ -513,22 +534,20 @@ func (h *nodeHooks) Drained() {
 }
 
 func (h *nodeHooks) StopActing(s ownership.StopActing) {
-	if host := h.host.Load(); host != nil {
-		host.StopActing(s.Actor, s.Gen)
+	if h.host != nil {
+		h.host.StopActing(s.Actor, s.Gen)
 	}
 }
 
 func (h *nodeHooks) Abandoned(a ownership.Actor, gen ownership.Generation) {
-	if host := h.host.Load(); host != nil {
-		host.Abandoned(a, gen)
+	if h.host != nil {
+		h.host.Abandoned(a, gen)
 	}
 }
 
 func (h *nodeHooks) Exit(e ownership.Exit) {
-	if host := h.host.Load(); host != nil && !e.Clean {
-		host.DropAll()
-	}
-	if o := h.sockets.Load(); o != nil && !e.Clean {
-		go o.CloseAll(1012, "lapse")
+	if !e.Clean && h.host != nil {
+		h.host.DropAll()
+		go h.sockets.CloseAll(1012, "lapse")
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,9 +32,11 @@ const socketEventWait = 30 * time.Second
 // faster than its actor handles is pushed back by TCP.
 type socketSink struct {
 	keeper socketKeeper
-	host   atomic.Pointer[actors.Host]
-	owner  atomic.Pointer[sockets.Owner]
-	log    *slog.Logger
+	// host and owner are set before the node serves: a socket, and with
+	// it every call of the sink, exists only after.
+	host  *actors.Host
+	owner *sockets.Owner
+	log   *slog.Logger
 
 	events   *prometheus.CounterVec
 	wakes    prometheus.Counter
@@ -94,10 +95,7 @@ func (s *socketSink) Error(a ownership.Actor, id sockets.ID, err error) {
 // it. The event is bounded only by its own limits (a wasm guest's event
 // timeout, say), so that the usual event costs no timer.
 func (s *socketSink) deliver(a ownership.Actor, ev *actors.SocketEvent) {
-	host := s.host.Load()
-	if host == nil {
-		return
-	}
+	host := s.host
 	s.events.WithLabelValues(ev.Kind.String()).Inc()
 	woke, at, err := host.DispatchSocket(context.Background(), a, ev, socketEventWait)
 	var ua *actors.UnavailableError
@@ -134,8 +132,6 @@ func (s *socketSink) failed(a ownership.Actor, ev *actors.SocketEvent, reason, d
 	s.log.Warn("socket event not delivered", slog.String("class", a.Class), slog.String("name", a.Name),
 		slog.String("event", ev.Kind.String()), slog.Any("socket", ev.Socket), slog.String("why", detail))
 	if ev.Kind == actors.SocketMessage {
-		if o := s.owner.Load(); o != nil {
-			_ = o.Close(a, ev.Socket, 1012, "actor unavailable on this node")
-		}
+		_ = s.owner.Close(a, ev.Socket, 1012, "actor unavailable on this node")
 	}
 }

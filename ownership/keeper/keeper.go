@@ -102,12 +102,32 @@ type Keeper struct {
 	done    chan struct{} // closed when everything has ended
 }
 
-// Start validates cfg, spawns the keeper and returns once the Core has
-// taken the node's lease (it may still have to wait before acting: after a
-// take-over, a full TTL). If the Core ends first (a twin is live, the lease
-// record cannot be read), Start returns its error. If ctx ends first, Start
-// stops the keeper, waits for it to end and returns ctx's error.
+// Start is New then Begin: it validates cfg, spawns the keeper and
+// returns once the Core has taken the node's lease (it may still have to
+// wait before acting: after a take-over, a full TTL). If the Core ends
+// first (a twin is live, the lease record cannot be read), Start returns
+// its error. If ctx ends first, Start stops the keeper, waits for it to
+// end and returns ctx's error.
 func Start(ctx context.Context, cfg Config) (*Keeper, error) {
+	k, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := k.Begin(ctx); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+// beginMsg starts the Core of a keeper that New spawned.
+type beginMsg struct{}
+
+// New validates cfg and spawns the keeper without starting its Core:
+// until Begin it reads and writes nothing and calls no hook, so that the
+// parts of a node that use the keeper (and that its hooks reach) can be
+// made with it first, and the hooks given everything before they run.
+// Stop ends a keeper that has not begun at once.
+func New(cfg Config) (*Keeper, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -159,19 +179,27 @@ func Start(ctx context.Context, cfg Config) (*Keeper, error) {
 	if _, err := spawn(props, name); err != nil {
 		return nil, fmt.Errorf("ownership keeper of node %s: spawn %q: %w", cfg.Core.Node, name, err)
 	}
+	return k, nil
+}
+
+// Begin starts the Core of a keeper New made, and returns once it has
+// taken the node's lease, as Start does, with Start's errors. Call it
+// once.
+func (k *Keeper) Begin(ctx context.Context) error {
+	k.post(&beginMsg{})
 	select {
 	case <-k.taken:
-		return k, nil
+		return nil
 	case <-k.done:
 		if err := k.Err(); err != nil {
-			return nil, err
+			return err
 		}
-		return nil, fmt.Errorf("ownership keeper of node %s: stopped before taking its lease", k.node)
+		return fmt.Errorf("ownership keeper of node %s: stopped before taking its lease", k.node)
 	case <-ctx.Done():
 		// Before the lease is taken the Core ends at once on Stop.
 		k.input(ownership.Stop{})
 		<-k.done
-		return nil, fmt.Errorf("ownership keeper of node %s: start: %w", k.node, ctx.Err())
+		return fmt.Errorf("ownership keeper of node %s: start: %w", k.node, ctx.Err())
 	}
 }
 

@@ -759,3 +759,44 @@ func TestPredecessorGone(t *testing.T) {
 		n1b.stop(t)
 	})
 }
+
+// TestNewWaitsForBegin: a keeper New made reads and writes nothing and
+// calls no hook until Begin, which takes the lease as Start does; one
+// stopped before Begin ends at once, cleanly, without a write.
+func TestNewWaitsForBegin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newChecked(t, memstore.New(memstore.Faults{}))
+		hooks := &recorder{}
+		k, err := keeper.New(keeper.Config{Core: coreConfig("n1", "n1-i1"), Bucket: b, Hooks: hooks})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute)
+		if got := b.putCount(ownership.NodeKey("n1")); got != 0 {
+			t.Fatalf("%d lease writes before Begin, want none", got)
+		}
+		if h := hooks.snapshot(); len(h.leases) != 0 || len(h.exits) != 0 {
+			t.Fatalf("hooks called before Begin: %+v", h)
+		}
+		if err := k.Begin(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if l, _ := readLease(t, b, "n1"); l.Instance != "n1-i1" || l.State != ownership.LeaseLive {
+			t.Fatalf("lease after Begin: %+v", l)
+		}
+		if err := k.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+
+		idle, err := keeper.New(keeper.Config{Core: coreConfig("n2", "n2-i1"), Bucket: b})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := idle.Stop(t.Context()); err != nil {
+			t.Fatalf("stop before Begin: %v", err)
+		}
+		if got := b.putCount(ownership.NodeKey("n2")); got != 0 {
+			t.Errorf("%d lease writes by a keeper stopped before Begin", got)
+		}
+	})
+}

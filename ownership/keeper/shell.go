@@ -145,8 +145,11 @@ func (s *shell) Receive(ctx actor.Context) {
 	}()
 	switch m := msg.(type) {
 	case *actor.Started:
-		if s.started {
-			return // after a restart, which Restarting has already turned into the end
+		// The Core starts at Begin (beginMsg), once the node has made
+		// what the hooks reach.
+	case *beginMsg:
+		if s.started || s.ended {
+			return
 		}
 		s.started = true
 		s.step(ctx, ownership.Start{})
