@@ -135,9 +135,9 @@ func TestCounterPersists(t *testing.T) {
 	mustCount(t, h2, 2, "3")
 }
 
-// TestOwnerFence: a hold superseded by a newer one, whose fence write has
-// landed, cannot make its write visible: its commit is refused.
-func TestOwnerFence(t *testing.T) {
+// TestSeal: a hold superseded by a newer one, whose seal has landed,
+// cannot make its write visible: its commit is refused.
+func TestSeal(t *testing.T) {
 	b := memstore.New(memstore.Faults{})
 	old := newHost(t, b, &fakeKeeper{}, nil)
 	mustCount(t, old, 1, "1") // old hold resident at generation 1

@@ -70,7 +70,7 @@
 // still those it last left, and it is opened again when they are not.
 // SQL calls run on the event's goroutine.
 //
-// # The owner fence
+// # The seal
 //
 // Before an acquisition writes the ownership record at generation g, the
 // ownership core seals the state object: it rewrites it stamped with g,
@@ -80,7 +80,7 @@
 // late (docs/PROTOCOL.md §6, property 2). The first event of a hold reads the
 // object: stamped with the hold's generation, it is used as is; stamped
 // later, the hold was superseded and ends (Keeper.HoldEnded); stamped earlier
-// (a hold granted without the core, as in tests), it is fenced here first.
+// (a hold granted without the core, as in tests), it is sealed here first.
 // Runs need nothing more: a run is read only when a head lists it, so one
 // that a superseded hold wrote, landing late, is never read; the sweep
 // before a merge deletes it (ownership.RunGarbage).
@@ -100,7 +100,8 @@
 // commit that is refused fails every event that ran since the last durable
 // version with ErrUnavailable (503: they took no effect). One without an
 // answer is read back (residentActor.resolve): found landed, it is; found
-// not, it is fenced so that it never can, and refused; otherwise the events
+// not, the state is sealed again by this hold so that it never can, and
+// refused; otherwise the events
 // whose writes it carried are answered ErrOutcomeUnknown (504). Either way
 // the working state is discarded; the next event reloads from the bucket.
 //

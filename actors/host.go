@@ -278,7 +278,7 @@ type StorageStats struct {
 	// each run of more than one part).
 	HeadReads, ManifestReads, RunReads, RunBytes int64
 	// HeadWrites and HeadBytes count the state objects written (commits,
-	// fences), RunWrites and RunWriteBytes the run objects (flushes,
+	// seals), RunWrites and RunWriteBytes the run objects (flushes,
 	// merges' parts, manifests).
 	HeadWrites, HeadBytes, RunWrites, RunWriteBytes int64
 	// Stalls counts the times an actor's commit waited for the merge of

@@ -43,7 +43,7 @@ import (
 // the node's block cache.
 //
 // The seal (ownership/seal.go) restamps the head only, and since the head
-// is the one object written conditionally, it fences the runs as well: a
+// is the one object written conditionally, it seals the runs as well: a
 // run that a superseded hold wrote is listed by no head a later hold
 // reads.
 //

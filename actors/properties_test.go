@@ -122,7 +122,7 @@ func TestPropertyNothingLeftBehind(t *testing.T) {
 
 // Property 4: the reads after a wake cost a bounded number of requests,
 // whatever the history: one read of the state object, then the event's
-// commit (and the fence write when no seal stamped it).
+// commit (and the hold's own seal when no acquisition sealed it).
 func TestPropertyWakeReadsAreBounded(t *testing.T) {
 	for _, history := range []int{1, 50} {
 		b := &countingBucket{Bucket: memstore.New(memstore.Faults{})}

@@ -37,7 +37,7 @@ type residentActor struct {
 
 	// Invariant: when loaded, state is the working state of the hold at
 	// gen: the object at etag in the bucket (stamped with gen by the
-	// acquisition's seal or a fence here, then this residency's commits),
+	// acquisition's seal or a seal here, then this residency's commits),
 	// plus the writes of the events after version durable.
 	loaded bool
 	gen    ownership.Generation
@@ -650,7 +650,7 @@ func (ra *residentActor) resolve(job *commitJob, res commitResult) commitResult 
 	}
 	cond := ownership.IfMatch(obj.ETag)
 	if ra.etag == "" {
-		// A first commit: its fence is the empty state, created.
+		// A first commit: its seal is the empty state, created.
 		hd, err := newKVState(ownership.StateHeader{Gen: ra.gen}).encodeHead(ra.gen, 0)
 		if err != nil {
 			return res
@@ -658,15 +658,15 @@ func (ra *residentActor) resolve(job *commitJob, res commitResult) commitResult 
 		payload, cond = hd.payload, ownership.IfAbsent()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	fence := ownership.EncodeState(ownership.StateHeader{Gen: ra.gen, Seq: job.seq + 1}, payload)
+	seal := ownership.EncodeState(ownership.StateHeader{Gen: ra.gen, Seq: job.seq + 1}, payload)
 	ra.h.reads.headWrites.Add(1)
-	ra.h.reads.headBytes.Add(int64(len(fence)))
-	_, err := b.Put(ctx, key, fence, cond)
+	ra.h.reads.headBytes.Add(int64(len(seal)))
+	_, err := b.Put(ctx, key, seal, cond)
 	cancel()
 	switch ownership.OutcomeOf(err) {
 	case ownership.Landed:
-		ra.log().Info("actor commit without an answer fenced: it cannot land", slog.Uint64("gen", uint64(ra.gen)))
-		return commitResult{err: fmt.Errorf("commit without an answer, fenced by a rewrite of the state it was conditioned on: %w", ownership.ErrPrecondition), headSent: true}
+		ra.log().Info("actor commit without an answer sealed out: it cannot land", slog.Uint64("gen", uint64(ra.gen)))
+		return commitResult{err: fmt.Errorf("commit without an answer, sealed out by a rewrite of the state it was conditioned on: %w", ownership.ErrPrecondition), headSent: true}
 	case ownership.Refused, ownership.NotFound:
 		// Something was written since the read: the commit itself, late?
 		if verdict, obj, _ = read(); verdict == ownership.LostLanded {
@@ -897,7 +897,7 @@ func (ra *residentActor) rolledBack(m *eventMsg, rb *rollbackError) *Response {
 // carried it for gen) is taken without a read. An object stamped with a
 // later generation means this hold was superseded: it ends. One stamped
 // earlier was not sealed (a hold granted without the ownership core, in
-// tests and tools): it is fenced here, rewritten stamped with gen, so no
+// tests and tools): it is sealed here, rewritten stamped with gen, so no
 // older hold's write can land after this.
 func (ra *residentActor) load(ctx context.Context, gen ownership.Generation, sealed *ownership.Sealed) error {
 	key := StateKey(ra.actor)
@@ -943,15 +943,15 @@ func (ra *residentActor) load(ctx context.Context, gen ownership.Generation, sea
 		return ra.h.notRun(ra.actor, "state read failed")
 	}
 	wctx, cancel := context.WithTimeout(ctx, ra.h.cfg.IOTimeout)
-	fence := ownership.EncodeState(st.StateHeader, payload)
+	seal := ownership.EncodeState(st.StateHeader, payload)
 	ra.h.reads.headWrites.Add(1)
-	ra.h.reads.headBytes.Add(int64(len(fence)))
-	etag, err := ra.h.cfg.Bucket.Put(wctx, key, fence, cond)
+	ra.h.reads.headBytes.Add(int64(len(seal)))
+	etag, err := ra.h.cfg.Bucket.Put(wctx, key, seal, cond)
 	cancel()
 	if err != nil {
-		ra.log().Warn("actor fence write did not land", slog.String("key", key),
+		ra.log().Warn("actor seal did not land", slog.String("key", key),
 			slog.Uint64("gen", uint64(gen)), slog.String("outcome", ownership.OutcomeOf(err).String()), slog.Any("err", err))
-		return ra.h.notRun(ra.actor, "fence write "+ownership.OutcomeOf(err).String())
+		return ra.h.notRun(ra.actor, "seal "+ownership.OutcomeOf(err).String())
 	}
 	return ra.opened(ctx, key, gen, etag, st)
 }

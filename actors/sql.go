@@ -18,7 +18,7 @@ import (
 // statements all or none. The database is a SQLite file whose pages are
 // node keys of the actor's storage (sqlvfs.go), so SQL writes are the
 // event's writes: they commit with its KV writes, under the same owner
-// fence, output gate and group commit, or not at all, and count in the
+// seal, output gate and group commit, or not at all, and count in the
 // actor's bound on its state.
 //
 // # The event is the transaction

@@ -14,7 +14,7 @@ func StateKey(a ownership.Actor) string { return ownership.StateKey(a) }
 // decodeStateObject reads a state object: the ownership layer's header
 // (the generation of the hold that last wrote it, which an acquisition's
 // seal raises before the hold exists, and a write count), then the head.
-// It returns the payload too, for a fence that rewrites it as it is.
+// It returns the payload too, for a seal that rewrites it as it is.
 // Every error matches ownership.ErrDamaged: bytes it cannot read are a
 // damaged object.
 func decodeStateObject(data []byte) (*kvState, []byte, error) {

@@ -10,8 +10,8 @@ import (
 
 // TestFencedNodeEnds: a node fenced while it holds an actor ends with an
 // error at its next renewal and serves nothing more; a peer acquires the
-// actor at a new generation (its fence write stamps the state), and the count goes on from what the fenced
-// node committed.
+// actor at a new generation (its seal stamps the state), and the count
+// goes on from what the fenced node committed.
 func TestFencedNodeEnds(t *testing.T) {
 	dir := t.TempDir()
 	n1 := startTestNode(t, dir, "n1", "i1")

@@ -39,7 +39,7 @@ type Config struct {
 	// FailoverWait bounds how long an event waits for an actor whose owner is
 	// dead (until a fence frees it) before it is refused.
 	FailoverWait time.Duration
-	// SweepPeriod is the owner sweep's period: the sweeper sends the core a
+	// SweepPeriod is the sweep's period: the sweeper sends the core a
 	// Sweep input this often. Every RereadEvery-th pass re-reads parked
 	// records, at most SweepBatch a pass.
 	SweepPeriod time.Duration

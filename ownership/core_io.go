@@ -104,7 +104,7 @@ type Move struct {
 	Target NodeID
 }
 
-// Sweep runs one pass of the owner sweep (docs/PROTOCOL.md §5). The sweeper
+// Sweep runs one pass of the sweep (docs/PROTOCOL.md §5). The sweeper
 // sends it every Config.SweepPeriod; the core decides what the pass reads,
 // releases and closes. A core that is not serving ignores it.
 type Sweep struct{}

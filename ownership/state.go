@@ -86,7 +86,7 @@ func (v StateVerdict) String() string {
 	return fmt.Sprintf("StateVerdict(%d)", v)
 }
 
-// JudgeState is the owner fence and supersede rule for a hold at gen that
+// JudgeState is the seal and supersede rule for a hold at gen that
 // read the actor's state object (found false: there is none; read is its
 // header). With StateFence it also returns the header to write: stamped
 // gen, its write count one more.

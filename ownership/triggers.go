@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// sweepState is where the owner sweep (docs/PROTOCOL.md §5) stands between
+// sweepState is where the sweep (docs/PROTOCOL.md §5) stands between
 // passes. The sweeper, outside the core, owns the pass's timer: each Sweep
 // input runs one pass.
 type sweepState struct {
@@ -17,7 +17,7 @@ type sweepState struct {
 	cursor string
 }
 
-// sweepPass runs one pass of the owner sweep. A pass skips
+// sweepPass runs one pass of the sweep. A pass skips
 // parked rooms except on every RereadEvery-th pass, which re-reads up to
 // SweepBatch parked records, going on where the last re-read stopped; it
 // releases parked records with no open socket left; and it reads the record

@@ -382,7 +382,7 @@ func (k *Keeper) Move(a ownership.Actor, target ownership.NodeID) {
 // Undrain takes a drain back (ownership.Undrain).
 func (k *Keeper) Undrain() { k.input(ownership.Undrain{}) }
 
-// Sweep runs one pass of the owner sweep (ownership.Sweep). The node's
+// Sweep runs one pass of the sweep (ownership.Sweep). The node's
 // sweeper sends it every sweep period.
 func (k *Keeper) Sweep() { k.input(ownership.Sweep{}) }
 

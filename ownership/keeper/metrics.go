@@ -82,7 +82,7 @@ var counterTable = []struct {
 		"Reads that found an object in the bucket damaged (it failed the store's checksum or could not be decoded), by what it is: " +
 			"lease, record, state, move or other; what=bucket counts a store found damaged as a whole, which ends the node."},
 	{ownership.MetricSweepUnreadable, schemaNone,
-		"Ownership records the owner sweep could not decode."},
+		"Ownership records the sweep could not decode."},
 	{ownership.MetricOwnerCloses, schemaReason,
 		"Closes of an actor's sockets because another node holds it, by what found out (sweep, move)."},
 	{ownership.MetricRoutes, schemaNone,

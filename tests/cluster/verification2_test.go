@@ -66,7 +66,7 @@ const wait = 20 * time.Second
 //  5. A move of a parked room to b while a's writes of its record get no
 //     answer: the move waits, its release pending and retried, the socket
 //     open and the record still a's; once the writes are answered, the
-//     socket closes with 1012 (a move's close, not the owner sweep's), b
+//     socket closes with 1012 (a move's close, not the sweep's), b
 //     takes the room at a later generation and the move request is gone.
 //
 // Not covered, and why:
@@ -209,7 +209,7 @@ func TestVerification2(t *testing.T) {
 		return r.Node == "b" && r.Generation > rec.Generation
 	}, wait, 50*time.Millisecond, "b takes the room")
 	assert.Equal(t, 1.0, sample(t, a.node(), "wasmkeep_websocket_owner_closes_total", `reason="move"`), "the move closed the socket")
-	assert.Zero(t, sample(t, a.node(), "wasmkeep_websocket_owner_closes_total", `reason="sweep"`), "the owner sweep closed nothing")
+	assert.Zero(t, sample(t, a.node(), "wasmkeep_websocket_owner_closes_total", `reason="sweep"`), "the sweep closed nothing")
 	assert.Equal(t, 1.0, sample(t, a.node(), "wasmkeep_parked_releases_total", `reason="move"`), "the parked record was released for the move")
 	require.Eventually(t, func() bool { return len(v.list(ownership.MoveRequestPrefix("a"))) == 0 },
 		wait, 50*time.Millisecond, "the move request is deleted once acted on")
