@@ -11,8 +11,8 @@ import (
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
 )
 
-// TestGuestbookGuest runs the README's SQL guest (testdata/guestbook) on
-// an actors.Host, with the README's requests and answers, and its rows
+// TestGuestbookGuest runs the SQL guest of docs/CLASSES.md (testdata/guestbook) on
+// an actors.Host, with the requests and answers docs/CLASSES.md shows, and its rows
 // after a restart on the same bucket.
 func TestGuestbookGuest(t *testing.T) {
 	r := newRuntime(t, Config{})

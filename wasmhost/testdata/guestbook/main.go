@@ -1,4 +1,4 @@
-// Command guestbook is the README's SQL guest: POST signs the book for
+// Command guestbook is the SQL guest of docs/CLASSES.md: POST signs the book for
 // ?who= with the body; GET reads it.
 package main
 
