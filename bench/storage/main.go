@@ -1,6 +1,7 @@
 // Command storage measures what an actor's storage costs in the bucket:
-// one `wasmkeep serve` process on a directory bucket, the built-in kv
-// class. For actors holding about 1 KiB, 1 MiB and 100 MiB it reports the
+// one `wasmkeep serve` process on a directory bucket (with -store sqlite,
+// an SQLite bucket in that directory), the built-in kv class. For actors
+// holding about 1 KiB, 1 MiB and 100 MiB it reports the
 // bytes the node's actors put to the bucket per 100-byte put, and the bytes
 // the node process wrote (the directory store's appends and compaction,
 // the puts' answers, the lease's renewals), both for one key
@@ -11,7 +12,7 @@
 // and the node's memory per resident actor of 100 MiB (and, with -huge, the
 // same for actors of 1 GiB).
 //
-//	go run ./bench/storage -bin ./bin/wasmkeep [-puts 200] [-new-puts 5000] [-big-new-puts 50000] [-wakes 20] [-big 10] [-huge 0]
+//	go run ./bench/storage -bin ./bin/wasmkeep [-store dir|sqlite] [-puts 200] [-new-puts 5000] [-big-new-puts 50000] [-wakes 20] [-big 10] [-huge 0]
 //
 // The process is started here on 127.0.0.1 and stopped by PID; every run
 // is bounded in count.
@@ -42,8 +43,16 @@ func main() {
 	wakes := flag.Int("wakes", 20, "actors of 1 KiB and of 1 MiB woken after a restart")
 	big := flag.Int("big", 10, "actors of 100 MiB")
 	huge := flag.Int("huge", 0, "actors of 1 GiB less 16 MiB, the room the puts after the fill take under the 1 GiB bound (each a few minutes to fill)")
+	store := flag.String("store", "dir", "the bucket: dir (a directory store) or sqlite (an SQLite store, bucket URL sqlite:DIR)")
 	flag.Parse()
 	dir, bucket := procs.Workdir("storage")
+	switch *store {
+	case "dir":
+	case "sqlite":
+		bucket = "sqlite:" + bucket
+	default:
+		procs.Fail(fmt.Errorf("-store %q: want dir or sqlite", *store))
+	}
 	defer procs.StopAll()
 	n := procs.New(*bin, dir, bucket, "n1", false, "--idle-timeout", "5m")
 	n.Start()

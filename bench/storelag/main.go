@@ -1,14 +1,15 @@
-// Command storelag measures how long a small conditional write waits in a
-// directory store that big writes drive as fast as the disk goes: the
+// Command storelag measures how long a small conditional write waits in an
+// embedded store (the directory store, or with -store sqlite the SQLite
+// store) that big writes drive as fast as the disk goes: the
 // write a node's lease renewal makes, beside the runs and merge parts of
 // big actors. Writers overwrite objects of -size bytes at random among
 // enough keys to hold -live bytes (so the store's own compaction runs),
 // while one goroutine renews a small object under If-Match every 250 ms,
-// as a keeper does. It reports the compactions the store made, the renewal's latency (p50, p99, max), how
+// as a keeper does. It reports the compactions the directory store made, the renewal's latency (p50, p99, max), how
 // many renewals took longer than 2 s (the attempt timeout of a lease
 // renewal), and the bytes the writers wrote per second.
 //
-//	go run ./bench/storelag [-dir DIR] [-live 4294967296] [-size 8388608] [-writers 4] [-duration 90s]
+//	go run ./bench/storelag [-dir DIR] [-store dir|sqlite] [-live 4294967296] [-size 8388608] [-writers 4] [-duration 90s]
 //
 // The fill is bounded by its count, every other loop by -duration; the
 // store's directory, if the command made it, is removed however it ends.
@@ -19,6 +20,7 @@ import (
 	"crypto/rand"
 	"flag"
 	"fmt"
+	"io/fs"
 	"log"
 	mrand "math/rand/v2"
 	"os"
@@ -28,14 +30,16 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/wasmkeep/wasmkeep/ownership"
-	"github.com/wasmkeep/wasmkeep/ownership/dirstore"
+	"github.com/wasmkeep/wasmkeep/ownership/bucketurl"
 )
 
 func main() {
 	dir := flag.String("dir", "", "the store's directory (a new temporary one if empty; removed at the end)")
+	store := flag.String("store", "dir", "the store kept in the directory: dir (the directory store) or sqlite (the SQLite store, bucket URL sqlite:DIR)")
 	live := flag.Int64("live", 4<<30, "bytes the writers keep live")
 	size := flag.Int("size", 8<<20, "bytes of each big write")
 	writers := flag.Int("writers", 4, "goroutines writing big objects, each one write at a time")
@@ -50,17 +54,25 @@ func main() {
 		}
 		cleanup = func() { os.RemoveAll(d) }
 	}
-	st, err := dirstore.Open(d)
+	url := d
+	switch *store {
+	case "dir":
+	case "sqlite":
+		url = "sqlite:" + d
+	default:
+		fail(cleanup, fmt.Errorf("-store %q: want dir or sqlite", *store))
+	}
+	st, closeStore, err := bucketurl.Open(context.Background(), url)
 	if err != nil {
 		fail(cleanup, err)
 	}
 	defer func() {
-		st.Close()
+		closeStore()
 		if cleanup != nil {
 			cleanup()
 		}
 	}()
-	fatal := func(err error) { st.Close(); fail(cleanup, err) }
+	fatal := func(err error) { closeStore(); fail(cleanup, err) }
 	ctx := context.Background()
 	keys := int(*live / int64(*size))
 	body := make([]byte, *size)
@@ -126,6 +138,7 @@ func main() {
 	q := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1))].Round(time.Microsecond) }
 	fmt.Printf("renewals %d: p50 %v p99 %v max %v, over 2 s: %d\n", len(lat), q(0.5), q(0.99), lat[len(lat)-1].Round(time.Microsecond), slow)
 	fmt.Printf("writers: %.0f MB/s\n", float64(written.Load())/duration.Seconds()/1e6)
+	fmt.Printf("bytes in %s: %d MiB\n", d, du(d)>>20)
 	// Each compaction moves the store to the next segment, whose name
 	// `current` holds: seg-<sequence number in hex>, the first 1.
 	if cur, err := os.ReadFile(filepath.Join(d, "current")); err == nil {
@@ -141,4 +154,20 @@ func fail(cleanup func(), err error) {
 		cleanup()
 	}
 	log.Fatal(err)
+}
+
+// du is the disk space the files under dir take, as du counts it.
+func du(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if info, err := d.Info(); err == nil {
+				if st, ok := info.Sys().(*syscall.Stat_t); ok {
+					n += st.Blocks * 512
+				}
+			}
+		}
+		return nil
+	})
+	return n
 }

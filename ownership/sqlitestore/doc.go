@@ -95,11 +95,16 @@
 //
 // Checkpoints: the WAL grows with every commit; when it holds more than
 // 1,000 pages, a goroutine of the Store copies it into the database on a
-// connection of its own (a PASSIVE checkpoint, beside reads and writes),
-// so no commit waits for the copy, and the next writer starts the WAL
-// over once all of it is copied. A WAL is cut back to 64 MiB when it
-// starts over. Freed pages of the database are reused by later writes;
-// the file does not shrink.
+// connection of its own, so that no commit waits for the copy. SQLite
+// starts the WAL over (from its first byte, so it stays as long as it
+// was) only at a write that begins after a checkpoint copied all of it,
+// which under steady writes never comes, and the WAL would grow with
+// every commit (TestWALStartsOver). So the copy runs in rounds (SQLite's
+// PASSIVE checkpoints) beside reads and writes until a round finds fewer
+// than 256 pages written since the one before, then takes the write lock
+// for a last round; the next write starts the WAL over. A WAL is cut back to 64 MiB when it starts over.
+// Freed pages of the database are reused by later writes; the file does
+// not shrink.
 //
 // Costs: a batch is a flock, a BEGIN, per write a lookup and an insert
 // (one per 32 KiB chunk), a COMMIT that appends the changed pages to the

@@ -209,6 +209,12 @@ func (s *Store) openConn() (*sqlite3.Conn, error) {
 		c.Close()
 		return nil, fmt.Errorf("sqlitestore: %s: %w", s.path, err)
 	}
+	// Every connection syncs as the writer does: the checkpointer's
+	// checkpoints, too, must be durable before the WAL starts over.
+	if err := c.Exec("PRAGMA synchronous = " + s.synchronous); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("sqlitestore: %s: %w", s.path, err)
+	}
 	return c, nil
 }
 

@@ -343,3 +343,24 @@ func TestListAcrossPrefixes(t *testing.T) {
 		}
 	}
 }
+
+// TestWALStartsOver: under steady writes the checkpointer copies the WAL
+// into the database and the WAL starts over, so it stays about as long as
+// checkpointPages, where without the checkpointer's last round under the
+// lock it would grow with every commit.
+func TestWALStartsOver(t *testing.T) {
+	s := openTemp(t)
+	etag := mustPut(t, s, "lease", "renewed", ownership.Always())
+	const commits = 3 * checkpointPages
+	for range commits {
+		etag = mustPut(t, s, "lease", "renewed", ownership.IfMatch(etag))
+	}
+	info, err := os.Stat(filepath.Join(s.Dir(), dbName+"-wal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each commit appends one page of 4 KiB and a frame header.
+	if limit := int64(2 * checkpointPages * 4120); info.Size() > limit {
+		t.Fatalf("WAL of %d bytes after %d commits of one page, want at most %d", info.Size(), commits, limit)
+	}
+}

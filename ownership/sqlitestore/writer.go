@@ -45,7 +45,7 @@ func (w *writer) setUp(s *Store) error {
 	if err := setUp(w.c, s.path); err != nil {
 		return err
 	}
-	if err := w.c.Exec(fmt.Sprintf("PRAGMA synchronous = %s; PRAGMA journal_size_limit = %d", s.synchronous, walLimit)); err != nil {
+	if err := w.c.Exec(fmt.Sprintf("PRAGMA journal_size_limit = %d", walLimit)); err != nil {
 		return fmt.Errorf("sqlitestore: %s: %w", s.path, err)
 	}
 	// A WAL hook replaces SQLite's automatic checkpoints, which would

@@ -49,7 +49,7 @@ func (n *Node) Start() {
 		Fail(err)
 	}
 	args := []string{"serve", "--node", n.Name, "--bucket", n.Bucket, "--listen", n.Addr, "--cache-dir", "",
-		"--classes", filepath.Join(filepath.Dir(n.Bucket), "none")}
+		"--classes", filepath.Join(filepath.Dir(bucketPath(n.Bucket)), "none")}
 	if n.Admin != "" {
 		args = append(args, "--admin-listen", n.Admin)
 	}
@@ -69,6 +69,17 @@ func (n *Node) Start() {
 		time.Sleep(50 * time.Millisecond)
 	}
 	Fail(fmt.Errorf("%s did not get ready; see %s", n.Name, n.Log))
+}
+
+// bucketPath is the directory a local bucket URL names: a plain path, or
+// the path of a file: or sqlite: URL.
+func bucketPath(bucket string) string {
+	for _, scheme := range []string{"file://", "sqlite://", "sqlite:"} {
+		if p, ok := strings.CutPrefix(bucket, scheme); ok {
+			return p
+		}
+	}
+	return bucket
 }
 
 // Kill ends the process with SIGKILL and waits for it.
