@@ -5,9 +5,8 @@
 //
 // # An event's way
 //
-// The node's entry (package ingress for HTTP and calls, the socket sink of
-// package supervisors for socket events) hands each event to Dispatch (or
-// DispatchSocket), which asks the keeper for the hold (Keeper.Acquire),
+// The node's entries (package ingress: HTTP requests, calls and socket
+// events) hand each event to Dispatch (or DispatchSocket), which asks the keeper for the hold (Keeper.Acquire),
 // delivers the event to the resident actor under the grant, and acquires
 // and delivers again while the event was refused before it ran (its grant
 // ended first: UnavailableError.NotRun), at most ten times. The entry

@@ -1,13 +1,18 @@
-// Package ingress is a node's HTTP entry: /actor/<class>/<name>[/rest],
+// Package ingress is a node's entries: HTTP requests and socket events.
+//
+// The HTTP entry (Handler) serves /actor/<class>/<name>[/rest],
 // handed to the actors side (Host.Dispatch: it acquires the hold, delivers
 // the event and retries behind it) and answered, or forwarded to the node
 // that holds the actor when Dispatch says where it is held; WebSocket
 // upgrades handed to the socket owner (or relayed to the node that holds
 // the room); a move's take call (take.go); plus /healthz, /readyz, /metrics
-// and /debug/ (the node's tree). It is entry only: the node is assembled
-// by package node, which serves a Handler with the server Server
-// gives. A request's way is one direction: the ingress never asks the
-// keeper for a hold itself.
+// and /debug/ (the node's tree). The entry of socket events
+// (SocketEvents, the socket owner's Sink) hands each message, close and
+// error of a socket to its actor (Host.DispatchSocket), waking it where
+// it hibernated. The package is entry only: the node is assembled by
+// package node, which serves a Handler with the server Server gives. An
+// event's way is one direction: the ingress never asks the keeper for a
+// hold itself.
 //
 // Invariants: every name a client sends is validated before it reaches the
 // keeper or a bucket key; every body is bounded, in size, in total and in

@@ -2,7 +2,7 @@
 //
 // Start assembles a whole node from its parts: the ownership keeper
 // (package ownership/keeper), the socket owner (package sockets) and the
-// sink that turns its sockets' events into actor events (sockets.go), the
+// entry of its sockets' events (ingress.SocketEvents), the
 // resident actors (package actors), the drivers of the keeper's passes
 // (drivers.go), the peer client (package peer) and the HTTP entry (package
 // ingress) with its server, in the order they use each other: the keeper

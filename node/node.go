@@ -191,10 +191,12 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		tree.Stop()
 		return nil, err
 	}
-	sink, err := newSocketSink(k, log, reg)
+	sink, err := ingress.NewSocketEvents(k, log, reg)
 	var socketFailures atomic.Int64 // each closed one actor's sockets (1011)
 	if err == nil {
-		sink.faults = cfg.faults
+		if f := cfg.faults; f != nil {
+			sink.SetFaults(func(msg any) { f(supervisors.RoleSockets, msg) })
+		}
 		sc := cfg.Sockets
 		sc.Sink, sc.Logger, sc.Registerer = sink, log, reg
 		sc.Failed = func(ownership.Actor, string) {
@@ -232,7 +234,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	// Written before Begin and before the server serves: the keeper's
 	// goroutine and the sockets' read them only after.
-	sink.host, sink.owner = n.host, n.sockets
+	sink.SetParts(n.host, n.sockets)
 	hooks.host, hooks.sockets = n.host, n.sockets
 	stopStarting := startingServer(cfg.Listener, log)
 	err = k.Begin(ctx)

@@ -1,4 +1,4 @@
-package node
+package ingress
 
 import (
 	"context"
@@ -11,11 +11,10 @@ import (
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/sockets"
-	"github.com/wasmkeep/wasmkeep/supervisors"
 )
 
-// socketKeeper is what socket events need of the ownership keeper.
-type socketKeeper interface {
+// SocketKeeper is what socket events need of the ownership keeper.
+type SocketKeeper interface {
 	SocketOpened(a ownership.Actor)
 	SocketGone(a ownership.Actor)
 }
@@ -24,16 +23,17 @@ type socketKeeper interface {
 // actor is refused for a reason that may pass.
 const socketEventWait = 30 * time.Second
 
-// socketSink is the node's sockets.Sink: it keeps the ownership core's
+// SocketEvents is the node's sockets.Sink, the entry of socket events as
+// the Handler is the entry of HTTP requests: it keeps the ownership core's
 // count of each actor's open sockets, and delivers what arrives on a socket
 // to its actor as an event, waking it where it hibernated. Message is called
 // on the socket's reader goroutine and returns once the event ran, so one
 // socket's messages reach the actor in order, and a client that sends
 // faster than its actor handles is pushed back by TCP.
-type socketSink struct {
-	keeper socketKeeper
-	// host and owner are set before the node serves: a socket, and with
-	// it every call of the sink, exists only after.
+type SocketEvents struct {
+	keeper SocketKeeper
+	// host and owner are set (SetParts) before the node serves: a socket,
+	// and with it every call of the sink, exists only after.
 	host  *actors.Host
 	owner *sockets.Owner
 	log   *slog.Logger
@@ -41,14 +41,17 @@ type socketSink struct {
 	events   *prometheus.CounterVec
 	wakes    prometheus.Counter
 	failures *prometheus.CounterVec
-	// faults is Config.faults (tests only): called with RoleSockets
-	// before each message is delivered, on the socket's reader goroutine,
-	// its panic a failure of the socket owner.
-	faults func(supervisors.Role, any)
+	// faults, set by tests only (SetFaults), is called before each
+	// message is delivered, on the socket's reader goroutine, its panic a
+	// failure of the socket owner.
+	faults func(msg any)
 }
 
-func newSocketSink(k socketKeeper, log *slog.Logger, reg prometheus.Registerer) (*socketSink, error) {
-	s := &socketSink{
+// NewSocketEvents is the socket events' entry of a node whose keeper is
+// k, its metrics registered in reg. SetParts gives it the actors and the
+// socket owner before the node serves.
+func NewSocketEvents(k SocketKeeper, log *slog.Logger, reg prometheus.Registerer) (*SocketEvents, error) {
+	s := &SocketEvents{
 		keeper: k,
 		log:    log.With(slog.String("component", "sockets")),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -69,22 +72,31 @@ func newSocketSink(k socketKeeper, log *slog.Logger, reg prometheus.Registerer) 
 	return s, nil
 }
 
-func (s *socketSink) Opened(a ownership.Actor) { s.keeper.SocketOpened(a) }
-func (s *socketSink) Gone(a ownership.Actor)   { s.keeper.SocketGone(a) }
+// SetParts gives s the node's actors and socket owner. Call it once,
+// before the node serves.
+func (s *SocketEvents) SetParts(host *actors.Host, owner *sockets.Owner) {
+	s.host, s.owner = host, owner
+}
 
-func (s *socketSink) Message(a ownership.Actor, id sockets.ID, text bool, data []byte) {
+// SetFaults makes s call f before it delivers each message (tests only).
+func (s *SocketEvents) SetFaults(f func(msg any)) { s.faults = f }
+
+func (s *SocketEvents) Opened(a ownership.Actor) { s.keeper.SocketOpened(a) }
+func (s *SocketEvents) Gone(a ownership.Actor)   { s.keeper.SocketGone(a) }
+
+func (s *SocketEvents) Message(a ownership.Actor, id sockets.ID, text bool, data []byte) {
 	ev := &actors.SocketEvent{Kind: actors.SocketMessage, Socket: id, Text: text, Data: data}
 	if s.faults != nil {
-		s.faults(supervisors.RoleSockets, ev)
+		s.faults(ev)
 	}
 	s.deliver(a, ev)
 }
 
-func (s *socketSink) Close(a ownership.Actor, id sockets.ID, code int, reason string, clean bool) {
+func (s *SocketEvents) Close(a ownership.Actor, id sockets.ID, code int, reason string, clean bool) {
 	s.deliver(a, &actors.SocketEvent{Kind: actors.SocketClose, Socket: id, Code: code, Reason: reason, Clean: clean})
 }
 
-func (s *socketSink) Error(a ownership.Actor, id sockets.ID, err error) {
+func (s *SocketEvents) Error(a ownership.Actor, id sockets.ID, err error) {
 	s.deliver(a, &actors.SocketEvent{Kind: actors.SocketError, Socket: id, Code: sockets.CloseCode(err), Err: err.Error()})
 }
 
@@ -94,7 +106,7 @@ func (s *socketSink) Error(a ownership.Actor, id sockets.ID, err error) {
 // another node closes its socket (1012), since only this node can reach
 // it. The event is bounded only by its own limits (a wasm guest's event
 // timeout, say), so that the usual event costs no timer.
-func (s *socketSink) deliver(a ownership.Actor, ev *actors.SocketEvent) {
+func (s *SocketEvents) deliver(a ownership.Actor, ev *actors.SocketEvent) {
 	host := s.host
 	s.events.WithLabelValues(ev.Kind.String()).Inc()
 	woke, at, err := host.DispatchSocket(context.Background(), a, ev, socketEventWait)
@@ -127,7 +139,7 @@ func (s *socketSink) deliver(a ownership.Actor, ev *actors.SocketEvent) {
 	}
 }
 
-func (s *socketSink) failed(a ownership.Actor, ev *actors.SocketEvent, reason, detail string) {
+func (s *SocketEvents) failed(a ownership.Actor, ev *actors.SocketEvent, reason, detail string) {
 	s.failures.WithLabelValues(reason).Inc()
 	s.log.Warn("socket event not delivered", slog.String("class", a.Class), slog.String("name", a.Name),
 		slog.String("event", ev.Kind.String()), slog.Any("socket", ev.Socket), slog.String("why", detail))
