@@ -77,9 +77,10 @@
 //     actors.Rollback does a Go class's: its writes and socket output are
 //     discarded, and in a request the client gets the guest's response.
 //     It is no failure: the guest is kept and nothing is counted.
-//   - A module without the wasmkeep_on_request export is valid: its events
-//     are answered 501 Not Implemented; without wasmkeep_on_socket, its
-//     socket events are dropped.
+//   - A module without the wasmkeep_on_request export is valid if it has
+//     wasmkeep_on_socket: its requests are answered 501 Not Implemented;
+//     without wasmkeep_on_socket, its socket events are dropped. A module
+//     with neither serves nothing and is refused at Compile, naming them.
 //   - The host never allocates in guest memory (a pull model), and copies
 //     everything it reads out of it.
 //

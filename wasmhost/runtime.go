@@ -392,10 +392,11 @@ const (
 // in logs and metrics, and the class its events name to the guest). It
 // starts one guest of it to learn what it declares, and fails for a module
 // that is not valid wasm, that imports what the host does not offer, that
-// speaks another ABI version than ABIVersion, or whose guest fails to
-// start; a module that lacks the guest exports compiles, and its events get
-// 501. A module whose initial memory is over Config.MemoryLimit fails to
-// compile.
+// speaks another ABI version than ABIVersion, whose guest fails to start,
+// or that exports neither wasmkeep_on_request nor wasmkeep_on_socket (it
+// would serve nothing); a module that lacks one of them compiles, and the
+// events it lacks are answered 501 or dropped. A module whose initial
+// memory is over Config.MemoryLimit fails to compile.
 func (r *Runtime) Compile(ctx context.Context, class string, wasm []byte) (*Module, error) {
 	wasm, err := instrument(wasm)
 	if err != nil {
@@ -484,6 +485,13 @@ func (m *Module) check(ctx context.Context) error {
 			}
 			*on = true
 		}
+	}
+	if !m.onRequest && !m.onSocket {
+		// A module with neither handler serves nothing: it is not a class
+		// (a Go guest built without -buildmode=c-shared, say), and is
+		// refused here rather than answering 501 to every request.
+		return fmt.Errorf("the module exports neither %s nor %s, so it serves no event: a Go guest is built with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared on wasmhost/guest, a C guest on wasmhost/sdk/c (ABI.md)",
+			exportOnRequest, exportOnSocket)
 	}
 	if fn := mod.ExportedFunction(exportIsolation); fn != nil {
 		res, err := fn.Call(ictx)

@@ -341,17 +341,16 @@ func TestGuestLog(t *testing.T) {
 	}
 }
 
-func TestMissingExportIsNotImplemented(t *testing.T) {
+// TestModuleWithoutHandlersRefused: a valid module that exports neither
+// handler is no class: Compile refuses it, naming the exports and how a
+// guest is built, instead of a class that answers 501 to every request.
+func TestModuleWithoutHandlersRefused(t *testing.T) {
 	r := newRuntime(t, Config{})
 	empty := []byte("\x00asm\x01\x00\x00\x00") // a valid module with no exports
-	m, err := r.Compile(context.Background(), "empty", empty)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := m.NewGuest(nil)
-	resp, err := g.Handle(context.Background(), get("", ""), memStorage{})
-	if err != nil || resp.Status != http.StatusNotImplemented {
-		t.Fatalf("Handle = %v, %v; want 501", resp, err)
+	_, err := r.Compile(context.Background(), "empty", empty)
+	if err == nil || !strings.Contains(err.Error(), "exports neither wasmkeep_on_request nor wasmkeep_on_socket") ||
+		!strings.Contains(err.Error(), "-buildmode=c-shared") {
+		t.Fatalf("Compile of a module with no handler = %v, want a refusal naming the exports", err)
 	}
 }
 
