@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -84,7 +85,13 @@ func runBucketCheck(ctx context.Context, cfg bucketCheckConfig, e env) (err erro
 		return err
 	}
 	target := describeBucket(cfg.BucketURL)
-	b, closeBucket, err := e.openBucket(ctx, cfg.BucketURL)
+	// Opening a directory store makes its directory: a check of a
+	// mistyped path would make one and pass.
+	b, closeBucket, err := e.openBucket(bucketurl.Existing(ctx), cfg.BucketURL)
+	if errors.Is(err, os.ErrNotExist) {
+		fmt.Fprintf(e.err, "wasmkeep bucket check: %s: no such directory (a node makes its bucket's directory when it starts; a check only checks one that exists)\n", target)
+		return exitError{exitProblem}
+	}
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -40,6 +41,9 @@ func TestExitCodes(t *testing.T) {
 		t.Setenv(k, v)
 	}
 	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name    string
 		args    []string
@@ -66,8 +70,10 @@ func TestExitCodes(t *testing.T) {
 			stderr: []string{"not sound", "create-only put (If-None-Match: *)", "replace-only put (If-Match)"}},
 		{name: "unreachable", args: []string{"bucket", "check", "--bucket", "s3://b?endpoint=http://127.0.0.1:1&timeout=2s&max_attempts=1"},
 			code: exitProblem, stdout: []string{"NOT CHECKED"}, stderr: []string{"could not be checked", "connection refused"}},
-		{name: "default bucket", args: []string{"bucket", "check"}, code: exitOK, workdir: true,
-			stdout: []string{"wasmkeep-data", "verdict: sound"}},
+		{name: "missing directory", args: []string{"bucket", "check", "--bucket", filepath.Join(dir, "typo")}, code: exitProblem,
+			stderr: []string{filepath.Join(dir, "typo") + ": no such directory"}},
+		{name: "default bucket, missing", args: []string{"bucket", "check"}, code: exitProblem, workdir: true,
+			stderr: []string{"wasmkeep-data: no such directory"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,6 +81,11 @@ func TestExitCodes(t *testing.T) {
 				t.Chdir(t.TempDir())
 			}
 			code, stdout, stderr := runTest(t, tt.args...)
+			if tt.name == "missing directory" {
+				if _, err := os.Stat(filepath.Join(dir, "typo")); err == nil {
+					t.Error("the check made the directory it was asked to check")
+				}
+			}
 			if code != tt.code {
 				t.Errorf("exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tt.code, stdout, stderr)
 			}

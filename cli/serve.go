@@ -116,6 +116,9 @@ type serveConfig struct {
 	StopTimeout     time.Duration
 	DrainOnStop     bool
 	FailoverWait    time.Duration
+	// ClassesSet: --classes was given, so its directory must exist (the
+	// default may be missing: no wasm classes).
+	ClassesSet bool
 	// Classes is the directory of the wasm classes; CacheDir keeps their
 	// compiled code across starts ("" keeps none on disk).
 	Classes          string
@@ -149,15 +152,23 @@ func (c serveConfig) nodeID() ownership.NodeID {
 
 func (c serveConfig) Validate() error {
 	var errs []error
+	listenOK := true
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		errs = append(errs, fmt.Errorf("--listen %q: %w", c.Listen, err))
+		listenOK = false
+		if _, perr := strconv.ParseUint(c.Listen, 10, 16); perr == nil {
+			errs = append(errs, fmt.Errorf("--listen %q: want host:port, such as 127.0.0.1:%s (or :%s for every interface)", c.Listen, c.Listen, c.Listen))
+		} else {
+			errs = append(errs, fmt.Errorf("--listen %q: want host:port, such as 127.0.0.1:8080: %w", c.Listen, err))
+		}
 	}
 	if target, err := bucketurl.Parse(c.BucketURL); err != nil {
 		errs = append(errs, err)
 	} else if target.Local() && c.CacheDir != "" && within(c.CacheDir, target.Dir) {
 		errs = append(errs, fmt.Errorf("--cache-dir %s lies in the bucket directory %s: put it elsewhere", c.CacheDir, target.Dir))
 	}
-	if err := ownership.ValidateNodeID(c.nodeID()); err != nil {
+	if err := ownership.ValidateNodeID(c.nodeID()); err != nil && (listenOK || c.Node != "") {
+		// Without --node the id comes from --listen's port: a bad
+		// --listen is said once, above.
 		errs = append(errs, fmt.Errorf("--node: %w", err))
 	}
 	if c.IdleTimeout <= 0 {
@@ -229,6 +240,9 @@ func (c serveConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("--wasm-shared-guests %d: must not be negative", c.WasmShared))
 	}
 	core := c.core("instance")
+	if core.Node == "" {
+		core.Node = "n" // the node id's own error is said above: check the lease settings alone
+	}
 	if err := core.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("lease settings: %w", err))
 	}
@@ -415,7 +429,7 @@ func setupServe(fs *flag.FlagSet) action {
 	fs.DurationVar(&cfg.StopTimeout, "stop-timeout", cfg.StopTimeout, "bound on a clean stop after SIGINT or SIGTERM, the drain before it included")
 	fs.DurationVar(&cfg.FailoverWait, "failover-wait", cfg.FailoverWait, "longest a request waits for an actor whose holder does not answer: for the holder to come back or for its peers to fence it and free the actor (after --lease-ttl plus --lease-grace), a request it had that never reached an event being then served by the actor's next holder (the request's key tells); past it, 503 with a Retry-After that estimates the time left if the request never reached the holder, 504 (outcome unknown) if it may have. Keep it above ttl + grace + period")
 	fs.BoolVar(&cfg.DrainOnStop, "drain-on-stop", cfg.DrainOnStop, "on SIGINT or SIGTERM, when a live peer exists, drain first (hand the actors to the peers, close the sockets with 1012 so their clients reconnect to a peer) for at most half of --stop-timeout, then stop; false: stop at once (every record released, sockets closed with 1012)")
-	fs.StringVar(&cfg.Classes, "classes", cfg.Classes, "directory whose NAME.wasm files are served as wasm classes NAME, read at start (a missing directory: no wasm classes)")
+	fs.StringVar(&cfg.Classes, "classes", cfg.Classes, "directory whose NAME.wasm files are served as wasm classes NAME, read at start (\"\": no wasm classes; the default missing: none either; another missing: an error)")
 	fs.StringVar(&cfg.CacheDir, "cache-dir", cfg.CacheDir, "directory keeping compiled wasm classes across starts so later starts compile fast: wasmkeep/wasm in the user cache directory unless set, \"\" for none on disk; keep it out of a directory bucket")
 	fs.Var(&cfg.WasmMemory, "wasm-memory", "largest linear memory of one guest (an instantiated wasm module), whether it serves one resident wasm actor or, shared, many (bytes, or with KiB or MiB); a guest growing past it fails its event")
 	fs.DurationVar(&cfg.WasmTrim, "wasm-trim-after", cfg.WasmTrim, "memory the wasm runtime keeps for fast guest starts (freed memories, each class's started guests) goes back to the system once unused this long; a negative value keeps it")
@@ -423,6 +437,7 @@ func setupServe(fs *flag.FlagSet) action {
 	fs.Var(&cfg.WasmIsolation, "wasm-isolation", "how the resident actors of wasm classes share guests (instantiated wasm modules), over what each module declares: actor (a guest of its own per resident actor, about a megabyte each) or class (a few guests per class, see --wasm-shared-guests, each serving many actors one event at a time; a guest failure discards the guest with the in-memory objects of all its actors, which reload from storage), for every class, or NAME=actor or NAME=class for one; repeatable")
 	fs.IntVar(&cfg.WasmShared, "wasm-shared-guests", 0, "how many guests serve the resident actors of each wasm class in isolation class (one more for an event whose every guest is held by an event waiting for it through calls); 0: as many as the cores the Go runtime uses (GOMAXPROCS)")
 	return func(ctx context.Context, e env, _ []string) error {
+		fs.Visit(func(f *flag.Flag) { cfg.ClassesSet = cfg.ClassesSet || f.Name == "classes" })
 		if err := cfg.Validate(); err != nil {
 			return usageError{err}
 		}
@@ -440,12 +455,21 @@ func newInstanceID() (ownership.InstanceID, error) {
 }
 
 // loadClasses adds to reg (the Go-native classes) every NAME.wasm file in
-// dir, compiled by rt. A missing dir adds nothing; a name that is not a
-// valid class name or that is a Go class, or a file that cannot be read or
+// dir (the extension in any case: NAME.WASM too), compiled by rt. An
+// empty dir adds nothing, and so does a missing one unless required
+// (--classes was given: a typo must not start a node without its classes); a name that is not a valid
+// class name or that is a Go class, or a file that cannot be read or
 // compiled, is an error naming the file.
-func loadClasses(ctx context.Context, log *slog.Logger, reg *actors.Registry, dir string, rt func() (*wasmhost.Runtime, error)) (_ *actors.Registry, wasm []string, err error) {
+func loadClasses(ctx context.Context, log *slog.Logger, reg *actors.Registry, dir string, required bool, rt func() (*wasmhost.Runtime, error)) (_ *actors.Registry, wasm []string, err error) {
+	if dir == "" {
+		log.Info("no wasm classes: --classes is empty")
+		return reg, nil, nil
+	}
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
+		if required {
+			return nil, nil, fmt.Errorf("--classes %s: no such directory", dir)
+		}
 		log.Info("no wasm classes: no classes directory", slog.String("dir", dir))
 		return reg, nil, nil
 	}
@@ -454,10 +478,11 @@ func loadClasses(ctx context.Context, log *slog.Logger, reg *actors.Registry, di
 	}
 	var files []string
 	for _, ent := range entries {
-		name, ok := strings.CutSuffix(ent.Name(), ".wasm")
-		if !ok {
+		ext := filepath.Ext(ent.Name())
+		if !strings.EqualFold(ext, ".wasm") || ent.IsDir() {
 			continue
 		}
+		name := strings.TrimSuffix(ent.Name(), ext)
 		file := filepath.Join(dir, ent.Name())
 		if err := ingress.ValidClassName(name); err != nil {
 			return nil, nil, fmt.Errorf("%s: not a class name: %w", file, err)
@@ -522,7 +547,7 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 	// The node's metrics registry, made first: the wasm runtime registers
 	// its metrics there before the node starts.
 	metrics := prometheus.NewRegistry()
-	registry, wasmClasses, err := loadClasses(ctx, log, goClasses, cfg.Classes, func() (*wasmhost.Runtime, error) {
+	registry, wasmClasses, err := loadClasses(ctx, log, goClasses, cfg.Classes, cfg.ClassesSet, func() (*wasmhost.Runtime, error) {
 		var err error
 		wcfg := cfg.wasm(log)
 		wcfg.Registerer = metrics

@@ -81,7 +81,7 @@ func TestServeRefuses(t *testing.T) {
 		{"conns over the file limit", []string{"--max-conns", "2000000000", "--bucket", "mem://", "--listen", "127.0.0.1:0"}, exitUsage, "raise the limit (ulimit -n)"},
 		{"bodies in flight under a body", []string{"--max-body", "2MiB", "--max-body-inflight", "1MiB"}, exitUsage, "must be at least --max-body"},
 		{"bad node", []string{"--node", "a/b"}, exitUsage, "may hold only letters"},
-		{"bad listen", []string{"--listen", "8080"}, exitUsage, "--listen"},
+		{"bad listen", []string{"--listen", "8080"}, exitUsage, `--listen "8080": want host:port, such as 127.0.0.1:8080 (or :8080 for every interface)`},
 		{"bad size", []string{"--max-body", "1GB"}, exitUsage, "max-body"},
 		{"no wasm memory", []string{"--wasm-memory", "0"}, exitUsage, "--wasm-memory 0: must be positive"},
 		{"tiny wasm memory", []string{"--wasm-memory", "1KiB"}, exitUsage, "under one 64 KiB page"},
@@ -96,7 +96,7 @@ func TestServeRefuses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, stderr := runTest(t, append([]string{"serve"}, tc.args...)...)
-			if code != tc.code || !strings.Contains(stderr, tc.stderr) {
+			if code != tc.code || !strings.Contains(stderr, tc.stderr) || (tc.name == "bad listen" && strings.Contains(stderr, "node id")) {
 				t.Fatalf("exit %d, stderr %q; want %d containing %q", code, stderr, tc.code, tc.stderr)
 			}
 		})
@@ -238,6 +238,11 @@ func TestServeWasmClasses(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(classes, "README"), []byte("not a class"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The extension in any case: a file named on a system that writes it
+	// in capitals is served too.
+	if err := os.WriteFile(filepath.Join(classes, "Upper.WASM"), wasm, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	args := []string{"--listen", "127.0.0.1:0", "--bucket", bucket, "--node", "n1", "--classes", classes, "--cache-dir", cache}
 
 	s := startServe(t, args...)
@@ -246,6 +251,7 @@ func TestServeWasmClasses(t *testing.T) {
 	}
 	s.get(t, "/actor/counter-wasm/w?read", "3")
 	s.get(t, "/actor/counter/w", "1") // the Go counter: another class, another count
+	s.get(t, "/actor/Upper/w", "1")
 	// The wasm runtime's metrics are the node's (ABI.md names them).
 	resp, err := http.Get("http://" + s.addr + "/metrics")
 	if err != nil {
@@ -257,7 +263,7 @@ func TestServeWasmClasses(t *testing.T) {
 		t.Errorf("/metrics has no wasm runtime series")
 	}
 	s.stop(t)
-	if log := s.stderr.String(); !strings.Contains(log, "wasm=[counter-wasm]") || !strings.Contains(log, `go="[counter kv sql]"`) {
+	if log := s.stderr.String(); !strings.Contains(log, "wasm=\"[Upper counter-wasm]\"") || !strings.Contains(log, `go="[counter kv sql]"`) {
 		t.Fatalf("the classes served are not logged:\n%s", log)
 	}
 
@@ -294,15 +300,21 @@ func TestServeWasmClasses(t *testing.T) {
 	})
 }
 
-// TestServeNoClassesDir: a missing --classes directory serves the Go
-// classes alone and says so.
+// TestServeNoClassesDir: with --classes "" the node serves the Go classes
+// alone and says so, as it does when the default directory is missing;
+// a --classes directory that is missing (a typo) stops the start, naming
+// it, rather than serving without the classes it was meant to.
 func TestServeNoClassesDir(t *testing.T) {
-	missing := filepath.Join(t.TempDir(), "none")
-	s := startServe(t, "--listen", "127.0.0.1:0", "--bucket", t.TempDir(), "--node", "n1", "--classes", missing, "--cache-dir", "")
+	s := startServe(t, "--listen", "127.0.0.1:0", "--bucket", t.TempDir(), "--node", "n1", "--classes", "", "--cache-dir", "")
 	s.get(t, "/actor/counter/c", "1")
 	s.stop(t)
-	if log := s.stderr.String(); !strings.Contains(log, "no classes directory") || !strings.Contains(log, "wasm=[]") {
+	if log := s.stderr.String(); !strings.Contains(log, "no wasm classes: --classes is empty") || !strings.Contains(log, "wasm=[]") {
 		t.Fatalf("log:\n%s", log)
+	}
+	missing := filepath.Join(t.TempDir(), "typo")
+	code, _, stderr := runTest(t, "serve", "--listen", "127.0.0.1:0", "--bucket", t.TempDir(), "--classes", missing, "--cache-dir", "")
+	if code != exitProblem || !strings.Contains(stderr, "--classes "+missing+": no such directory") {
+		t.Fatalf("a missing --classes: exit %d, stderr %q", code, stderr)
 	}
 }
 
@@ -318,7 +330,7 @@ func TestServeWithGoClass(t *testing.T) {
 		return actors.Text(http.StatusOK, fmt.Sprintf("%s %d\n", req.Query.Get("who"), n)), nil
 	})
 	bucket := t.TempDir()
-	args := []string{"--listen", "127.0.0.1:0", "--bucket", bucket, "--node", "n1", "--classes", filepath.Join(t.TempDir(), "none"), "--cache-dir", ""}
+	args := []string{"--listen", "127.0.0.1:0", "--bucket", bucket, "--node", "n1", "--classes", "", "--cache-dir", ""}
 	s := startServeWith(t, []Option{WithClass("visits", visits)}, args...)
 	s.get(t, "/actor/visits/lobby?who=ada", "ada 1")
 	s.get(t, "/actor/visits/lobby?who=bob", "bob 2")

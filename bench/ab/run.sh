@@ -49,8 +49,8 @@ LG=$WORK/bin/loadgen
 # classes SRC DIR builds SRC's wasm chat room into DIR/room-wasm.wasm, with
 # the guest SDK of the same source, for the ws-echo-wasm scenario.
 classes() {
+  mkdir -p "$2/classes" # served as --classes: it must exist, empty or not
   want ws-echo-wasm || want ws-bcast-wasm || return 0
-  mkdir -p "$2/classes"
   (cd "$1" && GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o "$2/classes/room-wasm.wasm" ./examples/room-wasm) ||
     die "build room-wasm in $1"
 }

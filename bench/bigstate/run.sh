@@ -37,7 +37,7 @@ cleanup() { for t in "${!PID[@]}"; do kill "${PID[$t]}" 2>/dev/null; wait "${PID
 trap cleanup EXIT
 log() { echo "$@" | tee -a "$LOG"; }
 DIR[wasmkeep]=$DATA/bucket; URL[wasmkeep]=http://127.0.0.1:8799/actor/kv/
-"$DATA/wasmkeep" serve --listen 127.0.0.1:8799 --bucket "${DIR[wasmkeep]}" --classes "$DATA/none" --cache-dir "" >"$OUT/server-wasmkeep.log" 2>&1 &
+"$DATA/wasmkeep" serve --listen 127.0.0.1:8799 --bucket "${DIR[wasmkeep]}" --classes "" --cache-dir "" >"$OUT/server-wasmkeep.log" 2>&1 &
 PID[wasmkeep]=$!
 DIR[workerd-disk]=$DATA/do; URL[workerd-disk]=http://127.0.0.1:8798/actor/kv/; mkdir -p "${DIR[workerd-disk]}"
 (cd "$HERE" && exec "$WORKERD" serve config.capnp --directory-path do-disk="${DIR[workerd-disk]}") >"$OUT/server-workerd-disk.log" 2>&1 &

@@ -41,7 +41,7 @@ DATA=$(mktemp -d)
 NODE_PID=
 cleanup() { [ -n "$NODE_PID" ] && kill "$NODE_PID" 2>/dev/null && wait "$NODE_PID" 2>/dev/null; rm -rf "$DATA"; }
 trap cleanup EXIT
-"$WORK/bin/wasmkeep" serve --listen 127.0.0.1:$PORT --bucket "$DATA/bucket" --classes "$DATA/none" --cache-dir "" \
+"$WORK/bin/wasmkeep" serve --listen 127.0.0.1:$PORT --bucket "$DATA/bucket" --classes "" --cache-dir "" \
   --max-conns "$MAX_CONNS" >"$OUT/node.log" 2>&1 &
 NODE_PID=$!
 "$LOADGEN" wait-ready -url "http://127.0.0.1:$PORT/readyz" >/dev/null 2>&1 || die "node did not start: $(tail -5 "$OUT/node.log")"

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -194,6 +195,17 @@ func WithLogger(ctx context.Context, log *slog.Logger) context.Context {
 	return context.WithValue(ctx, loggerKey{}, log)
 }
 
+// existingKey is the context key of Existing.
+type existingKey struct{}
+
+// Existing returns a context under which Open refuses a directory or
+// SQLite store whose directory does not exist (an error wrapping
+// os.ErrNotExist) instead of making it: what checks a bucket must not
+// make the bucket it was asked to check.
+func Existing(ctx context.Context) context.Context {
+	return context.WithValue(ctx, existingKey{}, true)
+}
+
 // Open parses raw and opens the store it names. The function it returns
 // releases what the store holds (the directory store's lock and session);
 // call it once, when done with the bucket.
@@ -207,6 +219,11 @@ func Open(ctx context.Context, raw string) (ownership.Bucket, func() error, erro
 
 // Open opens the store t names, with the logger ctx carries (WithLogger).
 func (t Target) Open(ctx context.Context) (ownership.Bucket, func() error, error) {
+	if only, _ := ctx.Value(existingKey{}).(bool); only && t.Local() {
+		if _, err := os.Stat(t.Dir); err != nil {
+			return nil, nil, fmt.Errorf("bucketurl: %w", err)
+		}
+	}
 	switch t.Kind {
 	case Dir:
 		log, _ := ctx.Value(loggerKey{}).(*slog.Logger)

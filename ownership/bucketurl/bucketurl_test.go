@@ -2,6 +2,7 @@ package bucketurl_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -217,5 +218,29 @@ func TestOpenLogs(t *testing.T) {
 	defer closeBucket()
 	if got := logs.String(); !strings.Contains(got, "torn tail") || !strings.Contains(got, "bytes=10") {
 		t.Fatalf("log of the open: %q, want the torn tail of 10 bytes", got)
+	}
+}
+
+// TestOpenExisting: under Existing, a directory or SQLite store whose
+// directory is missing is refused (os.ErrNotExist) and not made; one that
+// exists opens.
+func TestOpenExisting(t *testing.T) {
+	ctx := bucketurl.Existing(t.Context())
+	for _, scheme := range []string{"", "sqlite:"} {
+		missing := filepath.Join(t.TempDir(), "typo")
+		if _, _, err := bucketurl.Open(ctx, scheme+missing); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s%s: Open = %v, want ErrNotExist", scheme, missing, err)
+		}
+		if _, err := os.Stat(missing); err == nil {
+			t.Errorf("%s%s: the directory was made", scheme, missing)
+		}
+		b, closeBucket, err := bucketurl.Open(ctx, scheme+t.TempDir())
+		if err != nil {
+			t.Fatalf("%s of an existing directory: %v", scheme, err)
+		}
+		if _, err := b.List(ctx, "", "", 1); err != nil {
+			t.Error(err)
+		}
+		closeBucket()
 	}
 }
