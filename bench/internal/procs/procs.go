@@ -48,8 +48,7 @@ func (n *Node) Start() {
 	if err != nil {
 		Fail(err)
 	}
-	args := []string{"serve", "--node", n.Name, "--bucket", n.Bucket, "--listen", n.Addr, "--cache-dir", "",
-		"--classes", filepath.Join(filepath.Dir(bucketPath(n.Bucket)), "none")}
+	args := []string{"serve", "--node", n.Name, "--bucket", n.Bucket, "--listen", n.Addr, "--cache-dir", "", "--classes", ""}
 	if n.Admin != "" {
 		args = append(args, "--admin-listen", n.Admin)
 	}
