@@ -60,7 +60,7 @@ wasm-c:
 	@if [ "$${WASMKEEP_NO_WASM_C:-}" != 1 ]; then ./scripts/wasm-c.sh >/dev/null; fi
 
 build:
-	$(GO) build -o $(BIN) ./cmd/wasmkeep
+	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/wasmkeep
 
 # examples builds every wasm example class examples/NAME into
 # classes/NAME.wasm, where `wasmkeep serve` finds it as class NAME

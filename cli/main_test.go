@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -134,5 +135,14 @@ func TestHelp(t *testing.T) {
 	}
 	if code, _, _ := runTest(t, "help", "nope"); code != exitUsage {
 		t.Errorf("help for an unknown command: exit code %d, want %d", code, exitUsage)
+	}
+}
+
+// TestVersion: `wasmkeep version` names the program and the Go it was
+// built with.
+func TestVersion(t *testing.T) {
+	code, stdout, _ := runTest(t, "version")
+	if code != exitOK || !strings.HasPrefix(stdout, "wasmkeep ") || !strings.Contains(stdout, runtime.Version()) {
+		t.Fatalf("version: exit %d, %q", code, stdout)
 	}
 }

@@ -109,6 +109,8 @@ type serveConfig struct {
 	MaxMessage      byteSize
 	WSQueueTotal    byteSize // 0: the sockets package's default
 	LogLevel        slog.Level
+	// LogJSON: the log is JSON, a record a line; otherwise text.
+	LogJSON bool
 	WSPing          time.Duration
 	WSPong          time.Duration
 	WSIOUring       bool
@@ -394,6 +396,17 @@ func setupServe(fs *flag.FlagSet) action {
 	cfg.WasmEventTimeout = wasmhost.DefaultEventTimeout
 	cfg.WasmTrim = wasmhost.DefaultTrimInterval
 	fs.TextVar(&cfg.LogLevel, "log-level", slog.LevelInfo, "least level logged: debug (also each actor's wake and hibernation), info, warn or error")
+	fs.Func("log-format", "the log's format: text (key=value, the default) or json (a JSON object a line, for a log collector)", func(v string) error {
+		switch v {
+		case "text":
+			cfg.LogJSON = false
+		case "json":
+			cfg.LogJSON = true
+		default:
+			return fmt.Errorf("want text or json")
+		}
+		return nil
+	})
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "host:port to serve HTTP on (loopback unless told otherwise)")
 	fs.StringVar(&cfg.Advertise, "advertise", "", "host:port peers forward requests to (default: the address --listen bound)")
 	fs.StringVar(&cfg.AdminListen, "admin-listen", "", "host:port of the admin listener, apart from the node's: the status page (/status, JSON with Accept: application/json), the supervision tree (/debug/tree), /metrics and Go's runtime profiles (/debug/pprof/); unset: not served. Keep it off the public network")
@@ -520,7 +533,12 @@ func loadClasses(ctx context.Context, log *slog.Logger, reg *actors.Registry, di
 func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 	log := e.logger()
 	if e.log == nil {
-		log = slog.New(slog.NewTextHandler(e.err, &slog.HandlerOptions{Level: cfg.LogLevel}))
+		opts := &slog.HandlerOptions{Level: cfg.LogLevel}
+		if cfg.LogJSON {
+			log = slog.New(slog.NewJSONHandler(e.err, opts))
+		} else {
+			log = slog.New(slog.NewTextHandler(e.err, opts))
+		}
 	}
 	instance, err := newInstanceID()
 	if err != nil {

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -357,4 +358,27 @@ func TestServeWithGoClass(t *testing.T) {
 func mustGetValue(st actors.Storage, key string) []byte {
 	v, _ := st.Get(key)
 	return v
+}
+
+// TestServeLogJSON: --log-format json writes every log record as one JSON
+// object a line; a format it does not know is a usage error.
+func TestServeLogJSON(t *testing.T) {
+	s := startServe(t, "--listen", "127.0.0.1:0", "--bucket", t.TempDir(), "--node", "n1", "--classes", "", "--cache-dir", "", "--log-format", "json")
+	s.get(t, "/actor/counter/c", "1")
+	s.stop(t)
+	lines := strings.Split(strings.TrimSpace(s.stderr.String()), "\n")
+	var sawServing bool
+	for _, l := range lines {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Fatalf("a log line is not JSON: %q (%v)", l, err)
+		}
+		sawServing = sawServing || rec["msg"] == "node serving"
+	}
+	if !sawServing {
+		t.Errorf("no \"node serving\" record in:\n%s", s.stderr.String())
+	}
+	if code, _, stderr := runTest(t, "serve", "--log-format", "xml"); code != exitUsage || !strings.Contains(stderr, "want text or json") {
+		t.Errorf("--log-format xml: exit %d, stderr %q", code, stderr)
+	}
 }
