@@ -110,14 +110,14 @@ type serveConfig struct {
 	WSQueueTotal    byteSize // 0: the sockets package's default
 	LogLevel        slog.Level
 	// LogJSON: the log is JSON, a record a line; otherwise text.
-	LogJSON bool
-	WSPing          time.Duration
-	WSPong          time.Duration
-	WSIOUring       bool
-	Lease           ownership.Config // only the lease durations are read from flags
-	StopTimeout     time.Duration
-	DrainOnStop     bool
-	FailoverWait    time.Duration
+	LogJSON      bool
+	WSPing       time.Duration
+	WSPong       time.Duration
+	WSIOUring    bool
+	Lease        ownership.Config // only the lease durations are read from flags
+	StopTimeout  time.Duration
+	DrainOnStop  bool
+	FailoverWait time.Duration
 	// ClassesSet: --classes was given, so its directory must exist (the
 	// default may be missing: no wasm classes).
 	ClassesSet bool
