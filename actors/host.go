@@ -102,6 +102,9 @@ type Supervision interface {
 	// panic escapes its Receive: restarted, it keeps no resident state;
 	// stopped, the director drops the actor.
 	Strategy(class string) actor.SupervisorStrategy
+	// EventFailed counts an event of class whose handler failed (an
+	// error or a panic it recovered): no supervisor sees those.
+	EventFailed(class string)
 }
 
 // Parent spawns the director under a supervisor.

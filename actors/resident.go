@@ -2,6 +2,8 @@ package actors
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -867,13 +869,28 @@ func (ra *residentActor) readFailed(err error) error {
 // response nor an error, as a wasm guest's handler that returns nil does.
 var errNoResponse = errors.New("the class's Handle returned no response and no error")
 
+// ErrorIDHeader carries the id of a failed event's 500, the error_id of
+// its log line, so that a client's report finds the node's record of it.
+const ErrorIDHeader = "Wasmkeep-Error-Id"
+
 // failed answers an event whose handler failed; its writes are discarded.
+// The failure is counted by class; a 500 names an id that its log line
+// carries too (the error itself stays in the log: it may tell what the
+// client must not read).
 func (ra *residentActor) failed(err error) *Response {
+	if s := ra.h.cfg.Supervision; s != nil {
+		s.EventFailed(ra.actor.Class)
+	}
 	if errors.Is(err, ErrLimit) {
 		return Text(http.StatusRequestEntityTooLarge, err.Error()+"\n")
 	}
-	ra.log().Warn("actor event failed", slog.Any("err", err))
-	return Text(http.StatusInternalServerError, "actor error\n")
+	var b [6]byte
+	rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	ra.log().Warn("actor event failed", slog.String("error_id", id), slog.Any("err", err))
+	resp := Text(http.StatusInternalServerError, "actor error (id "+id+": the node's log has it as error_id="+id+")\n")
+	resp.Header.Set(ErrorIDHeader, id)
+	return resp
 }
 
 // rolledBack answers an event whose class rolled it back: its writes and

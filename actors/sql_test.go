@@ -127,8 +127,18 @@ func see(t *testing.T, h *actors.Host, gen ownership.Generation, path string, st
 	t.Helper()
 	resp := deliver(t, h, gen, path)
 	assert.Equal(t, status, resp.Status, "%s: %s", path, resp.Body)
+	if body == failedBody {
+		// A failed event's answer names an id its log line carries.
+		id := resp.Header.Get(actors.ErrorIDHeader)
+		assert.Regexp(t, `^[0-9a-f]{12}$`, id, path)
+		assert.Equal(t, "actor error (id "+id+": the node's log has it as error_id="+id+")\n", string(resp.Body), path)
+		return
+	}
 	assert.Equal(t, body, string(resp.Body), path)
 }
+
+// failedBody stands for the answer of a failed event in see.
+const failedBody = "actor error"
 
 // A table made, rows inserted with parameters in several events and
 // selected with one, on one resident connection; another node on the same
@@ -162,7 +172,7 @@ func TestSQLDiscardedEvents(t *testing.T) {
 	see(t, h, 1, "/add/kept", http.StatusOK, "id 1, 1 row")
 	etag := stateETag(t, b)
 
-	see(t, h, 1, "/add-fail/lost", http.StatusInternalServerError, "actor error\n")
+	see(t, h, 1, "/add-fail/lost", http.StatusInternalServerError, failedBody)
 	see(t, h, 1, "/list/0", http.StatusOK, "1|kept\n")
 	see(t, h, 1, "/add-rollback/lost", http.StatusConflict, "rolled back")
 	see(t, h, 1, "/list/0", http.StatusOK, "1|kept\n")
@@ -172,10 +182,10 @@ func TestSQLDiscardedEvents(t *testing.T) {
 
 	// Several discarded events in a row, each on a connection opened
 	// again, and a committed one between two.
-	see(t, h, 1, "/add-fail/lost", http.StatusInternalServerError, "actor error\n")
+	see(t, h, 1, "/add-fail/lost", http.StatusInternalServerError, failedBody)
 	see(t, h, 1, "/add-rollback/lost", http.StatusConflict, "rolled back")
 	see(t, h, 1, "/add/last", http.StatusOK, "id 3, 1 row")
-	see(t, h, 1, "/add-fail/lost", http.StatusInternalServerError, "actor error\n")
+	see(t, h, 1, "/add-fail/lost", http.StatusInternalServerError, failedBody)
 	see(t, h, 1, "/list/0", http.StatusOK, "1|kept\n2|next\n3|last\n")
 	require.NoError(t, h.HibernateAll(t.Context())) // the hold ends before the next begins
 	see(t, notesHost(t, b, 0), 2, "/list/0", http.StatusOK, "1|kept\n2|next\n3|last\n")
@@ -190,7 +200,7 @@ func TestSQLCacheAcrossHolds(t *testing.T) {
 	b := memstore.New(memstore.Faults{})
 	h := notesHost(t, b, 0)
 	see(t, h, 1, "/add/one", http.StatusOK, "id 1, 1 row")
-	see(t, h, 1, "/add-fail/believed", http.StatusInternalServerError, "actor error\n")
+	see(t, h, 1, "/add-fail/believed", http.StatusInternalServerError, failedBody)
 
 	// Each hold ends before the next begins, as the keeper has it: a
 	// hold left resident would go on committing its merges in the

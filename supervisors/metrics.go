@@ -16,6 +16,7 @@ import (
 type Metrics struct {
 	restarts *prometheus.CounterVec
 	failures *prometheus.CounterVec
+	events   *prometheus.CounterVec // events failed by their handler
 	depth    *prometheus.GaugeVec
 	event    *prometheus.HistogramVec
 }
@@ -42,6 +43,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	}, []string{"class"})); err != nil {
 		return nil, fmt.Errorf("supervisor metrics: %w", err)
 	}
+	if m.events, err = metricreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "wasmkeep_actor_event_failures_total",
+		Help: "Events whose handler failed (returned an error, panicked, or, in a wasm guest, trapped or ran out of time or memory): answered 500 (413 past a storage limit), their writes discarded.",
+	}, []string{"class"})); err != nil {
+		return nil, fmt.Errorf("supervisor metrics: %w", err)
+	}
 	if m.depth, err = metricreg.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "wasmkeep_actor_mailbox_depth",
 		Help: "Messages queued in the mailboxes of a class's resident actors.",
@@ -62,6 +69,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 type classMetrics struct {
 	restarts prometheus.Counter
 	failures prometheus.Counter
+	events   prometheus.Counter
 	depth    prometheus.Gauge
 	event    prometheus.Observer
 }
@@ -72,6 +80,7 @@ func (m *Metrics) class(class string) classMetrics {
 	return classMetrics{
 		restarts: m.restarts.WithLabelValues(class),
 		failures: m.failures.WithLabelValues(class),
+		events:   m.events.WithLabelValues(class),
 		depth:    m.depth.WithLabelValues(class),
 		event:    m.event.WithLabelValues(class),
 	}

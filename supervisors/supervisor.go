@@ -78,6 +78,10 @@ func (s *Supervisor) MailboxStatistics(class string) actor.MailboxMiddleware {
 	return depth{s.metrics.class(class).depth}
 }
 
+// EventFailed counts an event of class whose handler failed
+// (wasmkeep_actor_event_failures_total).
+func (s *Supervisor) EventFailed(class string) { s.metrics.events.WithLabelValues(class).Inc() }
+
 // Strategy returns the strategy the parent of class's resident actors
 // supervises them with: restart one for one within the policy, else stop.
 func (s *Supervisor) Strategy(class string) actor.SupervisorStrategy {
