@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"runtime/debug"
+	"path/filepath"
+	"runtime"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -831,7 +833,7 @@ func (ra *residentActor) run(ctx context.Context, m *eventMsg, t *txn) (resp *Re
 				resp, err = nil, f.err
 				return
 			}
-			ra.log().Error("actor panicked", slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+			ra.log().Error("actor panicked", slog.Any("panic", p), slog.String("at", panicFrames()))
 			resp, err = nil, fmt.Errorf("actor panicked: %v", p)
 		}
 	}()
@@ -998,4 +1000,34 @@ func (ra *residentActor) opened(ctx context.Context, key string, gen ownership.G
 func (ra *residentActor) damaged(key string, err error) error {
 	ra.h.cfg.Keeper.DamageFound(key, err)
 	return &DamagedError{Actor: ra.actor, Key: key, Err: err}
+}
+
+// panicFrames is where the class panicked, for its log line: the frames
+// from the panic up to the actor's call of the class, innermost first, as
+// "function file:line" joined by " < " on one line (a stack of many lines
+// would be one escaped line in the log anyway). Called from the deferred
+// function that recovered.
+func panicFrames() string {
+	pcs := make([]uintptr, 64)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)])
+	var out []string
+	inPanic := false
+	for {
+		f, more := frames.Next()
+		switch {
+		case f.Function == "runtime.gopanic":
+			inPanic = true
+		case strings.HasSuffix(f.Function, ".(*residentActor).run"):
+			more = false
+		case inPanic && !strings.HasPrefix(f.Function, "runtime."):
+			out = append(out, fmt.Sprintf("%s %s:%d", f.Function, filepath.Base(f.File), f.Line))
+		}
+		if !more {
+			break
+		}
+	}
+	if len(out) == 0 {
+		return "unknown"
+	}
+	return strings.Join(out, " < ")
 }

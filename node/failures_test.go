@@ -21,7 +21,8 @@ import (
 // panics fails its event: counted by class in
 // wasmkeep_actor_event_failures_total (no supervisor sees it: the actor
 // recovers it), and answered 500 with an id that the log line of the
-// failure carries, so a client's report finds it.
+// failure carries, so a client's report finds it; a panic's line says
+// where it happened, on one line.
 func TestFailedEventsCountedAndNamed(t *testing.T) {
 	logs := &testlog.Log{}
 	boom := actors.ClassFunc(func(_ context.Context, req *actors.Request, _ actors.Storage) (*actors.Response, error) {
@@ -44,4 +45,8 @@ func TestFailedEventsCountedAndNamed(t *testing.T) {
 			series(t, n, `wasmkeep_actor_event_failures_total{class="board"}`), path)
 	}
 	assert.True(t, strings.Contains(logs.String(), "the board fell over"), "the panic's value is logged")
+	// Where it panicked, on one line: the class's own frame first.
+	at := logs.Matching("actor panicked")
+	require.Len(t, at, 1, "%s", logs)
+	assert.Regexp(t, `at=\S*node_test\.TestFailedEventsCountedAndNamed\.func1 failures_test\.go:\d+`, at[0])
 }
