@@ -46,7 +46,7 @@ func TestFailedEventsCountedAndNamed(t *testing.T) {
 	}
 	assert.True(t, strings.Contains(logs.String(), "the board fell over"), "the panic's value is logged")
 	// Where it panicked, on one line: the class's own frame first.
-	at := logs.Matching("actor panicked")
+	at := logs.Matching("actor panicked", "panic=the board fell over")
 	require.Len(t, at, 1, "%s", logs)
 	assert.Regexp(t, `at=\S*node_test\.TestFailedEventsCountedAndNamed\.func1 failures_test\.go:\d+`, at[0])
 }
