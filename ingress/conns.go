@@ -2,6 +2,7 @@ package ingress
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync"
@@ -61,10 +62,56 @@ type connLimiter struct {
 	freed          chan struct{}
 	servedG, overG prometheus.Gauge
 	closed         *prometheus.CounterVec
+	shedLog        shedLog
 }
 
-func newConnLimiter(maxConns, overflow int, reg prometheus.Registerer) (*connLimiter, error) {
-	l := &connLimiter{max: maxConns, overflow: overflow, now: time.Now, conns: make(map[net.Conn]*connEntry)}
+// shedLogEvery is how often, at most, a node that sheds connections says
+// so in its log.
+const shedLogEvery = 10 * time.Second
+
+// shedLog says in the log that the node sheds connections: at the first
+// one, then every shedLogEvery while it goes on, with the counts since the
+// last line, so that a flood shows in the log and not only in a metric,
+// without a line per connection.
+type shedLog struct {
+	log  *slog.Logger
+	max  int
+	mu   sync.Mutex
+	last time.Time
+	n    map[string]int
+}
+
+// shed counts one connection closed for reason at now, and logs when a
+// line is due.
+func (s *shedLog) shed(reason string, now time.Time) {
+	if s.log == nil {
+		return
+	}
+	s.mu.Lock()
+	if s.n == nil {
+		s.n = map[string]int{}
+	}
+	s.n[reason]++
+	if !s.last.IsZero() && now.Sub(s.last) < shedLogEvery {
+		s.mu.Unlock()
+		return
+	}
+	first := s.last.IsZero()
+	counts := s.n
+	s.last, s.n = now, nil
+	s.mu.Unlock()
+	msg := "shedding HTTP connections to stay within the connection budget"
+	if first {
+		msg = "began shedding HTTP connections to stay within the connection budget"
+	}
+	s.log.Warn(msg, slog.Int("max_conns", s.max), slog.Int("evicted", counts["evicted"]),
+		slog.Int("refused", counts["refused"]), slog.Int("overflow_refused", counts["overflow_refused"]),
+		slog.Duration("every", shedLogEvery))
+}
+
+func newConnLimiter(maxConns, overflow int, reg prometheus.Registerer, log *slog.Logger) (*connLimiter, error) {
+	l := &connLimiter{max: maxConns, overflow: overflow, now: time.Now, conns: make(map[net.Conn]*connEntry),
+		shedLog: shedLog{log: log, max: maxConns}}
 	l.quiet.prev, l.quiet.next = &l.quiet, &l.quiet
 	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "wasmkeep_http_connections",
@@ -105,6 +152,7 @@ func (l *connLimiter) ConnContext(ctx context.Context, c net.Conn) context.Conte
 	default:
 		l.mu.Unlock()
 		l.closed.WithLabelValues("refused").Inc()
+		l.shedLog.shed("refused", l.now())
 		c.Close()
 		return ctx
 	}
@@ -114,6 +162,7 @@ func (l *connLimiter) ConnContext(ctx context.Context, c net.Conn) context.Conte
 	l.mu.Unlock()
 	if evict != nil {
 		l.closed.WithLabelValues("evicted").Inc()
+		l.shedLog.shed("evicted", l.now())
 		evict.Close()
 	}
 	return context.WithValue(ctx, connKey{}, e)
@@ -278,6 +327,7 @@ func (h *Handler) serveOverflow(w http.ResponseWriter, r *http.Request) bool {
 		refuseBody(w)
 	}
 	h.conns.closed.WithLabelValues("overflow_refused").Inc()
+	h.conns.shedLog.shed("overflow_refused", h.conns.now())
 	unavailable(w, overflowWait, "node at its connection limit")
 	return true
 }

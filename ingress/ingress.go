@@ -231,7 +231,7 @@ func New(cfg Config) (*Handler, error) {
 		h.verifier = peer.NewVerifier(cfg.ClusterKey, cfg.Node, cfg.Instance)
 	}
 	if cfg.MaxConns > 0 {
-		if h.conns, err = newConnLimiter(cfg.MaxConns, cfg.OverflowConns, cfg.Registerer); err != nil {
+		if h.conns, err = newConnLimiter(cfg.MaxConns, cfg.OverflowConns, cfg.Registerer, h.log); err != nil {
 			return nil, err
 		}
 	}
