@@ -22,9 +22,14 @@ import (
 var (
 	// ErrTimeout: the guest ran past Config.EventTimeout and was stopped.
 	ErrTimeout = errors.New("guest ran past its event timeout")
-	// ErrGuest: the guest trapped, exited, panicked without recovering,
-	// broke the ABI or reported failure.
+	// ErrGuest: the guest trapped, exited, panicked without recovering
+	// or broke the ABI.
 	ErrGuest = errors.New("guest failed")
+	// ErrHandler: the guest's handler reported that it could not serve
+	// the event (its export returned 1: a C handler that returned NULL, a
+	// Go guest's handler that returned nil). The event fails (500, its
+	// writes discarded); the guest returned in order and is kept.
+	ErrHandler = errors.New("the guest's handler reported a failure (returned 1)")
 	// ErrClosed: the guest (or the class's module) was closed.
 	ErrClosed = errors.New("guest closed")
 	// ErrWait: the event's context ended while it waited for the shared
@@ -101,8 +106,10 @@ func (w *wasm) exec(socket bool, ev *event) (int32, error) {
 	switch code {
 	case wire.OK, wire.NotHandled:
 		return code, ev.settle(code)
+	case wire.Failed:
+		return code, nil // the event fails; the guest is kept (ErrHandler)
 	default:
-		return 0, fmt.Errorf("returned code %d", code)
+		return 0, fmt.Errorf("returned code %d, which the ABI does not define (0 served, 1 failed, 2 not handled)", code)
 	}
 }
 
@@ -168,6 +175,9 @@ func (m *Module) handleOn(ctx context.Context, run runner, ref *actorRef, req *a
 	if err != nil {
 		return nil, err
 	}
+	if code == wire.Failed {
+		return nil, fmt.Errorf("%w: request", ErrHandler)
+	}
 	resp := ev.response
 	switch {
 	case code == wire.NotHandled:
@@ -190,8 +200,12 @@ func (m *Module) handleSocketOn(ctx context.Context, run runner, ref *actorRef, 
 		return nil
 	}
 	ev := &event{actor: ref, sock: encodeSocketEvent(sev), st: st, ws: socketsOf(ctx)}
-	if _, err := run.run(ctx, "socket event", true, ev); err != nil {
+	code, err := run.run(ctx, "socket event", true, ev)
+	if err != nil {
 		return err
+	}
+	if code == wire.Failed {
+		return fmt.Errorf("%w: socket event", ErrHandler)
 	}
 	if ev.rollback {
 		return actors.Rollback(nil)
@@ -238,11 +252,12 @@ func (g *Guest) Started() bool { return g.w != nil }
 // guest that registered no handler, answers 501 Not Implemented. An event
 // whose guest called event_rollback returns actors.Rollback of the
 // guest's response as its error, and keeps the guest: actors answers that
-// response and discards the event's writes and socket output. Any other
-// error (the guest trapped, panicked, ran out of memory or time, or broke
-// the ABI) discards the guest, so that the next event starts a fresh one;
-// the error wraps ErrTimeout, ErrGuest or ErrClosed, and the caller turns
-// it into a 500.
+// response and discards the event's writes and socket output. A handler
+// that reports failure (ErrHandler) fails the event and keeps the guest.
+// Any other error (the guest trapped, panicked, ran out of memory or time,
+// or broke the ABI) discards the guest, so that the next event starts a
+// fresh one; the error wraps ErrTimeout, ErrGuest or ErrClosed, and the
+// caller turns it into a 500.
 func (g *Guest) Handle(ctx context.Context, req *actors.Request, st actors.Storage) (*actors.Response, error) {
 	if g.closed {
 		return nil, ErrClosed

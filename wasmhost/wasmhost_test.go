@@ -292,18 +292,34 @@ func TestRecoveredPanicKeepsGuest(t *testing.T) {
 	}
 }
 
+// TestGuestErrorsDiscardGuest: a guest that panics without recovering is
+// discarded, and the next event starts a fresh one.
 func TestGuestErrorsDiscardGuest(t *testing.T) {
-	for _, path := range []string{"/panic", "/nil"} {
-		t.Run(path, func(t *testing.T) {
-			g := newGuest(t, Config{}, probeGuest)
-			body(t, g, "/events")
-			if _, err := g.Handle(context.Background(), get(path, ""), memStorage{}); !errors.Is(err, ErrGuest) {
-				t.Fatalf("err = %v, want ErrGuest", err)
-			}
-			if got := body(t, g, "/events"); got != "1" {
-				t.Fatalf("next event = %q, want 1 (a fresh guest)", got)
-			}
-		})
+	g := newGuest(t, Config{}, probeGuest)
+	body(t, g, "/events")
+	if _, err := g.Handle(context.Background(), get("/panic", ""), memStorage{}); !errors.Is(err, ErrGuest) {
+		t.Fatalf("err = %v, want ErrGuest", err)
+	}
+	if got := body(t, g, "/events"); got != "1" {
+		t.Fatalf("next event = %q, want 1 (a fresh guest)", got)
+	}
+}
+
+// TestHandlerFailureKeepsGuest: a handler that reports failure (a Go
+// guest's handler that returns nil, code 1) fails its event with
+// ErrHandler, and the guest, which returned in order, serves the next.
+func TestHandlerFailureKeepsGuest(t *testing.T) {
+	g := newGuest(t, Config{}, probeGuest)
+	body(t, g, "/events")
+	_, err := g.Handle(context.Background(), get("/nil", ""), memStorage{})
+	if !errors.Is(err, ErrHandler) || errors.Is(err, ErrGuest) {
+		t.Fatalf("err = %v, want ErrHandler", err)
+	}
+	if got := body(t, g, "/events"); got != "3" {
+		t.Fatalf("next event = %q, want 3 (the same guest)", got)
+	}
+	if st := g.m.Stats(); st.Failures != 0 {
+		t.Errorf("%d guest failures counted, want none", st.Failures)
 	}
 }
 
