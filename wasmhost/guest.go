@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/tetratelabs/wazero/api"
@@ -46,6 +47,7 @@ var (
 type wasm struct {
 	mod     api.Module
 	mem     experimental.LinearMemory // mod's memory, if the host allocated it
+	out     *guestOut                 // what the guest writes to stdout and stderr
 	request api.Function              // wasmkeep_on_request, if exported
 	socket  api.Function              // wasmkeep_on_socket, once looked up
 	leave   api.Function              // wasmkeep_on_leave, once looked up
@@ -64,18 +66,17 @@ func (w *wasm) export(fn *api.Function, name string) api.Function {
 // startWasm starts a guest of m: taken from the pool of started ones
 // (pool.go) if pooled, else started now.
 func (m *Module) startWasm(ctx context.Context, pooled bool) (*wasm, error) {
-	var mod api.Module
-	var mem experimental.LinearMemory
+	var st started
 	var err error
 	if pooled {
-		mod, mem, err = m.take(ctx)
+		st, err = m.take(ctx)
 	} else {
-		mod, mem, err = m.instantiate(ctx)
+		st, err = m.start(ctx)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return &wasm{mod: mod, mem: mem, request: mod.ExportedFunction(exportOnRequest)}, nil
+	return &wasm{mod: st.mod, mem: st.mem, out: st.out, request: st.mod.ExportedFunction(exportOnRequest)}, nil
 }
 
 func (w *wasm) close(ctx context.Context) { closeModule(ctx, w.mod, w.mem) }
@@ -296,16 +297,57 @@ func (g *Guest) run(ctx context.Context, what string, socket bool, ev *event) (i
 	if err != nil {
 		return 0, g.fail(ctx, cctx, what, err)
 	}
+	g.m.logOut(g.w.out, g.ref)
 	return code, nil
 }
 
 // fail discards the guest after an error, counts it and says why. ctx is
 // the caller's context, cctx the one bounded by the event timeout.
 func (g *Guest) fail(ctx, cctx context.Context, what string, err error) error {
+	var out string
+	if g.w != nil {
+		out = g.w.out.take() // a panic's message, say
+		err = g.m.atMemoryLimit(g.w, err, out)
+	}
 	g.discard(context.WithoutCancel(ctx))
 	g.m.failed(0)
-	g.ref.logger().Warn("guest discarded", slog.String("during", what), slog.Any("err", err))
+	g.ref.logger().Warn("guest discarded", failAttrs(what, err, out)...)
 	return eventError(ctx, cctx, what, err)
+}
+
+// growStep is how much a guest may ask its memory to grow by at once: a
+// failure within it of the limit is taken as the limit's.
+const growStep = 4<<20 + pageSize
+
+// atMemoryLimit adds to err, a failure of the guest w that wrote out
+// last, that its linear memory had reached the limit, when it had: a guest that cannot grow dies
+// of it (a Go guest with "out of memory", as a trap), and its user must
+// learn which knob raises it.
+func (m *Module) atMemoryLimit(w *wasm, err error, out string) error {
+	mem := w.mod.Memory()
+	if mem == nil {
+		return err
+	}
+	// A guest asks for more than a page at a time (a Go guest's heap
+	// grows by arenas of 4 MiB, and one large allocation asks for all it
+	// needs): within that of the limit it was there, and a guest that
+	// said it ran out of memory was too.
+	limit := m.r.cfg.MemoryLimit / pageSize * pageSize
+	if int64(mem.Size())+growStep <= limit && !strings.Contains(out, "out of memory") {
+		return err
+	}
+	return fmt.Errorf("%w (its memory had reached the limit of %d MiB a guest may use: wasmkeep serve --wasm-memory sets it)", err, limit>>20)
+}
+
+// failAttrs are the attributes of a guest's failure in the log: what it
+// was doing, the error, and what it wrote last (a Go guest's panic value
+// and stack, for one), if anything.
+func failAttrs(what string, err error, out string) []any {
+	attrs := []any{slog.String("during", what), slog.Any("err", err)}
+	if out != "" {
+		attrs = append(attrs, slog.String("output", out))
+	}
+	return attrs
 }
 
 func (g *Guest) discard(ctx context.Context) {

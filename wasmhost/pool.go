@@ -31,11 +31,12 @@ type pool struct {
 type started struct {
 	mod api.Module
 	mem experimental.LinearMemory
+	out *guestOut // what it writes to stdout and stderr
 }
 
 // take returns a started guest of m: a ready one if the pool has one, else
 // one started now. Either way it has the pool refilled.
-func (m *Module) take(ctx context.Context) (api.Module, experimental.LinearMemory, error) {
+func (m *Module) take(ctx context.Context) (started, error) {
 	p := &m.pool
 	p.mu.Lock()
 	p.lastTake = m.r.step.Load()
@@ -47,9 +48,9 @@ func (m *Module) take(ctx context.Context) (api.Module, experimental.LinearMemor
 	m.refillLocked()
 	p.mu.Unlock()
 	if s.mod != nil {
-		return s.mod, s.mem, nil
+		return s, nil
 	}
-	return m.instantiate(ctx)
+	return m.start(ctx)
 }
 
 // refillLocked starts the goroutine that fills the pool, unless it runs,
@@ -80,7 +81,8 @@ func (m *Module) fill(ctx context.Context) {
 		if !m.r.cfg.NoEventTimeout {
 			ictx, cancel = context.WithTimeout(ctx, m.r.cfg.EventTimeout)
 		}
-		mod, mem, err := m.instantiate(ictx)
+		st, err := m.start(ictx)
+		mod, mem := st.mod, st.mem
 		cancel()
 		p.mu.Lock()
 		if err != nil || p.closed {
@@ -93,7 +95,7 @@ func (m *Module) fill(ctx context.Context) {
 			}
 			return
 		}
-		p.ready = append(p.ready, started{mod, mem})
+		p.ready = append(p.ready, st)
 		if len(p.ready) >= m.r.cfg.Prestart {
 			p.filling = false
 			p.mu.Unlock()

@@ -361,6 +361,7 @@ func (r *Runtime) Close(ctx context.Context) error {
 type Module struct {
 	r         *Runtime
 	class     string
+	outLimit  outLimit // spaces the log lines of its guests' output
 	compiled  wazero.CompiledModule
 	onRequest bool      // exports wasmkeep_on_request
 	onSocket  bool      // exports wasmkeep_on_socket
@@ -531,27 +532,43 @@ func (m *Module) Close(ctx context.Context) error {
 // moduleConfig is the configuration of every guest: anonymous (many
 // guests of one module coexist), started by the reactor's
 // _initialize, with real clocks and randomness and nothing else: no files,
-// arguments, environment, stdin, stdout or stderr.
-func (m *Module) moduleConfig() wazero.ModuleConfig {
+// arguments, environment or stdin, and stdout and stderr both into out,
+// the tail the host logs (guestOut).
+func (m *Module) moduleConfig(out *guestOut) wazero.ModuleConfig {
 	return wazero.NewModuleConfig().
 		WithName("").
 		WithStartFunctions("_initialize").
 		WithSysWalltime().
 		WithSysNanotime().
-		WithRandSource(rand.Reader)
+		WithRandSource(rand.Reader).
+		WithStdout(out).
+		WithStderr(out)
 }
 
-// instantiate starts a guest of m: instantiate, _initialize, and the check
-// of the ABI version the guest speaks. mem is the guest's linear memory if
-// the host allocated it, for closeModule. The first guest started on a
-// fresh mapping teaches m its warmth.
-func (m *Module) instantiate(ctx context.Context) (mod api.Module, mem experimental.LinearMemory, err error) {
+// instantiate starts a guest of m, as start does, for a caller that does
+// not read what it writes.
+func (m *Module) instantiate(ctx context.Context) (api.Module, experimental.LinearMemory, error) {
+	s, err := m.start(ctx)
+	return s.mod, s.mem, err
+}
+
+// start starts a guest of m: instantiate, _initialize, and the check of
+// the ABI version the guest speaks. Its mem is the guest's linear memory
+// if the host allocated it, for closeModule; its out what the guest
+// writes. The first guest started on a fresh mapping teaches m its warmth.
+func (m *Module) start(ctx context.Context) (started, error) {
+	out := &guestOut{}
+	mod, mem, err := m.instantiateWith(ctx, out)
+	return started{mod: mod, mem: mem, out: out}, err
+}
+
+func (m *Module) instantiateWith(ctx context.Context, out *guestOut) (mod api.Module, mem experimental.LinearMemory, err error) {
 	warm := dataWarmth(m.img, m.dataEnd)
 	if w := m.warmth.Load(); w != nil {
 		warm = *w
 	}
 	ictx, memOf := withMemory(ctx, m.r.alloc, m.img, warm)
-	mod, err = m.r.rt.InstantiateModule(ictx, m.compiled, m.moduleConfig())
+	mod, err = m.r.rt.InstantiateModule(ictx, m.compiled, m.moduleConfig(out))
 	mem = memOf()
 	if err != nil {
 		if mem != nil {

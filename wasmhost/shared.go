@@ -143,6 +143,7 @@ func (a *member) run(ctx context.Context, what string, socket bool, ev *event) (
 	if err != nil {
 		return 0, s.fail(ctx, cctx, a.ref, what, err)
 	}
+	a.p.m.logOut(s.w.out, a.ref)
 	return code, nil
 }
 
@@ -351,10 +352,14 @@ func (s *slot) flush() {
 // must be held. ctx is the caller's context, cctx the one bounded by the
 // event timeout.
 func (s *slot) fail(ctx, cctx context.Context, ref *actorRef, what string, err error) error {
+	var out string
+	if s.w != nil {
+		out = s.w.out.take()
+		err = s.p.m.atMemoryLimit(s.w, err, out)
+	}
 	dropped := s.discard(context.WithoutCancel(ctx))
 	s.p.m.failed(dropped)
-	ref.logger().Warn("shared guest discarded", slog.String("during", what),
-		slog.Int("actors_dropped", dropped), slog.Any("err", err))
+	ref.logger().Warn("shared guest discarded", append(failAttrs(what, err, out), slog.Int("actors_dropped", dropped))...)
 	return eventError(ctx, cctx, what, err)
 }
 

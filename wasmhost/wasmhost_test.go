@@ -21,6 +21,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/internal/testlog"
 )
 
 // shared is the state of one test binary run: guests are built once, and
@@ -273,6 +274,9 @@ func TestMemoryLimit(t *testing.T) {
 	if !errors.Is(err, ErrGuest) {
 		t.Fatalf("growing past the limit: err = %v, want ErrGuest", err)
 	}
+	if !strings.Contains(err.Error(), "reached the limit") || !strings.Contains(err.Error(), "--wasm-memory") {
+		t.Errorf("growing past the limit: %v, want the limit and its flag named", err)
+	}
 	if got := body(t, g, "/events"); got != "1" {
 		t.Fatalf("event after the failure = %q, want 1 (a fresh guest)", got)
 	}
@@ -405,5 +409,56 @@ func TestConfigValidate(t *testing.T) {
 		if err := tt.cfg.Validate(); (err == nil) != tt.ok {
 			t.Errorf("Validate(%+v) = %v, want ok %v", tt.cfg, err, tt.ok)
 		}
+	}
+}
+
+// TestGuestOutputLogged: what a guest writes to stderr reaches the log
+// with its actor, after the event; a guest that panics has its panic
+// message logged with its failure, not only a wasm stack.
+func TestGuestOutputLogged(t *testing.T) {
+	logs := &testlog.Log{}
+	g := newGuest(t, Config{Logger: slog.New(logs)}, probeGuest)
+	if got := body(t, g, "/print"); got != "printed" {
+		t.Fatalf("/print = %q", got)
+	}
+	if !logs.Has("guest output", "output=hello on stderr") {
+		t.Errorf("no line with the guest's output:\n%s", logs)
+	}
+	if _, err := g.Handle(context.Background(), get("/panic", ""), memStorage{}); !errors.Is(err, ErrGuest) {
+		t.Fatalf("/panic: err = %v, want ErrGuest", err)
+	}
+	if !logs.Has("guest discarded", "panic: not recovered") {
+		t.Errorf("the panic's message is not logged with the failure:\n%s", logs)
+	}
+}
+
+// TestGuestOutBounded: a guest's output is kept up to maxGuestOut bytes,
+// its first and its last, with what was dropped between said; each take
+// starts afresh.
+func TestGuestOutBounded(t *testing.T) {
+	var o guestOut
+	o.Write([]byte("panic: the first line\n"))
+	o.Write([]byte(strings.Repeat("a", maxGuestOut)))
+	o.Write([]byte("the end\n"))
+	got := o.take()
+	if !strings.HasPrefix(got, "panic: the first line\n") || !strings.HasSuffix(got, "a"+"the end") ||
+		!strings.Contains(got, "[30 bytes not kept]") || len(got) > maxGuestOut+40 {
+		t.Fatalf("take = %.60q…%q (%d bytes)", got, got[max(0, len(got)-20):], len(got))
+	}
+	if o.take() != "" {
+		t.Error("a second take gives again what the first took")
+	}
+	var l outLimit
+	now := time.Unix(1_700_000_000, 0)
+	for i := range outBurst {
+		if ok, _ := l.allow(now); !ok {
+			t.Fatalf("line %d refused within the burst", i)
+		}
+	}
+	if ok, _ := l.allow(now); ok {
+		t.Fatal("a line past the burst is allowed")
+	}
+	if ok, skipped := l.allow(now.Add(time.Second)); !ok || skipped != 1 {
+		t.Fatalf("the next second: allowed %v, skipped %d; want true, 1", ok, skipped)
 	}
 }

@@ -33,6 +33,9 @@ func serve(r *guest.Request) *guest.Response {
 		}()
 	case "/panic":
 		panic("not recovered")
+	case "/print":
+		println("hello on stderr")
+		return guest.Text(200, "printed")
 	case "/grow":
 		// Allocate 1 MiB at a time until the host's memory limit stops us.
 		for {
