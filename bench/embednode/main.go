@@ -13,8 +13,9 @@
 //   - a hot counter: GET /actor/counter/a from -hot-conns clients for
 //     -duration (each request a commit of that one actor).
 //
-// It prints each run, then a table of the medians with the ratio
-// sqlite/dir.
+// It prints each run, with the node process's CPU, then a table of the
+// medians, the ratio sqlite/dir of the medians, and the median of the
+// reps' own ratios (each rep's two runs ran back to back).
 //
 //	go run ./bench/embednode -bin /tmp/wasmkeep [-reps 1] [-names 1000] [-size 1048576] [-duration 10s]
 //
@@ -44,10 +45,12 @@ var client = &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{
 
 // result is one run of one store.
 type result struct {
-	fill                            time.Duration
-	retried                         int64
-	afterFill, settled, stopped     int64 // bytes on disk
-	reads, hot                      float64
+	fill                        time.Duration
+	retried                     int64
+	afterFill, settled, stopped int64 // bytes on disk
+	reads, hot                  float64
+	// CPU of the node process: seconds for the fill, µs a hot request.
+	fillCPU, hotCPU                 float64
 	readP50, readP99, hotP50, hot99 time.Duration
 	rss                             int64
 }
@@ -73,9 +76,9 @@ func main() {
 		for _, store := range order {
 			r := run(*bin, store, *names, *size, *conns, *hotConns, *dur, *settle)
 			results[store] = append(results[store], r)
-			fmt.Printf("rep %d %-6s fill %v (%d retried 503s), on disk after the fill %d MiB, settled %d MiB, stopped %d MiB; reads %.0f/s p50 %v p99 %v; hot counter %.0f/s p50 %v p99 %v; RSS %d MiB\n",
-				rep, store, r.fill.Round(time.Millisecond), r.retried, r.afterFill>>20, r.settled>>20, r.stopped>>20,
-				r.reads, r.readP50, r.readP99, r.hot, r.hotP50, r.hot99, r.rss>>20)
+			fmt.Printf("rep %d %-6s fill %v (CPU %.1f s, %d retried 503s), on disk after the fill %d MiB, settled %d MiB, stopped %d MiB; reads %.0f/s p50 %v p99 %v; hot counter %.0f/s p50 %v p99 %v CPU %.0f µs a request; RSS %d MiB\n",
+				rep, store, r.fill.Round(time.Millisecond), r.fillCPU, r.retried, r.afterFill>>20, r.settled>>20, r.stopped>>20,
+				r.reads, r.readP50, r.readP99, r.hot, r.hotP50, r.hot99, r.hotCPU, r.rss>>20)
 		}
 	}
 	med := func(store string, f func(result) float64) float64 {
@@ -85,12 +88,28 @@ func main() {
 		}
 		return procs.Median(vs)
 	}
-	fmt.Printf("\n| measure | dir | sqlite | sqlite/dir |\n|---|---:|---:|---:|\n")
+	// The ratio of each rep's pair (run back to back), then their median:
+	// steadier than the ratio of the medians on a machine whose load
+	// changes.
+	pair := func(f func(result) float64) string {
+		var rs []float64
+		for i := range min(len(results["dir"]), len(results["sqlite"])) {
+			rs = append(rs, f(results["sqlite"][i])/f(results["dir"][i]))
+		}
+		slices.Sort(rs)
+		out := fmt.Sprintf("%.3f", rs[len(rs)/2])
+		if len(rs) > 1 {
+			out += fmt.Sprintf(" (%.3f to %.3f)", rs[0], rs[len(rs)-1])
+		}
+		return out
+	}
+	fmt.Printf("\n| measure | dir | sqlite | sqlite/dir of the medians | sqlite/dir of each rep, median (range) |\n|---|---:|---:|---:|---:|\n")
 	for _, m := range []struct {
 		name string
 		f    func(result) float64
 	}{
 		{"fill, s", func(r result) float64 { return r.fill.Seconds() }},
+		{"fill, node CPU s", func(r result) float64 { return r.fillCPU }},
 		{"on disk after the fill, MiB", func(r result) float64 { return float64(r.afterFill) / (1 << 20) }},
 		{"on disk settled, MiB", func(r result) float64 { return float64(r.settled) / (1 << 20) }},
 		{"on disk stopped, MiB", func(r result) float64 { return float64(r.stopped) / (1 << 20) }},
@@ -99,10 +118,11 @@ func main() {
 		{"hot counter req/s", func(r result) float64 { return r.hot }},
 		{"hot counter p50, ms", func(r result) float64 { return ms(r.hotP50) }},
 		{"hot counter p99, ms", func(r result) float64 { return ms(r.hot99) }},
+		{"hot counter, node CPU µs a request", func(r result) float64 { return r.hotCPU }},
 		{"RSS after, MiB", func(r result) float64 { return float64(r.rss) / (1 << 20) }},
 	} {
 		d, q := med("dir", m.f), med("sqlite", m.f)
-		fmt.Printf("| %s | %.2f | %.2f | %.3f |\n", m.name, d, q, q/d)
+		fmt.Printf("| %s | %.2f | %.2f | %.3f | %s |\n", m.name, d, q, q/d, pair(m.f))
 	}
 }
 
@@ -123,6 +143,7 @@ func run(bin, store string, names, size, conns, hotConns int, dur, settle time.D
 	values := max(1, size/(64<<10))
 	body := bytes.Repeat([]byte("v"), min(size, 64<<10))
 	var next, retried atomic.Int64
+	cpu0 := n.CPU()
 	start := time.Now()
 	parallel(conns, func() bool {
 		i := int(next.Add(1)) - 1
@@ -132,7 +153,7 @@ func run(bin, store string, names, size, conns, hotConns int, dur, settle time.D
 		retried.Add(do(http.MethodPut, fmt.Sprintf("%s/actor/kv/big%d/f%05d", base, i/values, i%values), body))
 		return true
 	})
-	r.fill, r.retried = time.Since(start), retried.Load()
+	r.fill, r.retried, r.fillCPU = time.Since(start), retried.Load(), n.CPU()-cpu0
 	r.afterFill = du(path)
 
 	// Settled: the size has not changed for settle (the merges after the
@@ -153,7 +174,9 @@ func run(bin, store string, names, size, conns, hotConns int, dur, settle time.D
 		do(http.MethodGet, fmt.Sprintf("%s/actor/kv/big%d/f%05d", base, i%names, (i/names)%values), nil)
 	})
 	r.readP50, r.readP99 = quantile(lat, 0.5), quantile(lat, 0.99)
+	cpu0 = n.CPU()
 	r.hot, lat = measure(hotConns, dur, func() { do(http.MethodGet, base+"/actor/counter/a", nil) })
+	r.hotCPU = (n.CPU() - cpu0) * 1e6 / float64(len(lat))
 	r.hotP50, r.hot99 = quantile(lat, 0.5), quantile(lat, 0.99)
 	r.rss = n.RSS()
 	n.Stop()

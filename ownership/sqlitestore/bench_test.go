@@ -13,17 +13,27 @@ import (
 // measures it against the directory store in one run.
 
 // BenchmarkRenew: one writer renews a 200-byte object under If-Match, as a
-// keeper renews its lease: a batch of one, its commit and its sync each time.
+// keeper renews its lease: a batch of one, its commit and its sync each
+// time; with synchronous=FULL (the store's setting) and, for comparison,
+// NORMAL (no sync at commit: what a process crash alone would need).
 func BenchmarkRenew(b *testing.B) {
-	s := openTemp(b)
-	body := make([]byte, 200)
-	etag := mustPut(b, s, "lease", string(body), ownership.Always())
-	for b.Loop() {
-		e, err := s.Put(b.Context(), "lease", body, ownership.IfMatch(etag))
-		if err != nil {
-			b.Fatal(err)
-		}
-		etag = e
+	for _, sync := range []string{"FULL", "NORMAL"} {
+		b.Run(sync, func(b *testing.B) {
+			s, err := open(b.TempDir(), Options{}, sync)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			body := make([]byte, 200)
+			etag := mustPut(b, s, "lease", string(body), ownership.Always())
+			for b.Loop() {
+				e, err := s.Put(b.Context(), "lease", body, ownership.IfMatch(etag))
+				if err != nil {
+					b.Fatal(err)
+				}
+				etag = e
+			}
+		})
 	}
 }
 

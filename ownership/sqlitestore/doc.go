@@ -44,17 +44,21 @@
 //
 // A body of up to 512 bytes (a lease, a record, a small head) is kept in
 // its object's row, so a small write changes one row of one table. A
-// larger body is cut into chunks of 32 KiB in the chunks table, whose
+// larger body is cut into chunks of 32,640 bytes (32 KiB less 128, so
+// that a chunk's row fills whole pages) in the chunks table, whose
 // rowids are the object's chunk id shifted left by 20 plus the chunk's
 // place; the row holds the id and an empty body. Keys are BLOBs, so
-// they sort as bytes, as S3's; ETags are 16 bytes.
+// they sort as bytes, as S3's; ETags are 16 bytes. A new database has
+// pages of 16 KiB (SQLite's default is 4 KiB): most bytes are chunks, and
+// each page is a WAL frame written with two calls, so larger pages write
+// and read a MiB of chunks with a quarter of the calls.
 //
 // Checksums: every row carries the CRC-32C of its key, ETag, size, chunk
 // id and inline body, and every chunk the CRC-32C of its place and its
 // bytes. A read checks what it returns: a Get the row and every chunk, a
 // range read (GetRange) the row and the chunks that hold the range, and
-// it reads only those (a chunk is 32 KiB; a range read of a body kept in
-// its row reads the row). A mismatch, or a chunk missing or out of
+// it reads only those (a chunk is about 32 KiB; a range read of a body
+// kept in its row reads the row). A mismatch, or a chunk missing or out of
 // place, is a damaged object (ownership.ErrDamaged): other keys are read
 // and written as before. Damage SQLite itself finds (SQLITE_CORRUPT,
 // SQLITE_NOTADB: its b-trees broken) is damage to the whole store
@@ -107,8 +111,8 @@
 // not shrink.
 //
 // Costs: a batch is a flock, a BEGIN, per write a lookup and an insert
-// (one per 32 KiB chunk), a COMMIT that appends the changed pages to the
-// WAL (4 KiB each) and fdatasyncs it. Every page is written twice in
+// (one per chunk), a COMMIT that appends the changed pages to the WAL
+// (16 KiB each, two write calls a page) and fdatasyncs it. Every page is written twice in
 // the end: to the WAL, and by the checkpoint into the database.
 //
 // Several processes: every Store in every process takes the same flock

@@ -117,8 +117,8 @@ func (s *Store) Get(ctx context.Context, key string) (ownership.Object, error) {
 
 // GetRange reads the bytes [off, off+n) of an object; see
 // ownership.RangeReader. A body kept in chunks is read only in the chunks
-// that hold the range (32 KiB each), each checked against its checksum;
-// a small body, kept in its row, is read and checked whole.
+// that hold the range (about 32 KiB each), each checked against its
+// checksum; a small body, kept in its row, is read and checked whole.
 func (s *Store) GetRange(ctx context.Context, key string, off, n int64) (ownership.Object, error) {
 	if err := ownership.ValidateKey(key); err != nil {
 		return ownership.Object{}, fmt.Errorf("sqlitestore: get range: %w", err)

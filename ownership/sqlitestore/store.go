@@ -37,11 +37,19 @@ const (
 	schemaVersion = 1
 )
 
-// Sizes. A body of at most inlineMax bytes is kept in its object's row;
-// a larger one in chunks of chunkSize bytes, at most maxChunks of them.
+// Sizes. A new database has pages of pageSize bytes. A body of at most
+// inlineMax bytes is kept in its object's row; a larger one in chunks of
+// chunkSize bytes, at most maxChunks of them. A chunk is 128 bytes short
+// of 32 KiB so that its row fills whole pages: SQLite keeps in the leaf
+// what is left of a row after whole overflow pages when that fits there
+// (so a chunk takes one leaf and one overflow page of 16 KiB, or a leaf
+// and seven overflow pages of 4 KiB), while a row of 32 KiB and a few
+// bytes would keep a few hundred bytes in a leaf and leave 2 KiB of its
+// last overflow page of 16 KiB empty.
 const (
+	pageSize   = 16 << 10
 	inlineMax  = 512
-	chunkSize  = 32 << 10
+	chunkSize  = 32<<10 - 128
 	chunkShift = 20
 	maxChunks  = 1 << chunkShift
 	// maxBodyLen is the largest body a Put takes, as the directory
@@ -121,8 +129,8 @@ type Store struct {
 	// database once.
 	damaged atomic.Bool
 
-	// synchronous is SQLite's synchronous setting for the writer: FULL
-	// (see doc.go); a benchmark lowers it to NORMAL for comparison.
+	// synchronous is SQLite's synchronous setting of every connection:
+	// FULL (see doc.go); a benchmark lowers it to NORMAL for comparison.
 	synchronous string
 
 	closed atomic.Bool
@@ -240,6 +248,12 @@ PRAGMA user_version = %d;
 // that an existing one is a store of this layout. The caller holds the
 // write lock.
 func setUp(c *sqlite3.Conn, path string) error {
+	// Pages of 16 KiB: a MiB of chunks is 64 WAL frames, each two write
+	// calls, where pages of 4 KiB take 256. A database that has pages
+	// keeps its size.
+	if err := c.Exec(fmt.Sprintf("PRAGMA page_size = %d", pageSize)); err != nil {
+		return fmt.Errorf("sqlitestore: %s: %w", path, err)
+	}
 	var mode string
 	if err := queryRow(c, "PRAGMA journal_mode = WAL", func(st *sqlite3.Stmt) { mode = st.ColumnText(0) }); err != nil {
 		return fmt.Errorf("sqlitestore: %s: WAL mode: %w", path, err)

@@ -359,8 +359,8 @@ func TestWALStartsOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Each commit appends one page of 4 KiB and a frame header.
-	if limit := int64(2 * checkpointPages * 4120); info.Size() > limit {
+	// Each commit appends one page and a frame header of 24 bytes.
+	if limit := int64(2 * checkpointPages * (pageSize + 24)); info.Size() > limit {
 		t.Fatalf("WAL of %d bytes after %d commits of one page, want at most %d", info.Size(), commits, limit)
 	}
 }
