@@ -70,17 +70,6 @@ func (n *Node) Start() {
 	Fail(fmt.Errorf("%s did not get ready; see %s", n.Name, n.Log))
 }
 
-// bucketPath is the directory a local bucket URL names: a plain path, or
-// the path of a file: or sqlite: URL.
-func bucketPath(bucket string) string {
-	for _, scheme := range []string{"file://", "sqlite://", "sqlite:"} {
-		if p, ok := strings.CutPrefix(bucket, scheme); ok {
-			return p
-		}
-	}
-	return bucket
-}
-
 // Kill ends the process with SIGKILL and waits for it.
 func (n *Node) Kill() {
 	_ = n.cmd.Process.Signal(syscall.SIGKILL)
