@@ -462,3 +462,24 @@ func TestGuestOutBounded(t *testing.T) {
 		t.Fatalf("the next second: allowed %v, skipped %d; want true, 1", ok, skipped)
 	}
 }
+
+// TestGoGuestSharesByDefault: a Go guest that declares nothing (the probe)
+// is served in IsolationClass, the SDK's default; the node may still
+// choose the other.
+func TestGoGuestSharesByDefault(t *testing.T) {
+	r := newRuntime(t, Config{})
+	m, err := r.Compile(context.Background(), "probe", guest(t, probeGuest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := m.Stats(); st.Declared != IsolationClass || st.Isolation != IsolationClass {
+		t.Fatalf("stats %+v, want a declared and served IsolationClass", st)
+	}
+	r = newRuntime(t, Config{Isolation: map[string]Isolation{"": IsolationActor}})
+	if m, err = r.Compile(context.Background(), "probe", guest(t, probeGuest)); err != nil {
+		t.Fatal(err)
+	}
+	if st := m.Stats(); st.Declared != IsolationClass || st.Isolation != IsolationActor {
+		t.Fatalf("stats %+v, want IsolationActor as the node chose", st)
+	}
+}

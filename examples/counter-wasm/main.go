@@ -2,8 +2,8 @@
 // the actor's storage. GET increments it and returns the new value as
 // text; GET with ?read returns it without writing; other methods get 405.
 // It is the wasm twin of the Go-native actors.Counter. Its actors share a
-// few guests per node (guest.IsolationClass): a resident counter costs its
-// object there, not a guest of its own.
+// few guests per node (guest.IsolationClass, the SDK's default): a
+// resident counter costs its object there, not a guest of its own.
 //
 // Build it with:
 //
@@ -17,7 +17,6 @@ import (
 )
 
 func init() {
-	guest.SetIsolation(guest.IsolationClass)
 	guest.Handle(serve)
 }
 

@@ -16,8 +16,8 @@
 //
 // It decodes and encodes its few JSON shapes itself (json.go), to keep
 // the module small and its start light. Its rooms share a few guests per
-// node (guest.IsolationClass); it keeps nothing in memory between events,
-// so a room's object is only the SDK's.
+// node (guest.IsolationClass, the SDK's default); it keeps nothing in
+// memory between events, so a room's object is only the SDK's.
 //
 // Build it with:
 //
@@ -39,7 +39,6 @@ import (
 const historyKey = "history"
 
 func init() {
-	guest.SetIsolation(guest.IsolationClass)
 	guest.Handle(serve)
 	guest.HandleSocket(onSocket)
 }

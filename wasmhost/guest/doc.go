@@ -29,19 +29,20 @@
 // Every event names its actor: Current returns its Actor (class, name, and
 // a Value of the class's own), which the package makes at the actor's
 // first event on the guest and drops when the host says the actor left
-// memory (HandleLeave sees it first). A class declares from an init
-// function how its actors share guests:
+// memory (HandleLeave sees it first). By default (IsolationClass) a few
+// guests per node serve all the class's resident actors, each many of
+// them, at the cost of a small object per actor: package variables are
+// then shared by those actors, so what is one actor's goes in its
+// Actor.Value (or its storage), never in a package variable. A class that
+// wants a guest of its own per resident actor (about 1.3 MB each) opts in
+// from an init function:
 //
 //	func init() {
-//		guest.SetIsolation(guest.IsolationClass)
+//		guest.SetIsolation(guest.IsolationActor)
 //		guest.Handle(serve)
 //	}
 //
-// In IsolationActor (the default) a guest serves one actor. In
-// IsolationClass a few guests per node serve all the class's resident
-// actors, each many of them: package variables are then shared by those
-// actors, so what is one actor's goes in its Actor.Value, never in a
-// package variable. Storage, SQL, Sockets and Call always act for the
+// The node may override either (wasmkeep serve --wasm-isolation). Storage, SQL, Sockets and Call always act for the
 // event's actor alone: the host binds them to the event.
 //
 // # Guarantees
