@@ -29,8 +29,8 @@ type Isolation uint32
 // Isolations (wasmhost/ABI.md, wasmkeep_isolation).
 const (
 	// IsolationActor: a guest of its own for each resident actor, the
-	// opt-in. It costs about 1.3 MB or more of memory per resident actor
-	// (a node with 100 of them resident held 168 MB more than with none);
+	// opt-in. It costs 1.3 to 1.7 MB of memory per resident actor, by
+	// what the guest does;
 	// one actor's failure never touches another's guest, and package
 	// variables are the actor's own.
 	IsolationActor Isolation = wire.IsolationActor

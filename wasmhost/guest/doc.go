@@ -34,7 +34,7 @@
 // them, at the cost of a small object per actor: package variables are
 // then shared by those actors, so what is one actor's goes in its
 // Actor.Value (or its storage), never in a package variable. A class that
-// wants a guest of its own per resident actor (about 1.3 MB each) opts in
+// wants a guest of its own per resident actor (1.3 to 1.7 MB each) opts in
 // from an init function:
 //
 //	func init() {
