@@ -56,10 +56,11 @@ func TestFit(t *testing.T) {
 }
 
 func TestMemoryAndBodies(t *testing.T) {
-	require.Equal(t, int64(256<<20), Bodies(0))
+	require.Equal(t, int64(64<<20), Bodies(0))
 	require.Equal(t, int64(16<<20), Bodies(64<<20))
-	require.Equal(t, int64(1<<30), Bodies(64<<30))
-	require.Equal(t, int64(1<<29), Bodies(8<<30))
+	require.Equal(t, int64(256<<20), Bodies(64<<30))
+	require.Equal(t, int64(128<<20), Bodies(8<<30))
+	require.Equal(t, int64(256<<20), Bodies(24<<30), "a 24 GiB machine")
 	if m := Memory(); m != 0 {
 		require.Greater(t, m, int64(16<<20))
 	}
