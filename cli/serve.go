@@ -14,9 +14,11 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -512,15 +514,32 @@ func loadClasses(ctx context.Context, log *slog.Logger, reg *actors.Registry, di
 	if err != nil {
 		return nil, nil, err
 	}
+	// Compiled side by side, as many at once as the Go runtime has cores:
+	// reading, instrumenting and compiling (or loading from the cache) a
+	// module and starting its first guest is most of a node's start.
+	mods := make([]*wasmhost.Module, len(files))
+	errs := make([]error, len(files))
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
 	for i, file := range files {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return nil, nil, err
-		}
-		mod, err := r.Compile(ctx, wasm[i], b)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", file, err)
-		}
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			b, err := os.ReadFile(file)
+			if err == nil {
+				mods[i], err = r.Compile(ctx, wasm[i], b)
+			}
+			if err != nil {
+				errs[i] = fmt.Errorf("%s: %w", file, err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, nil, err
+	}
+	for i, file := range files {
+		mod := mods[i]
 		st := mod.Stats()
 		log.Info("wasm class", slog.String("class", wasm[i]), slog.String("isolation", st.Isolation.String()), slog.String("declared", st.Declared.String()))
 		if err := reg.Register(wasm[i], mod); err != nil {
