@@ -9,7 +9,7 @@
 //     after the fill, once the node has been quiet for -settle (its
 //     merges done), and after the node stopped;
 //   - reads: GET of one 64 KiB value of each actor in turn, -conns
-//     clients, for -duration;
+//     clients, for -duration, once what the fill wrote is on disk (sync);
 //   - a hot counter: GET /actor/counter/a from -hot-conns clients for
 //     -duration (each request a commit of that one actor).
 //
@@ -166,6 +166,10 @@ func run(bin, store string, names, size, conns, hotConns int, dur, settle time.D
 		}
 	}
 	r.settled = last
+	// What the fill left dirty goes to disk before the reads, so that
+	// neither store's reads share the disk with its own writeback (nor
+	// the next run's with this one's).
+	syscall.Sync()
 
 	var seq atomic.Int64
 	var lat []time.Duration
@@ -182,6 +186,7 @@ func run(bin, store string, names, size, conns, hotConns int, dur, settle time.D
 	n.Stop()
 	r.stopped = du(path)
 	os.RemoveAll(dir) // StopAll removes it too, at the end; the next run starts on a clean disk
+	syscall.Sync()
 	return r
 }
 
