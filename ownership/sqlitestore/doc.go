@@ -11,8 +11,8 @@
 //     processes: of any number of racing create-only or if-match writes,
 //     exactly one lands and the others get ErrPrecondition.
 //   - A write that returned nil survives a crash of the process or the
-//     machine. A write that returned any other error except
-//     ErrUnknownOutcome left the store as it was.
+//     machine (but see Failed syncs below). A write that returned any
+//     other error except ErrUnknownOutcome left the store as it was.
 //   - Readers never see a partly written object, nor a write before it
 //     is durable.
 //   - A read (Get, List) sees every write that returned before it
@@ -79,6 +79,16 @@
 // the transaction is rolled back and every write of the batch fails with
 // nothing written; if the COMMIT fails, every write of the batch is
 // answered ErrUnknownOutcome.
+//
+// Failed syncs: a batch whose COMMIT fails (its fdatasync, say) is
+// answered ErrUnknownOutcome, and the writer's connection is rolled back
+// or opened again. Unlike the directory store (its suspect segments),
+// this store does not rewrite what a failed sync may have left unwritten:
+// Linux may count such pages clean, a later commit's fdatasync then
+// succeeds without them, and a machine crash after it could take back
+// that later, acknowledged commit with the WAL cut short before it. A
+// process crash cannot; a failed fdatasync is rare (a failing disk); it
+// is one of the ways this store is not yet the directory store's equal.
 //
 // The flock orders writers before SQLite's own write lock does: a writer
 // waiting for another process's batch sleeps in the kernel and is woken
