@@ -17,7 +17,7 @@
 // medians, the ratio sqlite/dir of the medians, and the median of the
 // reps' own ratios (each rep's two runs ran back to back).
 //
-//	go run ./bench/embednode -bin /tmp/wasmkeep [-reps 1] [-names 1000] [-size 1048576] [-duration 10s]
+//	go run ./bench/embednode -bin ./bin/wasmkeep [-reps 1] [-names 1000] [-size 1048576] [-duration 10s]
 //
 // The node processes are started on 127.0.0.1 and stopped by PID, also
 // when a run fails; every loop is bounded in count or time.
