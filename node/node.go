@@ -123,6 +123,7 @@ type Node struct {
 	done    chan struct{} // the keeper ended, or the tree failed
 	metrics http.Handler  // the registry's /metrics
 	ingress *ingress.Handler
+	classes []string // the classes served, by name, for the status page
 	peers   *peer.Client
 }
 
@@ -184,7 +185,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		tree.Stop()
 		return nil, err
 	}
-	n := &Node{tree: tree, keeper: k, addr: cfg.Core.Addr, served: make(chan error, 1), system: system, done: make(chan struct{})}
+	n := &Node{tree: tree, keeper: k, addr: cfg.Core.Addr, served: make(chan error, 1), system: system, done: make(chan struct{}),
+		classes: cfg.Registry.Names()}
 	fail := func(err error) (*Node, error) {
 		cfg.Listener.Close()
 		err = errors.Join(err, n.stopParts(ctx))

@@ -11,7 +11,8 @@ import (
 )
 
 // statusPage is what GET /status shows: the node, its lease, its drain,
-// what it holds, its peers as its membership view sees them, and its tree.
+// what it holds, the classes it serves, its peers as its membership view
+// sees them, and its tree.
 type statusPage struct {
 	Node       string             `json:"node"`
 	Instance   string             `json:"instance"`
@@ -25,6 +26,7 @@ type statusPage struct {
 	Pending    int                `json:"pending"`
 	Unresolved int                `json:"unresolved"`
 	Sockets    int                `json:"sockets"`
+	Classes    []string           `json:"classes"`
 	Peers      []statusPeer       `json:"peers"`
 	Tree       []supervisors.Line `json:"tree"`
 	At         time.Time          `json:"at"`
@@ -47,7 +49,7 @@ func (n *Node) statusPage() statusPage {
 	st := n.keeper.Status()
 	p := statusPage{Node: string(st.Node), Instance: string(st.Instance), Addr: n.addr, Phase: st.Phase, LeaseValid: st.LeaseValid,
 		Draining: st.Draining, DrainStuck: st.DrainStuck, Held: st.Live, Parked: st.Parked, Pending: st.Pending,
-		Unresolved: st.Unresolved, Sockets: n.sockets.Held(), Peers: []statusPeer{}, Tree: n.tree.Lines(), At: time.Now().UTC()}
+		Unresolved: st.Unresolved, Sockets: n.sockets.Held(), Classes: n.classes, Peers: []statusPeer{}, Tree: n.tree.Lines(), At: time.Now().UTC()}
 	for _, q := range st.Peers {
 		sp := statusPeer{Node: string(q.Node), Instance: string(q.Instance), State: string(q.State), Live: q.Live, Addr: q.Addr,
 			Unchanged: q.Unchanged.Truncate(100 * time.Millisecond).String(), Held: q.Held, Parked: q.Parked}
@@ -89,6 +91,7 @@ lease {{if .LeaseValid}}<span class="ok">valid</span>{{else}}<span class="bad">n
 {{- if .Draining}}; <span class="bad">draining{{if .DrainStuck}} (stuck: no live peer, serving meanwhile){{end}}</span>{{end}}.</p>
 <table><tr><th>held</th><th>parked</th><th>pending releases</th><th>unresolved</th><th>WebSockets</th></tr>
 <tr><td>{{.Held}}</td><td>{{.Parked}}</td><td>{{.Pending}}</td><td>{{.Unresolved}}</td><td>{{.Sockets}}</td></tr></table>
+<p>classes served: {{range $i, $c := .Classes}}{{if $i}}, {{end}}<code>{{$c}}</code>{{end}}</p>
 <h2>Peers</h2>
 {{if .Peers}}<table id="peers"><tr><th>node</th><th>instance</th><th>lease</th><th>live</th><th>address</th><th>lease unchanged for</th><th>taken for dead in</th><th>held*</th><th>parked*</th></tr>
 {{range .Peers}}<tr><td>{{.Node}}</td><td><code>{{.Instance}}</code></td><td>{{.State}}</td><td>{{if .Live}}<span class="ok">yes</span>{{else}}<span class="bad">no</span>{{end}}</td><td><code>{{.Addr}}</code></td><td>{{.Unchanged}}</td><td>{{.DeadIn}}</td><td>{{.Held}}</td><td>{{.Parked}}</td></tr>

@@ -150,11 +150,13 @@ func TestTreeShowsEveryRole(t *testing.T) {
 	require.Equal(t, http.StatusOK, status)
 	assert.Contains(t, body, "<h1>Node n1</h1>")
 	assert.Contains(t, body, "Supervision tree")
+	assert.Contains(t, body, "classes served: <code>counter</code>, <code>kv</code>, <code>sql</code>")
 	status, body = get(t, n.URL+"/status?format=json")
 	require.Equal(t, http.StatusOK, status)
 	assert.Contains(t, body, `"node":"n1"`)
 	assert.Contains(t, body, `"lease_valid":true`)
 	assert.Contains(t, body, `"held":2`)
+	assert.Contains(t, body, `"classes":["counter","kv","sql"]`)
 }
 
 // TestSweeperFailureRestarts: a sweeper that fails is restarted after its
