@@ -61,7 +61,8 @@ func TestConfigValidate(t *testing.T) {
 	if _, err := node.Start(t.Context(), c); err == nil {
 		t.Fatal("Start with a negative body bound started")
 	}
-	if _, err := lis.Accept(); err == nil {
+	if c, err := net.Dial("tcp", lis.Addr().String()); err == nil {
+		c.Close()
 		t.Error("Start refused the configuration and left the listener open")
 	}
 }

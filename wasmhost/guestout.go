@@ -3,6 +3,7 @@ package wasmhost
 import (
 	"bytes"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,24 +66,11 @@ func (o *guestOut) take() string {
 	var b bytes.Buffer
 	b.Write(o.head)
 	if o.dropped > 0 {
-		b.WriteString("\n[" + itoa(o.dropped) + " bytes not kept]\n")
+		b.WriteString("\n[" + strconv.Itoa(o.dropped) + " bytes not kept]\n")
 	}
 	b.Write(o.tail)
 	o.head, o.tail, o.dropped = o.head[:0], o.tail[:0], 0
 	return string(bytes.TrimRight(b.Bytes(), "\n"))
-}
-
-func itoa(n int) string {
-	var b [20]byte
-	i := len(b)
-	for {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-		if n == 0 {
-			return string(b[i:])
-		}
-	}
 }
 
 // outLimit spaces the log lines of one module's guests' output: at most
