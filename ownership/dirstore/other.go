@@ -32,7 +32,4 @@ func pread(int, string, []byte, int64) (int, error) { return 0, errUnsupported }
 func pwriteFull(int, string, []byte, int64) error   { return errUnsupported }
 func ftruncate(int, string, int64) error            { return errUnsupported }
 func syncDir(string) error                          { return errUnsupported }
-func tryLock(*os.File) (bool, error)                { return false, errUnsupported }
-func waitLock(*os.File) error                       { return errUnsupported }
-func unlock(*os.File) error                         { return errUnsupported }
 func pathErr(op, p string, err error) error         { return &os.PathError{Op: op, Path: p, Err: err} }

@@ -484,56 +484,6 @@ func (s *Store) release() error {
 // Dir returns the directory the Store was opened on, as an absolute path.
 func (s *Store) Dir() string { return s.dir }
 
-// lock takes the write lock: first the in-process semaphore, then the
-// flock. It honours ctx while waiting for either.
-func (s *Store) lock(ctx context.Context) (unlockFn func(), err error) {
-	select {
-	case s.sem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	if s.closed.Load() {
-		<-s.sem
-		return nil, ErrClosed
-	}
-	release := func() {
-		// An unlock error leaves the flock with our own open file, where
-		// the next lock takes it over; there is nothing better to do.
-		_ = unlock(s.lockFile)
-		<-s.sem
-	}
-	ok, err := tryLock(s.lockFile)
-	if err != nil {
-		<-s.sem
-		return nil, err
-	}
-	if ok {
-		return release, nil
-	}
-	// Another Store holds the lock. flock cannot be interrupted, so wait
-	// in a goroutine and stop waiting when ctx ends.
-	done := make(chan error, 1)
-	go func() { done <- waitLock(s.lockFile) }()
-	select {
-	case err := <-done:
-		if err != nil {
-			<-s.sem
-			return nil, err
-		}
-		return release, nil
-	case <-ctx.Done():
-		// The waiting flock keeps the semaphore until it returns, so no
-		// other goroutine of this Store touches the lock file meanwhile.
-		go func() {
-			if err := <-done; err == nil {
-				_ = unlock(s.lockFile)
-			}
-			<-s.sem
-		}()
-		return nil, ctx.Err()
-	}
-}
-
 // fatal ends a running Store that found its directory damaged in a way
 // that concerns every key, not one record: the segment cut shorter than the
 // index knows, a segment or `current` gone, a frame that is not whole where

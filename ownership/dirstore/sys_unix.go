@@ -164,29 +164,3 @@ func syncDir(dir string) error {
 // description, which is why the Store adds a semaphore of its own.
 //
 // Invariant: the directory is on a local file system (see doc.go).
-
-// tryLock takes an exclusive lock on f without waiting. It reports false
-// when another open file description holds it.
-func tryLock(f *os.File) (bool, error) {
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		switch {
-		case err == nil:
-			return true, nil
-		case errors.Is(err, unix.EWOULDBLOCK):
-			return false, nil
-		case errors.Is(err, unix.EINTR):
-			continue
-		}
-		return false, pathErr("flock", f.Name(), err)
-	}
-}
-
-// waitLock takes an exclusive lock on f, waiting as long as it takes.
-func waitLock(f *os.File) error {
-	return wrap("flock", f.Name(), retryEINTR(func() error { return unix.Flock(int(f.Fd()), unix.LOCK_EX) }))
-}
-
-func unlock(f *os.File) error {
-	return wrap("flock unlock", f.Name(), unix.Flock(int(f.Fd()), unix.LOCK_UN))
-}
