@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/internal/groupcommit"
 )
 
 // Group commit. A write (Put or Delete) that finds no batch running
@@ -125,43 +126,12 @@ func (s *Store) runCommitter() {
 // batch ahead of bigger ones that queued before it.
 const smallWrite = 64 << 10
 
-// next takes the next batch from the queue: the oldest write, then every
-// small write queued, then more writes in queue order while the batch
-// stays within maxBatchBytes. So a small write (a lease renewal, an
-// actor's head) waits for at most the batch running when it queued, never
-// behind a queue of big ones (runs, merge parts), and the oldest write,
-// whatever its size, is always in the next batch. Taking writes out of
-// their queue order is sound: every write queued is concurrent with every
-// other (none has been answered), and the conditions are checked in the
-// batch's order. The caller holds q.mu.
+// next takes the next batch from the queue (groupcommit.Next: the oldest
+// write, the small ones, then big ones while the batch stays within
+// maxBatchBytes). The caller holds q.mu.
 func (q *committer) next() []*write {
-	if len(q.queue) == 0 {
-		return nil
-	}
-	batch, left := q.queue[:1:1], q.queue[1:1]
-	bytes := batch[0].size()
-	// Small writes first, then big ones until the first that does not fit.
-	var big []*write
-	for _, w := range q.queue[1:] {
-		switch {
-		case w.size() > smallWrite:
-			big = append(big, w)
-		case bytes+w.size() <= maxBatchBytes:
-			batch = append(batch, w)
-			bytes += w.size()
-		default:
-			left = append(left, w)
-		}
-	}
-	for i, w := range big {
-		if bytes+w.size() > maxBatchBytes {
-			left = append(left, big[i:]...)
-			break
-		}
-		batch = append(batch, w)
-		bytes += w.size()
-	}
-	q.queue = left
+	var batch []*write
+	batch, q.queue = groupcommit.Next(q.queue, (*write).size, smallWrite, maxBatchBytes)
 	return batch
 }
 
