@@ -37,12 +37,12 @@ type Class interface {
 
 // ResidentClass is implemented by classes that keep resources per resident
 // actor (a wasm class keeps a guest per actor, or a place on a shared
-// one). When an actor of such a class becomes resident, its proto.actor
-// actor calls NewResident once, on its own goroutine before its first
-// event, and sends every event of that residency to the returned Resident
-// instead of the class; it calls Close on the same goroutine when the actor
-// stops being resident (hibernation, eviction, StopActing, node stop). The
-// Class's own Handle is then not called by Host.
+// one). When an actor of such a class becomes resident, the node calls
+// NewResident once, on the actor's goroutine before its first event, and
+// sends every event of that residency to the returned Resident instead of
+// the class; it calls Close on the same goroutine when the actor stops
+// being resident (hibernation, eviction, a move or a drain, the node's
+// stop). The Class's own Handle is then not called.
 type ResidentClass interface {
 	Class
 	NewResident(a ownership.Actor) Resident
@@ -97,8 +97,8 @@ func (r *Request) IsUpgrade() bool {
 // or HandleSocket was given, or one derived from it): its class, as
 // registered, and its name. Outside an event it is the zero Actor.
 func ActorOf(ctx context.Context) ownership.Actor {
-	if ev, ok := ctx.Value(eventValuesKey{}).(*eventValues); ok {
-		return ev.actor
+	if ev := eventOf(ctx); ev != nil {
+		return ev.Actor()
 	}
 	return ownership.Actor{}
 }
@@ -129,6 +129,10 @@ func (e *rollbackError) Error() string {
 }
 
 func (e *rollbackError) Is(target error) bool { return target == ErrRollback }
+
+// RollbackResponse is the response the class chose to answer (the node
+// finds it with errors.As).
+func (e *rollbackError) RollbackResponse() *Response { return e.resp }
 
 // Response is an actor's answer to a Request. Status 0 means 200.
 type Response struct {

@@ -1,34 +1,18 @@
-// Package actors runs resident actors: the Go-native actor API (Class,
-// Request, Response, Storage), the registry of classes a node serves, and
-// Host, which keeps the actors resident on this node, one proto.actor actor
-// each.
-//
-// # An event's way
-//
-// The node's entries (package ingress: HTTP requests, calls and socket
-// events) hand each event to Dispatch (or DispatchSocket), which asks the keeper for the hold (Keeper.Acquire),
-// delivers the event to the resident actor under the grant, and acquires
-// and delivers again while the event was refused before it ran (its grant
-// ended first: UnavailableError.NotRun), at most ten times. The entry
-// learns only the answer, or that another live node holds the actor
-// (Elsewhere: it forwards or relays). A socket's event is also tried again,
-// for a while, after a refusal that may pass (the bucket did not answer),
-// since its client cannot be told to retry; an HTTP client gets 503 with
-// Retry-After. Dispatch waits for the keeper's answer and the actor's: it
-// is for goroutines, never for a Receive.
+// Package actors is what a Go class is written against: Class (or a
+// ResidentClass, with an object per resident actor), Request and Response,
+// the actor's Storage and SQL database, its WebSockets, calls to other
+// actors, Rollback, and the Registry of the classes a node serves. A
+// program registers its classes and runs the node (package node;
+// examples/custom-node); the runtime behind this package is
+// internal/actorhost, which class authors never see.
 //
 // # Events and storage
 //
-// An actor handles one event at a time: its proto.actor mailbox serialises
-// them. Its durable state is a head in the bucket, at
-// actors/<class>/<name>/state (segments escaped with ownership.KeySegment),
-// stamped with the generation of the hold that wrote it, over immutable
-// runs under actors/<class>/<name>/runs/ (layout.go; a merge of runs in
-// the background, compact.go). The writes of one event commit together:
-// the run that the commit flushes, if any, then one conditional put of
-// the head (If-Match on the version this hold last saw). A read that a
-// run cannot answer (the bucket did not) fails the event with
-// ErrUnavailable, never as a missing key.
+// An actor handles one event at a time, wherever in the cluster it is
+// held. Handle (or HandleSocket) gets the event and the actor's Storage;
+// its writes commit together when it returns without error, and are
+// durable before its response leaves the node, or the event fails and
+// none of them is kept. The event's context names its actor (ActorOf).
 //
 // Within an event, Storage reads see the event's own writes: Get one key,
 // GetMany several, List a window of keys in byte order (a prefix, a start
@@ -60,69 +44,9 @@
 //
 // # SQL
 //
-// SQL(ctx) is the actor's SQL database (sql.go): SQLite, whose pages are
-// node keys of the event's storage (sqlvfs.go), so SQL writes are the
-// event's writes, committed or discarded with its others and counted in
-// its bound. An actor has one connection while it is resident, opened at
-// its first SQL call and closed as it leaves memory; a stamp in the
-// storage tells the connection, before each call, whether the pages are
-// still those it last left, and it is opened again when they are not.
-// SQL calls run on the event's goroutine.
-//
-// # The seal
-//
-// Before an acquisition writes the ownership record at generation g, the
-// ownership core seals the state object: it rewrites it stamped with g,
-// conditioned on the version it read (ownership/seal.go). Invariant: once the
-// seal has landed, every write of an older hold is conditioned on a version
-// that is gone, so it is refused and never becomes visible, even if it lands
-// late (docs/PROTOCOL.md §6, property 2). The first event of a hold reads the
-// object: stamped with the hold's generation, it is used as is; stamped
-// later, the hold was superseded and ends (Keeper.HoldEnded); stamped earlier
-// (a hold granted without the core, as in tests), it is sealed here first.
-// Runs need nothing more: a run is read only when a head lists it, so one
-// that a superseded hold wrote, landing late, is never read; the sweep
-// before a merge deletes it (ownership.RunGarbage).
-//
-// # Group commit and the output gate
-//
-// Events run one at a time on the working state: the durable state plus the
-// writes of events whose commit has not landed yet. At most one commit per
-// actor is in flight; the writes of every event that ran meanwhile go out
-// together in the next one. A response is released only once every write
-// its event could have seen is durable, by the rule of ownership.Gate: an
-// event that took effect (its writes landed, or it sent a call) is
-// answered whatever became of the hold since, since its commit landing
-// proves no later hold had sealed the state first; an event that only read
-// is answered if Keeper.MayAct says, at that moment, that the hold is live
-// and the lease valid, and refused otherwise (ErrUnavailable, NotRun). A
-// commit that is refused fails every event that ran since the last durable
-// version with ErrUnavailable (503: they took no effect). One without an
-// answer is read back (residentActor.resolve): found landed, it is; found
-// not, the state is sealed again by this hold so that it never can, and
-// refused; otherwise the events
-// whose writes it carried are answered ErrOutcomeUnknown (504). Either way
-// the working state is discarded; the next event reloads from the bucket.
-//
-// # Event keys
-//
-// An event may carry a key (WithEventKey: a client's Idempotency-Key, or
-// a node's for what it forwards and for calls): the actor keeps it, with
-// the event's answer, in its storage under the node's prefix, in the same
-// commit as the event's writes, and answers a later event with the key
-// from it, on whatever node holds the actor by then (keys.go).
-//
-// # Damage
-//
-// A state object or run that fails the store's checksum or its own, whose
-// bytes do not decode, or a run the head lists that is gone, fails the
-// event with a *DamagedError naming the state object's key (it matches
-// ownership.ErrDamaged; the ingress answers 500): no retry serves the
-// actor until a person restores the object, so it is not an
-// UnavailableError. The keeper is told (Keeper.DamageFound) and logs it once
-// per key; nothing that needs its content is written over the object
-// (a hold already live may still commit over it), the hold stays, and every
-// later event reads it again. Other actors are served as before.
+// SQL(ctx) is the actor's SQL database (sql.go): SQLite, kept in the
+// actor's storage, so SQL writes are the event's writes, committed or
+// discarded with its others and counted in its bound.
 //
 // # WebSockets
 //
@@ -132,55 +56,22 @@
 // (a message, a close, an error) is a SocketEvent for the class's
 // HandleSocket (SocketHandler). During any event SocketsOf(ctx) sends,
 // broadcasts by tag, closes and lists the actor's sockets; List gives a
-// sockets.SocketInfo for each: its ID, its tags and its attachment (up to
+// SocketInfo for each: its ID, its tags and its attachment (up to
 // 16 KiB, kept while the actor sleeps). examples/chat is a whole room.
 //
 // # Calls
 //
 // During an event an actor may call another with Call (call.go), wherever
-// it lives: the node's Caller delivers the call here or forwards it to the
-// holder. The call is a commit point for the caller: the working state,
-// with the event's writes so far, is committed (and the hold must be
-// allowed to act) before the request leaves, so a callee never acts on a
-// write that could be lost. The caller waits for the call on its own
-// goroutine; a call to an actor of the same chain is refused
-// (ErrCallCycle), and every call is bounded by Config.CallTimeout.
+// it lives. The call is a commit point for the caller: its writes so far
+// are durable before the request leaves, so a callee never acts on a write
+// that could be lost. A call to an actor of the same chain is refused
+// (ErrCallCycle), and every call is bounded by the node's call timeout
+// (--call-timeout).
 //
-// # Blocking
+// # Errors
 //
-// A commit runs on its own goroutine and answers through the actor's
-// mailbox, so the actor keeps running events while it is in flight. The
-// director that routes events and keeps the resident set never blocks.
-//
-// A resident actor's Receive waits in four places, each the meaning of a
-// gate of that one actor, and each holding back only that actor's events:
-//
-//   - the input gate of a hold: the first event under a new generation
-//     asks Keeper.MayAct, then reads the state object, before it runs;
-//   - the output gate: answers whose writes are durable go out; a read's
-//     only once Keeper.MayAct says the hold is live under a valid lease;
-//   - a call (above): the working state is committed and MayAct asked
-//     before the request leaves, and the event waits for the callee's
-//     answer, as an awaited call does;
-//   - a stop: a resident actor that stops waits for its commit in flight
-//     and commits what ran, so a drain or a stop finishes its events.
-//
-// None can deadlock: MayAct answers from the keeper's table of live holds
-// without its mailbox, and from the mailbox otherwise; the keeper's
-// Receive never waits on a resident actor, nor on the bucket (its calls run
-// on goroutines of their own), and a call cycle is refused.
-//
-// # Hibernation
-//
-// An actor without events for Config.IdleTimeout hibernates: its state is
-// dropped (every commit is already durable) and Keeper.Idle is called so
-// that the ownership keeper releases or parks the hold. Past
-// Config.MaxResident actors, the least recently used idle one hibernates.
-// StopActing drops an actor at once: events still queued in its mailbox
-// fail with ErrUnavailable without touching the bucket, and once its
-// proto.actor actor has terminated (its last commit answered) the keeper is
-// told with Idle at the stopped generation, which is when it releases the
-// hold.
-//
-// Host's methods are safe for concurrent use.
+// An event or a call refused before it ran matches ErrUnavailable (it took
+// no effect: retrying is safe); one whose outcome is unknown matches
+// ErrOutcomeUnknown (retry it only with the same Idempotency-Key). A write
+// past a storage limit wraps ErrLimit.
 package actors

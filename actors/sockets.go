@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
+	"strconv"
 	"time"
-
-	"github.com/wasmkeep/wasmkeep/ownership"
-	"github.com/wasmkeep/wasmkeep/sockets"
 )
 
 // WebSockets. An actor accepts an upgrade by answering its HTTP event with
@@ -21,7 +18,16 @@ import (
 // all if the event fails or rolls back (Rollback).
 
 // SocketID names one of the actor's sockets.
-type SocketID = sockets.ID
+type SocketID uint64
+
+func (id SocketID) String() string { return strconv.FormatUint(uint64(id), 10) }
+
+// SocketInfo describes one of the actor's open sockets.
+type SocketInfo struct {
+	ID         SocketID
+	Tags       []string
+	Attachment []byte
+}
 
 // SocketEventKind says what happened on a socket.
 type SocketEventKind uint8
@@ -100,7 +106,7 @@ type Sockets interface {
 	Close(id SocketID, code int, reason string)
 	// List returns the actor's open sockets carrying tag ("" for all), in
 	// the order they were accepted.
-	List(tag string) []sockets.SocketInfo
+	List(tag string) []SocketInfo
 	// SetAttachment keeps data (at most 16 KiB) with the socket until it
 	// closes; it outlives the actor's hibernation. Immediate.
 	SetAttachment(id SocketID, data []byte) error
@@ -122,91 +128,12 @@ var ErrNoSockets = errors.New("this node serves no WebSockets")
 // Outside an event, or on a node without sockets, every call fails or does
 // nothing.
 func SocketsOf(ctx context.Context) Sockets {
-	if ev, ok := ctx.Value(eventValuesKey{}).(*eventValues); ok && ev.socks.owner != nil {
-		return &ev.socks
+	if ev := eventOf(ctx); ev != nil {
+		if s := ev.Sockets(); s != nil {
+			return s
+		}
 	}
 	return noSockets{}
-}
-
-// socketOp is one queued send, broadcast or close.
-type socketOp struct {
-	kind   uint8 // opSend, opBroadcast, opClose
-	id     SocketID
-	tag    string
-	text   bool
-	data   []byte
-	code   int
-	reason string
-}
-
-const (
-	opSend uint8 = iota + 1
-	opBroadcast
-	opClose
-)
-
-// eventSockets is the Sockets of one event: reads go to the owner, sends
-// and closes wait in out until the event's output is released.
-type eventSockets struct {
-	owner *sockets.Owner
-	actor ownership.Actor
-	out   []socketOp
-}
-
-func (s *eventSockets) Send(id SocketID, text bool, data []byte) {
-	s.out = append(s.out, socketOp{kind: opSend, id: id, text: text, data: append([]byte(nil), data...)})
-}
-
-func (s *eventSockets) Broadcast(tag string, text bool, data []byte) {
-	s.out = append(s.out, socketOp{kind: opBroadcast, tag: tag, text: text, data: append([]byte(nil), data...)})
-}
-
-func (s *eventSockets) Close(id SocketID, code int, reason string) {
-	s.out = append(s.out, socketOp{kind: opClose, id: id, code: code, reason: reason})
-}
-
-func (s *eventSockets) List(tag string) []sockets.SocketInfo { return s.owner.List(s.actor, tag) }
-
-func (s *eventSockets) SetAttachment(id SocketID, data []byte) error {
-	return s.owner.SetAttachment(s.actor, id, data)
-}
-
-func (s *eventSockets) Attachment(id SocketID) ([]byte, error) {
-	return s.owner.Attachment(s.actor, id)
-}
-
-func (s *eventSockets) SetAutoResponse(request, response string) error {
-	return s.owner.SetAutoResponse(s.actor, sockets.AutoResponse{Request: request, Response: response})
-}
-
-func (s *eventSockets) LastAutoResponse(id SocketID) (time.Time, error) {
-	return s.owner.LastAutoResponse(s.actor, id)
-}
-
-// flushSockets carries out the queued operations: the event's output is
-// released. A socket that closed meanwhile is passed over. What the owner
-// refuses as invalid is logged; a close it refuses (a code or reason that
-// cannot be sent) closes the socket with 1011 instead.
-func flushSockets(owner *sockets.Owner, a ownership.Actor, ops []socketOp, log func() *slog.Logger) {
-	for _, op := range ops {
-		var err error
-		switch op.kind {
-		case opSend:
-			err = owner.Send(a, op.id, op.text, op.data)
-		case opBroadcast:
-			_, err = owner.Broadcast(a, op.tag, op.text, op.data)
-		case opClose:
-			if err = owner.Close(a, op.id, op.code, op.reason); errors.Is(err, sockets.ErrInvalid) {
-				log().Warn("socket closed with 1011: the actor's close code or reason cannot be sent",
-					slog.Any("socket", op.id), slog.Int("code", op.code), slog.Any("err", err))
-				_ = owner.Close(a, op.id, 1011, "")
-				continue
-			}
-		}
-		if errors.Is(err, sockets.ErrInvalid) {
-			log().Warn("socket message not sent: the node cannot send it", slog.Any("socket", op.id), slog.Any("err", err))
-		}
-	}
 }
 
 // noSockets is the Sockets outside an event or without an owner.
@@ -215,7 +142,7 @@ type noSockets struct{}
 func (noSockets) Send(SocketID, bool, []byte)                  {}
 func (noSockets) Broadcast(string, bool, []byte)               {}
 func (noSockets) Close(SocketID, int, string)                  {}
-func (noSockets) List(string) []sockets.SocketInfo             { return nil }
+func (noSockets) List(string) []SocketInfo                     { return nil }
 func (noSockets) SetAttachment(SocketID, []byte) error         { return ErrNoSockets }
 func (noSockets) Attachment(SocketID) ([]byte, error)          { return nil, ErrNoSockets }
 func (noSockets) SetAutoResponse(string, string) error         { return ErrNoSockets }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/ingress"
+	"github.com/wasmkeep/wasmkeep/internal/actorhost"
 	"github.com/wasmkeep/wasmkeep/internal/budget"
 	"github.com/wasmkeep/wasmkeep/node"
 	"github.com/wasmkeep/wasmkeep/ownership"
@@ -132,7 +133,7 @@ type serveConfig struct {
 	WasmTrim         time.Duration
 	CallTimeout      time.Duration
 	// KeyWindow and MaxKeys: how long, and how many, event keys an actor
-	// remembers (actors/keys.go).
+	// remembers (internal/actorhost/keys.go).
 	KeyWindow time.Duration
 	MaxKeys   int
 	// WasmIsolation overrides the isolation wasm modules declare, by class
@@ -374,8 +375,8 @@ func setupServe(fs *flag.FlagSet) action {
 		BucketURL:    defaultBucketURL,
 		IdleTimeout:  10 * time.Second,
 		MaxResident:  10000,
-		MaxState:     actors.DefaultMaxState,
-		BlockCache:   actors.DefaultBlockCache,
+		MaxState:     actorhost.DefaultMaxState,
+		BlockCache:   actorhost.DefaultBlockCache,
 		MaxBody:      ingress.DefaultMaxBody,
 		HTTPIdle:     ingress.DefaultHTTPIdleTimeout,
 		BodyTimeout:  ingress.DefaultBodyTimeout,
@@ -391,9 +392,9 @@ func setupServe(fs *flag.FlagSet) action {
 		Classes:      "classes",
 		CacheDir:     defaultCacheDir(),
 		WasmMemory:   wasmhost.DefaultMemoryLimit,
-		CallTimeout:  actors.DefaultCallTimeout,
-		KeyWindow:    actors.DefaultKeyWindow,
-		MaxKeys:      actors.DefaultMaxKeys,
+		CallTimeout:  actorhost.DefaultCallTimeout,
+		KeyWindow:    actorhost.DefaultKeyWindow,
+		MaxKeys:      actorhost.DefaultMaxKeys,
 	}
 	cfg.WasmEventTimeout = wasmhost.DefaultEventTimeout
 	cfg.WasmTrim = wasmhost.DefaultTrimInterval
@@ -666,7 +667,7 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 	}
 	n, err := node.Start(ctx, node.Config{
 		Core: core, Bucket: b, Listener: lis, Registry: registry, Logger: log, Metrics: metrics,
-		Actors: actors.Config{IdleTimeout: cfg.IdleTimeout, MaxResident: cfg.MaxResident, MaxState: int(cfg.MaxState),
+		Actors: actorhost.Config{IdleTimeout: cfg.IdleTimeout, MaxResident: cfg.MaxResident, MaxState: int(cfg.MaxState),
 			BlockCache: int64(cfg.BlockCache), CallTimeout: cfg.CallTimeout, MaxKeys: cfg.MaxKeys},
 		Sockets: sockets.Config{MaxSockets: fds.Sockets, MaxMessage: int(cfg.MaxMessage), PingInterval: cfg.WSPing, PongTimeout: cfg.WSPong,
 			SendQueueTotal: int(cfg.WSQueueTotal), NoIOUring: !cfg.WSIOUring},

@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/internal/actorhost"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/peer"
 )
 
-// Caller routes actors' calls (actors.Caller) the way of a client's
+// Caller routes actors' calls (actorhost.Caller) the way of a client's
 // request (way.go). It needs no Host: the calling actor's Host passes
 // itself with each call, so the node makes the Caller first, then the
 // Host with it, then the Handler.
@@ -43,7 +44,7 @@ func NewCaller(cfg Config) (*Caller, error) {
 // the failover wait while that node does not answer. A draining node
 // sends it to the peer that takes its actors. A refusal by the node that
 // holds the callee (it is stopping, say) comes back as its 503 response.
-func (c *Caller) Call(ctx context.Context, here *actors.Host, to ownership.Actor, req *actors.Request) (*actors.Response, error) {
+func (c *Caller) Call(ctx context.Context, here *actorhost.Host, to ownership.Actor, req *actors.Request) (*actors.Response, error) {
 	if err := checkCall(to, req, c.maxBody); err != nil {
 		return nil, fmt.Errorf("call %s/%s: %w: %w", to.Class, to.Name, actors.ErrBadCall, err)
 	}
@@ -54,13 +55,13 @@ func (c *Caller) Call(ctx context.Context, here *actors.Host, to ownership.Actor
 	// an event without a key) is used once the call is sent to another
 	// node: run here, the call cannot be lost on its way, and is not sent
 	// twice.
-	key, keyed := actors.EventKeyOf(ctx)
+	key, keyed := actorhost.EventKeyOf(ctx)
 	if keyed {
-		ctx = actors.WithEventKey(ctx, actors.EventKey{}) // the way gives each try its key
+		ctx = actorhost.WithEventKey(ctx, actorhost.EventKey{}) // the way gives each try its key
 	}
 	hereCtx := ctx
 	if keyed && key.Always {
-		hereCtx = actors.WithEventKey(ctx, key)
+		hereCtx = actorhost.WithEventKey(ctx, key)
 	}
 	var first ranHere
 	first.resp, first.at, first.err = here.Dispatch(hereCtx, to, req)
@@ -70,10 +71,10 @@ func (c *Caller) Call(ctx context.Context, here *actors.Host, to ownership.Actor
 	var sentResp *actors.Response
 	end := deliver(c.failoverWait, way{
 		a: to, ctx: ctx, key: key, keyed: keyed, keyHere: key.Always, handOver: true,
-		here: func(ctx context.Context) (*actors.Response, *actors.Elsewhere, error) {
+		here: func(ctx context.Context) (*actors.Response, *actorhost.Elsewhere, error) {
 			return here.Dispatch(ctx, to, req)
 		},
-		send: func(ctx context.Context, at actors.Elsewhere, key *actors.EventKey, last, retrying bool) (out peer.Sent, err error) {
+		send: func(ctx context.Context, at actorhost.Elsewhere, key *actorhost.EventKey, last, retrying bool) (out peer.Sent, err error) {
 			sentResp, out, err = c.peers.Call(ctx, to, at, req, key, last, retrying)
 			return out, err
 		},

@@ -24,7 +24,7 @@
 // with Retry-After took no effect anywhere; 504 with Wasmkeep-Outcome:
 // unknown may have. A request and an actor's call take one way to their
 // actor (way.go): run here, or sent by the peer client (package peer) to
-// the node that holds it, with an event key (actors.EventKey), and sent
+// the node that holds it, with an event key (actorhost.EventKey), and sent
 // again within the failover wait while its holder does not answer, so that
 // it runs at most once. A WebSocket for an actor held elsewhere is relayed
 // frame by frame, and the node's stop closes it with 1012.

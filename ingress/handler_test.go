@@ -11,6 +11,7 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/ingress"
+	"github.com/wasmkeep/wasmkeep/internal/actorhost"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 	"github.com/wasmkeep/wasmkeep/peer"
@@ -31,12 +32,12 @@ func (fakeKeeper) RouteFailed(ownership.Actor, ownership.NodeID) {}
 // answered with the actor's name (a panic for the name "panic").
 type fakeHost struct{ k fakeKeeper }
 
-func (h fakeHost) Dispatch(_ context.Context, a ownership.Actor, req *actors.Request) (*actors.Response, *actors.Elsewhere, error) {
+func (h fakeHost) Dispatch(_ context.Context, a ownership.Actor, req *actors.Request) (*actors.Response, *actorhost.Elsewhere, error) {
 	switch d := h.k.d; d.Verdict {
 	case keeper.Routed:
-		return nil, &actors.Elsewhere{Node: d.Node, Addr: d.Addr}, nil
+		return nil, &actorhost.Elsewhere{Node: d.Node, Addr: d.Addr}, nil
 	case keeper.Refused:
-		return nil, nil, &actors.UnavailableError{Actor: a, Reason: d.Reason, RetryAfter: d.RetryAfter, NotRun: true}
+		return nil, nil, &actorhost.UnavailableError{Actor: a, Reason: d.Reason, RetryAfter: d.RetryAfter, NotRun: true}
 	}
 	if a.Name == "panic" {
 		panic("boom")
@@ -44,7 +45,7 @@ func (h fakeHost) Dispatch(_ context.Context, a ownership.Actor, req *actors.Req
 	return actors.Text(http.StatusOK, a.Name+" "+req.Path), nil, nil
 }
 
-func (fakeHost) Take(context.Context, ownership.Actor) (*actors.Elsewhere, error) { return nil, nil }
+func (fakeHost) Take(context.Context, ownership.Actor) (*actorhost.Elsewhere, error) { return nil, nil }
 
 func newHandler(t *testing.T, k fakeKeeper) *ingress.Handler {
 	t.Helper()

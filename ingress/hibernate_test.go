@@ -10,6 +10,7 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/ingress"
+	"github.com/wasmkeep/wasmkeep/internal/actorhost"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
@@ -29,7 +30,7 @@ func TestHibernationReleasesRecord(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		host, err := actors.NewHost(actors.Config{
+		host, err := actorhost.New(actorhost.Config{
 			Keeper: k, Bucket: b, Registry: actors.BuiltIn(), System: system, IdleTimeout: 10 * time.Second,
 		})
 		if err != nil {

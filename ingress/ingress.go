@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/internal/actorhost"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/peer"
 	"github.com/wasmkeep/wasmkeep/sockets"
@@ -58,13 +59,13 @@ type Keeper interface {
 
 // Host is what the ingress hands events to: the actors side, which
 // acquires each event's hold, delivers it and retries behind it
-// (actors.Host has it). The ingress learns the answer, or which node holds
+// (actorhost.Host has it). The ingress learns the answer, or which node holds
 // the actor (then it forwards or relays).
 type Host interface {
-	Dispatch(ctx context.Context, a ownership.Actor, req *actors.Request) (*actors.Response, *actors.Elsewhere, error)
+	Dispatch(ctx context.Context, a ownership.Actor, req *actors.Request) (*actors.Response, *actorhost.Elsewhere, error)
 	// Take acquires the actor and makes it resident without an event (a
 	// move's target takes it).
-	Take(ctx context.Context, a ownership.Actor) (*actors.Elsewhere, error)
+	Take(ctx context.Context, a ownership.Actor) (*actorhost.Elsewhere, error)
 }
 
 // Config is what a Handler serves with. Keeper, Host and Registry are
@@ -130,7 +131,7 @@ type Config struct {
 	// /debug/tree).
 	Debug http.Handler
 	// KeyWindow is how long an actor remembers a client's Idempotency-Key.
-	// Zero: actors.DefaultKeyWindow.
+	// Zero: actorhost.DefaultKeyWindow.
 	KeyWindow time.Duration
 }
 
@@ -333,9 +334,9 @@ func unavailable(w http.ResponseWriter, retry time.Duration, msg string) {
 }
 
 // outcomeUnknown answers an event that may have taken effect, as this
-// node cannot tell (see actors.OutcomeHeader).
+// node cannot tell (see actorhost.OutcomeHeader).
 func outcomeUnknown(w http.ResponseWriter, msg string) {
-	w.Header().Set(actors.OutcomeHeader, "unknown")
+	w.Header().Set(actorhost.OutcomeHeader, "unknown")
 	text(w, http.StatusGatewayTimeout, "outcome unknown: "+msg+"; the event may have taken effect: retry it only with the same Idempotency-Key")
 }
 
@@ -450,7 +451,7 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 			text(w, http.StatusBadRequest, err.Error())
 			return
 		}
-		r = r.WithContext(actors.WithCallChain(r.Context(), chain))
+		r = r.WithContext(actorhost.WithCallChain(r.Context(), chain))
 	}
 	key, keyed, err := h.eventKey(r)
 	if err != nil {
@@ -460,7 +461,7 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 	req := &actors.Request{Method: r.Method, Path: rest, Query: r.URL.Query(), Header: r.Header.Clone(), Body: body}
 	ctx := r.Context()
 	if keyed {
-		ctx = actors.WithEventKey(ctx, key)
+		ctx = actorhost.WithEventKey(ctx, key)
 	}
 	handOver := r.Header.Get(peer.ForwardedHeader) == ""
 	var first ranHere
@@ -473,10 +474,10 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 		a: a, ctx: r.Context(), key: key, keyed: keyed, keyHere: true,
 		keyless:  websocket.IsWebSocketUpgrade(r),
 		handOver: handOver,
-		here: func(ctx context.Context) (*actors.Response, *actors.Elsewhere, error) {
+		here: func(ctx context.Context) (*actors.Response, *actorhost.Elsewhere, error) {
 			return h.cfg.Host.Dispatch(ctx, a, req)
 		},
-		send: func(_ context.Context, at actors.Elsewhere, key *actors.EventKey, last, retrying bool) (peer.Sent, error) {
+		send: func(_ context.Context, at actorhost.Elsewhere, key *actorhost.EventKey, last, retrying bool) (peer.Sent, error) {
 			if websocket.IsWebSocketUpgrade(r) {
 				return h.relay(w, r, a, at, last)
 			}
@@ -510,38 +511,38 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 // (the header as the actor set it: no canonicalisation on the way of every
 // answer).
 func replayed(resp *actors.Response) bool {
-	_, ok := resp.Header[actors.ReplayedHeader]
+	_, ok := resp.Header[actorhost.ReplayedHeader]
 	return ok
 }
 
 // ran says whether err is an outcome unknown of an event known to have
-// run (actors.OutcomeUnknownError.Ran): sent again, it would say so again.
+// run (actorhost.OutcomeUnknownError.Ran): sent again, it would say so again.
 func ran(err error) bool {
-	var u *actors.OutcomeUnknownError
+	var u *actorhost.OutcomeUnknownError
 	return errors.As(err, &u) && u.Ran
 }
 
 // eventKey is the key of the event r asks for: the client's
 // Idempotency-Key, or the key a peer sent it with (EventKeyHeader). A
 // WebSocket upgrade has none: its answer, a socket, cannot be given twice.
-func (h *Handler) eventKey(r *http.Request) (actors.EventKey, bool, error) {
+func (h *Handler) eventKey(r *http.Request) (actorhost.EventKey, bool, error) {
 	if websocket.IsWebSocketUpgrade(r) {
-		return actors.EventKey{}, false, nil
+		return actorhost.EventKey{}, false, nil
 	}
 	if v := r.Header.Get(peer.EventKeyHeader); v != "" && peer.IsRequest(r) {
-		k, err := actors.ParseEventKey(v)
+		k, err := actorhost.ParseEventKey(v)
 		return k, err == nil, err
 	}
-	if v, ok := r.Header[actors.IdempotencyHeader]; ok {
+	if v, ok := r.Header[actorhost.IdempotencyHeader]; ok {
 		if len(v) != 1 {
-			return actors.EventKey{}, false, fmt.Errorf("%d %s headers: want one", len(v), actors.IdempotencyHeader)
+			return actorhost.EventKey{}, false, fmt.Errorf("%d %s headers: want one", len(v), actorhost.IdempotencyHeader)
 		}
-		if err := actors.CheckIdempotencyKey(v[0]); err != nil {
-			return actors.EventKey{}, false, err
+		if err := actorhost.CheckIdempotencyKey(v[0]); err != nil {
+			return actorhost.EventKey{}, false, err
 		}
-		return actors.ClientKey(v[0], h.cfg.KeyWindow), true, nil
+		return actorhost.ClientKey(v[0], h.cfg.KeyWindow), true, nil
 	}
-	return actors.EventKey{}, false, nil
+	return actorhost.EventKey{}, false, nil
 }
 
 // holderGone is the refusal of a request whose holder did not answer for
@@ -603,9 +604,9 @@ func damagedState(w http.ResponseWriter, a ownership.Actor, key string) {
 
 // answer writes the outcome of a request's event.
 func (h *Handler) answer(w http.ResponseWriter, r *http.Request, a ownership.Actor, resp *actors.Response, err error) {
-	var ua *actors.UnavailableError
-	var unknown *actors.OutcomeUnknownError
-	var damaged *actors.DamagedError
+	var ua *actorhost.UnavailableError
+	var unknown *actorhost.OutcomeUnknownError
+	var damaged *actorhost.DamagedError
 	switch {
 	case errors.As(err, &ua):
 		h.answers.refused.Inc()
@@ -617,7 +618,7 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, a ownership.Act
 	case errors.As(err, &unknown):
 		h.answers.unknown.Inc()
 		if unknown.Ran {
-			w.Header().Set(actors.RanHeader, "1")
+			w.Header().Set(actorhost.RanHeader, "1")
 		}
 		outcomeUnknown(w, unknown.Reason)
 		return
@@ -677,7 +678,7 @@ func (h *Handler) accept(w http.ResponseWriter, r *http.Request, a ownership.Act
 // relay relays the WebSocket upgrade r for a to the node d that holds it
 // (peer.Client.Relay). The two descriptors a relayed socket holds while it
 // lives, the client's and the holder's, come out of the socket budget.
-func (h *Handler) relay(w http.ResponseWriter, r *http.Request, a ownership.Actor, d actors.Elsewhere, last bool) (peer.Sent, error) {
+func (h *Handler) relay(w http.ResponseWriter, r *http.Request, a ownership.Actor, d actorhost.Elsewhere, last bool) (peer.Sent, error) {
 	if h.cfg.Sockets != nil {
 		release, err := h.cfg.Sockets.Reserve(2)
 		if err != nil {

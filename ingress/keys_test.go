@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/internal/actorhost"
 	"github.com/wasmkeep/wasmkeep/internal/nodetest"
 	"github.com/wasmkeep/wasmkeep/node"
 )
@@ -22,24 +23,24 @@ import (
 // an invalid key is refused before anything runs.
 func TestIdempotencyKeyOverHTTP(t *testing.T) {
 	n := startTestNode(t, t.TempDir(), "n1", "i1")
-	key := func(k string) http.Header { return http.Header{actors.IdempotencyHeader: {k}} }
+	key := func(k string) http.Header { return http.Header{actorhost.IdempotencyHeader: {k}} }
 	if status, body := n.get(t, "/actor/counter/a", key("order-1")); status != 200 || body != "1" {
 		t.Fatalf("first: %d %q", status, body)
 	}
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, n.url+"/actor/counter/a", nil)
-	req.Header.Set(actors.IdempotencyHeader, "order-1")
+	req.Header.Set(actorhost.IdempotencyHeader, "order-1")
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	if res.StatusCode != 200 || strings.TrimSpace(string(body)) != "1" || res.Header.Get(actors.ReplayedHeader) != "true" {
+	if res.StatusCode != 200 || strings.TrimSpace(string(body)) != "1" || res.Header.Get(actorhost.ReplayedHeader) != "true" {
 		t.Fatalf("again: %d %q %v, want the first answer replayed", res.StatusCode, body, res.Header)
 	}
 	n.mustGet(t, "/actor/counter/a", "2")
 	for _, bad := range []string{"has space", strings.Repeat("k", 256)} {
-		if status, body := n.get(t, "/actor/counter/a", key(bad)); status != http.StatusBadRequest || !strings.Contains(body, actors.IdempotencyHeader) {
+		if status, body := n.get(t, "/actor/counter/a", key(bad)); status != http.StatusBadRequest || !strings.Contains(body, actorhost.IdempotencyHeader) {
 			t.Fatalf("key %q: %d %q, want 400", bad, status, body)
 		}
 	}
@@ -95,7 +96,7 @@ func TestForwardWithLostAnswerSentAgain(t *testing.T) {
 	n1.mustGet(t, "/actor/counter/a?read", "2")
 	// With the client's own key: its first answer.
 	lose.n.Store(2)
-	if status, body := n2.get(t, "/actor/counter/a", http.Header{actors.IdempotencyHeader: {"x"}}); status != 200 || body != "3" {
+	if status, body := n2.get(t, "/actor/counter/a", http.Header{actorhost.IdempotencyHeader: {"x"}}); status != 200 || body != "3" {
 		t.Fatalf("keyed: %d %q", status, body)
 	}
 	n1.mustGet(t, "/actor/counter/a?read", "3")

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/internal/actorhost"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/sockets"
 )
@@ -34,7 +35,7 @@ type SocketEvents struct {
 	keeper SocketKeeper
 	// host and owner are set (SetParts) before the node serves: a socket,
 	// and with it every call of the sink, exists only after.
-	host  *actors.Host
+	host  *actorhost.Host
 	owner *sockets.Owner
 	log   *slog.Logger
 
@@ -74,7 +75,7 @@ func NewSocketEvents(k SocketKeeper, log *slog.Logger, reg prometheus.Registerer
 
 // SetParts gives s the node's actors and socket owner. Call it once,
 // before the node serves.
-func (s *SocketEvents) SetParts(host *actors.Host, owner *sockets.Owner) {
+func (s *SocketEvents) SetParts(host *actorhost.Host, owner *sockets.Owner) {
 	s.host, s.owner = host, owner
 }
 
@@ -85,7 +86,7 @@ func (s *SocketEvents) Opened(a ownership.Actor) { s.keeper.SocketOpened(a) }
 func (s *SocketEvents) Gone(a ownership.Actor)   { s.keeper.SocketGone(a) }
 
 func (s *SocketEvents) Message(a ownership.Actor, id sockets.ID, text bool, data []byte) {
-	ev := &actors.SocketEvent{Kind: actors.SocketMessage, Socket: id, Text: text, Data: data}
+	ev := &actors.SocketEvent{Kind: actors.SocketMessage, Socket: actors.SocketID(id), Text: text, Data: data}
 	if s.faults != nil {
 		s.faults(ev)
 	}
@@ -93,14 +94,14 @@ func (s *SocketEvents) Message(a ownership.Actor, id sockets.ID, text bool, data
 }
 
 func (s *SocketEvents) Close(a ownership.Actor, id sockets.ID, code int, reason string, clean bool) {
-	s.deliver(a, &actors.SocketEvent{Kind: actors.SocketClose, Socket: id, Code: code, Reason: reason, Clean: clean})
+	s.deliver(a, &actors.SocketEvent{Kind: actors.SocketClose, Socket: actors.SocketID(id), Code: code, Reason: reason, Clean: clean})
 }
 
 func (s *SocketEvents) Error(a ownership.Actor, id sockets.ID, err error) {
-	s.deliver(a, &actors.SocketEvent{Kind: actors.SocketError, Socket: id, Code: sockets.CloseCode(err), Err: err.Error()})
+	s.deliver(a, &actors.SocketEvent{Kind: actors.SocketError, Socket: actors.SocketID(id), Code: sockets.CloseCode(err), Err: err.Error()})
 }
 
-// deliver runs ev on its actor here (actors.Host.DispatchSocket), with
+// deliver runs ev on its actor here (actorhost.Host.DispatchSocket), with
 // socketEventWait of patience for refusals that may pass. An event that
 // cannot run is counted and logged; a message whose actor is held by
 // another node closes its socket (1012), since only this node can reach
@@ -110,8 +111,8 @@ func (s *SocketEvents) deliver(a ownership.Actor, ev *actors.SocketEvent) {
 	host := s.host
 	s.events.WithLabelValues(ev.Kind.String()).Inc()
 	woke, at, err := host.DispatchSocket(context.Background(), a, ev, socketEventWait)
-	var ua *actors.UnavailableError
-	var damaged *actors.DamagedError
+	var ua *actorhost.UnavailableError
+	var damaged *actorhost.DamagedError
 	switch {
 	case at != nil:
 		s.failed(a, ev, "held elsewhere", "actor held by node "+string(at.Node))
@@ -144,6 +145,6 @@ func (s *SocketEvents) failed(a ownership.Actor, ev *actors.SocketEvent, reason,
 	s.log.Warn("socket event not delivered", slog.String("class", a.Class), slog.String("name", a.Name),
 		slog.String("event", ev.Kind.String()), slog.Any("socket", ev.Socket), slog.String("why", detail))
 	if ev.Kind == actors.SocketMessage {
-		_ = s.owner.Close(a, ev.Socket, 1012, "actor unavailable on this node")
+		_ = s.owner.Close(a, sockets.ID(ev.Socket), 1012, "actor unavailable on this node")
 	}
 }

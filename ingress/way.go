@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/internal/actorhost"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/peer"
 )
@@ -28,7 +29,7 @@ type way struct {
 	// must be remembered even when it takes no effect (EventKey.Always).
 	// Otherwise the event runs here without it until it has been sent to
 	// another node once, and with it (no longer fresh) after.
-	key            actors.EventKey
+	key            actorhost.EventKey
 	keyed, keyHere bool
 	// keyless: a WebSocket upgrade, whose answer (a socket) cannot be
 	// given twice, so it has no key.
@@ -37,12 +38,12 @@ type way struct {
 	// names. Not for an event another node sent here: it is sent once.
 	handOver bool
 	// here runs the event on this node (Host.Dispatch) under ctx.
-	here func(ctx context.Context) (*actors.Response, *actors.Elsewhere, error)
+	here func(ctx context.Context) (*actors.Response, *actorhost.Elsewhere, error)
 	// send sends the event to the node at, with key (nil: none), and
 	// says what became of it. Unless last, an answer that the event did
 	// not run there, or (retrying) that its outcome is not known there
 	// yet, is not the event's answer: the loop sends it again.
-	send func(ctx context.Context, at actors.Elsewhere, key *actors.EventKey, last, retrying bool) (peer.Sent, error)
+	send func(ctx context.Context, at actorhost.Elsewhere, key *actorhost.EventKey, last, retrying bool) (peer.Sent, error)
 }
 
 // wayEnd is how an event's way ended.
@@ -55,7 +56,7 @@ type wayEnd struct {
 	// peer.Answered when the holder's answer was given, peer.Unknown when
 	// no answer came for a try that may have reached the event (its
 	// outcome is unknown), anything else when no try ran it (refused).
-	at   *actors.Elsewhere
+	at   *actorhost.Elsewhere
 	sent peer.Sent
 	// retried: the event was sent again after a try that may have reached
 	// it, for the whole failover wait.
@@ -68,7 +69,7 @@ type wayEnd struct {
 // each of them two allocations.
 type ranHere struct {
 	resp *actors.Response
-	at   *actors.Elsewhere
+	at   *actorhost.Elsewhere
 	err  error
 }
 
@@ -85,7 +86,7 @@ func goesOn(err error, keyHere, handOver bool) bool {
 	if err == nil {
 		return false
 	}
-	if ua := (*actors.UnavailableError)(nil); handOver && errors.As(err, &ua) && ua.Draining && ua.Peer != nil {
+	if ua := (*actorhost.UnavailableError)(nil); handOver && errors.As(err, &ua) && ua.Draining && ua.Peer != nil {
 		return true
 	}
 	return keyHere && errors.Is(err, actors.ErrOutcomeUnknown) && !ran(err)
@@ -98,7 +99,7 @@ func deliver(wait time.Duration, w way, first ranHere) wayEnd {
 	f := failover{wait: wait}
 	hereCtx, hereKeyed := w.ctx, false // what runs here, and whether with a key
 	if w.keyed && w.keyHere {
-		hereCtx, hereKeyed = actors.WithEventKey(w.ctx, w.key), true
+		hereCtx, hereKeyed = actorhost.WithEventKey(w.ctx, w.key), true
 	}
 	retrying := false // a try before this one may have reached the event
 	for try := 0; ; try++ {
@@ -106,7 +107,7 @@ func deliver(wait time.Duration, w way, first ranHere) wayEnd {
 		if try > 0 {
 			resp, at, err = w.here(hereCtx)
 		}
-		var ua *actors.UnavailableError
+		var ua *actorhost.UnavailableError
 		handOver := false
 		if at == nil && w.handOver && errors.As(err, &ua) && ua.Draining {
 			// This node hands its actors over: the event goes to the peer
@@ -127,7 +128,7 @@ func deliver(wait time.Duration, w way, first ranHere) wayEnd {
 			}
 			return wayEnd{resp: resp, err: err}
 		}
-		var sent *actors.EventKey
+		var sent *actorhost.EventKey
 		if !w.keyless {
 			// What is sent carries a key, so that it can be sent again
 			// whatever becomes of it: the actor runs it at most once.
@@ -135,11 +136,11 @@ func deliver(wait time.Duration, w way, first ranHere) wayEnd {
 			// holder does not look for an earlier run of it. Run here
 			// after it was sent, it is not.
 			if !w.keyed {
-				w.key, w.keyed = actors.NewNodeKey(), true
+				w.key, w.keyed = actorhost.NewNodeKey(), true
 			}
 			stale := w.key
 			stale.Fresh = false
-			hereCtx, hereKeyed = actors.WithEventKey(w.ctx, stale), true
+			hereCtx, hereKeyed = actorhost.WithEventKey(w.ctx, stale), true
 			k := w.key
 			k.Fresh = k.Fresh && !retrying
 			sent = &k

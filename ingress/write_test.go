@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/internal/actorhost"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/peer"
 )
@@ -23,11 +24,13 @@ func (grantingKeeper) RouteFailed(ownership.Actor, ownership.NodeID) {}
 
 type bigAnswer struct{}
 
-func (bigAnswer) Dispatch(context.Context, ownership.Actor, *actors.Request) (*actors.Response, *actors.Elsewhere, error) {
+func (bigAnswer) Dispatch(context.Context, ownership.Actor, *actors.Request) (*actors.Response, *actorhost.Elsewhere, error) {
 	return &actors.Response{Status: http.StatusOK, Body: make([]byte, 64<<20)}, nil, nil
 }
 
-func (bigAnswer) Take(context.Context, ownership.Actor) (*actors.Elsewhere, error) { return nil, nil }
+func (bigAnswer) Take(context.Context, ownership.Actor) (*actorhost.Elsewhere, error) {
+	return nil, nil
+}
 
 // A client that never reads its answer holds its handler only until the
 // answer's write deadline.

@@ -3,7 +3,7 @@
 // Start assembles a whole node from its parts: the ownership keeper
 // (package ownership/keeper), the socket owner (package sockets) and the
 // entry of its sockets' events (ingress.SocketEvents), the
-// resident actors (package actors), the drivers of the keeper's passes
+// resident actors (package internal/actorhost), the drivers of the keeper's passes
 // (drivers.go), the peer client (package peer) and the HTTP entry (package
 // ingress) with its server, in the order they use each other: the keeper
 // is made first but begins (takes the lease, calls its hooks) only once the

@@ -384,7 +384,7 @@ type mover struct {
 	log     *slog.Logger
 	asks    []*moveMsg // waiting for a status answer
 	// For the move requests in the bucket (cluster move): the bucket, this
-	// node, and how it takes an actor itself (actors.Host.Take).
+	// node, and how it takes an actor itself (actorhost.Host.Take).
 	bucket   ownership.Bucket
 	self     ownership.NodeID
 	takeHere func(ctx context.Context, a ownership.Actor) error

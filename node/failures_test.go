@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/internal/actorhost"
 	"github.com/wasmkeep/wasmkeep/internal/nodetest"
 	"github.com/wasmkeep/wasmkeep/internal/testlog"
 	"github.com/wasmkeep/wasmkeep/node"
@@ -38,7 +39,7 @@ func TestFailedEventsCountedAndNamed(t *testing.T) {
 		require.NoError(t, err)
 		res.Body.Close()
 		require.Equal(t, http.StatusInternalServerError, res.StatusCode, path)
-		id := res.Header.Get(actors.ErrorIDHeader)
+		id := res.Header.Get(actorhost.ErrorIDHeader)
 		require.NotEmpty(t, id, path)
 		assert.True(t, logs.Has("actor event failed", "error_id="+id), "no log line with error_id=%s:\n%s", id, logs)
 		assert.Equal(t, `wasmkeep_actor_event_failures_total{class="board"} `+[]string{"1", "2"}[i],

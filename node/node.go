@@ -17,6 +17,7 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/ingress"
+	"github.com/wasmkeep/wasmkeep/internal/actorhost"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 	"github.com/wasmkeep/wasmkeep/peer"
@@ -47,9 +48,9 @@ type Config struct {
 	Metrics *prometheus.Registry
 
 	// Actors bounds the resident actors: idle timeout, how many, the
-	// state and block cache, calls, event keys (actors.Config), and may
+	// state and block cache, calls, event keys (actorhost.Config), and may
 	// name an OnHibernate. Zero: their defaults.
-	Actors actors.Config
+	Actors actorhost.Config
 	// Supervision bounds the restarts of a resident actor (see
 	// supervisors.Policy). Zero: its defaults.
 	Supervision supervisors.Policy
@@ -111,7 +112,7 @@ func (c Config) Validate() error {
 type Node struct {
 	tree    *supervisors.Tree
 	keeper  *keeper.Keeper
-	host    *actors.Host
+	host    *actorhost.Host
 	sockets *sockets.Owner
 	server  *http.Server
 	addr    string
@@ -230,7 +231,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	ac.Keeper, ac.Bucket, ac.Registry, ac.System, ac.Logger = k, cfg.Bucket, cfg.Registry, system, log
 	ac.RetryAfter, ac.Supervision, ac.Sockets, ac.Caller = cfg.Core.LeasePeriod, sup, n.sockets, caller
 	ac.Parent = tree.Under(supervisors.RoleDirector, nil)
-	n.host, err = actors.NewHost(ac)
+	n.host, err = actorhost.New(ac)
 	if err != nil {
 		return fail(err)
 	}
@@ -470,7 +471,7 @@ type nodeHooks struct {
 	system *actor.ActorSystem
 	// host and sockets are set before the keeper begins (nil only in a
 	// node that failed before making them, whose keeper never begins).
-	host    *actors.Host
+	host    *actorhost.Host
 	sockets *sockets.Owner
 	// drivers are spawned once the lease is taken (their passes are
 	// inputs to a running Core): nil until then, and an effect for them

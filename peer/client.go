@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/internal/actorhost"
 	"github.com/wasmkeep/wasmkeep/ownership"
 )
 
@@ -138,8 +138,8 @@ var ErrHolderUnknown = errors.New("the holder does not know the event's outcome 
 // retrying, it still runs there from an earlier try). Unless last, the
 // sender sends the event again on either error. It tells the keeper what
 // the answer says of the holder.
-func (c *Client) judgeAnswer(a ownership.Actor, d actors.Elsewhere, status int, header http.Header, last, retrying bool) error {
-	outcome := header.Get(actors.OutcomeHeader)
+func (c *Client) judgeAnswer(a ownership.Actor, d actorhost.Elsewhere, status int, header http.Header, last, retrying bool) error {
+	outcome := header.Get(actorhost.OutcomeHeader)
 	switch {
 	case status == http.StatusUnauthorized && header.Get(NotRunHeader) != "":
 		// Signed for an instance the holder no longer is: its lease is
@@ -151,7 +151,7 @@ func (c *Client) judgeAnswer(a ownership.Actor, d actors.Elsewhere, status int, 
 		if !last {
 			return ErrHolderRefused
 		}
-	case !last && status == http.StatusGatewayTimeout && outcome == "unknown" && header.Get(actors.RanHeader) == "",
+	case !last && status == http.StatusGatewayTimeout && outcome == "unknown" && header.Get(actorhost.RanHeader) == "",
 		!last && retrying && status == http.StatusConflict && outcome == "running":
 		return ErrHolderUnknown
 	}
@@ -163,7 +163,7 @@ func (c *Client) judgeAnswer(a ownership.Actor, d actors.Elsewhere, status int, 
 // otherwise it may have reached the holder. dead says this node took the
 // holder for dead while it waited (watchHolder). It tells the keeper and
 // the peer log, and returns the error to report.
-func (c *Client) judgeFailure(a ownership.Actor, d actors.Elsewhere, what string, err error, dead bool) (Sent, error) {
+func (c *Client) judgeFailure(a ownership.Actor, d actorhost.Elsewhere, what string, err error, dead bool) (Sent, error) {
 	c.peers.failed(d.Node, d.Addr, what, err)
 	c.cfg.Keeper.RouteFailed(a, d.Node)
 	var op *net.OpError
@@ -249,7 +249,7 @@ func refuse(w http.ResponseWriter, retry time.Duration, msg string) {
 // header marks out as sent by this node to the node d names, for the
 // instance d names when known, and signs it with body when the nodes have
 // a cluster key: the last thing done to out's headers.
-func (c *Client) header(out *http.Request, d actors.Elsewhere, body []byte) {
+func (c *Client) header(out *http.Request, d actorhost.Elsewhere, body []byte) {
 	out.Header.Set(ForwardedHeader, string(c.cfg.Node))
 	out.Header.Set(ForwardedToHeader, string(d.Node))
 	setInstance(out.Header, d.Instance)

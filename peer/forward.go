@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/internal/actorhost"
 	"github.com/wasmkeep/wasmkeep/ownership"
 )
 
@@ -26,7 +27,7 @@ import (
 // relayed, Forward does not answer: the caller does, with the error. A
 // request another node forwarded here is never forwarded again (no
 // loops): it is refused, not run. A WebSocket upgrade is relayed (Relay).
-func (c *Client) Forward(w http.ResponseWriter, r *http.Request, a ownership.Actor, d actors.Elsewhere, body []byte, last, retrying bool) (out Sent, err error) {
+func (c *Client) Forward(w http.ResponseWriter, r *http.Request, a ownership.Actor, d actorhost.Elsewhere, body []byte, last, retrying bool) (out Sent, err error) {
 	if c.unsendable(w, r, a, d) {
 		return Answered, nil
 	}
@@ -76,7 +77,7 @@ func (c *Client) Forward(w http.ResponseWriter, r *http.Request, a ownership.Act
 // unsendable refuses (503, not run) a request r that cannot be sent to d:
 // one another node forwarded here (it is never forwarded again: no
 // loops), or one for a holder whose address is not known here.
-func (c *Client) unsendable(w http.ResponseWriter, r *http.Request, a ownership.Actor, d actors.Elsewhere) bool {
+func (c *Client) unsendable(w http.ResponseWriter, r *http.Request, a ownership.Actor, d actorhost.Elsewhere) bool {
 	switch {
 	case r.Header.Get(ForwardedHeader) != "":
 		c.log.Warn("not forwarding a forwarded request", slog.String("class", a.Class), slog.String("name", a.Name),
@@ -97,9 +98,9 @@ func (c *Client) unsendable(w http.ResponseWriter, r *http.Request, a ownership.
 // (retrying) that its outcome is unknown or it still runs, is not
 // returned: the caller sends it again. A holder taken for dead while it
 // does not answer ends the call as a forward's does.
-func (c *Client) Call(ctx context.Context, to ownership.Actor, d actors.Elsewhere, req *actors.Request, key *actors.EventKey, last, retrying bool) (*actors.Response, Sent, error) {
+func (c *Client) Call(ctx context.Context, to ownership.Actor, d actorhost.Elsewhere, req *actors.Request, key *actorhost.EventKey, last, retrying bool) (*actors.Response, Sent, error) {
 	if d.Addr == "" {
-		return nil, Answered, &actors.UnavailableError{Actor: to, Reason: fmt.Sprintf("held by node %s, whose address is not known here", d.Node), RetryAfter: time.Second}
+		return nil, Answered, &actorhost.UnavailableError{Actor: to, Reason: fmt.Sprintf("held by node %s, whose address is not known here", d.Node), RetryAfter: time.Second}
 	}
 	u := url.URL{Scheme: "http", Host: d.Addr, Path: actorPath(to) + req.Path, RawQuery: req.Query.Encode()}
 	u.RawPath = actorEscapedPath(to) + (&url.URL{Path: req.Path}).EscapedPath()
@@ -118,7 +119,7 @@ func (c *Client) Call(ctx context.Context, to ownership.Actor, d actors.Elsewher
 	for k, vs := range req.Header {
 		out.Header[k] = vs
 	}
-	out.Header.Set(CallChainHeader, encodeChain(actors.CallChain(ctx)))
+	out.Header.Set(CallChainHeader, encodeChain(actorhost.CallChain(ctx)))
 	out.Header.Del(EventKeyHeader)
 	if key != nil {
 		out.Header.Set(EventKeyHeader, key.String())
@@ -162,7 +163,7 @@ func (c *Client) Take(ctx context.Context, t ownership.Take) error {
 		return fmt.Errorf("take %s/%s: %w", a.Class, a.Name, err)
 	}
 	out.Header.Set(TakeHeader, "1")
-	c.header(out, actors.Elsewhere{Node: target, Addr: addr, Instance: t.Instance}, nil)
+	c.header(out, actorhost.Elsewhere{Node: target, Addr: addr, Instance: t.Instance}, nil)
 	res, err := c.cfg.Transport.RoundTrip(out)
 	if err != nil {
 		c.peers.failed(target, addr, "take", err)

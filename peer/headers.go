@@ -18,7 +18,7 @@ const ForwardedHeader = "Wasmkeep-Forwarded-By"
 const NotRunHeader = "Wasmkeep-Not-Run"
 
 // EventKeyHeader carries the key of an event a node sends to another (a
-// forward's, a call's: actors.EventKey.String), so that the actor runs it
+// forward's, a call's: actorhost.EventKey.String), so that the actor runs it
 // at most once however often it is sent. Only a peer may send it.
 const EventKeyHeader = "Wasmkeep-Event-Key"
 

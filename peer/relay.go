@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/internal/actorhost"
 	"github.com/wasmkeep/wasmkeep/ownership"
 )
 
@@ -192,7 +192,7 @@ func (c *Client) CloseRelays(code int, reason string) {
 // relayed as Forward relays one, and judged the same way. The two
 // descriptors a relayed socket holds while it lives, the client's and the
 // holder's, are the caller's to count.
-func (c *Client) Relay(w http.ResponseWriter, r *http.Request, a ownership.Actor, d actors.Elsewhere, last bool) (Sent, error) {
+func (c *Client) Relay(w http.ResponseWriter, r *http.Request, a ownership.Actor, d actorhost.Elsewhere, last bool) (Sent, error) {
 	if c.unsendable(w, r, a, d) {
 		return Answered, nil
 	}

@@ -66,7 +66,7 @@
 // send take calls on goroutines of their own. A resident actor does wait
 // in its Receive, each time only for that one actor's gates: its hold's
 // first MayAct and state load, its output gate's MayAct, a call it makes,
-// and its commit when it stops (package actors, "Blocking", says why none
+// and its commit when it stops (package internal/actorhost, "Blocking", says why none
 // can deadlock). Callers of HibernateAll and Resident wait too, and are
 // not actors.
 //
@@ -80,7 +80,7 @@
 // wasmkeep_supervisor_message_seconds (one message in 8 timed); the
 // resident actors' own, by class, are below.
 //
-// The director of package actors is the parent of every resident actor
+// The director of package internal/actorhost is the parent of every resident actor
 // and so their supervisor: when a panic escapes a resident actor's Receive
 // (it recovers a class's own panics per event and answers 500; what
 // reaches the supervisor is a panic of the host code around it), proto.actor

@@ -39,7 +39,7 @@ func (p *Policy) setDefaults() {
 }
 
 // Supervisor supervises the resident actors of every class, one policy
-// for all, with one Metrics. It satisfies actors.Supervision.
+// for all, with one Metrics. It satisfies actorhost.Supervision.
 type Supervisor struct {
 	metrics *Metrics
 	policy  Policy

@@ -196,7 +196,7 @@ func (t *Tree) ChildPID(name string) *actor.PID {
 }
 
 // Under returns a spawner of children of role (for keeper.Config.Parent and
-// actors.Config.Parent).
+// actorhost.Config.Parent).
 func (t *Tree) Under(role Role, progress func() string) *Spawner {
 	return &Spawner{t: t, role: role, progress: progress}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/internal/actorhost"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
@@ -21,11 +22,11 @@ type hostCaller struct {
 	seen   []string
 }
 
-func (c *hostCaller) Call(ctx context.Context, here *actors.Host, to ownership.Actor, req *actors.Request) (*actors.Response, error) {
+func (c *hostCaller) Call(ctx context.Context, here *actorhost.Host, to ownership.Actor, req *actors.Request) (*actors.Response, error) {
 	if to.Name == "bad" {
 		return nil, fmt.Errorf("call: %w: name", actors.ErrBadCall)
 	}
-	obj, err := c.bucket.Get(ctx, actors.StateKey(ownership.Actor{Class: "probe", Name: "a"}))
+	obj, err := c.bucket.Get(ctx, actorhost.StateKey(ownership.Actor{Class: "probe", Name: "a"}))
 	c.seen = append(c.seen, fmt.Sprint(string(obj.Body), err))
 	return here.Deliver(ctx, to, 1, req)
 }
@@ -54,7 +55,7 @@ func TestGuestCall(t *testing.T) {
 	}
 	bucket := memstore.New(memstore.Faults{})
 	c := &hostCaller{bucket: bucket}
-	h, err := actors.NewHost(actors.Config{Keeper: anyKeeper{}, Bucket: bucket, Registry: reg, System: keeper.NewSystem(nil), Caller: c})
+	h, err := actorhost.New(actorhost.Config{Keeper: anyKeeper{}, Bucket: bucket, Registry: reg, System: keeper.NewSystem(nil), Caller: c})
 	if err != nil {
 		t.Fatal(err)
 	}

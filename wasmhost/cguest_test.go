@@ -22,6 +22,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/internal/actorhost"
 	"github.com/wasmkeep/wasmkeep/internal/nodetest"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/keeper"
@@ -31,7 +32,7 @@ import (
 
 // Guests in C: the C SDK (sdk/c) and the C classes (examples/counter-c,
 // examples/room-c), built with clang for wasm32-wasi and run by the real
-// host, as a class of an actors.Host and on whole nodes.
+// host, as a class of an actorhost.Host and on whole nodes.
 
 const (
 	cSDK     = "sdk/c"
@@ -191,7 +192,7 @@ func cGet(path, rawQuery string) *actors.Request {
 	return &actors.Request{Method: http.MethodGet, Path: path, Query: q, Header: http.Header{}}
 }
 
-// TestCGuestCounter runs the C counter as a class of an actors.Host, as
+// TestCGuestCounter runs the C counter as a class of an actorhost.Host, as
 // TestClassInHost runs the Go one: counts per actor, ?read, 405, and the
 // counts going on after the host and its runtime are replaced (the module
 // compiled again) over the same bucket.
@@ -200,13 +201,13 @@ func TestCGuestCounter(t *testing.T) {
 	wasm := buildC(t, clang, cCounter)
 	bucket := memstore.New(memstore.Faults{})
 	ctx := context.Background()
-	start := func() *actors.Host {
+	start := func() *actorhost.Host {
 		t.Helper()
 		reg := actors.NewRegistry()
 		if err := reg.Register("counter-c", cCompile(t, cRuntime(t), "counter-c", wasm)); err != nil {
 			t.Fatal(err)
 		}
-		h, err := actors.NewHost(actors.Config{Keeper: grantAll{}, Bucket: bucket, Registry: reg, System: keeper.NewSystem(nil)})
+		h, err := actorhost.New(actorhost.Config{Keeper: grantAll{}, Bucket: bucket, Registry: reg, System: keeper.NewSystem(nil)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -554,7 +555,7 @@ func TestCGuestActors(t *testing.T) {
 	if err := reg.Register("c-probe", m); err != nil {
 		t.Fatal(err)
 	}
-	h, err := actors.NewHost(actors.Config{Keeper: grantAll{}, Bucket: memstore.New(memstore.Faults{}), Registry: reg,
+	h, err := actorhost.New(actorhost.Config{Keeper: grantAll{}, Bucket: memstore.New(memstore.Faults{}), Registry: reg,
 		System: keeper.NewSystem(nil), IdleTimeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/internal/actorhost"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
@@ -140,7 +141,7 @@ static wk_response *serve(const wk_request *req) {
 WK_HANDLE_REQUEST(serve)
 `
 
-// TestCGuestSQL runs the C SDK's SQL on an actors.Host whose actors' state
+// TestCGuestSQL runs the C SDK's SQL on an actorhost.Host whose actors' state
 // is bounded at 64 KiB, two actors on one shared guest: values of
 // every type in and out, errors with SQLite's message, the bound as
 // WK_SQL_LIMIT with the event's other writes kept, a rollback's row gone,
@@ -156,7 +157,7 @@ func TestCGuestSQL(t *testing.T) {
 	}
 	wasm := buildC(t, clang, dir)
 	bucket := memstore.New(memstore.Faults{})
-	var h *actors.Host
+	var h *actorhost.Host
 	var m *wasmhost.Module
 	start := func() {
 		t.Helper()
@@ -170,7 +171,7 @@ func TestCGuestSQL(t *testing.T) {
 		if err := reg.Register("c-sql", m); err != nil {
 			t.Fatal(err)
 		}
-		h, err = actors.NewHost(actors.Config{Keeper: grantAll{}, Bucket: bucket, Registry: reg, System: keeper.NewSystem(nil), MaxState: 64 << 10})
+		h, err = actorhost.New(actorhost.Config{Keeper: grantAll{}, Bucket: bucket, Registry: reg, System: keeper.NewSystem(nil), MaxState: 64 << 10})
 		if err != nil {
 			t.Fatal(err)
 		}

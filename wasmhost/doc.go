@@ -14,7 +14,7 @@
 //	mod, err := rt.Compile(ctx, "counter", wasmBytes)
 //	err = registry.Register("counter", mod) // mod is an actors.ResidentClass
 //
-// actors.Host then calls mod.NewResident when an actor of the class becomes
+// actorhost.Host then calls mod.NewResident when an actor of the class becomes
 // resident, sends that actor's events to the returned Resident, and closes
 // it when the actor hibernates, is evicted or stops.
 //

@@ -6,13 +6,14 @@ import (
 	"testing"
 
 	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/internal/actorhost"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
 )
 
 // TestGuestbookGuest runs the SQL guest of docs/CLASSES.md (testdata/guestbook) on
-// an actors.Host, with the requests and answers docs/CLASSES.md shows, and its rows
+// an actorhost.Host, with the requests and answers docs/CLASSES.md shows, and its rows
 // after a restart on the same bucket.
 func TestGuestbookGuest(t *testing.T) {
 	r := newRuntime(t, Config{})
@@ -25,11 +26,11 @@ func TestGuestbookGuest(t *testing.T) {
 		t.Fatal(err)
 	}
 	bucket := memstore.New(memstore.Faults{})
-	var h *actors.Host
+	var h *actorhost.Host
 	start := func() {
 		t.Helper()
 		var err error
-		h, err = actors.NewHost(actors.Config{Keeper: anyKeeper{}, Bucket: bucket, Registry: reg, System: keeper.NewSystem(nil)})
+		h, err = actorhost.New(actorhost.Config{Keeper: anyKeeper{}, Bucket: bucket, Registry: reg, System: keeper.NewSystem(nil)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/internal/actorhost"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
@@ -24,7 +25,7 @@ func (anyKeeper) HoldEnded(ownership.Actor, ownership.Generation, string) {}
 func (anyKeeper) DamageFound(string, error)                               {}
 
 // TestClassInHost runs the wasm counter as a registered class of an
-// actors.Host: durable counts per actor, one guest per resident actor (the
+// actorhost.Host: durable counts per actor, one guest per resident actor (the
 // probe's in-memory event count tells), and a fresh guest after a guest
 // error.
 func TestClassInHost(t *testing.T) {
@@ -46,7 +47,7 @@ func TestClassInHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	bucket := memstore.New(memstore.Faults{})
-	h, err := actors.NewHost(actors.Config{Keeper: anyKeeper{}, Bucket: bucket, Registry: reg, System: keeper.NewSystem(nil)})
+	h, err := actorhost.New(actorhost.Config{Keeper: anyKeeper{}, Bucket: bucket, Registry: reg, System: keeper.NewSystem(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func TestClassInHost(t *testing.T) {
 	if err := h.HibernateAll(ctx); err != nil {
 		t.Fatal(err)
 	}
-	h, err = actors.NewHost(actors.Config{Keeper: anyKeeper{}, Bucket: bucket, Registry: reg, System: keeper.NewSystem(nil)})
+	h, err = actorhost.New(actorhost.Config{Keeper: anyKeeper{}, Bucket: bucket, Registry: reg, System: keeper.NewSystem(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

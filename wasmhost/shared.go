@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/internal/actorhost"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/wasmhost/internal/wire"
 )
@@ -152,7 +153,7 @@ func (a *member) run(ctx context.Context, what string, socket bool, ev *event) (
 // by an actor of its call chain would wait forever (that actor waits for
 // this event): the actor moves.
 func (a *member) acquire(ctx context.Context) (*slot, error) {
-	chain := actors.CallChain(ctx)
+	chain := actorhost.CallChain(ctx)
 	if a.s == nil {
 		a.s = a.p.place(chain)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/internal/actorhost"
 	"github.com/wasmkeep/wasmkeep/internal/nodetest"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/keeper"
@@ -33,7 +34,7 @@ const tenantGuest = "./testdata/tenant"
 
 var isolations = []Isolation{IsolationActor, IsolationClass}
 
-// everyHold lets every hold act, for an actors.Host without an ownership
+// everyHold lets every hold act, for an actorhost.Host without an ownership
 // core.
 type everyHold struct{}
 
@@ -45,11 +46,11 @@ func (everyHold) Idle(ownership.Actor, ownership.Generation)              {}
 func (everyHold) HoldEnded(ownership.Actor, ownership.Generation, string) {}
 func (everyHold) DamageFound(string, error)                               {}
 
-// tenants is the tenant class served by an actors.Host in one isolation,
+// tenants is the tenant class served by an actorhost.Host in one isolation,
 // on one shared guest (unless cfg says otherwise) in isolation class.
 type tenants struct {
 	t *testing.T
-	h *actors.Host
+	h *actorhost.Host
 	m *Module
 }
 
@@ -77,7 +78,7 @@ func newTenantsIdle(t *testing.T, iso Isolation, cfg Config, idle time.Duration)
 	if err := reg.Register("tenant", m); err != nil {
 		t.Fatal(err)
 	}
-	h, err := actors.NewHost(actors.Config{Keeper: everyHold{}, Bucket: memstore.New(memstore.Faults{}), Registry: reg,
+	h, err := actorhost.New(actorhost.Config{Keeper: everyHold{}, Bucket: memstore.New(memstore.Faults{}), Registry: reg,
 		System: keeper.NewSystem(nil), IdleTimeout: idle})
 	if err != nil {
 		t.Fatal(err)

@@ -214,7 +214,7 @@ func closeCodeSendable(code int) bool {
 
 // encodeSocketList lays out the result of ws_list_len: a count, then each
 // socket's id, tags and attachment.
-func encodeSocketList(list []sockets.SocketInfo) []byte {
+func encodeSocketList(list []actors.SocketInfo) []byte {
 	n := 4
 	for _, s := range list {
 		n += 16 + len(s.Attachment)

@@ -18,7 +18,7 @@ import (
 // fakeSockets records what an event does with its actor's sockets.
 type fakeSockets struct {
 	ops  []string // "send 1 text data", "broadcast tag bin data", "close 1 1000 reason"
-	list []sockets.SocketInfo
+	list []actors.SocketInfo
 	auto [2]string
 }
 
@@ -34,8 +34,8 @@ func (f *fakeSockets) Close(id actors.SocketID, code int, reason string) {
 	f.ops = append(f.ops, fmt.Sprintf("close %d %d %s", id, code, reason))
 }
 
-func (f *fakeSockets) List(tag string) []sockets.SocketInfo {
-	var out []sockets.SocketInfo
+func (f *fakeSockets) List(tag string) []actors.SocketInfo {
+	var out []actors.SocketInfo
 	for _, s := range f.list {
 		if tag == "" || slices.Contains(s.Tags, tag) {
 			out = append(out, s)
@@ -44,7 +44,7 @@ func (f *fakeSockets) List(tag string) []sockets.SocketInfo {
 	return out
 }
 
-func (f *fakeSockets) find(id actors.SocketID) *sockets.SocketInfo {
+func (f *fakeSockets) find(id actors.SocketID) *actors.SocketInfo {
 	for i := range f.list {
 		if f.list[i].ID == id {
 			return &f.list[i]
@@ -158,7 +158,7 @@ func TestSocketAccept(t *testing.T) {
 func TestSocketEvents(t *testing.T) {
 	g := newGuest(t, Config{}, probeGuest)
 	st := memStorage{}
-	f := &fakeSockets{list: []sockets.SocketInfo{
+	f := &fakeSockets{list: []actors.SocketInfo{
 		{ID: 1, Tags: []string{"a"}},
 		{ID: 1 << 40, Tags: []string{"a", "b"}, Attachment: []byte("bob")},
 	}}

@@ -10,6 +10,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/internal/eventctx"
 	"github.com/wasmkeep/wasmkeep/wasmhost/internal/wire"
 )
 
@@ -96,19 +97,27 @@ func decodeStatement(b []byte) (sqlStatement, bool) {
 	return s, true
 }
 
+// statementRunner is what an event's context carries (eventctx.Key) to
+// run a statement whose kind the guest does not tell: it returns both what
+// the statement changed and its rows, up to maxSize bytes of them.
+type statementRunner interface {
+	SQLStatement(ctx context.Context, query string, maxSize int, args []any) (actors.SQLResult, *actors.SQLRows, error)
+}
+
 // runStatement runs s on the SQL database of the actor whose event ctx
 // is, and lays out its result: what it did and its rows, or why not.
 func runStatement(ctx context.Context, ev *event, s sqlStatement) []byte {
-	db := actors.SQL(ctx)
 	var (
 		res  actors.SQLResult
 		rows *actors.SQLRows
 		err  error
 	)
-	if s.exec {
-		res, err = db.Exec(s.query, s.args...)
-	} else {
-		res, rows, err = db.Statement(s.query, maxSQLResult, s.args...)
+	st, ok := ctx.Value(eventctx.Key{}).(statementRunner)
+	switch {
+	case s.exec || !ok:
+		res, err = actors.SQL(ctx).Exec(s.query, s.args...)
+	default:
+		res, rows, err = st.SQLStatement(ctx, s.query, maxSQLResult, s.args)
 	}
 	if err != nil {
 		status := byte(wire.SQLError)

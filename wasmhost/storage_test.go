@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/internal/actorhost"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
@@ -80,7 +81,7 @@ func TestGuestBatch(t *testing.T) {
 }
 
 // TestGuestStorageInHost runs list and batch on the storage of real
-// events (actors.Host over a bucket): a refused batch leaves the event's
+// events (actorhost.Host over a bucket): a refused batch leaves the event's
 // earlier write, which commits; nothing of the batch does.
 func TestGuestStorageInHost(t *testing.T) {
 	r := newRuntime(t, Config{})
@@ -93,7 +94,7 @@ func TestGuestStorageInHost(t *testing.T) {
 	if err := reg.Register("probe", probe); err != nil {
 		t.Fatal(err)
 	}
-	h, err := actors.NewHost(actors.Config{Keeper: anyKeeper{}, Bucket: memstore.New(memstore.Faults{}), Registry: reg, System: keeper.NewSystem(nil)})
+	h, err := actorhost.New(actorhost.Config{Keeper: anyKeeper{}, Bucket: memstore.New(memstore.Faults{}), Registry: reg, System: keeper.NewSystem(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,11 +401,11 @@ func TestRawGetMany(t *testing.T) {
 	}
 }
 
-// probeHost is the probe served as class "probe" of an actors.Host over a
+// probeHost is the probe served as class "probe" of an actorhost.Host over a
 // memory bucket, in one isolation (on one shared guest in class).
 type probeHost struct {
 	t        *testing.T
-	h        *actors.Host
+	h        *actorhost.Host
 	m        *Module
 	reg      *actors.Registry
 	bucket   ownership.Bucket
@@ -444,7 +445,7 @@ func newBoundProbeHost(t *testing.T, iso Isolation, maxState int) *probeHost {
 // start starts the host, on the bucket of the one before if any.
 func (p *probeHost) start() {
 	p.t.Helper()
-	h, err := actors.NewHost(actors.Config{Keeper: anyKeeper{}, Bucket: p.bucket, Registry: p.reg, System: keeper.NewSystem(nil),
+	h, err := actorhost.New(actorhost.Config{Keeper: anyKeeper{}, Bucket: p.bucket, Registry: p.reg, System: keeper.NewSystem(nil),
 		MaxState: p.maxState})
 	if err != nil {
 		p.t.Fatal(err)

@@ -34,6 +34,7 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/examples/chat"
+	"github.com/wasmkeep/wasmkeep/internal/actorhost"
 	"github.com/wasmkeep/wasmkeep/node"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/dirstore"
@@ -75,7 +76,7 @@ func run(sockets, rooms int, hold time.Duration, conc int) error {
 	ctx := context.Background()
 	n, err := node.Start(ctx, node.Config{
 		Core:   ownership.DefaultConfig("inproc", "i1"),
-		Bucket: b, Listener: lis, Registry: reg, Actors: actors.Config{IdleTimeout: 2 * time.Second},
+		Bucket: b, Listener: lis, Registry: reg, Actors: actorhost.Config{IdleTimeout: 2 * time.Second},
 		Logger:  slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Sockets: wksockets.Config{MaxSockets: sockets + 1, PingInterval: time.Hour, PongTimeout: time.Hour},
 	})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/examples/chat"
+	"github.com/wasmkeep/wasmkeep/internal/actorhost"
 	"github.com/wasmkeep/wasmkeep/node"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/dirstore"
@@ -77,7 +78,7 @@ func Start(t testing.TB, o Options) *Node {
 	cfg := node.Config{
 		Core:   ownership.DefaultConfig(ownership.NodeID(o.Node), ownership.InstanceID(o.Instance)),
 		Bucket: b, Listener: lis, Registry: reg, PublicAdmin: true,
-		Actors: actors.Config{IdleTimeout: o.IdleTimeout, OnHibernate: func(a ownership.Actor, _ ownership.Generation, reason string) {
+		Actors: actorhost.Config{IdleTimeout: o.IdleTimeout, OnHibernate: func(a ownership.Actor, _ ownership.Generation, reason string) {
 			select {
 			case hib <- a.String() + " " + reason:
 			default:

@@ -8,7 +8,7 @@ import (
 
 // Within this package, this file and shell.go are the only places that
 // touch proto.actor, so that an upgrade of the library changes little here
-// (the resident actors, package actors, and their supervision, package
+// (the resident actors, package internal/actorhost, and their supervision, package
 // supervisors, are proto.actor actors too; tests/deps keeps the library
 // out of every other package).
 

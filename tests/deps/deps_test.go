@@ -31,7 +31,7 @@ type pkg struct {
 // syscall itself, and none depends, even indirectly, on the network or on
 // proto.actor (os they reach through fmt, which is why only their own
 // imports are held to it).
-var pure = []string{"ownership", "ownership/bucketcheck", "actors/kvrun"}
+var pure = []string{"ownership", "ownership/bucketcheck", "internal/kvrun"}
 
 // impureDeps are what a pure package may not depend on, directly or not.
 var impureDeps = []string{"github.com/asynkron/protoactor-go", "github.com/aws", "net/http", "net"}
@@ -44,7 +44,10 @@ var leaves = map[string]struct {
 }{
 	"sockets": {[]string{"github.com/asynkron/protoactor-go", module + "/actors", module + "/wasmhost", module + "/ingress", module + "/ownership/keeper"},
 		"the socket owner knows actors only as ownership.Actor: the node wires it in"},
-	"actors/kvrun": {[]string{module + "/actors", module + "/ownership/keeper", module + "/ownership/dirstore", module + "/ownership/sqlitestore", module + "/ownership/s3store"},
+	"actors": {[]string{"github.com/asynkron/protoactor-go", "github.com/ncruces/go-sqlite3", "github.com/gorilla/websocket", "github.com/aws",
+		module + "/internal/actorhost", module + "/internal/kvrun", module + "/sockets", module + "/wasmhost", module + "/ingress", module + "/supervisors", module + "/ownership/keeper"},
+		"the class authors' API is small and stable; the runtime behind it is internal/actorhost"},
+	"internal/kvrun": {[]string{module + "/actors", module + "/internal/actorhost", module + "/ownership/keeper", module + "/ownership/dirstore", module + "/ownership/sqlitestore", module + "/ownership/s3store"},
 		"the runs of an actor's storage read through the Fetch they are given"},
 }
 
@@ -64,7 +67,7 @@ var forbiddenImports = map[string]map[string]string{
 		module + "/supervisors":      "the peer client knows the node only through the keeper's interface",
 		module + "/ownership/keeper": "the peer client knows the node only through the keeper's interface",
 	},
-	"actors": {
+	"internal/actorhost": {
 		module + "/ingress":     "actors are reached by the entry, never the other way",
 		module + "/supervisors": "actors are supervised by the tree, and know nothing of it",
 		module + "/wasmhost":    "wasm classes are one kind of class the actors side serves, not part of it",
@@ -79,7 +82,7 @@ func matches(dep, path string) bool { return dep == path || strings.HasPrefix(de
 var testOnly = []string{"internal/nodetest", "internal/s3test", "internal/damagetest", "internal/testlog", "internal/browser"}
 
 // actorPackages are where proto.actor actors live.
-var actorPackages = []string{"actors", "ownership/keeper", "supervisors", "node"}
+var actorPackages = []string{"internal/actorhost", "ownership/keeper", "supervisors", "node"}
 
 func rel(path string) string { return strings.TrimPrefix(strings.TrimPrefix(path, module), "/") }
 
@@ -193,16 +196,19 @@ func TestRulesCatchWhatTheyForbid(t *testing.T) {
 		"proto.actor elsewhere":       {pkg{ImportPath: module + "/ingress", Imports: []string{"github.com/asynkron/protoactor-go/actor"}}, "imports proto.actor"},
 		"entry assembling":            {pkg{ImportPath: module + "/ingress", Imports: []string{module + "/supervisors"}}, "not by it"},
 		"entry asking keeper":         {pkg{ImportPath: module + "/ingress", Imports: []string{module + "/ownership/keeper"}}, "never asks the keeper"},
-		"actors reaching entry":       {pkg{ImportPath: module + "/actors", Imports: []string{module + "/ingress"}}, "never the other way"},
-		"actors in the tree":          {pkg{ImportPath: module + "/actors", Imports: []string{module + "/supervisors"}}, "know nothing of it"},
-		"actors serving wasm":         {pkg{ImportPath: module + "/actors", Imports: []string{module + "/wasmhost"}}, "not part of it"},
+		"actors reaching entry":       {pkg{ImportPath: module + "/internal/actorhost", Imports: []string{module + "/ingress"}}, "never the other way"},
+		"actors in the tree":          {pkg{ImportPath: module + "/internal/actorhost", Imports: []string{module + "/supervisors"}}, "know nothing of it"},
+		"actors serving wasm":         {pkg{ImportPath: module + "/internal/actorhost", Imports: []string{module + "/wasmhost"}}, "not part of it"},
+		"SDK with an actor system":    {pkg{ImportPath: module + "/actors", Deps: []string{"github.com/asynkron/protoactor-go/actor"}}, "small and stable"},
+		"SDK with the runtime":        {pkg{ImportPath: module + "/actors", Deps: []string{module + "/internal/actorhost"}}, "small and stable"},
+		"SDK with SQLite":             {pkg{ImportPath: module + "/actors", Deps: []string{"github.com/ncruces/go-sqlite3"}}, "small and stable"},
 		"impure core":                 {pkg{ImportPath: module + "/ownership", Imports: []string{module + "/ownership/keeper"}}, "depends on nothing"},
 		"core opening files":          {pkg{ImportPath: module + "/ownership", Imports: []string{"os"}}, "no I/O of its own"},
 		"core on the network":         {pkg{ImportPath: module + "/ownership", Deps: []string{"net/http"}}, "reaches no network"},
 		"check with an SDK":           {pkg{ImportPath: module + "/ownership/bucketcheck", Deps: []string{"github.com/aws/aws-sdk-go-v2/service/s3"}}, "reaches no network"},
 		"check with a store":          {pkg{ImportPath: module + "/ownership/bucketcheck", Imports: []string{module + "/ownership/dirstore"}}, "the core's types alone"},
-		"runs with syscalls":          {pkg{ImportPath: module + "/actors/kvrun", Imports: []string{"syscall"}}, "no I/O of its own"},
-		"runs in an actor":            {pkg{ImportPath: module + "/actors/kvrun", Deps: []string{"github.com/asynkron/protoactor-go/actor"}}, "no actor system"},
+		"runs with syscalls":          {pkg{ImportPath: module + "/internal/kvrun", Imports: []string{"syscall"}}, "no I/O of its own"},
+		"runs in an actor":            {pkg{ImportPath: module + "/internal/kvrun", Deps: []string{"github.com/asynkron/protoactor-go/actor"}}, "no actor system"},
 		"socket owner knowing actors": {pkg{ImportPath: module + "/sockets", Deps: []string{module + "/actors"}}, "knows actors only as"},
 		"peer client in the entry":    {pkg{ImportPath: module + "/peer", Imports: []string{module + "/ingress"}}, "the entry uses the peer client"},
 		"peer client in the tree":     {pkg{ImportPath: module + "/peer", Imports: []string{module + "/supervisors"}}, "knows the node only"},

@@ -1,4 +1,0 @@
-package actors
-
-// The SQL connections opened so far, and those open now.
-var SQLOpens, SQLLive = &sqlOpens, &sqlLive

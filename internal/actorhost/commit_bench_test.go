@@ -1,0 +1,63 @@
+package actorhost_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/wasmkeep/wasmkeep/internal/actorhost"
+	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/memstore"
+)
+
+// BenchmarkCommit: counter increments spread over 1,000 actors on an
+// in-memory bucket, each event a commit of its own: the resident actor's
+// way of an event (storage, the head's encoding, the output gate) without
+// HTTP.
+func BenchmarkCommit(b *testing.B) {
+	actors := make([]ownership.Actor, 1000)
+	for i := range actors {
+		actors[i] = ownership.Actor{Class: "counter", Name: fmt.Sprintf("c%d", i)}
+	}
+	h := newHost(b, memstore.New(memstore.Faults{}), &fakeKeeper{}, nil)
+	for _, a := range actors {
+		if _, err := h.Deliver(b.Context(), a, 1, get("")); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			i++
+			if _, err := h.Deliver(b.Context(), actors[i%len(actors)], 1, get("")); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkKeyedEvent: increments of one counter, one at a time, each
+// with a client's key of its own (keyed) or none (plain), on an in-memory
+// bucket: what remembering a key costs an event, the actor's storage
+// filling with keys up to DefaultMaxKeys and past.
+func BenchmarkKeyedEvent(b *testing.B) {
+	for _, keyed := range []bool{false, true} {
+		b.Run(fmt.Sprintf("keyed=%v", keyed), func(b *testing.B) {
+			h := newHost(b, memstore.New(memstore.Faults{}), &fakeKeeper{}, nil)
+			b.ReportAllocs()
+			for i := range b.N {
+				ctx := b.Context()
+				if keyed {
+					ctx = actorhost.WithEventKey(ctx, actorhost.ClientKey(fmt.Sprintf("key-%d", i), 0))
+				}
+				if _, err := h.Deliver(ctx, room, 1, get("")); err != nil {
+					b.Fatal(err)
+				}
+			}
+			st := h.StorageStats()
+			b.ReportMetric(float64(st.HeadBytes+st.RunWriteBytes)/float64(b.N), "bytes/op")
+		})
+	}
+}

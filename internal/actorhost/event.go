@@ -1,0 +1,55 @@
+package actorhost
+
+import (
+	"context"
+
+	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/ownership"
+)
+
+// eventValues is what an event's context carries (under eventctx.Key),
+// for package actors' ActorOf, SocketsOf, Call and SQL, and for the wasm
+// host's SQL statements.
+type eventValues struct {
+	actor ownership.Actor
+	socks eventSockets // owner nil: the node serves no sockets
+	call  eventCall
+}
+
+// Actor is the event's actor.
+func (ev *eventValues) Actor() ownership.Actor { return ev.actor }
+
+// Sockets is the event's sockets, nil on a node without a socket owner.
+func (ev *eventValues) Sockets() actors.Sockets {
+	if ev.socks.owner == nil {
+		return nil
+	}
+	return &ev.socks
+}
+
+// Call sends a call from the event (see call.go).
+func (ev *eventValues) Call(ctx context.Context, to ownership.Actor, req *actors.Request) (*actors.Response, error) {
+	return ev.call.call(ctx, to, req)
+}
+
+// SQLExec is actors.SQLDB.Exec.
+func (ev *eventValues) SQLExec(ctx context.Context, query string, args []any) (actors.SQLResult, error) {
+	return (&sqlDB{ctx: ctx, ev: ev}).Exec(query, args...)
+}
+
+// SQLQuery is actors.SQLDB.Query.
+func (ev *eventValues) SQLQuery(ctx context.Context, query string, args []any) (*actors.SQLRows, error) {
+	return (&sqlDB{ctx: ctx, ev: ev}).Query(query, args...)
+}
+
+// SQLTransaction is actors.SQLDB.Transaction.
+func (ev *eventValues) SQLTransaction(ctx context.Context, fn func() error) error {
+	return (&sqlDB{ctx: ctx, ev: ev}).Transaction(fn)
+}
+
+// SQLStatement runs one statement for a caller that cannot tell whether
+// it reads or writes (a wasm guest's host call), bounding the rows it
+// holds; see sqlDB.Statement.
+func (ev *eventValues) SQLStatement(ctx context.Context, query string, maxSize int, args []any) (actors.SQLResult, *actors.SQLRows, error) {
+	return (&sqlDB{ctx: ctx, ev: ev}).Statement(query, maxSize, args...)
+}

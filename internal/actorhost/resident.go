@@ -1,0 +1,1033 @@
+package actorhost
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/internal/eventctx"
+	"github.com/wasmkeep/wasmkeep/ownership"
+)
+
+// residentActor is the proto.actor actor of one resident actor: its mailbox
+// serialises the actor's events. Events run one at a time on the working
+// state, which includes the writes of earlier events whose commit has not
+// landed yet; their responses wait at the output gate until it has. At most
+// one commit is in flight: the writes of every event that ran meanwhile go
+// out together in the next one (group commit).
+type residentActor struct {
+	h     *Host
+	actor ownership.Actor
+	class actors.Class
+	ended *atomic.Bool // see residentEntry.ended
+	// per is the class's Resident for this residency when the class is a
+	// ResidentClass, made at the first event and closed when the actor
+	// stops being resident.
+	per actors.Resident
+	// sql is the actor's SQL connection (sql.go), opened at its first SQL
+	// call and closed with per.
+	sql *sqlConn
+
+	// Invariant: when loaded, state is the working state of the hold at
+	// gen: the object at etag in the bucket (stamped with gen by the
+	// acquisition's seal or a seal here, then this residency's commits),
+	// plus the writes of the events after version durable.
+	loaded bool
+	gen    ownership.Generation
+	etag   ownership.ETag
+	state  *kvState
+	// sealTaken is the generation whose seal's copy of the state a load
+	// took: a load again under it (after a failed commit dropped the
+	// state) reads the bucket, as the copy may be older than what the
+	// failed commit wrote.
+	sealTaken ownership.Generation
+
+	// compacting is the merge of runs under way, if any (compact.go);
+	// collecting the deletes of garbage (collect).
+	compacting *background[*compactedMsg]
+	collecting *collection
+	// undeleted is the garbage that the last head landed lists and no
+	// collection has tried to delete since.
+	undeleted []runName
+	// stopping: the actor got actor.Stopping, and starts no background
+	// work (see background).
+	stopping bool
+	// stalling: the commit waits for that merge (see stalled); settling:
+	// the actor is settling its events, and no commit waits.
+	stalling, settling bool
+
+	version  uint64     // events with writes applied to state
+	durable  uint64     // the version the bucket holds
+	inflight *commitJob // the commit in flight, if any
+	waiting  []waiter   // responses held at the output gate, in order
+	// lastFailure is the outcome of the last commit that did not land.
+	lastFailure ownership.Outcome
+	// timed counts the timed event keys this residency kept (remember).
+	timed int
+}
+
+// waiter is an event that ran and waits for the commit of the writes it
+// may have seen (version upto) before its response goes out. wrote: upto
+// is the version of its own writes; earlier: part of it took effect before
+// its end (ownership.EventEnd).
+type waiter struct {
+	m       *eventMsg
+	r       result
+	upto    uint64
+	wrote   bool
+	earlier bool
+	gated   ownership.Gated // release's verdict, while it decides
+}
+
+// commitJob is one commit in flight: the state as of version, encoded.
+type commitJob struct {
+	version uint64
+	seq     uint64
+	head    head
+	body    []byte            // the state object written (resolve compares it)
+	garbage []runName         // what the head lists as garbage
+	done    chan commitResult // buffered: the writer never blocks
+}
+
+type commitResult struct {
+	etag ownership.ETag
+	err  error
+	// headSent: the head's write was sent (the runs before it landed), so
+	// err is the head's; otherwise nothing the events wrote can land.
+	headSent bool
+}
+
+// outcome is what became of the commit, for the output gate: a head never
+// sent did not land.
+func (res commitResult) outcome() ownership.Outcome {
+	if res.err != nil && !res.headSent {
+		return ownership.Failed
+	}
+	return ownership.OutcomeOf(res.err)
+}
+
+// collection is the deletes of garbage under way (collect): the names it
+// deletes, and those whose delete landed.
+type collection struct {
+	names []runName
+	*background[[]runName]
+}
+
+// collectedMsg brings the deletes of garbage back (collect).
+type collectedMsg struct{ c *collection }
+
+// commitDoneMsg tells the resident actor its commit in flight has an answer.
+type commitDoneMsg struct{ job *commitJob }
+
+func (ra *residentActor) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *eventMsg:
+		ra.event(ctx, msg)
+		// Here rather than at the end of event: a commit's encoding then
+		// runs without event's frame under it, and a resident actor's
+		// goroutine (fresh for each run of its mailbox) stays within the
+		// stack it starts with instead of growing it at every commit.
+		ra.pump(ctx)
+	case *commitDoneMsg:
+		if ra.inflight == msg.job {
+			ra.committedAt(ctx, <-msg.job.done)
+		}
+	case *compactedMsg:
+		ra.compacted(ctx, msg)
+	case *collectedMsg:
+		ra.collected(ctx, msg.c)
+	case *actor.Restarting:
+		// A panic reached the supervisor, which restarts this actor: the
+		// producer hands back this same value. What waits at the gate is
+		// answered 503 (a commit in flight is waited for first, so that it
+		// cannot race the next load); the next event reloads.
+		ra.settleEnding(ctx, false)
+		ra.drop()
+		ra.closePer()
+		ra.closeSQL()
+	case *actor.Stopping:
+		// From now on a message to this actor would be a dead letter: its
+		// background work sends none, and is waited for at Stopped.
+		ra.stopping = true
+		if ra.compacting != nil {
+			ra.compacting.stopping()
+		}
+		if ra.collecting != nil {
+			ra.collecting.stopping()
+		}
+	case *actor.Stopped:
+		// Events that ran are committed and released before the actor
+		// leaves memory: a drain or a stop finishes them. A merge under
+		// way is ended first: if it was done, the last commit lists it.
+		if t := ra.compacting; t != nil {
+			t.cancel()
+			ra.compacted(ctx, t.wait())
+		}
+		ra.endCollect(ctx)
+		ra.settleEnding(ctx, true)
+		ra.collect(ctx) // what the last head lists, if its deletes did not run
+		ra.closePer()
+		ra.closeSQL()
+	}
+}
+
+// settleEnding settles a resident actor that restarts or stops. A panic
+// while it does (the keeper's MayAct at the output gate failing again) must
+// not leave an event unanswered or the actor half-stopped: every waiting
+// event is failed.
+func (ra *residentActor) settleEnding(ctx actor.Context, flush bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			ra.log().Error("panic while the resident actor ends; its waiting events fail", slog.Any("panic", p))
+			through := ra.durable
+			if ra.inflight != nil {
+				through = ra.inflight.version // abandoned: it may still land
+			}
+			ra.inflight = nil
+			ra.gateAll(ctx, through, ownership.Unknown, "actor failed")
+		}
+	}()
+	ra.settle(ctx, flush)
+}
+
+// closePer closes the per-actor handler, if any.
+func (ra *residentActor) closePer() {
+	if ra.per != nil {
+		ra.per.Close()
+		ra.per = nil
+	}
+}
+
+// drop forgets the resident state: the next event reloads it. Nothing may
+// wait at the gate or be in flight.
+func (ra *residentActor) drop() {
+	ra.loaded, ra.gen, ra.etag, ra.state = false, 0, "", nil
+	ra.version, ra.durable, ra.undeleted = 0, 0, nil
+	if ra.compacting != nil {
+		ra.compacting.cancel() // its result, if any, finds the state dropped
+	}
+}
+
+func (ra *residentActor) log() *slog.Logger {
+	return ra.h.log.With(slog.String("class", ra.actor.Class), slog.String("name", ra.actor.Name))
+}
+
+// answer sends an event's result. Done goes before the reply: the director
+// counts the event finished before its caller can send the next one, so
+// that what it decides (idle timer, eviction) follows the order callers see.
+//
+// The reply never blocks: if the event was answered already (the
+// director answers the event whose panic reached it), this answer is
+// dropped.
+func (ra *residentActor) answer(ctx actor.Context, m *eventMsg, r result) {
+	ctx.Send(ctx.Parent(), &doneMsg{actor: ra.actor, pid: ctx.Self(), id: m.id, key: m.keyName()})
+	select {
+	case m.reply <- r:
+	default:
+	}
+}
+
+func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
+	if ra.ended.Load() {
+		ra.answer(ctx, m, result{err: ra.h.notRun(ra.actor, "hold ended")})
+		return
+	}
+	if ra.loaded && m.gen < ra.gen {
+		ra.answer(ctx, m, result{err: ra.h.notRun(ra.actor, fmt.Sprintf("stale grant at generation %d, resident at %d", m.gen, ra.gen))})
+		return
+	}
+	// Bucket calls outlive a client that went away: a commit cut short
+	// would only have an unknown outcome.
+	ioCtx := context.WithoutCancel(m.ctx)
+	if !ra.loaded || m.gen != ra.gen {
+		ra.settle(ctx, true) // a later grant: finish the old hold's events first
+		ra.drop()
+		// The grant may have ended before its event got here: the actor
+		// went idle between the grant and the event (the director's idle
+		// timer came first), and its hold was parked or released. Such
+		// an event must not run: its writes would land and its output be
+		// withheld. Refused before it runs, it is delivered again.
+		if !ra.h.cfg.Keeper.MayAct(ra.actor, m.gen) {
+			ra.answer(ctx, m, result{err: ra.h.notRun(ra.actor, "hold no longer live")})
+			return
+		}
+		if err := ra.load(ioCtx, m.gen, m.sealed); err != nil {
+			ra.drop()
+			ra.answer(ctx, m, result{err: err})
+			return
+		}
+	}
+	t := newEventTxn(ioCtx, ra.state, ra.h.cfg.MaxState)
+	if m.key != nil && !m.key.Fresh && ra.replay(ctx, m, t) {
+		return
+	}
+	// What ActorOf, SocketsOf and Call reach through the event's context:
+	// one value.
+	ev := &eventValues{
+		actor: ra.actor,
+		socks: eventSockets{owner: ra.h.cfg.Sockets, actor: ra.actor},
+		call:  eventCall{ra: ra, actx: ctx, t: t, outer: CallChain(m.ctx), m: m},
+	}
+	gen := ra.gen
+	resp, err := ra.run(context.WithValue(m.ctx, eventctx.Key{}, ev), m, t)
+	if !ra.loaded || ra.gen != gen {
+		// A commit before one of the event's calls failed: the working
+		// state was dropped, and the event fails with it: refused, unless
+		// what it did before took effect or the commit may still land.
+		c := &ev.call
+		ra.answerGated(ctx, m, ownership.EventEnd{Wrote: c.wroteAtFailure, Earlier: c.earlier, Commit: ra.lastFailure},
+			"commit before a call did not land")
+		return
+	}
+	if t.fault != nil {
+		// A read of the event's storage failed (t keeps the first fault,
+		// whether the class returned it, panicked with it, or swallowed
+		// it): the event fails. The actor's SQL connection may have been
+		// cut short in the middle of a statement: the next SQL call opens
+		// a fresh one. Nothing of the event is kept, and its answer
+		// reveals nothing: it goes out at once (unknown if a call it made
+		// before took effect).
+		ra.closeSQL()
+		if ev.call.earlier {
+			ra.answer(ctx, m, result{err: unknownOutcome(ra.actor, "a storage read failed after the event called another actor")})
+			return
+		}
+		ra.answer(ctx, m, result{err: ra.readFailed(t.fault)})
+		return
+	}
+	var r result
+	rolledBack := false
+	switch {
+	case err != nil:
+		// (rb is declared here: taken by address, it moves to the heap,
+		// which only an event that failed pays for.)
+		var rb rollback
+		if rolledBack = errors.As(err, &rb); rolledBack {
+			r = result{resp: ra.rolledBack(m, rb)}
+		} else {
+			r = result{resp: ra.failed(err)}
+		}
+		t.discard()
+	default:
+		r = result{resp: resp, out: ev.socks.out}
+	}
+	if m.key != nil {
+		tookEffect := t.dirty() || ev.call.earlier || len(r.out) > 0
+		if err := ra.remember(m, t, r, tookEffect || (m.key.Always && (err == nil || rolledBack)), ev.call.marked); err != nil {
+			// Nothing of the event is kept without its key.
+			t.discard()
+			r = result{resp: ra.failed(err)}
+		}
+	}
+	wrote := false
+	if t.dirty() {
+		ra.version++
+		ra.state.apply(t, ra.version)
+		wrote = true
+	}
+	r.woke = m.spawned
+	m.stage.Store(stageGated)
+	ra.waiting = append(ra.waiting, waiter{m: m, r: r, upto: ra.version, wrote: wrote, earlier: ev.call.earlier})
+}
+
+// replay answers an event whose key the actor remembers, from what it
+// remembers, and reports whether it did: the first answer, as a read is
+// answered (once what it read is durable, if the hold may still act);
+// 422 when the key was first used with another request; 500 when the
+// first took effect in part and did not end (it is not run again).
+func (ra *residentActor) replay(ctx actor.Context, m *eventMsg, t *txn) bool {
+	e, ok, err := t.ledgerLookup(m.key.EventKey)
+	switch {
+	case t.fault != nil:
+		ra.answer(ctx, m, result{err: ra.readFailed(t.fault)})
+		return true
+	case err != nil:
+		ra.answer(ctx, m, result{err: ra.damaged(StateKey(ra.actor), fmt.Errorf("%w: %w", ownership.ErrDamaged, err))})
+		return true
+	case !ok:
+		m.key.absent = true
+		return false
+	}
+	var resp *actors.Response
+	var rerr error
+	switch {
+	case e.mark:
+		// A node's key: the event took effect, and its answer was not kept.
+		rerr = &OutcomeUnknownError{Actor: ra.actor, Reason: "an earlier try of the event took effect, and a node's key keeps no answer", Ran: true}
+	case e.sum != m.key.sum:
+		resp = actors.Text(http.StatusUnprocessableEntity, "this "+IdempotencyHeader+" was first used with another request (method, path, query or body)\n")
+	case e.partial:
+		resp = actors.Text(http.StatusInternalServerError, "an earlier request with this "+IdempotencyHeader+
+			" took effect in part (it called another actor) and did not finish; it is not run again\n")
+	default:
+		resp = &actors.Response{Status: e.status, Header: e.header, Body: e.body}
+		if resp.Header == nil {
+			resp.Header = http.Header{}
+		}
+		resp.Header.Set(ReplayedHeader, "true")
+		if e.noBody {
+			resp.Header.Set(KeptHeader, "no-body")
+		}
+	}
+	m.stage.Store(stageGated)
+	ra.waiting = append(ra.waiting, waiter{m: m, r: result{resp: resp, err: rerr, woke: m.spawned}, upto: ra.version})
+	return true
+}
+
+// remember keeps the event's key, with its answer, in its writes when keep
+// says so and the event has an answer a retry can be given (not a socket
+// event, nor an accepted WebSocket).
+func (ra *residentActor) remember(m *eventMsg, t *txn, r result, keep, marked bool) error {
+	if !keep || r.resp == nil || r.resp.Accept != nil {
+		return nil
+	}
+	status := r.resp.Status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	e := ledgerEntry{sum: m.key.sum, status: status, header: r.resp.Header.Clone(), body: r.resp.Body}
+	now := time.Now()
+	// Absent if the event looked (replay) and marked nothing since (a call).
+	if err := t.ledgerRecord(m.key.EventKey, &e, now, ra.h.cfg.MaxKeys, m.key.absent && !marked); err != nil {
+		return err
+	}
+	if m.key.timed() {
+		// Timed keys are ended in passes, one every timedPass of them.
+		if ra.timed++; ra.timed%timedPass == 0 {
+			return t.expireTimed(now)
+		}
+	}
+	return nil
+}
+
+// timedPass is how many timed keys an actor keeps between two passes that
+// end those whose time is over (expireTimed).
+const timedPass = 32
+
+// pump starts a commit when writes wait and none is in flight, and
+// releases what the durable version covers.
+func (ra *residentActor) pump(ctx actor.Context) {
+	if ra.inflight == nil && ra.version > ra.durable && !ra.stalled() {
+		ra.startCommit(ctx)
+	}
+	ra.release(ctx)
+}
+
+// MaxRuns is how many runs an actor lists before its commits wait for the
+// merge under way instead of flushing one more run. Merges keep an actor
+// at about log(size / 1 KiB) / log 3 runs (13 at 1 GiB), but a node
+// runs few at once (Config.Merges): an actor written faster than the
+// bucket takes its merges would pile up runs, and every read after its
+// wake touches each one. So past MaxRuns, with a merge under way, a
+// commit that would flush waits, and the events that ran since wait with
+// it at the output gate: the actor's clients slow down to what the
+// merges keep up with. The memory table goes on growing meanwhile, up to
+// maxStalledMem, past which the commit flushes all the same. A merge's
+// result, and an actor that stops or moves, end the wait.
+const MaxRuns = 16
+
+// maxStalledMem bounds the memory table of an actor whose commit waits
+// for a merge.
+const maxStalledMem = 4 << 20
+
+// stalled reports whether the commit of what waits must wait for the
+// merge under way (see MaxRuns), and counts each wait once.
+func (ra *residentActor) stalled() bool {
+	s := ra.state
+	stall := !ra.settling && ra.compacting != nil && len(s.runs) >= MaxRuns && s.memBytes > flushAt && s.memBytes < maxStalledMem
+	if stall && !ra.stalling {
+		ra.h.reads.stalls.Add(1)
+	}
+	ra.stalling = stall
+	return stall
+}
+
+// startCommit writes the working state's head with If-Match on the version
+// this hold last saw, in the background, after the run it flushes, if
+// any; the answer comes back as a commitDoneMsg through the mailbox.
+func (ra *residentActor) startCommit(ctx actor.Context) {
+	seq := ra.state.Seq + 1
+	hd, err := ra.state.encodeHead(ra.gen, ra.version)
+	job := &commitJob{version: ra.version, seq: seq, head: hd, garbage: slices.Clone(ra.state.garbage), done: make(chan commitResult, 1)}
+	ra.inflight = job
+	self, root, bucket, timeout := ctx.Self(), ra.h.cfg.System.Root, ra.h.cfg.Bucket, ra.h.cfg.IOTimeout
+	if err != nil {
+		job.done <- commitResult{err: err}
+		root.Send(self, &commitDoneMsg{job: job})
+		return
+	}
+	body, key, etag, a := ownership.EncodeState(ownership.StateHeader{Gen: ra.gen, Seq: seq}, hd.payload), StateKey(ra.actor), ra.etag, ra.actor
+	job.body = body
+	runs, reads := ra.h.runs(), &ra.h.reads
+	go func() {
+		cctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		var res commitResult
+		defer func() {
+			job.done <- res
+			root.Send(self, &commitDoneMsg{job: job})
+		}()
+		if hd.flush != nil {
+			// The run first: the head that lists it must never land
+			// without it. So too the manifests.
+			p := hd.flush.parts[0]
+			runs.wroteRun(len(hd.body))
+			_, res.err = bucket.Put(cctx, ownership.RunKey(a, p.gen, p.n), hd.body, ownership.IfAbsent())
+		}
+		for _, m := range hd.manifests {
+			if res.err != nil {
+				break
+			}
+			runs.wroteRun(len(m.body))
+			_, res.err = bucket.Put(cctx, ownership.RunKey(a, m.name.gen, m.name.n), m.body, ownership.IfAbsent())
+		}
+		if res.err == nil {
+			cond := ownership.IfMatch(etag)
+			if etag == "" {
+				cond = ownership.IfAbsent() // the actor's first commit
+			}
+			reads.headWrites.Add(1)
+			reads.headBytes.Add(int64(len(body)))
+			res.headSent = true
+			res.etag, res.err = bucket.Put(cctx, key, body, cond)
+		}
+	}()
+}
+
+// collect deletes, in the background, the garbage that the last head
+// landed lists (undeleted): run objects no head of this hold lists any
+// more. The event's answer does not wait for it (a merge of a large actor
+// leaves a hundred parts). What is deleted leaves the state's garbage, and
+// the next head no longer names it; what is not stays listed, and the
+// next landing tries again. One collection runs at a time; when it is
+// back, the next takes what landed meanwhile.
+func (ra *residentActor) collect(ctx actor.Context) {
+	if len(ra.undeleted) == 0 || ra.collecting != nil || !ra.loaded {
+		return
+	}
+	names, bucket, a, timeout := ra.undeleted, ra.h.cfg.Bucket, ra.actor, ra.h.cfg.IOTimeout
+	ra.undeleted = nil
+	if ra.stopping {
+		// The last commits of a stop, which waits for the deletes.
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		ra.state.collected(deleteRuns(ctx, bucket, a, names))
+		return
+	}
+	c := &collection{names: names}
+	c.background = goBackground(ctx, ra.h.cfg.System.Root, func(ctx context.Context) []runName {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		return deleteRuns(ctx, bucket, a, names)
+	}, func(*background[[]runName]) any { return &collectedMsg{c} })
+	ra.collecting = c
+}
+
+// collected takes the deletes of a collection, and starts the next.
+func (ra *residentActor) collected(ctx actor.Context, c *collection) {
+	if c != ra.collecting {
+		return
+	}
+	ra.collecting = nil
+	if ra.loaded {
+		ra.state.collected(c.result)
+	}
+	ra.collect(ctx)
+}
+
+// endCollect waits for the collection under way, if any, and takes it.
+func (ra *residentActor) endCollect(ctx actor.Context) {
+	if c := ra.collecting; c != nil {
+		c.wait()
+		ra.collected(ctx, c)
+	}
+}
+
+// deleteRuns deletes runs that a landed head no longer lists, and returns
+// those whose delete landed. (One that did not stays listed as garbage,
+// and the next commit tries again.)
+func deleteRuns(ctx context.Context, b ownership.Bucket, a ownership.Actor, runs []runName) []runName {
+	var done []runName
+	for _, r := range runs {
+		if err := b.Delete(ctx, ownership.RunKey(a, r.gen, r.n), ownership.Always()); err == nil {
+			done = append(done, r)
+		}
+	}
+	return done
+}
+
+// committedAt takes the answer of the commit in flight.
+func (ra *residentActor) committedAt(ctx actor.Context, res commitResult) {
+	job := ra.inflight
+	ra.inflight = nil
+	if !ra.loaded {
+		return // dropped meanwhile (the gate closed): the next event reloads
+	}
+	if res.err != nil && res.outcome() == ownership.Unknown {
+		res = ra.resolve(job, res)
+	}
+	if res.err != nil {
+		outcome := res.outcome()
+		ra.log().Warn("actor commit did not land", slog.Uint64("gen", uint64(ra.gen)),
+			slog.String("outcome", outcome.String()), slog.Any("err", res.err))
+		// Every event that ran since the durable version saw writes that
+		// did not land: none is released. Those whose own writes the
+		// commit carried have an unknown outcome if it may still land; the
+		// rest are refused. The state is reloaded.
+		ra.lastFailure = outcome
+		ra.gateAll(ctx, job.version, outcome, "commit "+outcome.String())
+		ra.drop()
+		return
+	}
+	ra.etag, ra.durable = res.etag, job.version
+	ra.state.landed(job.head, job.seq)
+	// The garbage this head lists, less what a collection deletes now.
+	ra.undeleted = job.garbage
+	if c := ra.collecting; c != nil {
+		ra.undeleted = slices.DeleteFunc(slices.Clone(ra.undeleted), func(g runName) bool { return slices.Contains(c.names, g) })
+	}
+	ra.collect(ctx)
+	if f := job.head.flush; f != nil {
+		f.parts[0].r = ra.h.runs().open(ra.actor, f.parts[0])
+	}
+	ra.pump(ctx)
+	ra.maybeCompact(ctx)
+}
+
+// resolve finds out what became of the commit job, which had no answer
+// (res): it reads the state object again and, by ownership.JudgeLostCommit,
+// takes the commit for landed if the object is its own, or writes the
+// object again as it was, on the version the commit was conditioned on,
+// so that the commit can never land, and takes it for refused once that
+// landed. What cannot be told stays unknown. It waits on the actor's
+// goroutine, as a commit point does, for at most two reads and a write,
+// each bounded by the I/O timeout: a bucket that answers late is the usual
+// cause, and its answer turns "outcome unknown" into a success or a
+// refusal for every event that waited.
+func (ra *residentActor) resolve(job *commitJob, res commitResult) commitResult {
+	key, b, timeout := StateKey(ra.actor), ra.h.cfg.Bucket, ra.h.cfg.IOTimeout
+	read := func() (ownership.LostCommit, ownership.Object, []byte) {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		obj, err := b.Get(ctx, key)
+		ra.h.reads.heads.Add(1)
+		switch ownership.OutcomeOf(err) {
+		case ownership.Landed:
+			_, payload, err := ownership.DecodeState(obj.Body)
+			if err != nil {
+				return ownership.LostUnknown, obj, nil
+			}
+			return ownership.JudgeLostCommit(true, obj.Body, obj.ETag, job.body, ra.etag), obj, payload
+		case ownership.NotFound:
+			return ownership.JudgeLostCommit(false, nil, "", job.body, ra.etag), obj, nil
+		}
+		return ownership.LostUnknown, obj, nil
+	}
+	verdict, obj, payload := read()
+	switch verdict {
+	case ownership.LostLanded:
+		ra.log().Info("actor commit without an answer had landed", slog.Uint64("gen", uint64(ra.gen)))
+		return commitResult{etag: obj.ETag, headSent: true}
+	case ownership.LostUnknown:
+		return res
+	}
+	cond := ownership.IfMatch(obj.ETag)
+	if ra.etag == "" {
+		// A first commit: its seal is the empty state, created.
+		hd, err := newKVState(ownership.StateHeader{Gen: ra.gen}).encodeHead(ra.gen, 0)
+		if err != nil {
+			return res
+		}
+		payload, cond = hd.payload, ownership.IfAbsent()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	seal := ownership.EncodeState(ownership.StateHeader{Gen: ra.gen, Seq: job.seq + 1}, payload)
+	ra.h.reads.headWrites.Add(1)
+	ra.h.reads.headBytes.Add(int64(len(seal)))
+	_, err := b.Put(ctx, key, seal, cond)
+	cancel()
+	switch ownership.OutcomeOf(err) {
+	case ownership.Landed:
+		ra.log().Info("actor commit without an answer sealed out: it cannot land", slog.Uint64("gen", uint64(ra.gen)))
+		return commitResult{err: fmt.Errorf("commit without an answer, sealed out by a rewrite of the state it was conditioned on: %w", ownership.ErrPrecondition), headSent: true}
+	case ownership.Refused, ownership.NotFound:
+		// Something was written since the read: the commit itself, late?
+		if verdict, obj, _ = read(); verdict == ownership.LostLanded {
+			return commitResult{etag: obj.ETag, headSent: true}
+		}
+	}
+	return res
+}
+
+// release answers the waiting events whose writes (and every write they
+// could have seen) are durable, by the output gate's rule
+// (ownership.Gate): an event that took effect is released; one that only
+// read is released if its hold may still act now, and refused otherwise.
+// Socket output goes out only while the hold may act: under a later hold
+// it could overtake that hold's own.
+func (ra *residentActor) release(ctx actor.Context) {
+	n := 0
+	for n < len(ra.waiting) && ra.waiting[n].upto <= ra.durable {
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	// The verdicts first, MayAct asked at most once, before the waiting
+	// list changes: should it panic, the restart answers them all.
+	var may, asked bool
+	mayAct := func() bool {
+		if !asked {
+			may, asked = ra.h.cfg.Keeper.MayAct(ra.actor, ra.gen), true
+		}
+		return may
+	}
+	for i := range ra.waiting[:n] {
+		w := &ra.waiting[i]
+		w.gated = ownership.Gate(ownership.EventEnd{Wrote: w.wrote, Earlier: w.earlier, Commit: ownership.Landed, MayAct: mayAct})
+		if w.gated != ownership.GateRelease {
+			continue
+		}
+		if len(w.r.out) > 0 {
+			mayAct()
+		}
+		if w.r.resp != nil && w.r.resp.Accept != nil && !mayAct() {
+			// A WebSocket is accepted only where the actor is held: this
+			// event took effect, and its socket cannot be opened.
+			w.gated = ownership.GateUnknown
+		}
+	}
+	ready := ra.waiting[:n]
+	ra.waiting = append([]waiter(nil), ra.waiting[n:]...)
+	for _, w := range ready {
+		switch w.gated {
+		case ownership.GateUnknown:
+			ra.answer(ctx, w.m, result{err: unknownOutcome(ra.actor, "the event took effect, but its hold ended before its WebSocket could be accepted")})
+			continue
+		case ownership.GateRefuse:
+			ra.answer(ctx, w.m, result{err: ra.h.notRun(ra.actor, "hold no longer live or node lease not valid")})
+			continue
+		}
+		if len(w.r.out) > 0 && may {
+			flushSockets(ra.h.cfg.Sockets, ra.actor, w.r.out, ra.log)
+		}
+		ra.answer(ctx, w.m, done(w.r))
+	}
+}
+
+// gateAll answers every waiting event when what the actor wrote will not
+// all land: those the durable version covers are released (their socket
+// output not sent), those whose writes the commit of version through
+// carried get that commit's outcome, and the rest were never sent.
+// Nothing waits afterwards.
+func (ra *residentActor) gateAll(ctx actor.Context, through uint64, outcome ownership.Outcome, reason string) {
+	never := func() bool { return false }
+	for _, w := range ra.waiting {
+		o := ownership.Failed
+		switch {
+		case w.upto <= ra.durable:
+			o = ownership.Landed
+		case w.upto <= through:
+			o = outcome
+		}
+		switch ownership.Gate(ownership.EventEnd{Wrote: w.wrote, Earlier: w.earlier, Commit: o, MayAct: never}) {
+		case ownership.GateRelease:
+			ra.answer(ctx, w.m, done(w.r))
+		case ownership.GateUnknown:
+			ra.answer(ctx, w.m, result{err: unknownOutcome(ra.actor, reason)})
+		default:
+			ra.answer(ctx, w.m, result{err: ra.h.unavailable(ra.actor, reason)})
+		}
+	}
+	ra.waiting = nil
+}
+
+// answerGated answers one event that did not reach the gate (a commit
+// before its call failed) by the gate's rule.
+func (ra *residentActor) answerGated(ctx actor.Context, m *eventMsg, e ownership.EventEnd, reason string) {
+	e.MayAct = func() bool { return false }
+	switch ownership.Gate(e) {
+	case ownership.GateUnknown:
+		ra.answer(ctx, m, result{err: unknownOutcome(ra.actor, reason)})
+	default:
+		ra.answer(ctx, m, result{err: ra.h.unavailable(ra.actor, reason)})
+	}
+}
+
+func done(r result) result {
+	if r.err != nil {
+		return r
+	}
+	if r.resp == nil {
+		r.resp = &actors.Response{}
+	}
+	if r.resp.Status == 0 {
+		r.resp.Status = http.StatusOK
+	}
+	return r
+}
+
+// settle waits for the commit in flight and answers every waiting event:
+// with flush, what is not yet written is committed (synchronously) and
+// released through the gate; without, it fails. Afterwards nothing waits
+// and nothing is in flight.
+func (ra *residentActor) settle(ctx actor.Context, flush bool) {
+	if flush {
+		// What a merge held back is committed now (see stalled).
+		ra.settling = true
+		defer func() { ra.settling = false }()
+		ra.pump(ctx)
+	}
+	through, outcome := ra.durable, ownership.Failed
+	for ra.inflight != nil {
+		job := ra.inflight
+		res := <-job.done
+		if flush {
+			ra.committedAt(ctx, res) // releases, and may start the next commit
+			continue
+		}
+		// Not flushed: what this commit made durable is released all the
+		// same, and nothing more is committed.
+		ra.inflight = nil
+		if outcome = res.outcome(); outcome == ownership.Landed {
+			ra.durable = job.version
+		}
+		through = job.version
+	}
+	if len(ra.waiting) > 0 {
+		ra.gateAll(ctx, through, outcome, "actor restarted")
+	}
+}
+
+// run calls the class. A panic becomes an error: the event's writes are
+// discarded, and the working state is intact (Storage hands the class
+// copies, never the state's own slices).
+func (ra *residentActor) run(ctx context.Context, m *eventMsg, t *txn) (resp *actors.Response, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			if f, ok := p.(readFault); ok {
+				// A storage read failed under the class (t.fault has it):
+				// the event fails, as a commit that did not land fails it,
+				// and the class's code is not at fault.
+				resp, err = nil, f.err
+				return
+			}
+			ra.log().Error("actor panicked", slog.Any("panic", p), slog.String("at", panicFrames()))
+			resp, err = nil, fmt.Errorf("actor panicked: %v", p)
+		}
+	}()
+	var c actors.Handler = ra.class
+	if f, ok := ra.class.(actors.ResidentClass); ok {
+		if ra.per == nil {
+			ra.per = f.NewResident(ra.actor)
+		}
+		c = ra.per
+	}
+	if m.sock != nil {
+		if sc, ok := c.(actors.SocketHandler); ok {
+			return nil, sc.HandleSocket(ctx, m.sock, t)
+		}
+		return nil, nil // a class without socket events: dropped
+	}
+	if resp, err = c.Handle(ctx, m.req, t); err == nil && resp == nil {
+		err = errNoResponse
+	}
+	return resp, err
+}
+
+// readFailed is the error of an event whose storage read failed: a
+// damaged run is reported as damage (and counted), anything else as the
+// actor being unavailable for now.
+func (ra *residentActor) readFailed(err error) error {
+	if errors.Is(err, ownership.ErrDamaged) {
+		return ra.damaged(StateKey(ra.actor), err)
+	}
+	ra.log().Warn("actor storage read failed", slog.Any("err", err))
+	return ra.h.unavailable(ra.actor, "storage read failed: "+ownership.OutcomeOf(err).String())
+}
+
+// errNoResponse fails a request event whose handler returned neither a
+// response nor an error, as a wasm guest's handler that returns nil does.
+var errNoResponse = errors.New("the class's Handle returned no response and no error")
+
+// ErrorIDHeader carries the id of a failed event's 500, the error_id of
+// its log line, so that a client's report finds the node's record of it.
+const ErrorIDHeader = "Wasmkeep-Error-Id"
+
+// failed answers an event whose handler failed; its writes are discarded.
+// The failure is counted by class; a 500 names an id that its log line
+// carries too (the error itself stays in the log: it may tell what the
+// client must not read).
+func (ra *residentActor) failed(err error) *actors.Response {
+	if s := ra.h.cfg.Supervision; s != nil {
+		s.EventFailed(ra.actor.Class)
+	}
+	if errors.Is(err, actors.ErrLimit) {
+		return actors.Text(http.StatusRequestEntityTooLarge, err.Error()+"\n")
+	}
+	var b [6]byte
+	rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	ra.log().Warn("actor event failed", slog.String("error_id", id), slog.Any("err", err))
+	resp := actors.Text(http.StatusInternalServerError, "actor error (id "+id+": the node's log has it as error_id="+id+")\n")
+	resp.Header.Set(ErrorIDHeader, id)
+	return resp
+}
+
+// rolledBack answers an event whose class rolled it back: its writes and
+// socket output are discarded, like a failed event's, and it answers the
+// response the class chose. A socket event has no response to answer.
+func (ra *residentActor) rolledBack(m *eventMsg, rb rollback) *actors.Response {
+	resp := rb.RollbackResponse()
+	switch {
+	case m.sock != nil:
+		return nil
+	case resp == nil:
+		return ra.failed(errors.New("the class rolled back its event with no response"))
+	case resp.Accept != nil:
+		return ra.failed(errors.New("the class rolled back its event with a response that accepts a WebSocket"))
+	}
+	return resp
+}
+
+// rollback is the error actors.Rollback returns, found in an event's
+// error chain.
+type rollback interface {
+	error
+	RollbackResponse() *actors.Response
+}
+
+// load reads the state object for the hold at gen. The acquisition sealed
+// it with gen before the hold existed (see ownership/seal.go), so it is
+// normally read as is, and the seal's own copy (sealed, when the grant
+// carried it for gen) is taken without a read. An object stamped with a
+// later generation means this hold was superseded: it ends. One stamped
+// earlier was not sealed (a hold granted without the ownership core, in
+// tests and tools): it is sealed here, rewritten stamped with gen, so no
+// older hold's write can land after this.
+func (ra *residentActor) load(ctx context.Context, gen ownership.Generation, sealed *ownership.Sealed) error {
+	key := StateKey(ra.actor)
+	var obj ownership.Object
+	var err error
+	if sealed != nil && sealed.Gen == gen && ra.sealTaken != gen {
+		obj, ra.sealTaken = ownership.Object{Body: sealed.Body, ETag: sealed.ETag}, gen
+	} else {
+		rctx, cancel := context.WithTimeout(ctx, ra.h.cfg.IOTimeout)
+		ra.h.reads.heads.Add(1)
+		obj, err = ra.h.cfg.Bucket.Get(rctx, key)
+		cancel()
+	}
+	var st *kvState
+	var payload []byte
+	var cond ownership.Condition
+	switch ownership.OutcomeOf(err) {
+	case ownership.Landed:
+		if st, payload, err = decodeStateObject(obj.Body); err != nil {
+			return ra.damaged(key, err)
+		}
+		verdict, h := ownership.JudgeState(true, st.StateHeader, gen)
+		switch verdict {
+		case ownership.StateSuperseded:
+			ra.log().Warn("actor hold superseded: its state is sealed by a later hold",
+				slog.Uint64("gen", uint64(gen)), slog.Uint64("state_gen", uint64(st.Gen)))
+			ra.h.cfg.Keeper.HoldEnded(ra.actor, gen, "superseded")
+			return ra.h.notRun(ra.actor, fmt.Sprintf("state sealed at generation %d, hold at %d: superseded", st.Gen, gen))
+		case ownership.StateUse:
+			return ra.opened(ctx, key, gen, obj.ETag, st)
+		}
+		st.StateHeader, cond = h, ownership.IfMatch(obj.ETag) // StateFence
+	case ownership.Damaged:
+		return ra.damaged(key, err)
+	case ownership.NotFound:
+		// A new actor: its first commit creates the object, If-None-Match.
+		// (The core seals only actors that had a record, and so a hold.)
+		_, h := ownership.JudgeState(false, ownership.StateHeader{}, gen)
+		ra.loaded, ra.gen, ra.etag, ra.state = true, gen, "", newKVState(h)
+		return nil
+	default:
+		ra.log().Warn("actor state read failed", slog.String("key", key), slog.Any("err", err))
+		return ra.h.notRun(ra.actor, "state read failed")
+	}
+	wctx, cancel := context.WithTimeout(ctx, ra.h.cfg.IOTimeout)
+	seal := ownership.EncodeState(st.StateHeader, payload)
+	ra.h.reads.headWrites.Add(1)
+	ra.h.reads.headBytes.Add(int64(len(seal)))
+	etag, err := ra.h.cfg.Bucket.Put(wctx, key, seal, cond)
+	cancel()
+	if err != nil {
+		ra.log().Warn("actor seal did not land", slog.String("key", key),
+			slog.Uint64("gen", uint64(gen)), slog.String("outcome", ownership.OutcomeOf(err).String()), slog.Any("err", err))
+		return ra.h.notRun(ra.actor, "seal "+ownership.OutcomeOf(err).String())
+	}
+	return ra.opened(ctx, key, gen, etag, st)
+}
+
+// opened readies the state st, just read from key at etag, for the hold
+// at gen: it reads the manifests its head lists, then gives its runs
+// readers, and the actor has its state.
+func (ra *residentActor) opened(ctx context.Context, key string, gen ownership.Generation, etag ownership.ETag, st *kvState) error {
+	o := ra.h.runs()
+	if err := st.loadManifests(ctx, ra.actor, o); err != nil {
+		if errors.Is(err, ownership.ErrDamaged) {
+			return ra.damaged(key, err)
+		}
+		ra.log().Warn("actor state read failed", slog.String("key", key), slog.Any("err", err))
+		return ra.h.notRun(ra.actor, "state read failed")
+	}
+	st.openRuns(ra.actor, o)
+	ra.loaded, ra.gen, ra.etag, ra.state = true, gen, etag, st
+	return nil
+}
+
+// damaged fails an event whose actor's state object, at key, is damaged.
+// The hold stays live and nothing is written: the object is left as it is
+// for a person to restore, and the next event reads it again (one read,
+// the same answer, until then). The keeper counts it and logs it once per
+// key.
+func (ra *residentActor) damaged(key string, err error) error {
+	ra.h.cfg.Keeper.DamageFound(key, err)
+	return &DamagedError{Actor: ra.actor, Key: key, Err: err}
+}
+
+// panicFrames is where the class panicked, for its log line: the frames
+// from the panic up to the actor's call of the class, innermost first, as
+// "function file:line" joined by " < " on one line (a stack of many lines
+// would be one escaped line in the log anyway). Called from the deferred
+// function that recovered.
+func panicFrames() string {
+	pcs := make([]uintptr, 64)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)])
+	var out []string
+	inPanic := false
+	for {
+		f, more := frames.Next()
+		switch {
+		case f.Function == "runtime.gopanic":
+			inPanic = true
+		case strings.HasSuffix(f.Function, ".(*residentActor).run"):
+			more = false
+		case inPanic && !strings.HasPrefix(f.Function, "runtime."):
+			out = append(out, fmt.Sprintf("%s %s:%d", f.Function, filepath.Base(f.File), f.Line))
+		}
+		if !more {
+			break
+		}
+	}
+	if len(out) == 0 {
+		return "unknown"
+	}
+	return strings.Join(out, " < ")
+}
