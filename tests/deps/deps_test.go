@@ -7,8 +7,13 @@ package deps
 import (
 	"encoding/json"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -19,6 +24,7 @@ const module = "github.com/wasmkeep/wasmkeep"
 // pkg is what the rules read of a package: its own imports, everything it
 // depends on (Deps: directly or not), and its files.
 type pkg struct {
+	Dir        string
 	ImportPath string
 	Imports    []string
 	Deps       []string
@@ -223,5 +229,88 @@ func TestRulesCatchWhatTheyForbid(t *testing.T) {
 	if got := violations([]pkg{{ImportPath: module + "/cmd/wasmkeep", GoFiles: []string{"main.go"},
 		Imports: []string{module + "/cli", module + "/examples/chat"}}}); len(got) != 0 {
 		t.Errorf("the binary's wiring is refused: %q", got)
+	}
+}
+
+// clocked are the packages that take their time from a clock they are
+// given (the Core takes it as inputs; the keeper as Config.Clock), so that
+// the simulation and the tests drive it. The others read the time package,
+// which testing/synctest drives in tests (RATIONALE.md, "Time").
+var clocked = []string{"ownership", "ownership/keeper"}
+
+// wallClockReads lists the calls of the time package's clock in the Go
+// source src (file name for messages): time.Now, time.Since, time.Until.
+// time.Now as a value (a Clock's default) is not a call.
+func wallClockReads(name string, src []byte) ([]string, error) {
+	fs := token.NewFileSet()
+	f, err := parser.ParseFile(fs, name, src, parser.SkipObjectResolution)
+	if err != nil {
+		return nil, err
+	}
+	timePkg := ""
+	for _, imp := range f.Imports {
+		if imp.Path.Value == `"time"` {
+			timePkg = "time"
+			if imp.Name != nil {
+				timePkg = imp.Name.Name
+			}
+		}
+	}
+	if timePkg == "" {
+		return nil, nil
+	}
+	var out []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		c, ok := n.(*ast.CallExpr)
+		if !ok {
+			return true
+		}
+		s, ok := c.Fun.(*ast.SelectorExpr)
+		if !ok {
+			return true
+		}
+		if x, ok := s.X.(*ast.Ident); ok && x.Name == timePkg && slices.Contains([]string{"Now", "Since", "Until"}, s.Sel.Name) {
+			out = append(out, fmt.Sprintf("%s: time.%s(): a package that takes a clock reads it, not the wall clock", fs.Position(c.Pos()), s.Sel.Name))
+		}
+		return true
+	})
+	return out, nil
+}
+
+func TestClockedPackagesReadTheirClock(t *testing.T) {
+	pkgs := modulePackages(t)
+	checked := 0
+	for _, p := range pkgs {
+		if !slices.Contains(clocked, rel(p.ImportPath)) {
+			continue
+		}
+		for _, f := range p.GoFiles {
+			path := filepath.Join(p.Dir, f)
+			src, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reads, err := wallClockReads(path, src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range reads {
+				t.Error(r)
+			}
+			checked++
+		}
+	}
+	if checked < 10 {
+		t.Fatalf("checked %d files of %v: the rule would check nothing", checked, clocked)
+	}
+	// The rule fires on a read, whatever the import's name, and not on
+	// time.Now as a value.
+	bad := []byte("package p\nimport clock \"time\"\nfunc f() { _ = clock.Since(clock.Time{}); _ = clock.Now() }\n")
+	if reads, _ := wallClockReads("bad.go", bad); len(reads) != 2 {
+		t.Errorf("a read of the wall clock not caught: %q", reads)
+	}
+	good := []byte("package p\nimport \"time\"\nvar now = time.Now\nfunc f(d time.Duration) *time.Timer { return time.NewTimer(d) }\n")
+	if reads, _ := wallClockReads("good.go", good); len(reads) != 0 {
+		t.Errorf("a clock's default taken for a read: %q", reads)
 	}
 }
