@@ -95,7 +95,7 @@
 // The strategy restarts the failed resident actor, one for one, at most
 // Policy.MaxRestarts times within Policy.Within; one more failure inside the
 // window stops it. A restart rebuilds the actor empty: it keeps no
-// resident state, so its next event fences and reloads the state from the
+// resident state, so its next event loads the state again from the
 // bucket. The event that panicked is lost to the actor (proto.actor does
 // not redeliver it); the director answers its caller with ErrUnavailable. A
 // stop terminates the resident actor and the director drops it from its

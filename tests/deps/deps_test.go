@@ -11,9 +11,11 @@ import (
 	"go/parser"
 	"go/token"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -312,5 +314,79 @@ func TestClockedPackagesReadTheirClock(t *testing.T) {
 	good := []byte("package p\nimport \"time\"\nvar now = time.Now\nfunc f(d time.Duration) *time.Timer { return time.NewTimer(d) }\n")
 	if reads, _ := wallClockReads("good.go", good); len(reads) != 0 {
 		t.Errorf("a clock's default taken for a read: %q", reads)
+	}
+}
+
+// retired are words the glossary (docs/ARCHITECTURE.md) replaced, with
+// the word that took their place. bench/RESULTS.md, a record of past runs,
+// keeps the words of its day.
+var retired = map[string]string{
+	`(?i)\bDESIGN\.md\b|\bDESIGN §|\bADR[ -]?0024\b`:                         "docs/ARCHITECTURE.md or docs/PROTOCOL.md",
+	`(?i)\bowner sweep\b`:                                                    "sweep",
+	`(?i)\bwasm instances?\b|\bshared instances?\b|\binstances? per actor\b`: "guest",
+	`\blateCaller\b|\bNodeConfig\b`:                                          "(gone: node.Config, ingress.NewCaller)",
+	`(?i)\bevent fences\b|\bfences the state\b`:                              "seal",
+}
+
+// retiredWords lists the lines of text that use a retired word.
+func retiredWords(name string, text string) []string {
+	var out []string
+	for expr, instead := range retired {
+		re := regexp.MustCompile(expr)
+		for i, line := range strings.Split(text, "\n") {
+			if m := re.FindString(line); m != "" {
+				out = append(out, fmt.Sprintf("%s:%d: %q: say %s", name, i+1, m, instead))
+			}
+		}
+	}
+	return out
+}
+
+func TestRetiredWordsAreGone(t *testing.T) {
+	dir, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		t.Fatalf("go list -m: %v", err)
+	}
+	root := strings.TrimSpace(string(dir))
+	checked := 0
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() {
+			// Hidden directories (.git, a benchmark's work tree of another
+			// commit) and what is built are not the project's text.
+			if rel != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "bin" || d.Name() == "node_modules") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch filepath.Ext(path) {
+		case ".go", ".md", ".h", ".c", ".sh":
+		default:
+			return nil
+		}
+		if rel == "bench/RESULTS.md" || rel == "tests/deps/deps_test.go" {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		checked++
+		for _, v := range retiredWords(rel, string(b)) {
+			t.Error(v)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 100 {
+		t.Fatalf("checked %d files: the rule would check nothing", checked)
+	}
+	if got := retiredWords("x.go", "// see DESIGN.md §3 and the wasm instance\n"); len(got) != 2 {
+		t.Errorf("retired words not caught: %q", got)
 	}
 }

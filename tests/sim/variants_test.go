@@ -76,7 +76,7 @@ var variants = []variant{
 	{
 		// The record is written before the state is sealed: a commit of the
 		// previous hold whose answer was lost can land after the new record,
-		// before the new hold's first event fences the state.
+		// before the new hold's first event seals the state.
 		name: "no-seal", file: "holds.go", budget: 600,
 		old: `	c.seal(e, gen, prior, e.parked != nil)`,
 		new: `	c.writeRecord(e, gen, prior, e.parked != nil) // broken: no seal`,
