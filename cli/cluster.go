@@ -278,6 +278,7 @@ func printStatus(w io.Writer, bucket string, st cluster.Status, now map[ownershi
 		fmt.Fprintln(w, "   negative age means the writer's clock is ahead.")
 		fmt.Fprintln(w, "** of the records held, those whose holder has ended (an earlier instance, or a lease fenced")
 		fmt.Fprintln(w, "   or released): any node may acquire them.")
+		printClasses(w, st)
 	}
 	fmt.Fprintf(w, "\nownership records: %d held, %d free, %d unreadable\n", st.Held, st.Free, len(st.Unreadable))
 	if len(st.Unreadable) > 0 {
@@ -286,6 +287,29 @@ func printStatus(w io.Writer, bucket string, st cluster.Status, now map[ownershi
 			fmt.Fprintf(w, "  %s: %s\n", u.Key, u.Err)
 		}
 	}
+}
+
+// printClasses lists the classes each node serves, as it published them
+// when its current instance started; an event of a class reaches a node
+// that serves it through any node.
+func printClasses(w io.Writer, st cluster.Status) {
+	fmt.Fprintln(w, "\nclasses served:")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, n := range st.Nodes {
+		var line string
+		switch {
+		case n.ClassesInstance == "":
+			line = "(not published: a node of an earlier version, or not started)"
+		case n.Lease != nil && n.Lease.Instance != n.ClassesInstance:
+			line = fmt.Sprintf("(published by instance %s, not the lease's %s) %s", n.ClassesInstance, n.Lease.Instance, strings.Join(n.Classes, " "))
+		case len(n.Classes) == 0:
+			line = "(none)"
+		default:
+			line = strings.Join(n.Classes, " ")
+		}
+		fmt.Fprintf(tw, "  %s\t%s\n", n.Node, line)
+	}
+	tw.Flush()
 }
 
 func orDash(s string) string {
@@ -419,7 +443,7 @@ func runClusterMove(ctx context.Context, cfg clusterMoveConfig, e env) (err erro
 		m, err := cluster.RequestMove(ctx, b, cfg.Actor, cfg.To, "wasmkeep cluster move on "+host, nonce, now)
 		switch {
 		case errors.Is(err, cluster.ErrUnknownNode), errors.Is(err, cluster.ErrTargetNotLive), errors.Is(err, cluster.ErrTargetDraining),
-			errors.Is(err, cluster.ErrAlreadyThere), errors.Is(err, ownership.ErrUnreadable):
+			errors.Is(err, cluster.ErrAlreadyThere), errors.Is(err, cluster.ErrClassNotServed), errors.Is(err, ownership.ErrUnreadable):
 			return fmt.Errorf("refusing to move: %w", err)
 		case err != nil:
 			return err

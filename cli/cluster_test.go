@@ -104,6 +104,16 @@ func writeTestCluster(t *testing.T, b ownership.Bucket) {
 	if _, err := b.Put(ctx, "owners/room/zz", []byte("garbage"), ownership.IfAbsent()); err != nil {
 		t.Fatal(err)
 	}
+	// What n1 serves, as a node publishes it when it starts; n2 published
+	// for an instance before its lease's.
+	for _, c := range []ownership.NodeClasses{
+		{Node: "n1", Instance: "n1-i1", Classes: []string{"counter", "room"}},
+		{Node: "n2", Instance: "n2-i0", Classes: []string{"room"}},
+	} {
+		if _, err := b.Put(ctx, ownership.ClassesKey(c.Node), ownership.EncodeNodeClasses(c), ownership.Always()); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // dirCluster writes the test cluster into a directory store and returns
@@ -163,6 +173,9 @@ func TestClusterStatus(t *testing.T) {
 			"n2 n2-i1 released n2.test:7000 1.5s 0* 0* - - 0 0 1", // released: its page is not asked
 			"n3 - (no lease record) - - - - - - 1 - 0",
 			"ownership records: 3 held, 2 free, 1 unreadable",
+			"n1 counter room",
+			"n2 (published by instance n2-i0, not the lease's n2-i1) room",
+			"n3 (not published: a node of an earlier version, or not started)",
 			"owners/room/zz: unreadable record: owner: not a wasmkeep record",
 		} {
 			if !hasRow(lines, row) {
@@ -387,8 +400,8 @@ func TestClusterDrain(t *testing.T) {
 
 // TestClusterMove: cluster move writes a move request for the live holder
 // (room/a, held by n1) naming the target, refuses a stopped target (n2),
-// an unknown one, a target whose lease is older than its ttl, and a bad
-// address.
+// an unknown one, a target whose lease is older than its ttl, a target
+// that does not serve the actor's class, and a bad address.
 func TestClusterMove(t *testing.T) {
 	dir := dirCluster(t)
 	soon := clusterT0.Add(3 * time.Second)
@@ -417,6 +430,7 @@ func TestClusterMove(t *testing.T) {
 		{[]string{"room/a", "--to", "n2"}, soon, "target not live: its lease is released"},
 		{[]string{"room/a", "--to", "n9"}, soon, "node n9: unknown node"},
 		{[]string{"room/a", "--to", "n1"}, clusterT0.Add(time.Minute), "over its ttl"},
+		{[]string{"nosuchclass/x", "--to", "n1"}, soon, `node n1: class not served by the target: "nosuchclass" (it serves counter, room)`},
 	} {
 		code, _, stderr := runAt(t, tt.at, nil, append([]string{"cluster", "move", "--bucket", dir}, tt.args...)...)
 		if code != exitProblem || !strings.Contains(stderr, tt.stderr) {

@@ -19,23 +19,22 @@ import (
 // itself with each call, so the node makes the Caller first, then the
 // Host with it, then the Handler.
 type Caller struct {
-	registry     *actors.Registry
 	maxBody      int64
 	failoverWait time.Duration
 	peers        *peer.Client
 }
 
 // NewCaller is the Caller of a node whose entry is configured by cfg: its
-// Registry, Peers, MaxBody and FailoverWait (the rest is the Handler's).
+// Peers, MaxBody and FailoverWait (the rest is the Handler's).
 func NewCaller(cfg Config) (*Caller, error) {
-	if cfg.Registry == nil || cfg.Peers == nil {
-		return nil, errors.New("ingress caller config: registry and peers are required")
+	if cfg.Peers == nil {
+		return nil, errors.New("ingress caller config: peers are required")
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	return &Caller{registry: cfg.Registry, maxBody: cfg.MaxBody, failoverWait: cfg.FailoverWait, peers: cfg.Peers}, nil
+	return &Caller{maxBody: cfg.MaxBody, failoverWait: cfg.FailoverWait, peers: cfg.Peers}, nil
 }
 
 // Call routes an actor's call: the callee runs it as an event here when this node
@@ -48,8 +47,9 @@ func (c *Caller) Call(ctx context.Context, here *actorhost.Host, to ownership.Ac
 	if err := checkCall(to, req, c.maxBody); err != nil {
 		return nil, fmt.Errorf("call %s/%s: %w: %w", to.Class, to.Name, actors.ErrBadCall, err)
 	}
-	if _, ok := c.registry.Lookup(to.Class); !ok {
-		return nil, fmt.Errorf("call %s/%s: %w", to.Class, to.Name, actors.ErrUnknownClass)
+	if err := here.Routable(ctx, to); err != nil {
+		// No node serves the class, or none that does is live now.
+		return nil, fmt.Errorf("call %s/%s: %w", to.Class, to.Name, err)
 	}
 	// A key that must be kept only if the call takes effect (one made for
 	// an event without a key) is used once the call is sent to another

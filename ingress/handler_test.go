@@ -47,6 +47,9 @@ func (h fakeHost) Dispatch(_ context.Context, a ownership.Actor, req *actors.Req
 
 func (fakeHost) Take(context.Context, ownership.Actor) (*actorhost.Elsewhere, error) { return nil, nil }
 
+// Routable: the fake serves only the handler's registry, and knows no peer.
+func (fakeHost) Routable(context.Context, ownership.Actor) error { return actors.ErrUnknownClass }
+
 func newHandler(t *testing.T, k fakeKeeper) *ingress.Handler {
 	t.Helper()
 	h, err := ingress.New(ingress.Config{Node: "n1", Keeper: k, Host: fakeHost{k}, Registry: actors.BuiltIn(), MaxBody: 16, FailoverWait: 300 * time.Millisecond, Peers: peersOf(t, k)})

@@ -66,6 +66,9 @@ type Host interface {
 	// Take acquires the actor and makes it resident without an event (a
 	// move's target takes it).
 	Take(ctx context.Context, a ownership.Actor) (*actorhost.Elsewhere, error)
+	// Routable says whether an event of a class this node does not serve
+	// can go to a node that does (actorhost.Host.Routable).
+	Routable(ctx context.Context, a ownership.Actor) error
 }
 
 // Config is what a Handler serves with. Keeper, Host and Registry are
@@ -412,8 +415,24 @@ func (h *Handler) serveActor(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, ok := h.cfg.Registry.Lookup(a.Class); !ok {
-		refused(http.StatusNotFound, fmt.Sprintf("unknown class %q", a.Class))
-		return
+		// Another node may serve it: a client's request goes there. One a
+		// peer sent is not sent on: the peer chose this node for the class.
+		if peer.IsRequest(r) && r.Header.Get(peer.ForwardedHeader) != "" {
+			refused(http.StatusNotFound, fmt.Sprintf("unknown class %q: node %s does not serve it", a.Class, h.cfg.Node))
+			return
+		}
+		if err := h.cfg.Host.Routable(r.Context(), a); err != nil {
+			var ua *actorhost.UnavailableError
+			if errors.As(err, &ua) {
+				if r.ContentLength != 0 {
+					refuseBody(w)
+				}
+				unavailable(w, ua.RetryAfter, ua.Error())
+				return
+			}
+			refused(http.StatusNotFound, fmt.Sprintf("unknown class %q: no node of the cluster serves it", a.Class))
+			return
+		}
 	}
 	body, reserved, err := h.bodies.read(w, r, h.cfg.MaxBody)
 	defer h.bodies.release(reserved)

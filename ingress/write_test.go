@@ -32,6 +32,8 @@ func (bigAnswer) Take(context.Context, ownership.Actor) (*actorhost.Elsewhere, e
 	return nil, nil
 }
 
+func (bigAnswer) Routable(context.Context, ownership.Actor) error { return nil }
+
 // A client that never reads its answer holds its handler only until the
 // answer's write deadline.
 func TestUnreadAnswerEndsAtItsDeadline(t *testing.T) {

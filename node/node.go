@@ -125,7 +125,9 @@ type Node struct {
 	metrics http.Handler  // the registry's /metrics
 	ingress *ingress.Handler
 	classes []string // the classes served, by name, for the status page
-	peers   *peer.Client
+	// directory knows what the peers serve (classes.go).
+	directory *classDirectory
+	peers     *peer.Client
 }
 
 // Start starts the keeper (it returns once the node's lease is taken),
@@ -231,6 +233,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	ac.Keeper, ac.Bucket, ac.Registry, ac.System, ac.Logger = k, cfg.Bucket, cfg.Registry, system, log
 	ac.RetryAfter, ac.Supervision, ac.Sockets, ac.Caller = cfg.Core.LeasePeriod, sup, n.sockets, caller
 	ac.Parent = tree.Under(supervisors.RoleDirector, nil)
+	n.directory = newClassDirectory(cfg.Bucket, k.Status, cfg.Core.AttemptTimeout, log)
+	ac.Classes = n.directory
 	n.host, err = actorhost.New(ac)
 	if err != nil {
 		return fail(err)
@@ -241,6 +245,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	hooks.host, hooks.sockets = n.host, n.sockets
 	stopStarting := startingServer(cfg.Listener, log)
 	err = k.Begin(ctx)
+	if err == nil {
+		err = publishClasses(ctx, cfg.Bucket, cfg.Core.Node, cfg.Core.Instance, n.classes, cfg.Core.AttemptTimeout)
+	}
 	stopStarting()
 	if err != nil {
 		return fail(err)

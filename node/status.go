@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"encoding/json"
 	"html/template"
 	"net/http"
@@ -43,16 +44,23 @@ type statusPeer struct {
 	// Held and Parked: as the peer published them in its lease.
 	Held   uint64 `json:"held"`
 	Parked uint64 `json:"parked"`
+	// Classes: what the peer serves, as it published it when its instance
+	// started; empty when it published none (a node of an earlier version).
+	Classes []string `json:"classes"`
 }
 
-func (n *Node) statusPage() statusPage {
+func (n *Node) statusPage(ctx context.Context) statusPage {
 	st := n.keeper.Status()
+	classes := n.directory.peerClassList(ctx)
 	p := statusPage{Node: string(st.Node), Instance: string(st.Instance), Addr: n.addr, Phase: st.Phase, LeaseValid: st.LeaseValid,
 		Draining: st.Draining, DrainStuck: st.DrainStuck, Held: st.Live, Parked: st.Parked, Pending: st.Pending,
 		Unresolved: st.Unresolved, Sockets: n.sockets.Held(), Classes: n.classes, Peers: []statusPeer{}, Tree: n.tree.Lines(), At: time.Now().UTC()}
 	for _, q := range st.Peers {
 		sp := statusPeer{Node: string(q.Node), Instance: string(q.Instance), State: string(q.State), Live: q.Live, Addr: q.Addr,
-			Unchanged: q.Unchanged.Truncate(100 * time.Millisecond).String(), Held: q.Held, Parked: q.Parked}
+			Unchanged: q.Unchanged.Truncate(100 * time.Millisecond).String(), Held: q.Held, Parked: q.Parked, Classes: classes[q.Node]}
+		if sp.Classes == nil {
+			sp.Classes = []string{}
+		}
 		if q.State == "live" || q.State == "draining" {
 			sp.DeadIn = q.DeadIn.Truncate(100 * time.Millisecond).String()
 		}
@@ -66,7 +74,7 @@ func (n *Node) statusPage() statusPage {
 // ?format=json.
 func (n *Node) statusHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p := n.statusPage()
+		p := n.statusPage(r.Context())
 		if r.URL.Query().Get("format") == "json" || strings.Contains(r.Header.Get("Accept"), "application/json") {
 			w.Header().Set("Content-Type", "application/json")
 			_ = json.NewEncoder(w).Encode(p)
@@ -93,8 +101,8 @@ lease {{if .LeaseValid}}<span class="ok">valid</span>{{else}}<span class="bad">n
 <tr><td>{{.Held}}</td><td>{{.Parked}}</td><td>{{.Pending}}</td><td>{{.Unresolved}}</td><td>{{.Sockets}}</td></tr></table>
 <p>classes served: {{range $i, $c := .Classes}}{{if $i}}, {{end}}<code>{{$c}}</code>{{end}}</p>
 <h2>Peers</h2>
-{{if .Peers}}<table id="peers"><tr><th>node</th><th>instance</th><th>lease</th><th>live</th><th>address</th><th>lease unchanged for</th><th>taken for dead in</th><th>held*</th><th>parked*</th></tr>
-{{range .Peers}}<tr><td>{{.Node}}</td><td><code>{{.Instance}}</code></td><td>{{.State}}</td><td>{{if .Live}}<span class="ok">yes</span>{{else}}<span class="bad">no</span>{{end}}</td><td><code>{{.Addr}}</code></td><td>{{.Unchanged}}</td><td>{{.DeadIn}}</td><td>{{.Held}}</td><td>{{.Parked}}</td></tr>
+{{if .Peers}}<table id="peers"><tr><th>node</th><th>instance</th><th>lease</th><th>live</th><th>address</th><th>lease unchanged for</th><th>taken for dead in</th><th>held*</th><th>parked*</th><th>classes</th></tr>
+{{range .Peers}}<tr><td>{{.Node}}</td><td><code>{{.Instance}}</code></td><td>{{.State}}</td><td>{{if .Live}}<span class="ok">yes</span>{{else}}<span class="bad">no</span>{{end}}</td><td><code>{{.Addr}}</code></td><td>{{.Unchanged}}</td><td>{{.DeadIn}}</td><td>{{.Held}}</td><td>{{.Parked}}</td><td>{{range $i, $c := .Classes}}{{if $i}}, {{end}}<code>{{$c}}</code>{{end}}</td></tr>
 {{end}}</table><p><small>* as the peer published them at its last lease write; a draining peer's fall to 0.</small></p>{{else}}<p>none seen</p>{{end}}
 <h2>Supervision tree</h2>
 <table id="tree"><tr><th>role</th><th>name</th><th>state</th><th>restarts</th><th>mailbox</th><th>progress</th></tr>

@@ -13,6 +13,8 @@ const (
 	OwnersPrefix = "owners/"
 	MovesPrefix  = "moves/"
 	ActorsPrefix = "actors/"
+	// ClassesPrefix: what each node serves (ClassesKey).
+	ClassesPrefix = "classes/"
 )
 
 const upperHex = "0123456789ABCDEF"
@@ -117,6 +119,12 @@ func DrainRequestKey(n NodeID) string { return NodeKey(n) + "~drain" }
 // held it, n is the target and takes it. Like a drain request they lie in
 // nodes/, seen with the membership listing; each holds a MoveRequest.
 func MoveRequestPrefix(n NodeID) string { return NodeKey(n) + "~move~" }
+
+// ClassesKey is where node n says which classes it serves (NodeClasses):
+// written as it starts, read by its peers once per instance of it, so that
+// an event for a class that only some nodes serve goes to one of them. It
+// is not in nodes/, whose listing every node runs each lease period.
+func ClassesKey(n NodeID) string { return ClassesPrefix + KeySegment(string(n)) }
 
 // OwnerKey is the key of an actor's ownership record.
 func OwnerKey(a Actor) string {

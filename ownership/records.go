@@ -210,6 +210,52 @@ func EncodeMove(m MoveRequest) []byte {
 		str(string(m.From)).str(string(m.FromInstance)).num(uint64(m.Generation)).str(m.By).str(m.Nonce).b
 }
 
+// NodeClasses is what a node serves, at ClassesKey: the classes of one
+// instance of it. It decides nothing of ownership; it routes an event for
+// a class this node does not serve.
+type NodeClasses struct {
+	Node     NodeID
+	Instance InstanceID
+	Classes  []string
+}
+
+// EncodeNodeClasses gives the stored bytes of a NodeClasses.
+func EncodeNodeClasses(c NodeClasses) []byte {
+	f := newFields("classes").str(string(c.Node)).str(string(c.Instance)).num(uint64(len(c.Classes)))
+	for _, name := range c.Classes {
+		f.str(name)
+	}
+	return f.b
+}
+
+// DecodeNodeClasses reads a NodeClasses.
+func DecodeNodeClasses(data []byte) (NodeClasses, error) {
+	// The count of classes says how many fields follow it.
+	n := 0
+	if fs := strings.Fields(string(data)); len(fs) >= 5 {
+		if v, err := strconv.Atoi(fs[4]); err == nil && v >= 0 && v <= len(fs) {
+			n = v
+		}
+	}
+	p := parse("classes", data, 3+n)
+	c := NodeClasses{Node: NodeID(p.str()), Instance: InstanceID(p.str())}
+	if count := p.num(); p.err == nil && int(count) != n {
+		p.err = fmt.Errorf("%w: classes: %d named, %d counted", ErrUnreadable, n, count)
+	}
+	for range n {
+		if name := p.str(); p.err == nil {
+			c.Classes = append(c.Classes, name)
+		}
+	}
+	if p.err != nil {
+		return NodeClasses{}, p.err
+	}
+	if c.Node == "" || c.Instance == "" {
+		return NodeClasses{}, fmt.Errorf("%w: classes without node or instance", ErrUnreadable)
+	}
+	return c, nil
+}
+
 // DecodeLease reads a node lease record.
 func DecodeLease(data []byte) (Lease, error) {
 	p := parse("lease", data, 10)

@@ -135,3 +135,31 @@ func FuzzDecode(f *testing.F) {
 		check("DecodeState", err)
 	})
 }
+
+func TestNodeClassesRoundTrip(t *testing.T) {
+	for _, c := range []NodeClasses{
+		{Node: "n1", Instance: "i1"},
+		{Node: "n1", Instance: "i1", Classes: []string{"chat", "counter", "a b%c"}},
+	} {
+		got, err := DecodeNodeClasses(EncodeNodeClasses(c))
+		if err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		if got.Node != c.Node || got.Instance != c.Instance || len(got.Classes) != len(c.Classes) {
+			t.Fatalf("round trip: %+v, want %+v", got, c)
+		}
+		for i := range c.Classes {
+			if got.Classes[i] != c.Classes[i] {
+				t.Fatalf("class %d: %q, want %q", i, got.Classes[i], c.Classes[i])
+			}
+		}
+	}
+	for _, bad := range []string{
+		"", "wk1 classes n1 i1", "wk1 classes n1 i1 2 a", "wk1 classes n1 i1 1 a b", "wk1 classes n1 i1 x a",
+		"wk1 lease n1 i1 0", "wk1 classes ~ i1 0",
+	} {
+		if _, err := DecodeNodeClasses([]byte(bad)); !errors.Is(err, ErrUnreadable) {
+			t.Errorf("%q: %v, want unreadable", bad, err)
+		}
+	}
+}

@@ -41,7 +41,8 @@ const notRunTries = 10
 // durable and its hold may act; or where a is held when another live node
 // holds it; or an error: an *UnavailableError (refused here now: answer 503
 // with its RetryAfter), a *DamagedError, ErrUnknownClass, keeper.
-// ErrInvalidActor, or ctx's error (the event may still run).
+// ErrInvalidActor, or ctx's error (the event may still run). An event of
+// a class this node does not serve goes where Config.Classes says.
 func (h *Host) Dispatch(ctx context.Context, a ownership.Actor, req *actors.Request) (*actors.Response, *Elsewhere, error) {
 	var resp *actors.Response
 	at, err := h.dispatch(ctx, a, 0, func(gen ownership.Generation, state *ownership.Sealed) error {
@@ -67,6 +68,22 @@ func (h *Host) DispatchSocket(ctx context.Context, a ownership.Actor, ev *actors
 	return woke, at, err
 }
 
+// Routable says whether an event of a can be served: its class is served
+// here, or by a node Config.Classes knows of. The error is the one
+// Dispatch would return (ErrUnknownClass, or an *UnavailableError when the
+// nodes that serve the class take no actors now). An entry asks it before
+// it reads a request's body.
+func (h *Host) Routable(ctx context.Context, a ownership.Actor) error {
+	if _, ok := h.cfg.Registry.Lookup(a.Class); ok {
+		return nil
+	}
+	if h.cfg.Classes == nil {
+		return fmt.Errorf("%w %q", actors.ErrUnknownClass, a.Class)
+	}
+	_, err := h.cfg.Classes.Serving(ctx, a)
+	return err
+}
+
 // Take acquires a here and makes it resident without running an event (a
 // move's target takes the actor; see Adopt). It returns where a is held
 // when another live node holds it.
@@ -85,7 +102,16 @@ const (
 // it tries again after a refusal that may pass.
 func (h *Host) dispatch(ctx context.Context, a ownership.Actor, patience time.Duration, deliver func(ownership.Generation, *ownership.Sealed) error) (*Elsewhere, error) {
 	if _, ok := h.cfg.Registry.Lookup(a.Class); !ok {
-		return nil, fmt.Errorf("%w: %q", actors.ErrUnknownClass, a.Class)
+		if h.cfg.Classes == nil {
+			return nil, fmt.Errorf("%w: %q", actors.ErrUnknownClass, a.Class)
+		}
+		// Another node serves it: the event goes there, which acquires
+		// the actor or sends it on to its holder.
+		at, err := h.cfg.Classes.Serving(ctx, a)
+		if err != nil {
+			return nil, err
+		}
+		return &at, nil
 	}
 	var deadline time.Time // set at the first refusal that may pass
 	for {
@@ -130,6 +156,14 @@ func (h *Host) tryDispatch(ctx context.Context, a ownership.Actor, deliver func(
 			ua := &UnavailableError{Actor: a, Reason: d.Reason, RetryAfter: d.RetryAfter, NotRun: true, Draining: d.Draining}
 			if d.Draining && d.Peer != "" {
 				ua.Peer = &Elsewhere{Node: d.Peer, Addr: d.PeerAddr, Instance: d.PeerInstance}
+				if c := h.cfg.Classes; c != nil && !c.Serves(ctx, d.Peer, a.Class) {
+					// The peer the keeper named does not serve the class:
+					// one that does takes the actor, if any is live.
+					ua.Peer = nil
+					if at, err := c.Serving(ctx, a); err == nil {
+						ua.Peer = &at
+					}
+				}
 			}
 			return nil, ua, ua
 		}

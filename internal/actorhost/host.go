@@ -79,6 +79,11 @@ type Config struct {
 	// Caller, when set, routes the calls actors make with Call. Nil: every
 	// call fails.
 	Caller Caller
+	// Classes, when set, finds the nodes that serve the classes this node
+	// does not: an event of such a class goes to one of them (Elsewhere),
+	// and a draining node hands an actor only to a peer that serves its
+	// class. Nil: an event of a class not in Registry is ErrUnknownClass.
+	Classes ClassDirectory
 	// CallTimeout bounds one call an actor makes. Zero: DefaultCallTimeout.
 	CallTimeout time.Duration
 	// MaxKeys bounds the event keys one actor remembers (keys.go). Zero:
@@ -92,6 +97,21 @@ type Config struct {
 	// class are spawned with and the strategy the director supervises them
 	// with (package supervisors has one). Nil: proto.actor's defaults.
 	Supervision Supervision
+}
+
+// ClassDirectory knows which classes the cluster's live nodes serve (the
+// node's is package node's, from what each node publishes at
+// ownership.ClassesKey).
+type ClassDirectory interface {
+	// Serving picks the live peer an event of a goes to, among those that
+	// serve a.Class: the same one for the same actor while they stay the
+	// same. Errors: ErrUnknownClass when no node of the cluster serves
+	// the class, an *UnavailableError when the nodes that do are not live
+	// now.
+	Serving(ctx context.Context, a ownership.Actor) (Elsewhere, error)
+	// Serves says whether node serves class, as far as the directory
+	// knows (true when it cannot tell).
+	Serves(ctx context.Context, node ownership.NodeID, class string) bool
 }
 
 // Supervision is how the director spawns and supervises the resident

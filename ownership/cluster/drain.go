@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -107,6 +108,9 @@ var (
 	ErrTargetDraining = errors.New("target draining")
 	// ErrAlreadyThere: the target holds the actor already.
 	ErrAlreadyThere = errors.New("already on the target")
+	// ErrClassNotServed: the target does not serve the actor's class (as
+	// it published when it started: ownership.ClassesKey).
+	ErrClassNotServed = errors.New("class not served by the target")
 )
 
 // Move is what RequestMove wrote: to which node (the holder, or the
@@ -125,8 +129,8 @@ type Move struct {
 // and writes a move request for the node that acts on it: the live holder,
 // which releases the actor and sends the target its take call, or the
 // target itself when no live node holds it, which takes it. Errors:
-// ErrUnknownNode, ErrTargetNotLive, ErrTargetDraining, ErrAlreadyThere, an
-// unreadable lease or record, or the bucket's.
+// ErrUnknownNode, ErrTargetNotLive, ErrTargetDraining, ErrClassNotServed,
+// ErrAlreadyThere, an unreadable lease or record, or the bucket's.
 func RequestMove(ctx context.Context, b ownership.Bucket, a ownership.Actor, target ownership.NodeID, by string, nonce string, now time.Time) (Move, error) {
 	if err := ownership.ValidateKey(ownership.OwnerKey(a)); err != nil || a.Class == "" || a.Name == "" {
 		return Move{}, fmt.Errorf("actor %q: %w", a, errors.Join(err, errors.New("want CLASS/NAME")))
@@ -145,6 +149,14 @@ func RequestMove(ctx context.Context, b ownership.Bucket, a ownership.Actor, tar
 	}
 	if _, err := b.Get(ctx, ownership.DrainRequestKey(target)); err == nil {
 		return Move{}, fmt.Errorf("node %s: %w (a drain is requested)", target, ErrTargetDraining)
+	}
+	if obj, err := b.Get(ctx, ownership.ClassesKey(target)); err == nil {
+		// A node of an earlier version publishes nothing: it is asked as
+		// before, and refuses an actor of a class it does not serve.
+		c, err := ownership.DecodeNodeClasses(obj.Body)
+		if err == nil && c.Instance == tl.Instance && !slices.Contains(c.Classes, a.Class) {
+			return Move{}, fmt.Errorf("node %s: %w: %q (it serves %s)", target, ErrClassNotServed, a.Class, strings.Join(c.Classes, ", "))
+		}
 	}
 	m := Move{To: target}
 	obj, err := b.Get(ctx, ownership.OwnerKey(a))

@@ -45,6 +45,12 @@ type Node struct {
 	// DrainRequested: an operator's drain request for the node is in the
 	// bucket (`cluster drain`); the node drains within a lease period.
 	DrainRequested bool `json:"drain_requested"`
+	// Classes are the classes the node serves, as it published them when
+	// it started (ownership.ClassesKey); ClassesInstance is the instance
+	// that published them, which is the lease's unless the node has not
+	// published since it started (or it is of a version that does not).
+	Classes         []string             `json:"classes"`
+	ClassesInstance ownership.InstanceID `json:"classes_instance,omitempty"`
 
 	heldBy map[ownership.InstanceID]int
 }
@@ -106,8 +112,13 @@ func ReadStatus(ctx context.Context, b ownership.Bucket, now time.Time) (Status,
 	if err != nil {
 		return Status{}, err
 	}
+	classKeys, err := listAll(ctx, b, ownership.ClassesPrefix)
+	if err != nil {
+		return Status{}, err
+	}
 	nodeReads := readAll(ctx, b, nodeKeys)
 	ownerReads := readAll(ctx, b, ownerKeys)
+	classReads := readAll(ctx, b, classKeys)
 	if err := ctx.Err(); err != nil {
 		// Reads cut short say nothing of the records: no status.
 		return Status{}, fmt.Errorf("read the bucket: %w", err)
@@ -153,6 +164,28 @@ func ReadStatus(ctx context.Context, b ownership.Bucket, now time.Time) (Status,
 			lease.Age = Millis(now.Sub(lease.WrittenAt))
 		}
 		node(l.Node).Lease = lease
+	}
+
+	for i, key := range classKeys {
+		r := classReads[i]
+		switch {
+		case errors.Is(r.err, ownership.ErrNotFound):
+			continue
+		case r.err != nil:
+			bad(key, r.err)
+			continue
+		}
+		c, err := ownership.DecodeNodeClasses(r.obj.Body)
+		if err != nil {
+			bad(key, err)
+			continue
+		}
+		if ownership.ClassesKey(c.Node) != key {
+			bad(key, fmt.Errorf("%w: the classes of node %q are stored under another key", ownership.ErrUnreadable, c.Node))
+			continue
+		}
+		n := node(c.Node)
+		n.Classes, n.ClassesInstance = append([]string{}, c.Classes...), c.Instance
 	}
 
 	for _, key := range drainKeys {
