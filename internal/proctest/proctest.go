@@ -1,7 +1,8 @@
 // Package proctest runs real node processes for tests: the test binary
 // itself becomes a node (`wasmkeep serve` with the arguments it is given),
-// so a test can signal, kill, stop and restart nodes as an operator would,
-// and talk to them over 127.0.0.1 only.
+// or a program the test built does (StartCmd), so a test can signal, kill,
+// stop and restart nodes as an operator would, and talk to them over
+// 127.0.0.1 only.
 package proctest
 
 import (
@@ -132,6 +133,16 @@ func Start(t testing.TB, o Options) *Node {
 		n.Addr = listen
 		return n
 	}
+	return StartCmd(t, cmd)
+}
+
+// StartCmd starts cmd, a program that runs `wasmkeep serve` (a build of
+// cmd/wasmkeep, or a program of your own on package cli, its arguments
+// set), and waits for it to serve, as Start does: its Addr is the address
+// the node says it serves on. It is stopped with SIGTERM (SIGKILL 30 s on)
+// when the test ends.
+func StartCmd(t testing.TB, cmd *exec.Cmd) *Node {
+	t.Helper()
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	addr := make(chan string, 1)
