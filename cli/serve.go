@@ -90,6 +90,8 @@ type serveConfig struct {
 	// listener too.
 	AdminListen string
 	PublicAdmin bool
+	// Dev: a failed event's 500 carries its error (--dev).
+	Dev bool
 	// ClusterKeyFile names the file holding the cluster key ("" reads
 	// $WASMKEEP_CLUSTER_KEY, and none is none).
 	ClusterKeyFile string
@@ -414,6 +416,7 @@ func setupServe(fs *flag.FlagSet) action {
 	fs.StringVar(&cfg.Advertise, "advertise", "", "host:port peers forward requests to (default: the address --listen bound)")
 	fs.StringVar(&cfg.AdminListen, "admin-listen", "", "host:port of the admin listener, apart from the node's: the status page (/status, JSON with Accept: application/json), the supervision tree (/debug/tree), /metrics and Go's runtime profiles (/debug/pprof/); unset: not served. Keep it off the public network")
 	fs.StringVar(&cfg.AdminListen, "debug-listen", "", "the same as --admin-listen (its former name)")
+	fs.BoolVar(&cfg.Dev, "dev", false, "for development on your own machine: a failed event's 500 carries its error (a panic's value, a guest's output), not only the id of its log line. Never on a node that untrusted clients reach: an error may tell what a client must not read")
 	fs.BoolVar(&cfg.PublicAdmin, "public-admin", false, "serve the status page and the supervision tree on the public listener too (anyone who reaches the port sees the node's peers and counts)")
 	fs.StringVar(&cfg.ClusterKeyFile, "cluster-key-file", "", "file holding the cluster key (at least 16 bytes; surrounding white space is dropped) that signs and checks requests between nodes; give every node the same. Unset: $"+clusterKeyEnv+", and without either, requests between nodes are not authenticated")
 	fs.StringVar(&cfg.BucketURL, "bucket", cfg.BucketURL, bucketURLHelp)
@@ -668,7 +671,7 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 	n, err := node.Start(ctx, node.Config{
 		Core: core, Bucket: b, Listener: lis, Registry: registry, Logger: log, Metrics: metrics,
 		Actors: actorhost.Config{IdleTimeout: cfg.IdleTimeout, MaxResident: cfg.MaxResident, MaxState: int(cfg.MaxState),
-			BlockCache: int64(cfg.BlockCache), CallTimeout: cfg.CallTimeout, MaxKeys: cfg.MaxKeys},
+			BlockCache: int64(cfg.BlockCache), CallTimeout: cfg.CallTimeout, MaxKeys: cfg.MaxKeys, ErrorsInAnswers: cfg.Dev},
 		Sockets: sockets.Config{MaxSockets: fds.Sockets, MaxMessage: int(cfg.MaxMessage), PingInterval: cfg.WSPing, PongTimeout: cfg.WSPong,
 			SendQueueTotal: int(cfg.WSQueueTotal), NoIOUring: !cfg.WSIOUring},
 		HTTP: ingress.Config{MaxBody: int64(cfg.MaxBody), ClusterKey: clusterKey, FailoverWait: cfg.FailoverWait, KeyWindow: cfg.KeyWindow,

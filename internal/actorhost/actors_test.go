@@ -9,6 +9,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/internal/actorhost"
 	"github.com/wasmkeep/wasmkeep/ownership"
@@ -271,6 +274,29 @@ func TestPanicIsAnError(t *testing.T) {
 		resp, err := h.Deliver(t.Context(), ownership.Actor{Class: "boom", Name: "x"}, 1, get(""))
 		if err != nil || resp.Status != http.StatusInternalServerError {
 			t.Fatalf("resp %+v, err %v", resp, err)
+		}
+	}
+}
+
+// TestErrorsInAnswers: a failed event's 500 keeps its error in the log,
+// unless the node is for development (Config.ErrorsInAnswers), whose 500
+// says it after the id.
+func TestErrorsInAnswers(t *testing.T) {
+	reg := actors.NewRegistry()
+	_ = reg.Register("boom", actors.ClassFunc(func(context.Context, *actors.Request, actors.Storage) (*actors.Response, error) {
+		panic("the secret is 42")
+	}))
+	for _, dev := range []bool{false, true} {
+		h := hostOf(t, actorhost.Config{Bucket: memstore.New(memstore.Faults{}), Registry: reg, ErrorsInAnswers: dev})
+		resp, err := h.Deliver(t.Context(), ownership.Actor{Class: "boom", Name: "x"}, 1, get(""))
+		require.NoError(t, err)
+		require.Equal(t, http.StatusInternalServerError, resp.Status)
+		id := resp.Header.Get(actorhost.ErrorIDHeader)
+		require.Contains(t, string(resp.Body), "error_id="+id)
+		if dev {
+			assert.Contains(t, string(resp.Body), "the secret is 42", "a node for development says why")
+		} else {
+			assert.NotContains(t, string(resp.Body), "42", "the error stays in the log")
 		}
 	}
 }

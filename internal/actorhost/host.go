@@ -66,6 +66,10 @@ type Config struct {
 	RunPart int
 	// IOTimeout bounds one bucket call of an event. Zero: 10 s.
 	IOTimeout time.Duration
+	// ErrorsInAnswers: a failed event's 500 carries its error, besides the
+	// id of its log line (a node for development; an error may tell what
+	// a client must not read).
+	ErrorsInAnswers bool
 	// RetryAfter is what a refused event suggests. Zero: 1 s.
 	RetryAfter time.Duration
 	// OnHibernate, when set, is called on the director's goroutine each

@@ -870,7 +870,7 @@ const ErrorIDHeader = "Wasmkeep-Error-Id"
 // failed answers an event whose handler failed; its writes are discarded.
 // The failure is counted by class; a 500 names an id that its log line
 // carries too (the error itself stays in the log: it may tell what the
-// client must not read).
+// client must not read; Config.ErrorsInAnswers adds it to the 500).
 func (ra *residentActor) failed(err error) *actors.Response {
 	if s := ra.h.cfg.Supervision; s != nil {
 		s.EventFailed(ra.actor.Class)
@@ -882,7 +882,11 @@ func (ra *residentActor) failed(err error) *actors.Response {
 	rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
 	ra.log().Warn("actor event failed", slog.String("error_id", id), slog.Any("err", err))
-	resp := actors.Text(http.StatusInternalServerError, "actor error (id "+id+": the node's log has it as error_id="+id+")\n")
+	body := "actor error (id " + id + ": the node's log has it as error_id=" + id + ")\n"
+	if ra.h.cfg.ErrorsInAnswers {
+		body += err.Error() + "\n"
+	}
+	resp := actors.Text(http.StatusInternalServerError, body)
 	resp.Header.Set(ErrorIDHeader, id)
 	return resp
 }
