@@ -203,7 +203,15 @@ func mergeRuns(ctx context.Context, o runOpener, a ownership.Actor, gen ownershi
 	for i, r := range group {
 		its[i] = r.iter(ctx, kvrun.IterOptions{})
 	}
-	m := kvrun.Merge(false, its...)
+	return writeRun(ctx, o, a, gen, kvrun.Merge(false, its...), bottom)
+}
+
+// writeRun writes the entries m yields, in ascending key order, as one
+// run of parts of at most about o.part bytes, each part named by gen and
+// a random number and written (If-None-Match) before it returns. bottom
+// drops deletes. On an error, out holds the parts written so far, and
+// those whose write failed, which may land yet.
+func writeRun(ctx context.Context, o runOpener, a ownership.Actor, gen ownership.Generation, m kvrun.Iterator, bottom bool) (out *run, err error) {
 	out = &run{}
 	var w *kvrun.Writer
 	var bytes int
@@ -248,7 +256,7 @@ func mergeRuns(ctx context.Context, o runOpener, a ownership.Actor, gen ownershi
 		}
 	}
 	if err := m.Err(); err != nil {
-		return out, fmt.Errorf("read runs: %w", err)
+		return out, fmt.Errorf("read entries: %w", err)
 	}
 	if w != nil {
 		if err := finish(); err != nil {

@@ -147,5 +147,17 @@
 // still those it last left, and it is opened again when they are not.
 // SQL calls run on the event's goroutine.
 //
+// # Reading and replacing an actor's storage without a hold
+//
+// ReadActor (inspect.go) reads an actor's storage from the bucket as a
+// Snapshot, through the same layout code a resident actor uses, for an
+// operator's tools: its keys and values, its SQL database opened
+// read-only, and its export (export.go), a file of its whole storage with
+// a checksum. ImportActor writes an export back as a commit would, runs
+// first and then the state object conditioned on the version it read,
+// and only after its caller has found that no node holds the actor; the
+// seal of any acquisition meanwhile makes it fail rather than be lost
+// (see ImportActor).
+//
 // Host's methods are safe for concurrent use.
 package actorhost

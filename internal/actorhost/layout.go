@@ -244,6 +244,18 @@ func (s *kvState) entries(ctx context.Context, opt actors.ListOptions, writes []
 	return out
 }
 
+// iter yields the entries of the window opt selects (Limit aside), the
+// memory table's over the runs', deletes as tombstones, reading the runs
+// as it goes (entries does the same with an event's writes on top).
+func (s *kvState) iter(ctx context.Context, opt actors.ListOptions) kvrun.Iterator {
+	io := kvrun.IterOptions{Prefix: opt.Prefix, Start: opt.Start, End: opt.End, Reverse: opt.Reverse}
+	its := []kvrun.Iterator{kvrun.IterSlice(s.memEntries(opt), io)}
+	for _, r := range s.runs {
+		its = append(its, r.iter(ctx, io))
+	}
+	return kvrun.Merge(opt.Reverse, its...)
+}
+
 // memEntries returns the memory table's entries in opt's window, sorted
 // ascending.
 func (s *kvState) memEntries(opt actors.ListOptions) []kvrun.Entry {

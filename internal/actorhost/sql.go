@@ -255,12 +255,21 @@ const sqlMaxMemory = 64 << 20
 var sqlOpens, sqlLive atomic.Int64
 
 // openSQL opens a connection on the database kept in st.
-func openSQL(st nodeStorage) (*sqlConn, error) {
+func openSQL(st nodeStorage) (*sqlConn, error) { return openSQLMode(st, false) }
+
+// openSQLMode opens a connection on the database kept in st; readOnly
+// opens the file read-only (SQLite's mode=ro), so that no statement of
+// the connection can write it.
+func openSQLMode(st nodeStorage, readOnly bool) (*sqlConn, error) {
 	sqlRegister()
 	c := &sqlConn{file: newSQLFile(st)}
 	name := "/" + strconv.FormatUint(sqlNames.Add(1), 10)
 	sqlOpening.Store(name, c.file)
-	conn, err := sqlite3.OpenContext(sqlite3.WithMaxMemory(context.Background(), sqlMaxMemory), "file:"+name+"?vfs="+sqlVFSName)
+	uri := "file:" + name + "?vfs=" + sqlVFSName
+	if readOnly {
+		uri += "&mode=ro"
+	}
+	conn, err := sqlite3.OpenContext(sqlite3.WithMaxMemory(context.Background(), sqlMaxMemory), uri)
 	sqlOpening.Delete(name) // if SQLite did not get to open it
 	if err != nil {
 		return nil, fmt.Errorf("sql: open: %w", err)
