@@ -276,22 +276,30 @@ type read struct {
 // readAll reads keys with a few readers; result i is the read of keys[i].
 func readAll(ctx context.Context, b ownership.Bucket, keys []string) []read {
 	out := make([]read, len(keys))
+	inParallel(readers, len(keys), func(i int) {
+		obj, err := b.Get(ctx, keys[i])
+		out[i] = read{obj: obj, err: err}
+	})
+	return out
+}
+
+// inParallel calls fn(i) for every i in [0, count) on at most n
+// goroutines, and returns once every call has.
+func inParallel(n, count int, fn func(i int)) {
 	next := make(chan int)
 	var wg sync.WaitGroup
-	for range min(readers, len(keys)) {
+	for range min(n, count) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				obj, err := b.Get(ctx, keys[i])
-				out[i] = read{obj: obj, err: err}
+				fn(i)
 			}
 		}()
 	}
-	for i := range keys {
+	for i := range count {
 		next <- i
 	}
 	close(next)
 	wg.Wait()
-	return out
 }
