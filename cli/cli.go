@@ -105,6 +105,7 @@ func commands() *command {
 			serveCommand(),
 			bucketCommands(),
 			clusterCommands(),
+			actorsCommands(),
 			versionCommand(),
 		},
 	}
