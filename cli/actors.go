@@ -48,7 +48,10 @@ func actorsCommands() *command {
 					"leases once; --records=false skips them. No store keeps the time of a write (a directory\n" +
 					"or SQLite bucket keeps none), so the last write is told by the state object's header:\n" +
 					"--writes reads it (a ranged GET of 64 bytes per actor) for the generation of the hold that\n" +
-					"last wrote or sealed it and its count of writes. Actors' states are never read.",
+					"last wrote or sealed it and its count of writes. Actors' states are never read.\n" +
+					"Cost for 10,000 actors (bench/actorlist, bench/RESULTS.md): 22 LISTs and 10,001 GETs (the\n" +
+					"records and the lease); 33 ms on a directory bucket, 5.0 s on versitygw over loopback.\n" +
+					"--records=false: 21 LISTs, 15 ms and 1.1 s. --writes: 10,000 ranged GETs more, 55 ms and 7.8 s.",
 				setup: setupActorsList,
 			},
 			{
