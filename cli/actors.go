@@ -447,10 +447,17 @@ func runActorsGet(ctx context.Context, cfg actorsGetConfig, e env) error {
 				}
 				enc := json.NewEncoder(e.out)
 				enc.SetIndent("", "  ")
-				return enc.Encode(map[string]any{
-					"actor": a.String(), "exists": s.Exists(), "generation": s.Header().Gen, "writes": s.Header().Seq,
-					"size": s.Size(), "objects": s.Objects(), "entries": out,
-				})
+				return enc.Encode(struct {
+					Actor      string               `json:"actor"`
+					Exists     bool                 `json:"exists"`
+					Generation ownership.Generation `json:"generation"`
+					Writes     uint64               `json:"writes"`
+					// KeysValues is the bytes of every key and value, the
+					// node's included: what counts against the actor's bound.
+					KeysValues int              `json:"keys_values_bytes"`
+					Objects    int              `json:"objects"`
+					Entries    []map[string]any `json:"entries"`
+				}{a.String(), s.Exists(), s.Header().Gen, s.Header().Seq, s.Size(), s.Objects(), out})
 			case cfg.Raw:
 				_, err := e.out.Write(entries[0].Value)
 				return err
