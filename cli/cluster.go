@@ -234,7 +234,7 @@ func openExistingBucket(ctx context.Context, e env, raw string) (ownership.Bucke
 			return nil, nil, fmt.Errorf("no bucket at %s: not a directory", t.Dir)
 		}
 	}
-	return e.openBucket(ctx, raw)
+	return e.openBucket(bucketurl.Existing(ctx), raw)
 }
 
 func printStatus(w io.Writer, bucket string, st cluster.Status, now map[ownership.NodeID]nodeNow) {
