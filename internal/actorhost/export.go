@@ -365,6 +365,11 @@ type Imported struct {
 // nothing of it is visible.
 var ErrImportRaced = errors.New("the actor's state object changed during the import")
 
+// ErrAcquiring: the state object is sealed at a generation above the
+// record's: an acquisition has sealed it and not yet written its record
+// (or never will, its node having died between the two writes).
+var ErrAcquiring = errors.New("an acquisition of the actor is under way")
+
 // ImportActor replaces actor a's whole storage in b with the export src
 // holds, checked whole first. It writes as a commit does, with the
 // runtime's own layout: the entries go into the state object's memory
@@ -389,7 +394,12 @@ var ErrImportRaced = errors.New("the actor's state object changed during the imp
 // state before it, where it would be lost or mixed with the hold's
 // commits; if it lands after, it seals the imported state, which the new
 // hold then serves. The seal thus orders every acquisition before or
-// after the import, never across it. The one acquisition that writes
+// after the import, never across it. An acquisition whose seal landed
+// before step 1 and whose record write had not landed by step 2 shows in
+// the state object itself, stamped above the record's generation: its
+// hold would take the sealed copy its grant carries without reading the
+// object again, so the import refuses it (ErrAcquiring). The one
+// acquisition that writes
 // nothing to the state object is the first of an actor with no record
 // (generation 1, nothing to seal); if it comes between steps 2 and 3, its
 // hold may load the state before the import lands: its first commit is
@@ -463,6 +473,14 @@ func ImportActor(ctx context.Context, b ownership.Bucket, a ownership.Actor, src
 	recGen, err := opt.Check(ctx)
 	if err != nil {
 		return Imported{}, err
+	}
+	// (No record, no seal: an actor's first acquisition creates its
+	// record without one.)
+	if imp.Replaced && headerRead && recGen > 0 && read.Gen > recGen {
+		return Imported{}, fmt.Errorf("%w: its state object is sealed at generation %d and its record says %d: a node is "+
+			"acquiring the actor, or died between sealing it and writing its record; try again in a moment, and if this "+
+			"stays, send the actor one event (a node then takes it at generation %d) and import once it has let it go",
+			ErrAcquiring, read.Gen, recGen, read.Gen)
 	}
 	gen := read.Gen
 	if !headerRead {

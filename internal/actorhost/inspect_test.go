@@ -230,6 +230,13 @@ func TestImportRefusals(t *testing.T) {
 	assert.Equal(t, sealed, obj.Body, "the seal stays")
 	assert.Empty(t, objects(t, b, ownership.RunsPrefix(bulkActor)), "the import's runs are deleted")
 
+	// A seal above the record's generation: an acquisition under way.
+	_, err = b.Put(t.Context(), actorhost.StateKey(bulkActor), ownership.EncodeState(ownership.StateHeader{Gen: 2, Seq: 2}, nil), ownership.Always())
+	require.NoError(t, err)
+	assert.ErrorIs(t, imp(export, func(context.Context) (ownership.Generation, error) { return 1, nil }), actorhost.ErrAcquiring)
+	assert.Equal(t, []string{actorhost.StateKey(bulkActor)}, objects(t, b, ownership.ActorsPrefix), "nothing written")
+	require.NoError(t, imp(export, func(context.Context) (ownership.Generation, error) { return 2, nil }), "the record caught up")
+
 	// A state object that does not decode is damage, replaced only when
 	// asked; the generation is then the record's.
 	_, err = b.Put(t.Context(), actorhost.StateKey(bulkActor), []byte("wk1 state 4 9\n\x00wk2\xff"), ownership.Always())
