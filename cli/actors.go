@@ -275,7 +275,7 @@ func printActorList(w io.Writer, l cluster.ActorList, cfg actorsListConfig) {
 		}
 		if cfg.Writes {
 			if a.State != nil {
-				row += fmt.Sprintf("\t%d\t%d", a.State.Gen, a.State.Seq)
+				row += fmt.Sprintf("\t%d\t%d", a.State.Generation, a.State.Writes)
 			} else {
 				row += "\t-\t-"
 			}

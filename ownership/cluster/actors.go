@@ -126,8 +126,15 @@ type ActorSummary struct {
 	Generation ownership.Generation `json:"generation,omitempty"`
 	// State is its state object's header (with Headers), nil when it has
 	// none or the header could not be read (Err says why).
-	State *ownership.StateHeader `json:"state,omitempty"`
-	Err   string                 `json:"error,omitempty"`
+	State *StateStamp `json:"state,omitempty"`
+	Err   string      `json:"error,omitempty"`
+}
+
+// StateStamp is a state object's header: the generation of the hold that
+// last wrote or sealed it, and its count of writes.
+type StateStamp struct {
+	Generation ownership.Generation `json:"generation"`
+	Writes     uint64               `json:"writes"`
 }
 
 // Size is the bytes of all the actor's objects.
@@ -246,7 +253,7 @@ func ListActors(ctx context.Context, b ownership.Bucket, class string, opt Actor
 			if err == nil {
 				var h ownership.StateHeader
 				if h, _, err = ownership.DecodeState(obj.Body); err == nil {
-					s.State = &h
+					s.State = &StateStamp{Generation: h.Gen, Writes: h.Seq}
 					return
 				}
 			}

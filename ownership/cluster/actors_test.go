@@ -45,7 +45,7 @@ func TestListActors(t *testing.T) {
 	for _, s := range l.Actors {
 		r := row{s.Name, s.StateBytes, s.RunBytes, s.Objects, s.Record, s.Node, s.Generation, "", s.Err != ""}
 		if s.State != nil {
-			r.header = string(ownership.EncodeState(*s.State, nil))
+			r.header = string(ownership.EncodeState(ownership.StateHeader{Gen: s.State.Generation, Seq: s.State.Writes}, nil))
 		}
 		got = append(got, r)
 	}
