@@ -518,24 +518,53 @@ func loadClasses(ctx context.Context, log *slog.Logger, reg *actors.Registry, di
 	if err != nil {
 		return nil, nil, err
 	}
-	// Compiled side by side, as many at once as the Go runtime has cores:
-	// reading, instrumenting and compiling (or loading from the cache) a
-	// module and starting its first guest is most of a node's start.
-	mods := make([]*wasmhost.Module, len(files))
+	// Reading, instrumenting and compiling (or loading from the cache) a
+	// module and starting its first guest is most of a node's start. A
+	// module that passed all of it on an earlier start of this build
+	// (wasmhost's known modules) compiles once the node serves, its
+	// events waiting for it; the others are compiled before the node
+	// serves, side by side, as many at once as the Go runtime has cores,
+	// and a start stops on the first that fails.
+	classes := make([]actors.Class, len(files))
 	errs := make([]error, len(files))
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	logReady := func(class string, mod *wasmhost.Module, background bool) {
+		st := mod.Stats()
+		log.Info("wasm class", slog.String("class", class), slog.String("isolation", st.Isolation.String()),
+			slog.String("declared", st.Declared.String()), slog.Bool("compiled_after_start", background))
+	}
 	var wg sync.WaitGroup
 	for i, file := range files {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			errs[i] = fmt.Errorf("%s: %w", file, err)
+			continue
+		}
+		if r.Known(b) {
+			class := wasm[i]
+			classes[i] = r.CompileInBackground(class, b, func(mod *wasmhost.Module, err error) {
+				switch {
+				case errors.Is(err, wasmhost.ErrClosed):
+					// The node stopped first.
+				case err != nil:
+					log.Error("wasm class failed to compile after the node started, though these bytes compiled on an earlier start: its events fail; the next start compiles it before serving",
+						slog.String("class", class), slog.String("file", file), slog.Any("err", err))
+				default:
+					logReady(class, mod, true)
+				}
+			})
+			continue
+		}
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			b, err := os.ReadFile(file)
-			if err == nil {
-				mods[i], err = r.Compile(ctx, wasm[i], b)
-			}
+			mod, err := r.Compile(ctx, wasm[i], b)
 			if err != nil {
 				errs[i] = fmt.Errorf("%s: %w", file, err)
+				return
 			}
+			logReady(wasm[i], mod, false)
+			classes[i] = mod
 		})
 	}
 	wg.Wait()
@@ -543,10 +572,7 @@ func loadClasses(ctx context.Context, log *slog.Logger, reg *actors.Registry, di
 		return nil, nil, err
 	}
 	for i, file := range files {
-		mod := mods[i]
-		st := mod.Stats()
-		log.Info("wasm class", slog.String("class", wasm[i]), slog.String("isolation", st.Isolation.String()), slog.String("declared", st.Declared.String()))
-		if err := reg.Register(wasm[i], mod); err != nil {
+		if err := reg.Register(wasm[i], classes[i]); err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", file, err)
 		}
 	}
@@ -685,6 +711,9 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 	}
 	if admin != nil {
 		defer serveAdmin(admin, n.AdminHandler(), log)()
+	}
+	if rt != nil {
+		rt.Serving() // the known modules compile now (loadClasses)
 	}
 	fmt.Fprintf(e.out, "wasmkeep node %s serving on http://%s (bucket %s)\n", cfg.nodeID(), lis.Addr(), target)
 	if e.started != nil {

@@ -224,7 +224,8 @@ func (s *serving) get(t *testing.T, path, want string) {
 }
 
 // TestServeWasmClasses: every NAME.wasm in --classes is served as class
-// NAME next to the built-in Go classes, its state survives a restart, and
+// NAME next to the built-in Go classes, its state survives a restart, a
+// module compiled on an earlier start compiles after the node serves, and
 // a name taken by a Go class or a file that is not wasm stops the start,
 // naming the file.
 func TestServeWasmClasses(t *testing.T) {
@@ -268,9 +269,18 @@ func TestServeWasmClasses(t *testing.T) {
 		t.Fatalf("the classes served are not logged:\n%s", log)
 	}
 
+	if log := s.stderr.String(); !strings.Contains(log, "class=counter-wasm isolation=class declared=class compiled_after_start=false") {
+		t.Errorf("a module met for the first time is not compiled before the node serves:\n%s", log)
+	}
+
+	// Started again, the same build with the same module: it compiles
+	// after the node serves, and its first event waits for it.
 	s = startServe(t, args...)
 	s.get(t, "/actor/counter-wasm/w", "4")
 	s.stop(t)
+	if log := s.stderr.String(); !strings.Contains(log, "class=counter-wasm isolation=class declared=class compiled_after_start=true") {
+		t.Errorf("a module compiled on an earlier start is not compiled after the node serves:\n%s", log)
+	}
 
 	t.Run("refused", func(t *testing.T) {
 		for _, tc := range []struct {

@@ -217,6 +217,10 @@ type Runtime struct {
 	imgs     []*image       // of the modules compiled, closed by Close
 	mods     []*Module      // compiled and not closed, for trim
 
+	// serving is closed by Serving: background compiles wait for it.
+	serving     chan struct{}
+	servingOnce sync.Once
+
 	// step is the trim clock: how many trim steps have run.
 	step atomic.Uint64
 
@@ -268,7 +272,7 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Runtime{cfg: cfg, alloc: newAllocator(), images: true, merge: true, warm: true, metrics: met}
+	r := &Runtime{cfg: cfg, alloc: newAllocator(), images: true, merge: true, warm: true, metrics: met, serving: make(chan struct{})}
 	r.bg, r.cancelBg = context.WithCancel(context.Background())
 	if cfg.CacheDir != "" {
 		cache, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
@@ -399,6 +403,7 @@ const (
 // events it lacks are answered 501 or dropped. A module whose initial
 // memory is over Config.MemoryLimit fails to compile.
 func (r *Runtime) Compile(ctx context.Context, class string, wasm []byte) (*Module, error) {
+	source := wasm
 	wasm, err := instrument(wasm)
 	if err != nil {
 		return nil, fmt.Errorf("compile class %q: %w", class, err)
@@ -442,6 +447,7 @@ func (r *Runtime) Compile(ctx context.Context, class string, wasm []byte) (*Modu
 	} else if iso, ok := r.cfg.Isolation[""]; ok {
 		m.isolation = iso
 	}
+	r.markKnown(source) // a later start may serve before compiling it (known.go)
 	return m, nil
 }
 
