@@ -121,6 +121,12 @@ func TestCheckUnusableStore(t *testing.T) {
 	if !r.Unanswered() || !strings.Contains(r.String(), "NOT CHECKED") || strings.Contains(r.String(), "NOT SOUND") {
 		t.Errorf("a store that did not answer is judged on its conditions:\n%s", r)
 	}
+	// Nothing it wrote is known to have landed, and the store answers no
+	// cleanup: one line says so, not a warning per object never written.
+	if w := r.Warnings(); len(w) != 0 || strings.Count(r.String(), "access denied") > 2 ||
+		!strings.Contains(r.String(), "the bucket answered none of its calls") {
+		t.Errorf("the cleanup of a store that answers nothing is not said once:\n%s", r)
+	}
 }
 
 func TestCheckCancelled(t *testing.T) {
