@@ -452,6 +452,9 @@ func runClusterMove(ctx context.Context, cfg clusterMoveConfig, e env) (err erro
 		if m.Held {
 			fmt.Fprintf(e.out, "move of %s/%s to node %s requested from its holder, node %s: it moves within a lease period.\n",
 				a.Class, a.Name, cfg.To, m.To)
+		} else if m.Last == cfg.To {
+			fmt.Fprintf(e.out, "nobody holds %s/%s now (node %s held it last, and let it go): node %s is asked to take it again, within a lease period.\n",
+				a.Class, a.Name, cfg.To, cfg.To)
 		} else {
 			fmt.Fprintf(e.out, "nobody holds %s/%s: node %s is asked to take it, within a lease period.\n", a.Class, a.Name, cfg.To)
 		}

@@ -413,13 +413,18 @@ func TestClusterMove(t *testing.T) {
 	if code != exitOK || !strings.Contains(stdout, "nobody holds room/new: node n1 is asked to take it") {
 		t.Errorf("move of a free actor: exit %d\n%s%s", code, stdout, stderr)
 	}
+	// room/f hibernated on n1, which released it: n1 takes it again.
+	code, stdout, stderr = runAt(t, soon, nil, "cluster", "move", "room/f", "--to", "n1", "--bucket", dir)
+	if code != exitOK || !strings.Contains(stdout, "nobody holds room/f now (node n1 held it last, and let it go): node n1 is asked to take it again") {
+		t.Errorf("move of an actor its target let go: exit %d\n%s%s", code, stdout, stderr)
+	}
 	s, err := dirstore.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	page, err := s.List(t.Context(), ownership.MoveRequestPrefix("n1"), "", 0)
 	s.Close()
-	if err != nil || len(page.Entries) != 1 {
+	if err != nil || len(page.Entries) != 2 {
 		t.Errorf("move requests for n1: %+v %v", page.Entries, err)
 	}
 	for _, tt := range []struct {

@@ -121,6 +121,9 @@ type Move struct {
 	// Held: a live node held the actor (To), which moves it; otherwise
 	// the target takes it.
 	Held bool
+	// Last is the node the actor's record named when nobody held it
+	// live (its last holder), "" when it had no record.
+	Last ownership.NodeID
 }
 
 // RequestMove asks for actor a to move to node target: it checks that the
@@ -169,6 +172,7 @@ func RequestMove(ctx context.Context, b ownership.Bucket, a ownership.Actor, tar
 		if err != nil {
 			return Move{}, fmt.Errorf("record of %s/%s: %w", a.Class, a.Name, err)
 		}
+		m.Last = rec.Node
 		if rec.Held {
 			hl, err := readLease(ctx, b, rec.Node)
 			if err == nil && hl.Instance == rec.Instance && (hl.State == ownership.LeaseLive || hl.State == ownership.LeaseDraining) {
