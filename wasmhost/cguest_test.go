@@ -24,6 +24,7 @@ import (
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/internal/actorhost"
 	"github.com/wasmkeep/wasmkeep/internal/nodetest"
+	"github.com/wasmkeep/wasmkeep/internal/wasmc"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
@@ -48,25 +49,8 @@ var cFlags = []string{
 	"-Wall", "-Wextra", "-Werror", "-Wl,--strip-debug",
 }
 
-// cClang returns the clang that scripts/wasm-c.sh finds. Without one the
-// test fails where CI is set (its setup installs clang) and skips
-// elsewhere.
-func cClang(t *testing.T) string {
-	t.Helper()
-	cmd := exec.Command("sh", "../scripts/wasm-c.sh", "--check")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err == nil {
-		return strings.TrimSpace(string(out))
-	}
-	why := strings.TrimSpace(stderr.String())
-	if os.Getenv("CI") != "" {
-		t.Fatalf("no clang for wasm32-wasi under CI, where `make wasm-c` (scripts/wasm-c.sh) installs it: %v: %s", err, why)
-	}
-	t.Skipf("no clang for wasm32-wasi: install it with scripts/wasm-c.sh (%s)", why)
-	return ""
-}
+// cClang returns the clang that scripts/wasm-c.sh finds (wasmc.Clang).
+func cClang(t *testing.T) string { return wasmc.Clang(t, "..") }
 
 // buildC compiles the C files of dir with the SDK into a module, adding
 // flags. The chat page is there as chat_page.inc, as `make examples`

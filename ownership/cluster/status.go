@@ -137,16 +137,25 @@ func ReadStatus(ctx context.Context, b ownership.Bucket, now time.Time) (Status,
 		st.Unreadable = append(st.Unreadable, Unreadable{Key: key, Err: err.Error()})
 	}
 
-	for i, key := range nodeKeys {
-		r := nodeReads[i]
+	// body is what a read of key found, false when there is nothing to
+	// count: deleted since the listing, or unreadable (noted).
+	body := func(key string, r read) ([]byte, bool) {
 		switch {
 		case errors.Is(r.err, ownership.ErrNotFound):
-			continue // deleted since the listing
+			return nil, false
 		case r.err != nil:
 			bad(key, r.err)
+			return nil, false
+		}
+		return r.obj.Body, true
+	}
+
+	for i, key := range nodeKeys {
+		b, ok := body(key, nodeReads[i])
+		if !ok {
 			continue
 		}
-		l, err := ownership.DecodeLease(r.obj.Body)
+		l, err := ownership.DecodeLease(b)
 		if err != nil {
 			bad(key, err)
 			continue
@@ -157,7 +166,7 @@ func ReadStatus(ctx context.Context, b ownership.Bucket, now time.Time) (Status,
 		}
 		lease := &Lease{
 			Instance: l.Instance, State: l.State, Addr: l.Addr, TTL: Millis(time.Duration(l.TTLMilli) * time.Millisecond),
-			Seq: l.Seq, ETag: r.obj.ETag, Held: l.Held, Parked: l.Parked,
+			Seq: l.Seq, ETag: nodeReads[i].obj.ETag, Held: l.Held, Parked: l.Parked,
 		}
 		if l.WrittenAt > 0 {
 			lease.WrittenAt = time.UnixMilli(l.WrittenAt).UTC()
@@ -167,15 +176,11 @@ func ReadStatus(ctx context.Context, b ownership.Bucket, now time.Time) (Status,
 	}
 
 	for i, key := range classKeys {
-		r := classReads[i]
-		switch {
-		case errors.Is(r.err, ownership.ErrNotFound):
-			continue
-		case r.err != nil:
-			bad(key, r.err)
+		b, ok := body(key, classReads[i])
+		if !ok {
 			continue
 		}
-		c, err := ownership.DecodeNodeClasses(r.obj.Body)
+		c, err := ownership.DecodeNodeClasses(b)
 		if err != nil {
 			bad(key, err)
 			continue
@@ -199,15 +204,11 @@ func ReadStatus(ctx context.Context, b ownership.Bucket, now time.Time) (Status,
 	}
 
 	for i, key := range ownerKeys {
-		r := ownerReads[i]
-		switch {
-		case errors.Is(r.err, ownership.ErrNotFound):
-			continue
-		case r.err != nil:
-			bad(key, r.err)
+		b, ok := body(key, ownerReads[i])
+		if !ok {
 			continue
 		}
-		rec, err := ownership.DecodeRecord(r.obj.Body)
+		rec, err := ownership.DecodeRecord(b)
 		if err != nil {
 			bad(key, err)
 			continue

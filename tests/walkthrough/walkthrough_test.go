@@ -23,7 +23,6 @@
 package walkthrough
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -38,6 +37,7 @@ import (
 	"time"
 
 	"github.com/wasmkeep/wasmkeep/internal/proctest"
+	"github.com/wasmkeep/wasmkeep/internal/wasmc"
 )
 
 const (
@@ -605,25 +605,9 @@ func goEnv(t *testing.T) map[string]string {
 	return env
 }
 
-// clang returns the clang that scripts/wasm-c.sh finds, as the C guests'
-// tests of wasmhost do: without one the test fails where CI is set (its
-// setup installs clang) and skips elsewhere.
-func clang(t *testing.T, root string) string {
-	t.Helper()
-	cmd := exec.Command("sh", filepath.Join(root, "scripts/wasm-c.sh"), "--check")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err == nil {
-		return strings.TrimSpace(string(out))
-	}
-	why := strings.TrimSpace(stderr.String())
-	if os.Getenv("CI") != "" {
-		t.Fatalf("no clang for wasm32-wasi under CI, where `make wasm-c` (scripts/wasm-c.sh) installs it: %v: %s", err, why)
-	}
-	t.Skipf("no clang for wasm32-wasi: install it with scripts/wasm-c.sh (%s)", why)
-	return ""
-}
+// clang returns the clang that scripts/wasm-c.sh finds (wasmc.Clang): it
+// fails where CI is set (its setup installs clang) and skips elsewhere.
+func clang(t *testing.T, root string) string { return wasmc.Clang(t, root) }
 
 // TestPageParsing: the page's conventions read as the package says, and
 // what the test cannot run faithfully is refused rather than guessed.
