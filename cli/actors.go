@@ -719,6 +719,15 @@ func runActorsImport(ctx context.Context, cfg actorsImportConfig, e env) error {
 	return withBucket(ctx, e, cfg.BucketURL, func(b ownership.Bucket) error {
 		check := func(ctx context.Context) (ownership.Generation, error) {
 			h, err := cluster.ReadHolder(ctx, b, a)
+			if err == nil && h.State == cluster.RecordNone {
+				// A record first, so that an acquisition from now on
+				// seals the state and cannot serve what it loaded
+				// before the import lands (cluster.ClaimRecord).
+				var nonce string
+				if nonce, err = newNonce(e.clock()); err == nil {
+					h, err = cluster.ClaimRecord(ctx, b, a, nonce)
+				}
+			}
 			if err != nil {
 				return 0, err
 			}
@@ -757,10 +766,11 @@ func runActorsImport(ctx context.Context, cfg actorsImportConfig, e env) error {
 		}
 		fmt.Fprintf(e.out, "imported %s into %s: %d entries, %s of keys and values, %d objects written (%s); state at generation %d, write %d\n",
 			cfg.File, a, imp.Entries, humanBytes(imp.Bytes), imp.Written, what, imp.Header.Gen, imp.Header.Seq)
-		switch holder.State {
-		case cluster.RecordNone:
-			fmt.Fprintf(e.out, "no node has held %s: the first event for it acquires it.\n", a)
-		case cluster.RecordEnded:
+		switch {
+		case holder.Record != nil && holder.Record.Node == cluster.ImportHolder:
+			fmt.Fprintf(e.out, "no node has held %s: its record is free (the import wrote it, naming %s, no node), and the first event for it acquires it.\n",
+				a, cluster.ImportHolder)
+		case holder.State == cluster.RecordEnded:
 			fmt.Fprintf(e.out, "its record names node %s, which has ended: the next event for %s acquires it on any node.\n", holder.Record.Node, a)
 		default:
 			fmt.Fprintf(e.out, "the next event for %s acquires it on any node.\n", a)

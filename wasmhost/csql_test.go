@@ -199,7 +199,7 @@ func TestCGuestSQL(t *testing.T) {
 	expect("a", "/errors", http.StatusOK,
 		"error: sql \"SELECT nope FROM v\": sqlite3: SQL logic error: no such column: nope\n"+
 			"error: sql \"INSERT INTO v(id) VALUES (?)\": sqlite3: constraint failed: UNIQUE constraint failed: v.id\n"+
-			"error: sql \"BEGIN\": the event is the transaction: BEGIN, COMMIT, ROLLBACK and SAVEPOINT are not allowed (use Transaction): sqlite3: authorization denied: not authorized\n"+
+			"error: sql \"BEGIN\": the event is the transaction: BEGIN, COMMIT, ROLLBACK and SAVEPOINT are not allowed: an event's statements commit together or not at all: sqlite3: authorization denied: not authorized\n"+
 			"count(*) (1 rows)\n| int 2 |\n")
 	expect("a", "/limit", http.StatusOK, "changes=1 last=3\n"+
 		"limit: sql \"INSERT INTO v(b) VALUES (zeroblob(100000))\": storage limit: state would be N bytes, over 65536 (sqlite3: database or disk is full)\n")

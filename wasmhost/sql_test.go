@@ -92,7 +92,7 @@ func TestGuestSQLInHost(t *testing.T) {
 				"error: sql \"SELECT nope FROM v\": sqlite3: SQL logic error: no such column: nope\n"+
 					"error: sql \"SELEC 1\": sqlite3: SQL logic error: near \"SELEC\": syntax error\n"+
 					"error: sql \"INSERT INTO v(id) VALUES (?)\": sqlite3: constraint failed: UNIQUE constraint failed: v.id\n"+
-					"error: sql \"BEGIN\": the event is the transaction: BEGIN, COMMIT, ROLLBACK and SAVEPOINT are not allowed (use Transaction): sqlite3: authorization denied: not authorized\n"+
+					"error: sql \"BEGIN\": the event is the transaction: BEGIN, COMMIT, ROLLBACK and SAVEPOINT are not allowed: an event's statements commit together or not at all: sqlite3: authorization denied: not authorized\n"+
 					"error: sql \"INSERT INTO w VALUES (1); INSERT INTO w VALUES (2)\": more than one statement (only Exec without arguments runs several)\n"+
 					"error: sql \"SELECT 1; SELECT 2\": more than one statement (only Exec without arguments runs several)\n"+
 					"error: sql \"INSERT INTO w VALUES (?)\": 1 parameters, 2 arguments\n"+

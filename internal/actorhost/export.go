@@ -399,13 +399,12 @@ var ErrAcquiring = errors.New("an acquisition of the actor is under way")
 // the state object itself, stamped above the record's generation: its
 // hold would take the sealed copy its grant carries without reading the
 // object again, so the import refuses it (ErrAcquiring). The one
-// acquisition that writes
-// nothing to the state object is the first of an actor with no record
-// (generation 1, nothing to seal); if it comes between steps 2 and 3, its
-// hold may load the state before the import lands: its first commit is
-// then refused (the import's write changed the version it is conditioned
-// on) and the actor's state is read again, but until then that hold may
-// answer reads from the state it loaded.
+// acquisition that writes nothing to the state object is the first of an
+// actor with no record (generation 1, nothing to seal): were it to come
+// between steps 2 and 3, its hold could answer reads from the state it
+// loaded before the import landed. So the check of step 2 gives an actor
+// that has no record a free one (the command line's does, with
+// cluster.ClaimRecord), and every acquisition after it seals.
 //
 // The written header keeps the generation read (0 for an actor with no
 // state object, the record's for a damaged one whose header cannot be
@@ -474,8 +473,8 @@ func ImportActor(ctx context.Context, b ownership.Bucket, a ownership.Actor, src
 	if err != nil {
 		return Imported{}, err
 	}
-	// (No record, no seal: an actor's first acquisition creates its
-	// record without one.)
+	// (recGen is 0 only for a check that leaves an actor without a
+	// record: see the comment above.)
 	if imp.Replaced && headerRead && recGen > 0 && read.Gen > recGen {
 		return Imported{}, fmt.Errorf("%w: its state object is sealed at generation %d and its record says %d: a node is "+
 			"acquiring the actor, or died between sealing it and writing its record; try again in a moment, and if this "+

@@ -518,7 +518,7 @@ func (c *sqlConn) authorize(action sqlite3.AuthorizerActionCode, arg3, arg4, _, 
 	}
 	switch action {
 	case sqlite3.AUTH_TRANSACTION, sqlite3.AUTH_SAVEPOINT:
-		c.denied = "the event is the transaction: BEGIN, COMMIT, ROLLBACK and SAVEPOINT are not allowed (use Transaction)"
+		c.denied = "the event is the transaction: BEGIN, COMMIT, ROLLBACK and SAVEPOINT are not allowed: an event's statements commit together or not at all"
 	case sqlite3.AUTH_ATTACH, sqlite3.AUTH_DETACH:
 		c.denied = "an actor has one database: ATTACH and DETACH are not allowed"
 	case sqlite3.AUTH_PRAGMA:

@@ -372,7 +372,7 @@ func TestSQLRefusals(t *testing.T) {
 	}
 	h := storeHost(t, memstore.New(memstore.Faults{}), r, 0)
 	assert.Equal(t, "1\n7\n", string(deliver(t, h, 1, "/try").Body), "foreign keys on; user_version set")
-	const tx = "the event is the transaction: BEGIN, COMMIT, ROLLBACK and SAVEPOINT are not allowed (use Transaction): sqlite3: authorization denied"
+	const tx = "the event is the transaction: BEGIN, COMMIT, ROLLBACK and SAVEPOINT are not allowed: an event's statements commit together or not at all: sqlite3: authorization denied"
 	for q, want := range map[string]string{
 		"BEGIN":                         tx,
 		"SAVEPOINT s":                   tx,

@@ -89,6 +89,30 @@ func ReadHolder(ctx context.Context, b ownership.Bucket, a ownership.Actor) (Hol
 	return holderOf(rec, &l), nil
 }
 
+// ImportHolder is the node a record written by ClaimRecord names: no node
+// of a cluster, so none acts on it; any node may acquire the actor.
+const ImportHolder ownership.NodeID = "wasmkeep-import"
+
+// ClaimRecord gives an actor that has no record a free one, at generation
+// 1, naming ImportHolder, and returns its holder as ReadHolder would read
+// it (that of a record another writer created first, if one did). Why:
+// the first acquisition of an actor with no record writes nothing to its
+// state object, while every later one seals it first (ownership's seal);
+// with a record in place, a writer of the state object that conditions
+// its write on the version it read (an import) cannot land beneath a hold
+// that loaded the state before it.
+func ClaimRecord(ctx context.Context, b ownership.Bucket, a ownership.Actor, nonce string) (Holder, error) {
+	rec := ownership.Record{Class: a.Class, Name: a.Name, Node: ImportHolder, Instance: ownership.InstanceID(nonce), Generation: 1, Nonce: nonce}
+	_, err := b.Put(ctx, ownership.OwnerKey(a), ownership.EncodeRecord(rec), ownership.IfAbsent())
+	switch ownership.OutcomeOf(err) {
+	case ownership.Landed:
+		return holderOf(rec, nil), nil
+	case ownership.Refused:
+		return ReadHolder(ctx, b, a) // another writer's came first
+	}
+	return Holder{}, fmt.Errorf("write a free record for %s: %w", a, err)
+}
+
 // ActorOptions say what ListActors reads beyond the two listings.
 type ActorOptions struct {
 	// Records: read every actor's record (one GET each) and the nodes'

@@ -96,3 +96,27 @@ func TestListActors(t *testing.T) {
 		}
 	}
 }
+
+// TestClaimRecord: an actor with no record gets a free one naming
+// ImportHolder, which any node may acquire; one that has a record keeps
+// it, and its holder is said as ReadHolder says it.
+func TestClaimRecord(t *testing.T) {
+	b := memstore.New(memstore.Faults{})
+	a := ownership.Actor{Class: "notes", Name: "n"}
+	h, err := cluster.ClaimRecord(t.Context(), b, a, "nonce1")
+	if err != nil || h.State != cluster.RecordFree || h.Record.Node != cluster.ImportHolder || h.Record.Generation != 1 {
+		t.Fatalf("claim of a new actor: %+v %v", h, err)
+	}
+	obj, err := b.Get(t.Context(), ownership.OwnerKey(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := ownership.DecodeRecord(obj.Body)
+	if err != nil || rec.Held || rec.Generation != 1 || rec.Node != cluster.ImportHolder {
+		t.Fatalf("the record written: %+v %v", rec, err)
+	}
+	again, err := cluster.ClaimRecord(t.Context(), b, a, "nonce2")
+	if err != nil || again.Record == nil || again.Record.Nonce != "nonce1" {
+		t.Fatalf("a second claim replaced the first record: %+v %v", again, err)
+	}
+}
