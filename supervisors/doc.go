@@ -65,8 +65,8 @@
 // keeper with RequestStatus and get a StatusAnswer, and close sockets and
 // send take calls on goroutines of their own. A resident actor does wait
 // in its Receive, each time only for that one actor's gates: its hold's
-// first MayAct and state load, its output gate's MayAct, a call it makes,
-// and its commit when it stops (package internal/actorhost, "Blocking", says why none
+// first MayAct (its state is read beside it), its output gate's MayAct, a
+// call it makes, and its commit when it stops (package internal/actorhost, "Blocking", says why none
 // can deadlock). Callers of HibernateAll and Resident wait too, and are
 // not actors.
 //

@@ -90,14 +90,19 @@
 // # Blocking
 //
 // A commit runs on its own goroutine and answers through the actor's
-// mailbox, so the actor keeps running events while it is in flight. The
-// director that routes events and keeps the resident set never blocks.
+// mailbox, so the actor keeps running events while it is in flight; so
+// does the read of its state at the first event of a hold (and its seal,
+// when it must write one): the events that come meanwhile wait for it in
+// order, and a stop ends it at once. The director that routes events and
+// keeps the resident set never blocks.
 //
 // A resident actor's Receive waits in four places, each the meaning of a
 // gate of that one actor, and each holding back only that actor's events:
 //
 //   - the input gate of a hold: the first event under a new generation
-//     asks Keeper.MayAct, then reads the state object, before it runs;
+//     asks Keeper.MayAct (the keeper's table answers it without a wait
+//     unless the hold is not live here), and waits for the hold before it
+//     to settle (its commit in flight) when there was one;
 //   - the output gate: answers whose writes are durable go out; a read's
 //     only once Keeper.MayAct says the hold is live under a valid lease;
 //   - a call (above): the working state is committed and MayAct asked

@@ -55,6 +55,9 @@ type residentActor struct {
 	// failed commit wrote.
 	sealTaken ownership.Generation
 
+	// loading is the load of the state under way, if any (startLoad).
+	loading *stateLoad
+
 	// compacting is the merge of runs under way, if any (compact.go);
 	// collecting the deletes of garbage (collect).
 	compacting *background[*compactedMsg]
@@ -145,6 +148,11 @@ func (ra *residentActor) Receive(ctx actor.Context) {
 		if ra.inflight == msg.job {
 			ra.committedAt(ctx, <-msg.job.done)
 		}
+	case *loadedMsg:
+		if ra.loading == msg.l {
+			ra.loadDone(ctx, msg.l.result)
+			ra.pump(ctx)
+		}
 	case *compactedMsg:
 		ra.compacted(ctx, msg)
 	case *collectedMsg:
@@ -154,6 +162,7 @@ func (ra *residentActor) Receive(ctx actor.Context) {
 		// producer hands back this same value. What waits at the gate is
 		// answered 503 (a commit in flight is waited for first, so that it
 		// cannot race the next load); the next event reloads.
+		ra.endLoad(ctx, "actor restarted")
 		ra.settleEnding(ctx, false)
 		ra.drop()
 		ra.closePer()
@@ -168,6 +177,9 @@ func (ra *residentActor) Receive(ctx actor.Context) {
 		if ra.collecting != nil {
 			ra.collecting.stopping()
 		}
+		if ra.loading != nil {
+			ra.loading.stopping()
+		}
 	case *actor.Stopped:
 		// Events that ran are committed and released before the actor
 		// leaves memory: a drain or a stop finishes them. A merge under
@@ -177,6 +189,7 @@ func (ra *residentActor) Receive(ctx actor.Context) {
 			ra.compacted(ctx, t.wait())
 		}
 		ra.endCollect(ctx)
+		ra.endLoad(ctx, "actor stopped")
 		ra.settleEnding(ctx, true)
 		ra.collect(ctx) // what the last head lists, if its deletes did not run
 		ra.closePer()
@@ -249,9 +262,12 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 		ra.answer(ctx, m, result{err: ra.h.notRun(ra.actor, fmt.Sprintf("stale grant at generation %d, resident at %d", m.gen, ra.gen))})
 		return
 	}
-	// Bucket calls outlive a client that went away: a commit cut short
-	// would only have an unknown outcome.
-	ioCtx := context.WithoutCancel(m.ctx)
+	if ra.loading != nil {
+		// Its state is being read: the event waits, in its turn, for the
+		// load to end (loadDone), whatever its grant.
+		ra.loading.stash = append(ra.loading.stash, m)
+		return
+	}
 	if !ra.loaded || m.gen != ra.gen {
 		ra.settle(ctx, true) // a later grant: finish the old hold's events first
 		ra.drop()
@@ -264,12 +280,12 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 			ra.answer(ctx, m, result{err: ra.h.notRun(ra.actor, "hold no longer live")})
 			return
 		}
-		if err := ra.load(ioCtx, m.gen, m.sealed); err != nil {
-			ra.drop()
-			ra.answer(ctx, m, result{err: err})
-			return
-		}
+		ra.startLoad(ctx, m)
+		return
 	}
+	// Bucket calls outlive a client that went away: a commit cut short
+	// would only have an unknown outcome.
+	ioCtx := context.WithoutCancel(m.ctx)
 	t := newEventTxn(ioCtx, ra.state, ra.h.cfg.MaxState)
 	if m.key != nil && !m.key.Fresh && ra.replay(ctx, m, t) {
 		return
@@ -914,33 +930,51 @@ type rollback interface {
 	RollbackResponse() *actors.Response
 }
 
+// loaded is what a load of the state gives (load): the working state of
+// the hold at gen, or why there is none.
+type loaded struct {
+	gen   ownership.Generation
+	etag  ownership.ETag
+	state *kvState
+	// sealTaken: the load took the seal's copy (see residentActor.sealTaken).
+	sealTaken bool
+	err       error
+}
+
 // load reads the state object for the hold at gen. The acquisition sealed
 // it with gen before the hold existed (see ownership/seal.go), so it is
 // normally read as is, and the seal's own copy (sealed, when the grant
-// carried it for gen) is taken without a read. An object stamped with a
-// later generation means this hold was superseded: it ends. One stamped
-// earlier was not sealed (a hold granted without the ownership core, in
-// tests and tools): it is sealed here, rewritten stamped with gen, so no
-// older hold's write can land after this.
-func (ra *residentActor) load(ctx context.Context, gen ownership.Generation, sealed *ownership.Sealed) error {
+// carried it for gen) is taken without a read unless taken is gen already
+// (a load again under it, after a failed commit dropped the state). An
+// object stamped with a later generation means this hold was superseded:
+// it ends. One stamped earlier was not sealed (a hold granted without the
+// ownership core, in tests and tools): it is sealed here, rewritten
+// stamped with gen, so no older hold's write can land after this.
+//
+// It reads only what does not change while it runs (the actor, the Host),
+// so it runs on a goroutine of its own (startLoad), and its result is the
+// actor's from the message that brings it back.
+func (ra *residentActor) load(ctx context.Context, gen ownership.Generation, sealed *ownership.Sealed, taken ownership.Generation) loaded {
 	key := StateKey(ra.actor)
 	var obj ownership.Object
 	var err error
-	if sealed != nil && sealed.Gen == gen && ra.sealTaken != gen {
-		obj, ra.sealTaken = ownership.Object{Body: sealed.Body, ETag: sealed.ETag}, gen
+	res := loaded{gen: gen}
+	if sealed != nil && sealed.Gen == gen && taken != gen {
+		obj, res.sealTaken = ownership.Object{Body: sealed.Body, ETag: sealed.ETag}, true
 	} else {
 		rctx, cancel := context.WithTimeout(ctx, ra.h.cfg.IOTimeout)
 		ra.h.reads.heads.Add(1)
 		obj, err = ra.h.cfg.Bucket.Get(rctx, key)
 		cancel()
 	}
+	failed := func(err error) loaded { res.err = err; return res }
 	var st *kvState
 	var payload []byte
 	var cond ownership.Condition
 	switch ownership.OutcomeOf(err) {
 	case ownership.Landed:
 		if st, payload, err = decodeStateObject(obj.Body); err != nil {
-			return ra.damaged(key, err)
+			return failed(ra.damaged(key, err))
 		}
 		verdict, h := ownership.JudgeState(true, st.StateHeader, gen)
 		switch verdict {
@@ -948,22 +982,22 @@ func (ra *residentActor) load(ctx context.Context, gen ownership.Generation, sea
 			ra.log().Warn("actor hold superseded: its state is sealed by a later hold",
 				slog.Uint64("gen", uint64(gen)), slog.Uint64("state_gen", uint64(st.Gen)))
 			ra.h.cfg.Keeper.HoldEnded(ra.actor, gen, "superseded")
-			return ra.h.notRun(ra.actor, fmt.Sprintf("state sealed at generation %d, hold at %d: superseded", st.Gen, gen))
+			return failed(ra.h.notRun(ra.actor, fmt.Sprintf("state sealed at generation %d, hold at %d: superseded", st.Gen, gen)))
 		case ownership.StateUse:
-			return ra.opened(ctx, key, gen, obj.ETag, st)
+			return ra.opened(ctx, key, res, obj.ETag, st)
 		}
 		st.StateHeader, cond = h, ownership.IfMatch(obj.ETag) // StateFence
 	case ownership.Damaged:
-		return ra.damaged(key, err)
+		return failed(ra.damaged(key, err))
 	case ownership.NotFound:
 		// A new actor: its first commit creates the object, If-None-Match.
 		// (The core seals only actors that had a record, and so a hold.)
 		_, h := ownership.JudgeState(false, ownership.StateHeader{}, gen)
-		ra.loaded, ra.gen, ra.etag, ra.state = true, gen, "", newKVState(h)
-		return nil
+		res.state = newKVState(h)
+		return res
 	default:
 		ra.log().Warn("actor state read failed", slog.String("key", key), slog.Any("err", err))
-		return ra.h.notRun(ra.actor, "state read failed")
+		return failed(ra.h.notRun(ra.actor, "state read failed"))
 	}
 	wctx, cancel := context.WithTimeout(ctx, ra.h.cfg.IOTimeout)
 	seal := ownership.EncodeState(st.StateHeader, payload)
@@ -974,26 +1008,100 @@ func (ra *residentActor) load(ctx context.Context, gen ownership.Generation, sea
 	if err != nil {
 		ra.log().Warn("actor seal did not land", slog.String("key", key),
 			slog.Uint64("gen", uint64(gen)), slog.String("outcome", ownership.OutcomeOf(err).String()), slog.Any("err", err))
-		return ra.h.notRun(ra.actor, "seal "+ownership.OutcomeOf(err).String())
+		return failed(ra.h.notRun(ra.actor, "seal "+ownership.OutcomeOf(err).String()))
 	}
-	return ra.opened(ctx, key, gen, etag, st)
+	return ra.opened(ctx, key, res, etag, st)
 }
 
 // opened readies the state st, just read from key at etag, for the hold
-// at gen: it reads the manifests its head lists, then gives its runs
-// readers, and the actor has its state.
-func (ra *residentActor) opened(ctx context.Context, key string, gen ownership.Generation, etag ownership.ETag, st *kvState) error {
+// of res: it reads the manifests its head lists, then gives its runs
+// readers.
+func (ra *residentActor) opened(ctx context.Context, key string, res loaded, etag ownership.ETag, st *kvState) loaded {
 	o := ra.h.runs()
 	if err := st.loadManifests(ctx, ra.actor, o); err != nil {
 		if errors.Is(err, ownership.ErrDamaged) {
-			return ra.damaged(key, err)
+			res.err = ra.damaged(key, err)
+			return res
 		}
 		ra.log().Warn("actor state read failed", slog.String("key", key), slog.Any("err", err))
-		return ra.h.notRun(ra.actor, "state read failed")
+		res.err = ra.h.notRun(ra.actor, "state read failed")
+		return res
 	}
 	st.openRuns(ra.actor, o)
-	ra.loaded, ra.gen, ra.etag, ra.state = true, gen, etag, st
-	return nil
+	res.etag, res.state = etag, st
+	return res
+}
+
+// stateLoad is a load of the actor's state under way, on a goroutine of
+// its own: a Receive does not wait for the bucket. The events that arrive
+// meanwhile wait in stash, in order, and run once it ends.
+type stateLoad struct {
+	*background[loaded]
+	stash []*eventMsg
+}
+
+// loadedMsg brings a load's result back (startLoad).
+type loadedMsg struct{ l *stateLoad }
+
+// startLoad reads the state for m's grant in the background; m runs once
+// it is read (loadDone).
+func (ra *residentActor) startLoad(ctx actor.Context, m *eventMsg) {
+	gen, sealed, taken := m.gen, m.sealed, ra.sealTaken
+	// Bucket calls outlive a client that went away, as a commit does.
+	base := context.WithoutCancel(m.ctx)
+	l := &stateLoad{stash: []*eventMsg{m}}
+	l.background = goBackground(ctx, ra.h.cfg.System.Root, func(cctx context.Context) loaded {
+		// The background's context ends only when the actor stops.
+		lctx, cancel := context.WithCancel(base)
+		defer context.AfterFunc(cctx, cancel)()
+		defer cancel()
+		return ra.load(lctx, gen, sealed, taken)
+	}, func(*background[loaded]) any { return &loadedMsg{l: l} })
+	ra.loading = l
+}
+
+// loadDone takes a load's result: the state is the actor's, and the
+// events that waited for it run in turn (one may start another load: the
+// rest then wait for that one). A load that failed fails the event that
+// started it, as it would have run first; the others are taken again, the
+// next of them loading afresh.
+func (ra *residentActor) loadDone(ctx actor.Context, res loaded) {
+	stash := ra.loading.stash
+	ra.loading = nil
+	if res.err != nil {
+		ra.drop()
+		ra.answer(ctx, stash[0], result{err: res.err})
+		stash = stash[1:]
+	} else {
+		ra.loaded, ra.gen, ra.etag, ra.state = true, res.gen, res.etag, res.state
+		if res.sealTaken {
+			ra.sealTaken = res.gen
+		}
+	}
+	for i, m := range stash {
+		if ra.loading != nil {
+			ra.loading.stash = append(ra.loading.stash, stash[i:]...)
+			return
+		}
+		ra.event(ctx, m)
+	}
+}
+
+// endLoad ends a load under way as the actor restarts or stops: it is cut
+// short and waited for (a seal it writes may be in flight), and the events
+// that waited for it are refused: none ran, so each is delivered again.
+func (ra *residentActor) endLoad(ctx actor.Context, why string) {
+	l := ra.loading
+	if l == nil {
+		return
+	}
+	ra.loading = nil
+	l.stopping()
+	l.cancel()
+	l.wait()
+	for _, m := range l.stash {
+		ra.answer(ctx, m, result{err: ra.h.notRun(ra.actor, why)})
+	}
 }
 
 // damaged fails an event whose actor's state object, at key, is damaged.
