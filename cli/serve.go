@@ -520,8 +520,8 @@ func loadClasses(ctx context.Context, log *slog.Logger, reg *actors.Registry, di
 	}
 	// Reading, instrumenting and compiling (or loading from the cache) a
 	// module and starting its first guest is most of a node's start. A
-	// module that passed all of it on an earlier start of this build
-	// (wasmhost's known modules) compiles once the node serves, its
+	// module that passed all of it on an earlier start with the same
+	// checks (wasmhost's known modules) compiles once the node serves, its
 	// events waiting for it; the others are compiled before the node
 	// serves, side by side, as many at once as the Go runtime has cores,
 	// and a start stops on the first that fails.

@@ -7,7 +7,9 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/wasmkeep/wasmkeep/actors"
@@ -18,24 +20,28 @@ import (
 // instrumentation, wazero's decoding and validation, its code from the
 // compilation cache, a guest started to ask its ABI version) is most of a
 // node's start: about 45 ms of CPU for each Go guest. What it checks
-// depends only on the module's bytes, on the build of the node and on the
-// runtime's limits, so its outcome for the same three is the same. Once a
-// module has passed, Compile keeps a record of it in the cache directory
-// (known/<key>), and a later start with the same three may serve before it
-// compiles the module again (CompileInBackground): its events wait for
-// that compile, and the node's other classes are served at once. A module
-// without such a record is compiled, and refused, before the node serves.
+// depends on the module's bytes, on the runtime's limits, and on the code
+// that checks: the ABI the host offers (ABIVersion), the checks of Compile
+// and the instrumentation (checkRevision), and wazero (its version). Once
+// a module has passed, Compile keeps a record of it in the cache directory
+// (known/<key>), and a later start, of this build or another with the same
+// three, may serve before it compiles the module again
+// (CompileInBackground): its events wait for that compile, and the node's
+// other classes are served at once. A module without such a record is
+// compiled, and refused, before the node serves.
+
+// checkRevision names the checks of Compile and the instrumentation (meter.go)
+// as they stand: raise it with any change to what Compile accepts or to
+// the code it instruments, so that a node records the modules it has
+// checked under a key of its own.
+const checkRevision = 1
 
 // knownKey is the record's name for wasm under r: the module's checksums
-// and length, the node's build (its executable's size and time: every
-// build differs) and the limits a check depends on. "" when there is no cache directory or
-// the build cannot be named.
+// and length, and what its check depends on besides (see above). "" when
+// there is no cache directory, or the checker cannot be named.
 func (r *Runtime) knownKey(wasm []byte) string {
-	if r.cfg.CacheDir == "" {
-		return ""
-	}
-	build := buildIdentity()
-	if build == "" {
+	checker := checkerIdentity()
+	if r.cfg.CacheDir == "" || checker == "" {
 		return ""
 	}
 	// Two CRC-32s (both done by the CPU) rather than a cryptographic
@@ -43,13 +49,26 @@ func (r *Runtime) knownKey(wasm []byte) string {
 	// record decides only when a module is checked, never whether (no
 	// event of a class runs before its compile has checked it), so a
 	// collision could only move a failed check after the start.
-	return fmt.Sprintf("%08x%08x-%d-%s-%d-%d", crc32.Checksum(wasm, castagnoli), crc32.ChecksumIEEE(wasm), len(wasm),
-		build, r.cfg.MemoryLimit, ABIVersion)
+	return fmt.Sprintf("%08x%08x-%d-abi%d-check%d-wazero%s-mem%d", crc32.Checksum(wasm, castagnoli), crc32.ChecksumIEEE(wasm), len(wasm),
+		ABIVersion, checkRevision, checker, r.cfg.MemoryLimit)
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-var buildIdentity = sync.OnceValue(func() string {
+// checkerIdentity is wazero's version as built into this binary, or, when
+// the binary carries no module information, the binary itself (its size
+// and time: every build differs).
+var checkerIdentity = sync.OnceValue(func() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == "github.com/tetratelabs/wazero" {
+				if d.Replace != nil {
+					d = d.Replace
+				}
+				return strings.NewReplacer("/", "_", " ", "_").Replace(d.Version)
+			}
+		}
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return ""
@@ -58,13 +77,13 @@ var buildIdentity = sync.OnceValue(func() string {
 	if err != nil {
 		return ""
 	}
-	return strconv.FormatInt(fi.Size(), 10) + "-" + strconv.FormatInt(fi.ModTime().UnixNano(), 10)
+	return "exe" + strconv.FormatInt(fi.Size(), 10) + "-" + strconv.FormatInt(fi.ModTime().UnixNano(), 10)
 })
 
 func (r *Runtime) knownPath(key string) string { return filepath.Join(r.cfg.CacheDir, "known", key) }
 
-// Known says whether wasm passed Compile on an earlier start of this build
-// with these limits (see the comment at the top of this file).
+// Known says whether wasm passed Compile on an earlier start whose checks
+// were these, with these limits (see the comment at the top of this file).
 func (r *Runtime) Known(wasm []byte) bool {
 	key := r.knownKey(wasm)
 	if key == "" {
