@@ -249,7 +249,11 @@ func printStatus(w io.Writer, bucket string, st cluster.Status, now map[ownershi
 		for _, n := range st.Nodes {
 			l := n.Lease
 			if l == nil {
-				fmt.Fprintf(tw, "%s\t-\t(no lease record)\t-\t-\t-\t-\t-\t-\t%d\t-\t%d\n", n.Node, n.RecordsHeld, n.RecordsFree)
+				what := "(no lease record)"
+				if n.Node == cluster.ImportHolder {
+					what = "(not a node: free records 'actors import' wrote)"
+				}
+				fmt.Fprintf(tw, "%s\t-\t%s\t-\t-\t-\t-\t-\t-\t%d\t-\t%d\n", n.Node, what, n.RecordsHeld, n.RecordsFree)
 				continue
 			}
 			state := string(l.State)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/bucketurl"
+	"github.com/wasmkeep/wasmkeep/ownership/cluster"
 	"github.com/wasmkeep/wasmkeep/ownership/dirstore"
 	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
@@ -104,6 +105,10 @@ func writeTestCluster(t *testing.T, b ownership.Bucket) {
 	if _, err := b.Put(ctx, "owners/room/zz", []byte("garbage"), ownership.IfAbsent()); err != nil {
 		t.Fatal(err)
 	}
+	// A record an import wrote for an actor that had none.
+	if _, err := cluster.ClaimRecord(ctx, b, ownership.Actor{Class: "room", Name: "copy"}, "imp1"); err != nil {
+		t.Fatal(err)
+	}
 	// What n1 serves, as a node publishes it when it starts; n2 published
 	// for an instance before its lease's.
 	for _, c := range []ownership.NodeClasses{
@@ -172,7 +177,8 @@ func TestClusterStatus(t *testing.T) {
 			"n1 n1-i1 live n1.test:7000 1.5s 3 2 1 4 2 0 1",       // its status page, now
 			"n2 n2-i1 released n2.test:7000 1.5s 0* 0* - - 0 0 1", // released: its page is not asked
 			"n3 - (no lease record) - - - - - - 1 - 0",
-			"ownership records: 3 held, 2 free, 1 unreadable",
+			"ownership records: 3 held, 3 free, 1 unreadable",
+			"wasmkeep-import - (not a node: free records 'actors import' wrote) - - - - - - 0 - 1",
 			"n1 counter room",
 			"n2 (published by instance n2-i0, not the lease's n2-i1) room",
 			"n3 (not published: a node of an earlier version, or not started)",
@@ -256,7 +262,7 @@ func TestClusterStatusJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
 		t.Fatalf("%v:\n%s", err, stdout)
 	}
-	if len(got.Nodes) != 3 || got.Nodes[0].Lease == nil || got.Nodes[2].Lease != nil {
+	if len(got.Nodes) != 4 || got.Nodes[0].Lease == nil || got.Nodes[2].Lease != nil || got.Nodes[3].Node != "wasmkeep-import" {
 		t.Fatalf("nodes: %s", stdout)
 	}
 	n1 := got.Nodes[0]
@@ -265,7 +271,7 @@ func TestClusterStatusJSON(t *testing.T) {
 		n1.Held != 2 || n1.Ended != 0 || n1.Free != 1 {
 		t.Errorf("n1: %+v %+v", n1, *n1.Lease)
 	}
-	if got.Held != 3 || got.Free != 2 || len(got.Unreadable) != 1 || !strings.Contains(got.Bucket, dir) {
+	if got.Held != 3 || got.Free != 3 || len(got.Unreadable) != 1 || !strings.Contains(got.Bucket, dir) {
 		t.Errorf("totals: %s", stdout)
 	}
 	if len(got.Now) != 1 || got.Now["n1"] != (nodeNow{Held: 3, Parked: 2, Pending: 1, Sockets: 4}) {
