@@ -74,7 +74,7 @@ func (ec *eventCall) call(ctx context.Context, to ownership.Actor, req *actors.R
 		// again what took effect before: it is kept with the commit that
 		// makes its writes so far durable.
 		e := ledgerEntry{partial: true, sum: k.sum}
-		if err := ec.t.ledgerRecord(k.EventKey, &e, time.Now(), ra.h.cfg.MaxKeys, k.absent); err != nil {
+		if err := ec.t.ledgerRecord(k.ledger(), &e, time.Now(), ra.h.cfg.MaxKeys, k.absent); err != nil {
 			return nil, err
 		}
 		ec.marked = true

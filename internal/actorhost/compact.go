@@ -2,14 +2,10 @@ package actorhost
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"time"
-
-	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/wasmkeep/wasmkeep/internal/kvrun"
 	"github.com/wasmkeep/wasmkeep/ownership"
@@ -48,28 +44,20 @@ func pickCompaction(runs []*run) (n int, ok bool) {
 	return k + 1, k > 0
 }
 
-// compactedMsg brings a merge's result back to its resident actor.
-type compactedMsg struct {
-	gen   ownership.Generation
-	group []*run // the merged runs, as they were in the state
-	out   *run   // their merge (no parts: nothing was left)
-	err   error
+// compaction chooses the runs to merge, if any (pickCompaction): group,
+// newest first, and bottom when it reaches the oldest run, so that the
+// merge drops the deletes.
+func (s *kvState) compaction() (group []*run, bottom, ok bool) {
+	n, ok := pickCompaction(s.runs)
+	if !ok {
+		return nil, false, false
+	}
+	return slices.Clone(s.runs[:n]), n == len(s.runs), true
 }
 
-// maybeCompact starts a merge if the state's runs call for one and none
-// is running.
-func (ra *residentActor) maybeCompact(ctx actor.Context) {
-	// Not while the actor settles its events to stop or reload: the merge
-	// would be cancelled as soon as it started.
-	if ra.compacting != nil || !ra.loaded || ra.settling || ra.stopping {
-		return
-	}
-	n, ok := pickCompaction(ra.state.runs)
-	if !ok {
-		return
-	}
-	s := ra.state
-	group, bottom := slices.Clone(s.runs[:n]), n == len(s.runs)
+// listed is every run object the state names: the parts and manifests of
+// its runs, and its garbage.
+func (s *kvState) listed() map[runName]bool {
 	listed := map[runName]bool{}
 	for _, r := range s.runs {
 		for _, p := range r.parts {
@@ -82,86 +70,62 @@ func (ra *residentActor) maybeCompact(ctx actor.Context) {
 	for _, g := range s.garbage {
 		listed[g] = true
 	}
-	// The actor stays resident until the merge is back (see mergingMsg).
-	ctx.Send(ctx.Parent(), &mergingMsg{actor: ra.actor, pid: ctx.Self(), on: true})
-	bucket, a, gen, timeout := ra.h.cfg.Bucket, ra.actor, ra.gen, ra.h.cfg.IOTimeout
-	runs, log := ra.h.runs(), ra.log()
-	slots := ra.h.merges
-	ra.compacting = goBackground(ctx, ra.h.cfg.System.Root, func(cctx context.Context) *compactedMsg {
-		// A node runs few merges at once, whatever its actors: a merge
-		// reads and writes megabytes, and the bucket must keep room for
-		// the commits of events and the node's lease.
-		select {
-		case slots <- struct{}{}:
-			defer func() { <-slots }()
-		case <-cctx.Done():
-			return &compactedMsg{gen: gen, group: group, out: &run{}, err: cctx.Err()}
-		}
-		if err := sweepRuns(cctx, bucket, a, gen, listed, timeout); err != nil {
-			log.Info("actor run sweep did not finish", slog.Any("err", err))
-		}
-		out, err := mergeRuns(cctx, runs, a, gen, group, bottom)
-		if err != nil && len(out.parts) > 0 {
-			// No head lists what a failed merge wrote: it goes now, not
-			// at a later hold's sweep. A part whose write failed (p.r
-			// unset) is deleted too, as it may have landed, but it stays
-			// garbage all the same, since it may land yet, after the
-			// delete; so does what is not deleted.
-			var all []runName
-			for _, p := range out.parts {
-				all = append(all, p.name())
-			}
-			dctx, dcancel := context.WithTimeout(context.Background(), timeout)
-			deleted := deleteRuns(dctx, bucket, a, all)
-			dcancel()
-			out.parts = slices.DeleteFunc(out.parts, func(p *part) bool { return p.r != nil && slices.Contains(deleted, p.name()) })
-		}
-		return &compactedMsg{gen: gen, group: group, out: out, err: err}
-	}, func(t *background[*compactedMsg]) any { return t.result })
+	return listed
 }
 
-// compacted takes a merge's result.
-func (ra *residentActor) compacted(ctx actor.Context, m *compactedMsg) {
-	ra.compacting = nil
-	// Whatever happens to the result, the merge no longer keeps the actor
-	// resident, and a commit that waited for it (see stalled) goes now.
-	// The commit that lists the result goes before the actor leaves
-	// memory: an idle stop commits what is pending first.
-	defer func() {
-		ctx.Send(ctx.Parent(), &mergingMsg{actor: ra.actor, pid: ctx.Self()})
-		if ra.loaded {
-			ra.pump(ctx)
-		}
-	}()
-	if !ra.loaded || ra.gen != m.gen {
-		return // the state was dropped: what the merge wrote is swept later
+// merged replaces group, the runs a merge read, with out, its result,
+// if they are still in the state; if they are not (a DeleteAll dropped
+// them meanwhile), it drops out and reports false.
+func (s *kvState) merged(group []*run, out *run) bool {
+	i := slices.Index(s.runs, group[0])
+	if i < 0 || i+len(group) > len(s.runs) || !slices.Equal(s.runs[i:i+len(group)], group) {
+		s.drop(out)
+		return false
 	}
-	s := ra.state
-	if m.err != nil {
-		if !errors.Is(m.err, context.Canceled) { // a stop or a drop ended it
-			ra.log().Warn("actor run merge failed", slog.Any("err", m.err))
-		}
-		if m.out != nil {
-			s.drop(m.out)
-		}
-		return
-	}
-	i := slices.Index(s.runs, m.group[0])
-	if i < 0 || i+len(m.group) > len(s.runs) || !slices.Equal(s.runs[i:i+len(m.group)], m.group) {
-		s.drop(m.out) // the runs left the state meanwhile (DeleteAll)
-		return
-	}
-	for _, r := range m.group {
+	for _, r := range group {
 		s.drop(r)
 	}
 	var keep []*run
-	if len(m.out.parts) > 0 {
-		keep = []*run{m.out}
+	if len(out.parts) > 0 {
+		keep = []*run{out}
 	}
-	s.runs = slices.Concat(s.runs[:i], keep, s.runs[i+len(m.group):])
-	// A change of the state without an event: the next commit's head
-	// lists the merge, and drops what it replaced.
-	ra.version++
+	s.runs = slices.Concat(s.runs[:i], keep, s.runs[i+len(group):])
+	return true
+}
+
+// mergeGroup merges group (mergeRuns) and, when the merge fails, deletes
+// the parts it wrote, each within timeout.
+func mergeGroup(ctx context.Context, o runOpener, b ownership.Bucket, a ownership.Actor, gen ownership.Generation, group []*run, bottom bool, timeout time.Duration) (*run, error) {
+	out, err := mergeRuns(ctx, o, a, gen, group, bottom)
+	if err != nil && len(out.parts) > 0 {
+		// No head lists what a failed merge wrote: it goes now, not
+		// at a later hold's sweep. A part whose write failed (p.r
+		// unset) is deleted too, as it may have landed, but it stays
+		// garbage all the same, since it may land yet, after the
+		// delete; so does what is not deleted.
+		var all []runName
+		for _, p := range out.parts {
+			all = append(all, p.name())
+		}
+		dctx, dcancel := context.WithTimeout(context.Background(), timeout)
+		deleted := deleteRuns(dctx, b, a, all)
+		dcancel()
+		out.parts = slices.DeleteFunc(out.parts, func(p *part) bool { return p.r != nil && slices.Contains(deleted, p.name()) })
+	}
+	return out, err
+}
+
+// deleteRuns deletes runs that a landed head no longer lists, and returns
+// those whose delete landed. (One that did not stays listed as garbage,
+// and the next commit tries again.)
+func deleteRuns(ctx context.Context, b ownership.Bucket, a ownership.Actor, runs []runName) []runName {
+	var done []runName
+	for _, r := range runs {
+		if err := b.Delete(ctx, ownership.RunKey(a, r.gen, r.n), ownership.Always()); err == nil {
+			done = append(done, r)
+		}
+	}
+	return done
 }
 
 // sweepRuns deletes the run objects of actor a that the rule of

@@ -34,22 +34,35 @@ func (ev *eventValues) Call(ctx context.Context, to ownership.Actor, req *actors
 
 // SQLExec is actors.SQLDB.Exec.
 func (ev *eventValues) SQLExec(ctx context.Context, query string, args []any) (actors.SQLResult, error) {
-	return (&sqlDB{ctx: ctx, ev: ev}).Exec(query, args...)
+	return ev.sqlDB(ctx).Exec(query, args...)
 }
 
 // SQLQuery is actors.SQLDB.Query.
 func (ev *eventValues) SQLQuery(ctx context.Context, query string, args []any) (*actors.SQLRows, error) {
-	return (&sqlDB{ctx: ctx, ev: ev}).Query(query, args...)
+	return ev.sqlDB(ctx).Query(query, args...)
 }
 
 // SQLTransaction is actors.SQLDB.Transaction.
 func (ev *eventValues) SQLTransaction(ctx context.Context, fn func() error) error {
-	return (&sqlDB{ctx: ctx, ev: ev}).Transaction(fn)
+	return ev.sqlDB(ctx).Transaction(fn)
 }
 
 // SQLStatement runs one statement for a caller that cannot tell whether
 // it reads or writes (a wasm guest's host call), bounding the rows it
 // holds; see sqlDB.Statement.
 func (ev *eventValues) SQLStatement(ctx context.Context, query string, maxSize int, args []any) (actors.SQLResult, *actors.SQLRows, error) {
-	return (&sqlDB{ctx: ctx, ev: ev}).Statement(query, maxSize, args...)
+	return ev.sqlDB(ctx).Statement(query, maxSize, args...)
+}
+
+// sqlDB is the actor's SQL database in the event ev carries.
+func (ev *eventValues) sqlDB(ctx context.Context) *sqlDB {
+	var s *sqlSlot
+	var t *txn
+	if ev != nil && ev.call.ra != nil {
+		s = &ev.call.ra.sql
+	}
+	if ev != nil {
+		t = ev.call.t
+	}
+	return newSQLDB(ctx, s, t)
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -244,27 +243,6 @@ func (e *OutcomeUnknownError) Error() string {
 // Is makes errors.Is(err, ErrOutcomeUnknown) true.
 func (e *OutcomeUnknownError) Is(target error) bool { return target == actors.ErrOutcomeUnknown }
 
-// DamagedError says an event did not run because the actor's state object
-// in the bucket is damaged: the store's checksum fails, or it cannot be
-// decoded. No retry, here or on another node, serves the actor until a
-// person restores the object, so it is an error (HTTP 500 naming the key),
-// not a refusal to retry. Other actors are served as before; nothing that
-// needs the object's content is written over it. It matches
-// ownership.ErrDamaged (errors.Is).
-type DamagedError struct {
-	Actor ownership.Actor
-	Key   string // the state object's bucket key
-	Err   error  // what the store or the decoder said
-}
-
-func (e *DamagedError) Error() string {
-	return fmt.Sprintf("actor %s/%s: state damaged in the bucket at %s: %v", e.Actor.Class, e.Actor.Name, e.Key, e.Err)
-}
-
-// Unwrap gives the store's or the decoder's error, which wraps
-// ownership.ErrDamaged.
-func (e *DamagedError) Unwrap() error { return e.Err }
-
 // Host keeps this node's resident actors. Its director, a proto.actor actor,
 // owns the resident set: every method sends it a message.
 type Host struct {
@@ -275,16 +253,6 @@ type Host struct {
 	reads  storageReads
 	// merges holds a token for each merge of runs under way (compact.go).
 	merges chan struct{}
-}
-
-// storageReads counts the bucket calls of actors' storage.
-type storageReads struct {
-	heads, manifests, runs, runBytes atomic.Int64
-	// writes and the bytes of their bodies: heads (commits) and runs
-	// (flushes, merges and manifests)
-	headWrites, headBytes, runWrites, runWriteBytes atomic.Int64
-	// stalls: commits held back for a merge (resident.go, stalled)
-	stalls atomic.Int64
 }
 
 // StorageStats is what the resident actors' storage read from the bucket,
@@ -308,7 +276,7 @@ type StorageStats struct {
 
 // runs is what the resident actors read their runs with.
 func (h *Host) runs() runOpener {
-	return runOpener{b: h.cfg.Bucket, c: h.blocks, timeout: h.cfg.IOTimeout, part: h.cfg.RunPart, reads: &h.reads}
+	return newRunOpener(h.cfg.Bucket, h.blocks, h.cfg.IOTimeout, h.cfg.RunPart, &h.reads)
 }
 
 // StorageStats reports the storage's reads and cache. It is safe to call
@@ -329,15 +297,6 @@ const DefaultMaxState = 1 << 30
 // DefaultBlockCache is the node's cache of run blocks unless Config says
 // otherwise.
 const DefaultBlockCache = 64 << 20
-
-// DefaultRunPart is the size of the parts a merge cuts its output into
-// unless Config says otherwise, so that no object, and nothing a node
-// holds while it writes one, grows with the actor. A run of more than one
-// part is listed through its manifest (layout.go), so smaller parts cost
-// a head nothing, but they cost a merge more requests; larger ones cost
-// the first read of each more on a store that checks an object whole
-// then (the directory store, at its first range read of an object).
-const DefaultRunPart = 8 << 20
 
 // DefaultMerges is how many merges of runs a node runs at once unless
 // Config says otherwise.

@@ -17,13 +17,13 @@ func TestLedgerExpiry(t *testing.T) {
 		t.Helper()
 		tx := newEventTxn(t.Context(), st, DefaultMaxState)
 		e := ledgerEntry{status: http.StatusOK, body: []byte(name)}
-		if err := tx.ledgerRecord(ClientKey(name, keep), &e, now, 100, false); err != nil {
+		if err := tx.ledgerRecord(ledgerKey{name: "c/" + name, keep: keep}, &e, now, 100, false); err != nil {
 			t.Fatal(err)
 		}
 		st.apply(tx, 1)
 	}
 	kept := func(name string) bool {
-		_, ok, err := newEventTxn(t.Context(), st, DefaultMaxState).ledgerLookup(ClientKey(name, time.Hour))
+		_, ok, err := newEventTxn(t.Context(), st, DefaultMaxState).ledgerLookup(ledgerKey{name: "c/" + name, keep: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/wasmkeep/wasmkeep/actors"
@@ -181,6 +182,32 @@ func stateOfMap(kv map[string][]byte) *kvState {
 	}
 	s.memBytes = s.size
 	return s
+}
+
+// DefaultRunPart is the size of the parts a merge cuts its output into
+// unless Config says otherwise, so that no object, and nothing a node
+// holds while it writes one, grows with the actor. A run of more than one
+// part is listed through its manifest (layout.go), so smaller parts cost
+// a head nothing, but they cost a merge more requests; larger ones cost
+// the first read of each more on a store that checks an object whole
+// then (the directory store, at its first range read of an object).
+const DefaultRunPart = 8 << 20
+
+// storageReads counts the bucket calls of actors' storage.
+type storageReads struct {
+	heads, manifests, runs, runBytes atomic.Int64
+	// writes and the bytes of their bodies: heads (commits) and runs
+	// (flushes, merges and manifests)
+	headWrites, headBytes, runWrites, runWriteBytes atomic.Int64
+	// stalls: commits held back for a merge (resident.go, stalled)
+	stalls atomic.Int64
+}
+
+// newRunOpener is what reads and writes the runs of actors in b, through
+// the cache c, each bucket call bounded by timeout, cutting merges into
+// parts of about part bytes, and counting in reads.
+func newRunOpener(b ownership.Bucket, c *kvrun.Cache, timeout time.Duration, part int, reads *storageReads) runOpener {
+	return runOpener{b: b, c: c, timeout: timeout, part: part, reads: reads}
 }
 
 // readFault carries a failed storage read out of a class's code: Storage's
@@ -806,4 +833,47 @@ func (d *decoder) field() []byte {
 	f := d.p[:n:n]
 	d.p = d.p[n:]
 	return f
+}
+
+// stalls reports whether the state lists maxRuns runs or more and its
+// memory table is past flushAt, but under maxMem: then a commit may wait
+// for the merge under way rather than flush one more run.
+func (s *kvState) stalls(maxRuns, maxMem int) bool {
+	return len(s.runs) >= maxRuns && s.memBytes > flushAt && s.memBytes < maxMem
+}
+
+// garbageNames is a copy of the state's garbage: the runs it no longer
+// lists whose deletion has not landed yet.
+func (s *kvState) garbageNames() []runName { return slices.Clone(s.garbage) }
+
+// encoded is the head's payload: what the state object holds after the
+// ownership header.
+func (h head) encoded() []byte { return h.payload }
+
+// putRuns writes what the head lists that is not in the bucket yet, each
+// If-None-Match, before the head itself may be written: the run it
+// flushes, then its new manifests.
+func (h head) putRuns(ctx context.Context, b ownership.Bucket, o runOpener, a ownership.Actor) error {
+	var err error
+	if h.flush != nil {
+		p := h.flush.parts[0]
+		o.wroteRun(len(h.body))
+		_, err = b.Put(ctx, ownership.RunKey(a, p.gen, p.n), h.body, ownership.IfAbsent())
+	}
+	for _, m := range h.manifests {
+		if err != nil {
+			break
+		}
+		o.wroteRun(len(m.body))
+		_, err = b.Put(ctx, ownership.RunKey(a, m.name.gen, m.name.n), m.body, ownership.IfAbsent())
+	}
+	return err
+}
+
+// openFlushed opens the run the head flushed, if any, once the head has
+// landed.
+func (h head) openFlushed(o runOpener, a ownership.Actor) {
+	if f := h.flush; f != nil {
+		f.parts[0].r = o.open(a, f.parts[0])
+	}
 }

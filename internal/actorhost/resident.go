@@ -39,7 +39,7 @@ type residentActor struct {
 	per actors.Resident
 	// sql is the actor's SQL connection (sql.go), opened at its first SQL
 	// call and closed with per.
-	sql *sqlConn
+	sql sqlSlot
 
 	// Invariant: when loaded, state is the working state of the hold at
 	// gen: the object at etag in the bucket (stamped with gen by the
@@ -166,7 +166,7 @@ func (ra *residentActor) Receive(ctx actor.Context) {
 		ra.settleEnding(ctx, false)
 		ra.drop()
 		ra.closePer()
-		ra.closeSQL()
+		ra.sql.close()
 	case *actor.Stopping:
 		// From now on a message to this actor would be a dead letter: its
 		// background work sends none, and is waited for at Stopped.
@@ -193,7 +193,7 @@ func (ra *residentActor) Receive(ctx actor.Context) {
 		ra.settleEnding(ctx, true)
 		ra.collect(ctx) // what the last head lists, if its deletes did not run
 		ra.closePer()
-		ra.closeSQL()
+		ra.sql.close()
 	}
 }
 
@@ -308,7 +308,7 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 			"commit before a call did not land")
 		return
 	}
-	if t.fault != nil {
+	if t.faulted() != nil {
 		// A read of the event's storage failed (t keeps the first fault,
 		// whether the class returned it, panicked with it, or swallowed
 		// it): the event fails. The actor's SQL connection may have been
@@ -316,12 +316,12 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 		// a fresh one. Nothing of the event is kept, and its answer
 		// reveals nothing: it goes out at once (unknown if a call it made
 		// before took effect).
-		ra.closeSQL()
+		ra.sql.close()
 		if ev.call.earlier {
 			ra.answer(ctx, m, result{err: unknownOutcome(ra.actor, "a storage read failed after the event called another actor")})
 			return
 		}
-		ra.answer(ctx, m, result{err: ra.readFailed(t.fault)})
+		ra.answer(ctx, m, result{err: ra.readFailed(t.faulted())})
 		return
 	}
 	var r result
@@ -365,10 +365,10 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 // 422 when the key was first used with another request; 500 when the
 // first took effect in part and did not end (it is not run again).
 func (ra *residentActor) replay(ctx actor.Context, m *eventMsg, t *txn) bool {
-	e, ok, err := t.ledgerLookup(m.key.EventKey)
+	e, ok, err := t.ledgerLookup(m.key.ledger())
 	switch {
-	case t.fault != nil:
-		ra.answer(ctx, m, result{err: ra.readFailed(t.fault)})
+	case t.faulted() != nil:
+		ra.answer(ctx, m, result{err: ra.readFailed(t.faulted())})
 		return true
 	case err != nil:
 		ra.answer(ctx, m, result{err: ra.damaged(StateKey(ra.actor), fmt.Errorf("%w: %w", ownership.ErrDamaged, err))})
@@ -417,7 +417,7 @@ func (ra *residentActor) remember(m *eventMsg, t *txn, r result, keep, marked bo
 	e := ledgerEntry{sum: m.key.sum, status: status, header: r.resp.Header.Clone(), body: r.resp.Body}
 	now := time.Now()
 	// Absent if the event looked (replay) and marked nothing since (a call).
-	if err := t.ledgerRecord(m.key.EventKey, &e, now, ra.h.cfg.MaxKeys, m.key.absent && !marked); err != nil {
+	if err := t.ledgerRecord(m.key.ledger(), &e, now, ra.h.cfg.MaxKeys, m.key.absent && !marked); err != nil {
 		return err
 	}
 	if m.key.timed() {
@@ -463,7 +463,7 @@ const maxStalledMem = 4 << 20
 // merge under way (see MaxRuns), and counts each wait once.
 func (ra *residentActor) stalled() bool {
 	s := ra.state
-	stall := !ra.settling && ra.compacting != nil && len(s.runs) >= MaxRuns && s.memBytes > flushAt && s.memBytes < maxStalledMem
+	stall := !ra.settling && ra.compacting != nil && s.stalls(MaxRuns, maxStalledMem)
 	if stall && !ra.stalling {
 		ra.h.reads.stalls.Add(1)
 	}
@@ -477,7 +477,7 @@ func (ra *residentActor) stalled() bool {
 func (ra *residentActor) startCommit(ctx actor.Context) {
 	seq := ra.state.Seq + 1
 	hd, err := ra.state.encodeHead(ra.gen, ra.version)
-	job := &commitJob{version: ra.version, seq: seq, head: hd, garbage: slices.Clone(ra.state.garbage), done: make(chan commitResult, 1)}
+	job := &commitJob{version: ra.version, seq: seq, head: hd, garbage: ra.state.garbageNames(), done: make(chan commitResult, 1)}
 	ra.inflight = job
 	self, root, bucket, timeout := ctx.Self(), ra.h.cfg.System.Root, ra.h.cfg.Bucket, ra.h.cfg.IOTimeout
 	if err != nil {
@@ -485,7 +485,7 @@ func (ra *residentActor) startCommit(ctx actor.Context) {
 		root.Send(self, &commitDoneMsg{job: job})
 		return
 	}
-	body, key, etag, a := ownership.EncodeState(ownership.StateHeader{Gen: ra.gen, Seq: seq}, hd.payload), StateKey(ra.actor), ra.etag, ra.actor
+	body, key, etag, a := ownership.EncodeState(ownership.StateHeader{Gen: ra.gen, Seq: seq}, hd.encoded()), StateKey(ra.actor), ra.etag, ra.actor
 	job.body = body
 	runs, reads := ra.h.runs(), &ra.h.reads
 	go func() {
@@ -496,20 +496,9 @@ func (ra *residentActor) startCommit(ctx actor.Context) {
 			job.done <- res
 			root.Send(self, &commitDoneMsg{job: job})
 		}()
-		if hd.flush != nil {
-			// The run first: the head that lists it must never land
-			// without it. So too the manifests.
-			p := hd.flush.parts[0]
-			runs.wroteRun(len(hd.body))
-			_, res.err = bucket.Put(cctx, ownership.RunKey(a, p.gen, p.n), hd.body, ownership.IfAbsent())
-		}
-		for _, m := range hd.manifests {
-			if res.err != nil {
-				break
-			}
-			runs.wroteRun(len(m.body))
-			_, res.err = bucket.Put(cctx, ownership.RunKey(a, m.name.gen, m.name.n), m.body, ownership.IfAbsent())
-		}
+		// The run first: the head that lists it must never land without
+		// it. So too the manifests.
+		res.err = hd.putRuns(cctx, bucket, runs, a)
 		if res.err == nil {
 			cond := ownership.IfMatch(etag)
 			if etag == "" {
@@ -572,19 +561,6 @@ func (ra *residentActor) endCollect(ctx actor.Context) {
 	}
 }
 
-// deleteRuns deletes runs that a landed head no longer lists, and returns
-// those whose delete landed. (One that did not stays listed as garbage,
-// and the next commit tries again.)
-func deleteRuns(ctx context.Context, b ownership.Bucket, a ownership.Actor, runs []runName) []runName {
-	var done []runName
-	for _, r := range runs {
-		if err := b.Delete(ctx, ownership.RunKey(a, r.gen, r.n), ownership.Always()); err == nil {
-			done = append(done, r)
-		}
-	}
-	return done
-}
-
 // committedAt takes the answer of the commit in flight.
 func (ra *residentActor) committedAt(ctx actor.Context, res commitResult) {
 	job := ra.inflight
@@ -616,9 +592,7 @@ func (ra *residentActor) committedAt(ctx actor.Context, res commitResult) {
 		ra.undeleted = slices.DeleteFunc(slices.Clone(ra.undeleted), func(g runName) bool { return slices.Contains(c.names, g) })
 	}
 	ra.collect(ctx)
-	if f := job.head.flush; f != nil {
-		f.parts[0].r = ra.h.runs().open(ra.actor, f.parts[0])
-	}
+	job.head.openFlushed(ra.h.runs(), ra.actor)
 	ra.pump(ctx)
 	ra.maybeCompact(ctx)
 }
@@ -667,7 +641,7 @@ func (ra *residentActor) resolve(job *commitJob, res commitResult) commitResult 
 		if err != nil {
 			return res
 		}
-		payload, cond = hd.payload, ownership.IfAbsent()
+		payload, cond = hd.encoded(), ownership.IfAbsent()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	seal := ownership.EncodeState(ownership.StateHeader{Gen: ra.gen, Seq: job.seq + 1}, payload)
@@ -838,7 +812,7 @@ func (ra *residentActor) run(ctx context.Context, m *eventMsg, t *txn) (resp *ac
 				// A storage read failed under the class (t.fault has it):
 				// the event fails, as a commit that did not land fails it,
 				// and the class's code is not at fault.
-				resp, err = nil, f.err
+				resp, err = nil, f.Unwrap()
 				return
 			}
 			ra.log().Error("actor panicked", slog.Any("panic", p), slog.String("at", panicFrames()))

@@ -69,8 +69,19 @@ import (
 // goroutine, in the event.
 type sqlDB struct {
 	ctx context.Context
-	ev  *eventValues
+	sql *sqlSlot // the resident actor's connection
+	t   *txn     // the event's storage
 }
+
+// newSQLDB is the SQL database of an event whose storage is t, of the
+// resident actor whose connection is s.
+func newSQLDB(ctx context.Context, s *sqlSlot, t *txn) *sqlDB {
+	return &sqlDB{ctx: ctx, sql: s, t: t}
+}
+
+// sqlSlot is a resident actor's SQL connection: none until its first SQL
+// call, then one while it stays resident (see the top of this file).
+type sqlSlot struct{ c *sqlConn }
 
 // Exec runs query. With args, query is one statement and args are its
 // parameters, in order (? placeholders, or numbered or named ones in the
@@ -181,7 +192,7 @@ func (db *sqlDB) Transaction(fn func() error) error {
 	// (which puts pages back): it is closed, and the next SQL call opens
 	// the database DeleteAll left.
 	reset := func() bool {
-		if !c.closed && !c.file.current(db.ev.call.t) {
+		if !c.closed && !c.file.current(db.t) {
 			c.close()
 		}
 		return c.closed
@@ -315,16 +326,16 @@ func (c *sqlConn) close() (err error) {
 // opened at the actor's first SQL call of its residency, and opened again
 // when the pages are not those it last left (see the top of this file).
 func (db *sqlDB) conn() (*sqlConn, error) {
-	if db.ev == nil || db.ev.call.ra == nil || db.ev.call.t == nil {
+	if db.sql == nil || db.t == nil {
 		return nil, actors.ErrNoSQL
 	}
-	return db.ev.call.ra.sqlConn(db.ev.call.t)
+	return db.sql.conn(db.t)
 }
 
-// sqlConn returns the resident actor's connection for an event whose
+// conn returns the resident actor's connection for an event whose
 // storage is st, opening one if it has none that is current.
-func (ra *residentActor) sqlConn(st nodeStorage) (*sqlConn, error) {
-	if c := ra.sql; c != nil && (c.closed || c.busy || !c.file.current(st) || (c.depth == 0 && !c.conn.GetAutocommit())) {
+func (s *sqlSlot) conn(st nodeStorage) (*sqlConn, error) {
+	if c := s.c; c != nil && (c.closed || c.busy || !c.file.current(st) || (c.depth == 0 && !c.conn.GetAutocommit())) {
 		c.close()
 		if c.depth > 0 {
 			// Inside a Transaction whose pages a DeleteAll took: a fresh
@@ -333,24 +344,24 @@ func (ra *residentActor) sqlConn(st nodeStorage) (*sqlConn, error) {
 			// until the Transaction ends, failing every call.
 			return nil, actors.ErrSQLReset
 		}
-		ra.sql = nil
+		s.c = nil
 	}
-	if ra.sql == nil {
+	if s.c == nil {
 		c, err := openSQL(st)
 		if err != nil {
 			return nil, err
 		}
-		ra.sql = c
+		s.c = c
 	}
-	return ra.sql, nil
+	return s.c, nil
 }
 
-// closeSQL closes the actor's connection, if it has one: the actor leaves
+// close closes the actor's connection, if it has one: the actor leaves
 // memory (resident.go calls it where it closes the class's Resident).
-func (ra *residentActor) closeSQL() {
-	if ra.sql != nil {
-		ra.sql.close()
-		ra.sql = nil
+func (s *sqlSlot) close() {
+	if s.c != nil {
+		s.c.close()
+		s.c = nil
 	}
 }
 
@@ -360,7 +371,7 @@ func (c *sqlConn) call(db *sqlDB, query string, fn func() error) error {
 	if c.closed {
 		return actors.ErrSQLReset
 	}
-	c.file.beginCall(db.ev.call.t)
+	c.file.beginCall(db.t)
 	c.denied = ""
 	c.conn.SetInterrupt(db.ctx)
 	c.busy = true

@@ -9,9 +9,9 @@ import (
 // A connection keeps its last sqlStmtCache statements compiled, those
 // used again staying, and closes cleanly with them.
 func TestSQLStatementCache(t *testing.T) {
-	ra := &residentActor{}
+	var s sqlSlot
 	st := newTxn(map[string][]byte{}, DefaultMaxState)
-	db := &sqlDB{ctx: context.Background(), ev: &eventValues{call: eventCall{ra: ra, t: st}}}
+	db := newSQLDB(context.Background(), &s, st)
 	if _, err := db.Exec("CREATE TABLE t(v INTEGER)"); err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func TestSQLStatementCache(t *testing.T) {
 			}
 		}
 	}
-	c := ra.sql
+	c := s.c
 	n := len(c.stmts)
 	if n != sqlStmtCache || c.stmts[n-2].query != "INSERT INTO t VALUES (?)" ||
 		c.stmts[n-1].query != fmt.Sprintf("SELECT count(*) FROM t WHERE v = %d", 2*sqlStmtCache-1) {

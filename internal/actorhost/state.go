@@ -75,3 +75,24 @@ func field(p []byte) (f, rest []byte, ok bool) {
 	}
 	return p[w : w+int(n)], p[w+int(n):], true
 }
+
+// DamagedError says an event did not run because the actor's state object
+// in the bucket is damaged: the store's checksum fails, or it cannot be
+// decoded. No retry, here or on another node, serves the actor until a
+// person restores the object, so it is an error (HTTP 500 naming the key),
+// not a refusal to retry. Other actors are served as before; nothing that
+// needs the object's content is written over it. It matches
+// ownership.ErrDamaged (errors.Is).
+type DamagedError struct {
+	Actor ownership.Actor
+	Key   string // the state object's bucket key
+	Err   error  // what the store or the decoder said
+}
+
+func (e *DamagedError) Error() string {
+	return fmt.Sprintf("actor %s/%s: state damaged in the bucket at %s: %v", e.Actor.Class, e.Actor.Name, e.Key, e.Err)
+}
+
+// Unwrap gives the store's or the decoder's error, which wraps
+// ownership.ErrDamaged.
+func (e *DamagedError) Unwrap() error { return e.Err }

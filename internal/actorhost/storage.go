@@ -319,3 +319,7 @@ func (t *txn) result() map[string][]byte {
 	}
 	return kv
 }
+
+// faulted is the first read of the state that failed during the event, if
+// any: the event fails with it.
+func (t *txn) faulted() error { return t.fault }
