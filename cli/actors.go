@@ -21,6 +21,7 @@ import (
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/ingress"
 	"github.com/wasmkeep/wasmkeep/internal/actorhost"
+	"github.com/wasmkeep/wasmkeep/internal/actorstore"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/cluster"
 )
@@ -151,12 +152,12 @@ const snapshotTries = 5
 // node changed it meanwhile. An actor with no state object and no record
 // is errNoActor; one with a record and no state object is an empty
 // storage.
-func withSnapshot(ctx context.Context, b ownership.Bucket, a ownership.Actor, f func(*actorhost.Snapshot) error) error {
+func withSnapshot(ctx context.Context, b ownership.Bucket, a ownership.Actor, f func(*actorstore.Snapshot) error) error {
 	var err error
 	for range snapshotTries {
-		var s *actorhost.Snapshot
-		if s, err = actorhost.ReadActor(ctx, b, a); err != nil {
-			if errors.Is(err, actorhost.ErrStateChanged) {
+		var s *actorstore.Snapshot
+		if s, err = actorstore.ReadActor(ctx, b, a); err != nil {
+			if errors.Is(err, actorstore.ErrStateChanged) {
 				continue
 			}
 			return err
@@ -170,7 +171,7 @@ func withSnapshot(ctx context.Context, b ownership.Bucket, a ownership.Actor, f 
 				return errNoActor(a)
 			}
 		}
-		if err = f(s); !errors.Is(err, actorhost.ErrStateChanged) {
+		if err = f(s); !errors.Is(err, actorstore.ErrStateChanged) {
 			return err
 		}
 	}
@@ -419,7 +420,7 @@ func runActorsGet(ctx context.Context, cfg actorsGetConfig, e env) error {
 	defer cancel()
 	a := cfg.Actor
 	return withBucket(ctx, e, cfg.BucketURL, func(b ownership.Bucket) error {
-		return withSnapshot(ctx, b, a, func(s *actorhost.Snapshot) error {
+		return withSnapshot(ctx, b, a, func(s *actorstore.Snapshot) error {
 			var entries []actors.Entry
 			if cfg.HasKey {
 				v, ok, err := s.Get(ctx, cfg.Key)
@@ -528,7 +529,7 @@ func runActorsSQL(ctx context.Context, cfg actorsSQLConfig, e env) error {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	return withBucket(ctx, e, cfg.BucketURL, func(b ownership.Bucket) error {
-		return withSnapshot(ctx, b, cfg.Actor, func(s *actorhost.Snapshot) error {
+		return withSnapshot(ctx, b, cfg.Actor, func(s *actorstore.Snapshot) error {
 			rows, err := s.Query(ctx, cfg.Query)
 			if err != nil {
 				return err
@@ -618,8 +619,8 @@ func runActorsExport(ctx context.Context, cfg actorsExportConfig, e env) error {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	return withBucket(ctx, e, cfg.BucketURL, func(b ownership.Bucket) error {
-		return withSnapshot(ctx, b, cfg.Actor, func(s *actorhost.Snapshot) error {
-			var info actorhost.ExportInfo
+		return withSnapshot(ctx, b, cfg.Actor, func(s *actorstore.Snapshot) error {
+			var info actorstore.ExportInfo
 			var err error
 			if cfg.Output == "" {
 				info, err = s.Export(ctx, e.out, e.clock())
@@ -639,10 +640,10 @@ func runActorsExport(ctx context.Context, cfg actorsExportConfig, e env) error {
 
 // exportToFile writes s's export to path: to a temporary file beside it,
 // synced, then renamed, so that path never holds part of an export.
-func exportToFile(ctx context.Context, s *actorhost.Snapshot, path string, now time.Time) (actorhost.ExportInfo, error) {
+func exportToFile(ctx context.Context, s *actorstore.Snapshot, path string, now time.Time) (actorstore.ExportInfo, error) {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
-		return actorhost.ExportInfo{}, err
+		return actorstore.ExportInfo{}, err
 	}
 	defer os.Remove(f.Name()) // after the rename, nothing
 	info, err := s.Export(ctx, f, now)
@@ -742,14 +743,14 @@ func runActorsImport(ctx context.Context, cfg actorsImportConfig, e env) error {
 			}
 			return h.Record.Generation, nil
 		}
-		imp, err := actorhost.ImportActor(ctx, b, a, f, actorhost.ImportOptions{Check: check, OverDamaged: cfg.ReplaceDamaged})
+		imp, err := actorstore.ImportActor(ctx, b, a, f, actorstore.ImportOptions{Check: check, OverDamaged: cfg.ReplaceDamaged})
 		var damaged *actorhost.DamagedError
 		switch {
-		case errors.Is(err, actorhost.ErrBadExport):
+		case errors.Is(err, actorstore.ErrBadExport):
 			return fmt.Errorf("%s: %w; nothing written", cfg.File, err)
 		case errors.As(err, &damaged) && !cfg.ReplaceDamaged:
 			return fmt.Errorf("%w; nothing written (--replace-damaged replaces it)", err)
-		case errors.Is(err, actorhost.ErrImportRaced):
+		case errors.Is(err, actorstore.ErrImportRaced):
 			return fmt.Errorf("%s: %w; a node may have acquired the actor: see 'wasmkeep actors list %s'", a, err, a.Class)
 		case err != nil:
 			return err

@@ -16,7 +16,7 @@
 // actors.go) and follows one shape: flags fill a config, the config's
 // Validate rejects what cannot work before anything is touched, then a run
 // function does the work; logic beyond wiring lives in a package
-// (bucketcheck.Run, ownership/cluster, node.Start, actorhost.ReadActor). Adding a command is adding one entry to the tree in
+// (bucketcheck.Run, ownership/cluster, node.Start, actorstore.ReadActor). Adding a command is adding one entry to the tree in
 // commands() and one such file.
 //
 // Exit codes: 0 success; 1 the command ran and failed or found a problem

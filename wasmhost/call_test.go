@@ -9,6 +9,7 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/internal/actorhost"
+	"github.com/wasmkeep/wasmkeep/internal/actorstore"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
@@ -26,7 +27,7 @@ func (c *hostCaller) Call(ctx context.Context, here *actorhost.Host, to ownershi
 	if to.Name == "bad" {
 		return nil, fmt.Errorf("call: %w: name", actors.ErrBadCall)
 	}
-	obj, err := c.bucket.Get(ctx, actorhost.StateKey(ownership.Actor{Class: "probe", Name: "a"}))
+	obj, err := c.bucket.Get(ctx, actorstore.StateKey(ownership.Actor{Class: "probe", Name: "a"}))
 	c.seen = append(c.seen, fmt.Sprint(string(obj.Body), err))
 	return here.Deliver(ctx, to, 1, req)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/internal/actorhost"
+	"github.com/wasmkeep/wasmkeep/internal/actorstore"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
@@ -156,7 +157,7 @@ func TestSeal(t *testing.T) {
 	if !errors.As(err, &ua) || !errors.Is(err, actors.ErrUnavailable) {
 		t.Fatalf("superseded commit: err = %v, want an UnavailableError", err)
 	}
-	obj, err := b.Get(t.Context(), actorhost.StateKey(room))
+	obj, err := b.Get(t.Context(), actorstore.StateKey(room))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +187,7 @@ func TestOutputGate(t *testing.T) {
 	if _, err := count(t, h, 1, "read"); !errors.As(err, &ua) || !ua.NotRun {
 		t.Fatalf("read under a revoked hold: err = %v, want a refusal of an event that may run again", err)
 	}
-	obj, err := b.Get(t.Context(), actorhost.StateKey(room))
+	obj, err := b.Get(t.Context(), actorstore.StateKey(room))
 	if err != nil {
 		t.Fatal(err)
 	}

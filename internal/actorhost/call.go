@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/internal/actorstore"
 	"github.com/wasmkeep/wasmkeep/ownership"
 )
 
@@ -44,7 +45,7 @@ func CallChain(ctx context.Context) []ownership.Actor {
 type eventCall struct {
 	ra    *residentActor
 	actx  actor.Context
-	t     *txn
+	t     *actorstore.Txn
 	outer []ownership.Actor // the chain the event was called through, if any
 	m     *eventMsg
 	// earlier: part of the event took effect (a call was sent, or its
@@ -73,8 +74,8 @@ func (ec *eventCall) call(ctx context.Context, to ownership.Actor, req *actors.R
 		// Should the event not end, a retry with its key must not run
 		// again what took effect before: it is kept with the commit that
 		// makes its writes so far durable.
-		e := ledgerEntry{partial: true, sum: k.sum}
-		if err := ec.t.ledgerRecord(k.ledger(), &e, time.Now(), ra.h.cfg.MaxKeys, k.absent); err != nil {
+		e := actorstore.LedgerEntry{Partial: true, Sum: k.sum}
+		if err := ec.t.LedgerRecord(k.ledger(), &e, time.Now(), ra.h.cfg.MaxKeys, k.absent); err != nil {
 			return nil, err
 		}
 		ec.marked = true
@@ -118,10 +119,10 @@ func callSent(err error) bool {
 func (ra *residentActor) commitForCall(ec *eventCall) error {
 	ctx, t := ec.actx, ec.t
 	gen := ra.gen
-	wrote := t.dirty()
+	wrote := t.Dirty()
 	if wrote {
 		ra.version++
-		t.rebase(ra.version)
+		t.Rebase(ra.version)
 	}
 	for ra.loaded && ra.gen == gen && ra.durable < ra.version {
 		if ra.inflight == nil {

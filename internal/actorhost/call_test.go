@@ -13,6 +13,7 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/internal/actorhost"
+	"github.com/wasmkeep/wasmkeep/internal/actorstore"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
 )
@@ -119,7 +120,7 @@ func TestCallCommitsFirst(t *testing.T) {
 	a := ownership.Actor{Class: "relay", Name: "a"}
 	var seen []string
 	c := &localCaller{before: func(ownership.Actor) {
-		obj, err := b.Get(context.Background(), actorhost.StateKey(a))
+		obj, err := b.Get(context.Background(), actorstore.StateKey(a))
 		if err != nil {
 			seen = append(seen, "error: "+err.Error())
 			return
@@ -248,7 +249,7 @@ func (b *keyFailBucket) Put(ctx context.Context, key string, body []byte, cond o
 // land), and it is refused when the commit was refused.
 func TestCallCommitFailureFailsEvent(t *testing.T) {
 	a := ownership.Actor{Class: "relay", Name: "a"}
-	b := &keyFailBucket{Bucket: memstore.New(memstore.Faults{}), key: actorhost.StateKey(a)}
+	b := &keyFailBucket{Bucket: memstore.New(memstore.Faults{}), key: actorstore.StateKey(a)}
 	c := &localCaller{}
 	h := newCallHost(t, b, &fakeKeeper{}, relayRegistry(t), c)
 	if _, err := relayGet(t, h, "a", "/put/1"); err != nil {

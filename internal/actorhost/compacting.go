@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/wasmkeep/wasmkeep/internal/actorstore"
 	"github.com/wasmkeep/wasmkeep/ownership"
 )
 
@@ -17,8 +18,8 @@ import (
 // compactedMsg brings a merge's result back to its resident actor.
 type compactedMsg struct {
 	gen   ownership.Generation
-	group []*run // the merged runs, as they were in the state
-	out   *run   // their merge (no parts: nothing was left)
+	group []*actorstore.Run // the merged runs, as they were in the state
+	out   *actorstore.Run   // their merge (no parts: nothing was left)
 	err   error
 }
 
@@ -30,11 +31,11 @@ func (ra *residentActor) maybeCompact(ctx actor.Context) {
 	if ra.compacting != nil || !ra.loaded || ra.settling || ra.stopping {
 		return
 	}
-	group, bottom, ok := ra.state.compaction()
+	group, bottom, ok := ra.state.Compaction()
 	if !ok {
 		return
 	}
-	listed := ra.state.listed()
+	listed := ra.state.Listed()
 	// The actor stays resident until the merge is back (see mergingMsg).
 	ctx.Send(ctx.Parent(), &mergingMsg{actor: ra.actor, pid: ctx.Self(), on: true})
 	bucket, a, gen, timeout := ra.h.cfg.Bucket, ra.actor, ra.gen, ra.h.cfg.IOTimeout
@@ -48,12 +49,12 @@ func (ra *residentActor) maybeCompact(ctx actor.Context) {
 		case slots <- struct{}{}:
 			defer func() { <-slots }()
 		case <-cctx.Done():
-			return &compactedMsg{gen: gen, group: group, out: &run{}, err: cctx.Err()}
+			return &compactedMsg{gen: gen, group: group, out: &actorstore.Run{}, err: cctx.Err()}
 		}
-		if err := sweepRuns(cctx, bucket, a, gen, listed, timeout); err != nil {
+		if err := actorstore.SweepRuns(cctx, bucket, a, gen, listed, timeout); err != nil {
 			log.Info("actor run sweep did not finish", slog.Any("err", err))
 		}
-		out, err := mergeGroup(cctx, runs, bucket, a, gen, group, bottom, timeout)
+		out, err := actorstore.MergeGroup(cctx, runs, bucket, a, gen, group, bottom, timeout)
 		return &compactedMsg{gen: gen, group: group, out: out, err: err}
 	}, func(t *background[*compactedMsg]) any { return t.result })
 }
@@ -80,11 +81,11 @@ func (ra *residentActor) compacted(ctx actor.Context, m *compactedMsg) {
 			ra.log().Warn("actor run merge failed", slog.Any("err", m.err))
 		}
 		if m.out != nil {
-			s.drop(m.out)
+			s.Drop(m.out)
 		}
 		return
 	}
-	if !s.merged(m.group, m.out) {
+	if !s.Merged(m.group, m.out) {
 		return // the runs left the state meanwhile (DeleteAll)
 	}
 	// A change of the state without an event: the next commit's head

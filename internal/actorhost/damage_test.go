@@ -9,6 +9,7 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/internal/actorhost"
+	"github.com/wasmkeep/wasmkeep/internal/actorstore"
 	"github.com/wasmkeep/wasmkeep/internal/damagetest"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/dirstore"
@@ -23,7 +24,7 @@ import (
 // object; and another actor is served as before.
 func TestDamagedState(t *testing.T) {
 	other := ownership.Actor{Class: "counter", Name: "other"}
-	key := actorhost.StateKey(room)
+	key := actorstore.StateKey(room)
 	for _, c := range []struct {
 		name   string
 		damage func(t *testing.T) ownership.Bucket

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/internal/actorstore"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 )
@@ -151,7 +152,7 @@ func (h *Host) tryDispatch(ctx context.Context, a ownership.Actor, deliver func(
 			return &Elsewhere{Node: d.Node, Addr: d.Addr, Instance: d.Instance}, nil, nil
 		default:
 			if d.Damaged != "" {
-				return nil, nil, &DamagedError{Actor: a, Key: d.Damaged, Err: fmt.Errorf("%w: %s", ownership.ErrDamaged, d.Reason)}
+				return nil, nil, &actorstore.DamagedError{Actor: a, Key: d.Damaged, Err: fmt.Errorf("%w: %s", ownership.ErrDamaged, d.Reason)}
 			}
 			ua := &UnavailableError{Actor: a, Reason: d.Reason, RetryAfter: d.RetryAfter, NotRun: true, Draining: d.Draining}
 			if d.Draining && d.Peer != "" {

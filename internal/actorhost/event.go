@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/internal/actorstore"
 	"github.com/wasmkeep/wasmkeep/ownership"
 )
 
@@ -55,14 +56,14 @@ func (ev *eventValues) SQLStatement(ctx context.Context, query string, maxSize i
 }
 
 // sqlDB is the actor's SQL database in the event ev carries.
-func (ev *eventValues) sqlDB(ctx context.Context) *sqlDB {
-	var s *sqlSlot
-	var t *txn
+func (ev *eventValues) sqlDB(ctx context.Context) *actorstore.DB {
+	var s *actorstore.SQL
+	var t *actorstore.Txn
 	if ev != nil && ev.call.ra != nil {
 		s = &ev.call.ra.sql
 	}
 	if ev != nil {
 		t = ev.call.t
 	}
-	return newSQLDB(ctx, s, t)
+	return actorstore.NewDB(ctx, s, t)
 }

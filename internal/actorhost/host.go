@@ -11,6 +11,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/internal/actorstore"
 	"github.com/wasmkeep/wasmkeep/internal/kvrun"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/keeper"
@@ -172,7 +173,7 @@ func (c *Config) setDefaults() {
 		c.Merges = DefaultMerges
 	}
 	if c.RunPart == 0 {
-		c.RunPart = DefaultRunPart
+		c.RunPart = actorstore.DefaultRunPart
 	}
 	if c.RetryAfter == 0 {
 		c.RetryAfter = time.Second
@@ -243,6 +244,11 @@ func (e *OutcomeUnknownError) Error() string {
 // Is makes errors.Is(err, ErrOutcomeUnknown) true.
 func (e *OutcomeUnknownError) Is(target error) bool { return target == actors.ErrOutcomeUnknown }
 
+// DamagedError says an event did not run because the actor's state
+// object, or a run it lists, is damaged in the bucket (see
+// actorstore.DamagedError).
+type DamagedError = actorstore.DamagedError
+
 // Host keeps this node's resident actors. Its director, a proto.actor actor,
 // owns the resident set: every method sends it a message.
 type Host struct {
@@ -250,7 +256,7 @@ type Host struct {
 	log    *slog.Logger
 	pid    *actor.PID
 	blocks *kvrun.Cache // of every resident actor's runs
-	reads  storageReads
+	reads  actorstore.IOCounts
 	// merges holds a token for each merge of runs under way (compact.go).
 	merges chan struct{}
 }
@@ -275,8 +281,8 @@ type StorageStats struct {
 }
 
 // runs is what the resident actors read their runs with.
-func (h *Host) runs() runOpener {
-	return newRunOpener(h.cfg.Bucket, h.blocks, h.cfg.IOTimeout, h.cfg.RunPart, &h.reads)
+func (h *Host) runs() actorstore.RunOpener {
+	return actorstore.NewRunOpener(h.cfg.Bucket, h.blocks, h.cfg.IOTimeout, h.cfg.RunPart, &h.reads)
 }
 
 // StorageStats reports the storage's reads and cache. It is safe to call
@@ -284,9 +290,9 @@ func (h *Host) runs() runOpener {
 func (h *Host) StorageStats() StorageStats {
 	r := &h.reads
 	return StorageStats{
-		HeadReads: r.heads.Load(), ManifestReads: r.manifests.Load(), RunReads: r.runs.Load(), RunBytes: r.runBytes.Load(),
-		HeadWrites: r.headWrites.Load(), HeadBytes: r.headBytes.Load(), RunWrites: r.runWrites.Load(), RunWriteBytes: r.runWriteBytes.Load(),
-		Stalls: r.stalls.Load(), Cache: h.blocks.Stats(),
+		HeadReads: r.Heads.Load(), ManifestReads: r.Manifests.Load(), RunReads: r.Runs.Load(), RunBytes: r.RunBytes.Load(),
+		HeadWrites: r.HeadWrites.Load(), HeadBytes: r.HeadBytes.Load(), RunWrites: r.RunWrites.Load(), RunWriteBytes: r.RunWriteBytes.Load(),
+		Stalls: r.Stalls.Load(), Cache: h.blocks.Stats(),
 	}
 }
 

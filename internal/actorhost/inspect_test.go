@@ -16,6 +16,7 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/internal/actorhost"
+	"github.com/wasmkeep/wasmkeep/internal/actorstore"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
 )
@@ -25,9 +26,9 @@ import (
 func noRecord(context.Context) (ownership.Generation, error) { return 0, nil }
 
 // exportOf reads actor a from b and exports it.
-func exportOf(t *testing.T, b ownership.Bucket, a ownership.Actor) ([]byte, actorhost.ExportInfo) {
+func exportOf(t *testing.T, b ownership.Bucket, a ownership.Actor) ([]byte, actorstore.ExportInfo) {
 	t.Helper()
-	snap, err := actorhost.ReadActor(t.Context(), b, a)
+	snap, err := actorstore.ReadActor(t.Context(), b, a)
 	require.NoError(t, err)
 	var buf bytes.Buffer
 	info, err := snap.Export(t.Context(), &buf, time.Unix(1700000000, 0))
@@ -35,9 +36,9 @@ func exportOf(t *testing.T, b ownership.Bucket, a ownership.Actor) ([]byte, acto
 	return buf.Bytes(), info
 }
 
-func importInto(t *testing.T, b ownership.Bucket, a ownership.Actor, export []byte) actorhost.Imported {
+func importInto(t *testing.T, b ownership.Bucket, a ownership.Actor, export []byte) actorstore.Imported {
 	t.Helper()
-	imp, err := actorhost.ImportActor(t.Context(), b, a, bytes.NewReader(export), actorhost.ImportOptions{Check: noRecord, RunPart: bulkPart})
+	imp, err := actorstore.ImportActor(t.Context(), b, a, bytes.NewReader(export), actorstore.ImportOptions{Check: noRecord, RunPart: bulkPart})
 	require.NoError(t, err)
 	return imp
 }
@@ -61,7 +62,7 @@ func TestSnapshotExportImport(t *testing.T) {
 		before := head(t, b)
 		require.NotEmpty(t, before.Manifests, "the test wants a run listed through its manifest")
 
-		snap, err := actorhost.ReadActor(t.Context(), b, bulkActor)
+		snap, err := actorstore.ReadActor(t.Context(), b, bulkActor)
 		require.NoError(t, err)
 		assert.True(t, snap.Exists())
 		assert.Equal(t, ownership.Generation(1), snap.Header().Gen)
@@ -87,7 +88,7 @@ func TestSnapshotExportImport(t *testing.T) {
 		export, info := exportOf(t, b, bulkActor)
 		assert.Equal(t, int64(len(m)), info.Entries)
 		assert.Equal(t, "bulk", info.Class)
-		read, err := actorhost.ReadExport(bytes.NewReader(export), nil)
+		read, err := actorstore.ReadExport(bytes.NewReader(export), nil)
 		require.NoError(t, err)
 		assert.Equal(t, info, read)
 
@@ -133,7 +134,7 @@ func TestSnapshotSQL(t *testing.T) {
 	see(t, h, 1, "/both/k/second", http.StatusOK, "both")
 	require.NoError(t, h.HibernateAll(t.Context()))
 
-	snap, err := actorhost.ReadActor(t.Context(), b, store)
+	snap, err := actorstore.ReadActor(t.Context(), b, store)
 	require.NoError(t, err)
 	rows, err := snap.Query(t.Context(), "SELECT id, body FROM notes ORDER BY id")
 	require.NoError(t, err)
@@ -148,7 +149,7 @@ func TestSnapshotSQL(t *testing.T) {
 		"CREATE TABLE t(x)", "DROP TABLE notes", "INSERT INTO notes(body) VALUES ('x') RETURNING id",
 	} {
 		_, err := snap.Query(t.Context(), q)
-		assert.ErrorIs(t, err, actorhost.ErrNotRead, q)
+		assert.ErrorIs(t, err, actorstore.ErrNotRead, q)
 		assert.ErrorContains(t, err, "written only by its class", q)
 	}
 	for q, want := range map[string]string{
@@ -177,11 +178,11 @@ func TestSnapshotSQL(t *testing.T) {
 	see(t, h2, 1, "/list/0", http.StatusOK, "1|first\n2|second\n")
 	see(t, h2, 1, "/add/third", http.StatusOK, "id 3, 1 row")
 
-	empty, err := actorhost.ReadActor(t.Context(), b, ownership.Actor{Class: "store", Name: "none"})
+	empty, err := actorstore.ReadActor(t.Context(), b, ownership.Actor{Class: "store", Name: "none"})
 	require.NoError(t, err)
 	assert.False(t, empty.Exists())
 	_, err = empty.Query(t.Context(), "SELECT 1")
-	assert.ErrorIs(t, err, actorhost.ErrNoSQLDatabase)
+	assert.ErrorIs(t, err, actorstore.ErrNoSQLDatabase)
 }
 
 // An export that is not whole and unchanged is refused before anything
@@ -198,7 +199,7 @@ func TestImportRefusals(t *testing.T) {
 
 	b := memstore.New(memstore.Faults{})
 	imp := func(data []byte, check func(context.Context) (ownership.Generation, error)) error {
-		_, err := actorhost.ImportActor(t.Context(), b, bulkActor, bytes.NewReader(data), actorhost.ImportOptions{Check: check, RunPart: bulkPart})
+		_, err := actorstore.ImportActor(t.Context(), b, bulkActor, bytes.NewReader(data), actorstore.ImportOptions{Check: check, RunPart: bulkPart})
 		return err
 	}
 	flipped := slices.Clone(export)
@@ -210,7 +211,7 @@ func TestImportRefusals(t *testing.T) {
 		"another format": append([]byte("wasmkeep-actor-export 2\n"), export[len("wasmkeep-actor-export 1\n"):]...),
 		"empty":          nil,
 	} {
-		assert.ErrorIs(t, imp(data, noRecord), actorhost.ErrBadExport, name)
+		assert.ErrorIs(t, imp(data, noRecord), actorstore.ErrBadExport, name)
 	}
 	assert.Empty(t, objects(t, b, ownership.ActorsPrefix), "nothing written")
 
@@ -221,34 +222,34 @@ func TestImportRefusals(t *testing.T) {
 	// A seal between the read and the write.
 	sealed := ownership.EncodeState(ownership.StateHeader{Gen: 1, Seq: 1}, nil)
 	err := imp(export, func(ctx context.Context) (ownership.Generation, error) {
-		_, err := b.Put(ctx, actorhost.StateKey(bulkActor), sealed, ownership.IfAbsent())
+		_, err := b.Put(ctx, actorstore.StateKey(bulkActor), sealed, ownership.IfAbsent())
 		return 0, err
 	})
-	assert.ErrorIs(t, err, actorhost.ErrImportRaced)
-	obj, err := b.Get(t.Context(), actorhost.StateKey(bulkActor))
+	assert.ErrorIs(t, err, actorstore.ErrImportRaced)
+	obj, err := b.Get(t.Context(), actorstore.StateKey(bulkActor))
 	require.NoError(t, err)
 	assert.Equal(t, sealed, obj.Body, "the seal stays")
 	assert.Empty(t, objects(t, b, ownership.RunsPrefix(bulkActor)), "the import's runs are deleted")
 
 	// A seal above the record's generation: an acquisition under way.
-	_, err = b.Put(t.Context(), actorhost.StateKey(bulkActor), ownership.EncodeState(ownership.StateHeader{Gen: 2, Seq: 2}, nil), ownership.Always())
+	_, err = b.Put(t.Context(), actorstore.StateKey(bulkActor), ownership.EncodeState(ownership.StateHeader{Gen: 2, Seq: 2}, nil), ownership.Always())
 	require.NoError(t, err)
-	assert.ErrorIs(t, imp(export, func(context.Context) (ownership.Generation, error) { return 1, nil }), actorhost.ErrAcquiring)
-	assert.Equal(t, []string{actorhost.StateKey(bulkActor)}, objects(t, b, ownership.ActorsPrefix), "nothing written")
+	assert.ErrorIs(t, imp(export, func(context.Context) (ownership.Generation, error) { return 1, nil }), actorstore.ErrAcquiring)
+	assert.Equal(t, []string{actorstore.StateKey(bulkActor)}, objects(t, b, ownership.ActorsPrefix), "nothing written")
 	require.NoError(t, imp(export, func(context.Context) (ownership.Generation, error) { return 2, nil }), "the record caught up")
 
 	// A state object that does not decode is damage, replaced only when
 	// asked; the generation is then the record's.
-	_, err = b.Put(t.Context(), actorhost.StateKey(bulkActor), []byte("wk1 state 4 9\n\x00wk2\xff"), ownership.Always())
+	_, err = b.Put(t.Context(), actorstore.StateKey(bulkActor), []byte("wk1 state 4 9\n\x00wk2\xff"), ownership.Always())
 	require.NoError(t, err)
 	var damaged *actorhost.DamagedError
 	assert.ErrorAs(t, imp(export, noRecord), &damaged)
-	_, err = actorhost.ReadActor(t.Context(), b, bulkActor)
+	_, err = actorstore.ReadActor(t.Context(), b, bulkActor)
 	assert.ErrorAs(t, err, &damaged)
 	assert.ErrorIs(t, err, ownership.ErrDamaged)
-	_, err = b.Put(t.Context(), actorhost.StateKey(bulkActor), []byte("not a state object"), ownership.Always())
+	_, err = b.Put(t.Context(), actorstore.StateKey(bulkActor), []byte("not a state object"), ownership.Always())
 	require.NoError(t, err)
-	done, err := actorhost.ImportActor(t.Context(), b, bulkActor, bytes.NewReader(export), actorhost.ImportOptions{
+	done, err := actorstore.ImportActor(t.Context(), b, bulkActor, bytes.NewReader(export), actorstore.ImportOptions{
 		Check: func(context.Context) (ownership.Generation, error) { return 7, nil }, OverDamaged: true, RunPart: bulkPart})
 	require.NoError(t, err)
 	assert.Equal(t, ownership.StateHeader{Gen: 7, Seq: 1}, done.Header)
@@ -266,7 +267,7 @@ func TestSnapshotStateChanged(t *testing.T) {
 	runs := objects(t, b, ownership.RunsPrefix(bulkActor))
 	require.NotEmpty(t, runs)
 
-	snap, err := actorhost.ReadActor(t.Context(), b, bulkActor)
+	snap, err := actorstore.ReadActor(t.Context(), b, bulkActor)
 	require.NoError(t, err)
 	for _, k := range runs {
 		require.NoError(t, b.Delete(t.Context(), k, ownership.Always()))
@@ -276,14 +277,14 @@ func TestSnapshotStateChanged(t *testing.T) {
 	assert.ErrorAs(t, err, &damaged)
 	assert.ErrorContains(t, err, "missing")
 
-	obj, err := b.Get(t.Context(), actorhost.StateKey(bulkActor))
+	obj, err := b.Get(t.Context(), actorstore.StateKey(bulkActor))
 	require.NoError(t, err)
-	_, err = b.Put(t.Context(), actorhost.StateKey(bulkActor), obj.Body, ownership.IfMatch(obj.ETag))
+	_, err = b.Put(t.Context(), actorstore.StateKey(bulkActor), obj.Body, ownership.IfMatch(obj.ETag))
 	require.NoError(t, err)
 	_, err = snap.List(t.Context(), actors.ListOptions{}, true)
-	assert.ErrorIs(t, err, actorhost.ErrStateChanged)
+	assert.ErrorIs(t, err, actorstore.ErrStateChanged)
 	_, _, err = snap.Get(t.Context(), "k0000050")
-	assert.ErrorIs(t, err, actorhost.ErrStateChanged)
+	assert.ErrorIs(t, err, actorstore.ErrStateChanged)
 }
 
 // A small actor is imported into the memory table of its head, as its

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/internal/actorstore"
 )
 
 // Event keys: an actor runs an event that carries a key at most once.
@@ -164,7 +165,7 @@ func ParseEventKey(s string) (EventKey, error) {
 	case "always":
 		k.Always = true
 	case "effect":
-		if timedExpiry(k.Key) == 0 {
+		if actorstore.TimedExpiry(k.Key) == 0 {
 			return EventKey{}, errors.New("event key: an effect key begins with its expiry")
 		}
 	default:
@@ -237,6 +238,6 @@ func fingerprint(req *actors.Request) [sha256.Size]byte {
 }
 
 // ledger is k as the ledger keeps it.
-func (k EventKey) ledger() ledgerKey {
-	return ledgerKey{name: k.name(), timed: k.timed(), fresh: k.Fresh, keep: k.Keep}
+func (k EventKey) ledger() actorstore.LedgerKey {
+	return actorstore.LedgerKey{Name: k.name(), Timed: k.timed(), Fresh: k.Fresh, Keep: k.Keep}
 }

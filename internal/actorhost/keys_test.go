@@ -13,6 +13,7 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/internal/actorhost"
+	"github.com/wasmkeep/wasmkeep/internal/actorstore"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
 )
@@ -280,7 +281,7 @@ func TestKeyCommitUnknownThenRetry(t *testing.T) {
 	for _, landed := range []bool{false, true} {
 		t.Run(fmt.Sprintf("landed=%v", landed), func(t *testing.T) {
 			a := room
-			b := &keyFailBucket{Bucket: memstore.New(memstore.Faults{}), key: actorhost.StateKey(a)}
+			b := &keyFailBucket{Bucket: memstore.New(memstore.Faults{}), key: actorstore.StateKey(a)}
 			b.land = landed
 			h := newHost(t, b, &fakeKeeper{}, nil)
 			mustCount(t, h, 1, "1")
@@ -312,7 +313,7 @@ func TestKeyBound(t *testing.T) {
 func TestLostCommitResolved(t *testing.T) {
 	for _, landed := range []bool{false, true} {
 		t.Run(fmt.Sprintf("landed=%v", landed), func(t *testing.T) {
-			b := &keyFailBucket{Bucket: memstore.New(memstore.Faults{}), key: actorhost.StateKey(room), land: landed, once: true}
+			b := &keyFailBucket{Bucket: memstore.New(memstore.Faults{}), key: actorstore.StateKey(room), land: landed, once: true}
 			h := newHost(t, b, &fakeKeeper{}, nil)
 			mustCount(t, h, 1, "1")
 			b.fail.Store(true)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/internal/actorhost"
+	"github.com/wasmkeep/wasmkeep/internal/actorstore"
 	"github.com/wasmkeep/wasmkeep/internal/s3test"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/dirstore"
@@ -234,7 +235,7 @@ func objects(t *testing.T, b ownership.Bucket, prefix string) []string {
 // head reads the bulk actor's head.
 func head(t *testing.T, b ownership.Bucket) actorhost.Head {
 	t.Helper()
-	obj, err := b.Get(t.Context(), actorhost.StateKey(bulkActor))
+	obj, err := b.Get(t.Context(), actorstore.StateKey(bulkActor))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -518,7 +519,7 @@ func TestLayoutReadsFormat1(t *testing.T) {
 	b := memstore.New(memstore.Faults{})
 	kv := map[string][]byte{"k0000001": []byte("one"), "k0000002": []byte("two")}
 	body := ownership.EncodeState(ownership.StateHeader{Gen: 1, Seq: 3}, actorhost.EncodeFormat1(kv))
-	if _, err := b.Put(t.Context(), actorhost.StateKey(bulkActor), body, ownership.IfAbsent()); err != nil {
+	if _, err := b.Put(t.Context(), actorstore.StateKey(bulkActor), body, ownership.IfAbsent()); err != nil {
 		t.Fatal(err)
 	}
 	h := bulkHost(t, b)
@@ -604,7 +605,7 @@ func TestLayoutManifestReadFailures(t *testing.T) {
 			t.Fatalf("a wake whose manifest read fails: %v, want unavailable", err)
 		}
 		m.check(t, bulkHost(t, inner), 3)
-		before, err := inner.Get(t.Context(), actorhost.StateKey(bulkActor))
+		before, err := inner.Get(t.Context(), actorstore.StateKey(bulkActor))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -617,7 +618,7 @@ func TestLayoutManifestReadFailures(t *testing.T) {
 		}
 		// The load's fence restamped the head (no seal came with the
 		// grant), and nothing else was written: it lists what it listed.
-		after, err := inner.Get(t.Context(), actorhost.StateKey(bulkActor))
+		after, err := inner.Get(t.Context(), actorstore.StateKey(bulkActor))
 		if err != nil {
 			t.Fatal(err)
 		}

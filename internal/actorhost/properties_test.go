@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/wasmkeep/wasmkeep/actors"
-	"github.com/wasmkeep/wasmkeep/internal/actorhost"
+	"github.com/wasmkeep/wasmkeep/internal/actorstore"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
 )
@@ -90,7 +90,7 @@ func TestPropertySupersededHoldEnds(t *testing.T) {
 	if !slices.Equal(ended, []ownership.Generation{1}) {
 		t.Fatalf("holds ended: %v, want [1]", ended)
 	}
-	obj, err := b.Get(t.Context(), actorhost.StateKey(room))
+	obj, err := b.Get(t.Context(), actorstore.StateKey(room))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,8 +116,8 @@ func TestPropertyNothingLeftBehind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(page.Entries) != 1 || page.Entries[0].Key != actorhost.StateKey(room) {
-		t.Fatalf("objects under %s after 20 holds: %v, want only %s", ownership.ActorsPrefix, page.Entries, actorhost.StateKey(room))
+	if len(page.Entries) != 1 || page.Entries[0].Key != actorstore.StateKey(room) {
+		t.Fatalf("objects under %s after 20 holds: %v, want only %s", ownership.ActorsPrefix, page.Entries, actorstore.StateKey(room))
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/internal/actorstore"
 	"github.com/wasmkeep/wasmkeep/internal/eventctx"
 	"github.com/wasmkeep/wasmkeep/ownership"
 )
@@ -39,7 +40,7 @@ type residentActor struct {
 	per actors.Resident
 	// sql is the actor's SQL connection (sql.go), opened at its first SQL
 	// call and closed with per.
-	sql sqlSlot
+	sql actorstore.SQL
 
 	// Invariant: when loaded, state is the working state of the hold at
 	// gen: the object at etag in the bucket (stamped with gen by the
@@ -48,7 +49,7 @@ type residentActor struct {
 	loaded bool
 	gen    ownership.Generation
 	etag   ownership.ETag
-	state  *kvState
+	state  *actorstore.State
 	// sealTaken is the generation whose seal's copy of the state a load
 	// took: a load again under it (after a failed commit dropped the
 	// state) reads the bucket, as the copy may be older than what the
@@ -64,7 +65,7 @@ type residentActor struct {
 	collecting *collection
 	// undeleted is the garbage that the last head landed lists and no
 	// collection has tried to delete since.
-	undeleted []runName
+	undeleted []actorstore.RunName
 	// stopping: the actor got actor.Stopping, and starts no background
 	// work (see background).
 	stopping bool
@@ -99,10 +100,10 @@ type waiter struct {
 type commitJob struct {
 	version uint64
 	seq     uint64
-	head    head
-	body    []byte            // the state object written (resolve compares it)
-	garbage []runName         // what the head lists as garbage
-	done    chan commitResult // buffered: the writer never blocks
+	head    actorstore.Head
+	body    []byte               // the state object written (resolve compares it)
+	garbage []actorstore.RunName // what the head lists as garbage
+	done    chan commitResult    // buffered: the writer never blocks
 }
 
 type commitResult struct {
@@ -125,8 +126,8 @@ func (res commitResult) outcome() ownership.Outcome {
 // collection is the deletes of garbage under way (collect): the names it
 // deletes, and those whose delete landed.
 type collection struct {
-	names []runName
-	*background[[]runName]
+	names []actorstore.RunName
+	*background[[]actorstore.RunName]
 }
 
 // collectedMsg brings the deletes of garbage back (collect).
@@ -166,7 +167,7 @@ func (ra *residentActor) Receive(ctx actor.Context) {
 		ra.settleEnding(ctx, false)
 		ra.drop()
 		ra.closePer()
-		ra.sql.close()
+		ra.sql.Close()
 	case *actor.Stopping:
 		// From now on a message to this actor would be a dead letter: its
 		// background work sends none, and is waited for at Stopped.
@@ -193,7 +194,7 @@ func (ra *residentActor) Receive(ctx actor.Context) {
 		ra.settleEnding(ctx, true)
 		ra.collect(ctx) // what the last head lists, if its deletes did not run
 		ra.closePer()
-		ra.sql.close()
+		ra.sql.Close()
 	}
 }
 
@@ -286,7 +287,7 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 	// Bucket calls outlive a client that went away: a commit cut short
 	// would only have an unknown outcome.
 	ioCtx := context.WithoutCancel(m.ctx)
-	t := newEventTxn(ioCtx, ra.state, ra.h.cfg.MaxState)
+	t := actorstore.NewEventTxn(ioCtx, ra.state, ra.h.cfg.MaxState)
 	if m.key != nil && !m.key.Fresh && ra.replay(ctx, m, t) {
 		return
 	}
@@ -308,7 +309,7 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 			"commit before a call did not land")
 		return
 	}
-	if t.faulted() != nil {
+	if t.Fault() != nil {
 		// A read of the event's storage failed (t keeps the first fault,
 		// whether the class returned it, panicked with it, or swallowed
 		// it): the event fails. The actor's SQL connection may have been
@@ -316,12 +317,12 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 		// a fresh one. Nothing of the event is kept, and its answer
 		// reveals nothing: it goes out at once (unknown if a call it made
 		// before took effect).
-		ra.sql.close()
+		ra.sql.Close()
 		if ev.call.earlier {
 			ra.answer(ctx, m, result{err: unknownOutcome(ra.actor, "a storage read failed after the event called another actor")})
 			return
 		}
-		ra.answer(ctx, m, result{err: ra.readFailed(t.faulted())})
+		ra.answer(ctx, m, result{err: ra.readFailed(t.Fault())})
 		return
 	}
 	var r result
@@ -336,22 +337,22 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 		} else {
 			r = result{resp: ra.failed(err)}
 		}
-		t.discard()
+		t.Discard()
 	default:
 		r = result{resp: resp, out: ev.socks.out}
 	}
 	if m.key != nil {
-		tookEffect := t.dirty() || ev.call.earlier || len(r.out) > 0
+		tookEffect := t.Dirty() || ev.call.earlier || len(r.out) > 0
 		if err := ra.remember(m, t, r, tookEffect || (m.key.Always && (err == nil || rolledBack)), ev.call.marked); err != nil {
 			// Nothing of the event is kept without its key.
-			t.discard()
+			t.Discard()
 			r = result{resp: ra.failed(err)}
 		}
 	}
 	wrote := false
-	if t.dirty() {
+	if t.Dirty() {
 		ra.version++
-		ra.state.apply(t, ra.version)
+		ra.state.Apply(t, ra.version)
 		wrote = true
 	}
 	r.woke = m.spawned
@@ -364,14 +365,14 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 // answered (once what it read is durable, if the hold may still act);
 // 422 when the key was first used with another request; 500 when the
 // first took effect in part and did not end (it is not run again).
-func (ra *residentActor) replay(ctx actor.Context, m *eventMsg, t *txn) bool {
-	e, ok, err := t.ledgerLookup(m.key.ledger())
+func (ra *residentActor) replay(ctx actor.Context, m *eventMsg, t *actorstore.Txn) bool {
+	e, ok, err := t.LedgerLookup(m.key.ledger())
 	switch {
-	case t.faulted() != nil:
-		ra.answer(ctx, m, result{err: ra.readFailed(t.faulted())})
+	case t.Fault() != nil:
+		ra.answer(ctx, m, result{err: ra.readFailed(t.Fault())})
 		return true
 	case err != nil:
-		ra.answer(ctx, m, result{err: ra.damaged(StateKey(ra.actor), fmt.Errorf("%w: %w", ownership.ErrDamaged, err))})
+		ra.answer(ctx, m, result{err: ra.damaged(actorstore.StateKey(ra.actor), fmt.Errorf("%w: %w", ownership.ErrDamaged, err))})
 		return true
 	case !ok:
 		m.key.absent = true
@@ -380,21 +381,21 @@ func (ra *residentActor) replay(ctx actor.Context, m *eventMsg, t *txn) bool {
 	var resp *actors.Response
 	var rerr error
 	switch {
-	case e.mark:
+	case e.Mark:
 		// A node's key: the event took effect, and its answer was not kept.
 		rerr = &OutcomeUnknownError{Actor: ra.actor, Reason: "an earlier try of the event took effect, and a node's key keeps no answer", Ran: true}
-	case e.sum != m.key.sum:
+	case e.Sum != m.key.sum:
 		resp = actors.Text(http.StatusUnprocessableEntity, "this "+IdempotencyHeader+" was first used with another request (method, path, query or body)\n")
-	case e.partial:
+	case e.Partial:
 		resp = actors.Text(http.StatusInternalServerError, "an earlier request with this "+IdempotencyHeader+
 			" took effect in part (it called another actor) and did not finish; it is not run again\n")
 	default:
-		resp = &actors.Response{Status: e.status, Header: e.header, Body: e.body}
+		resp = &actors.Response{Status: e.Status, Header: e.Header, Body: e.Body}
 		if resp.Header == nil {
 			resp.Header = http.Header{}
 		}
 		resp.Header.Set(ReplayedHeader, "true")
-		if e.noBody {
+		if e.NoBody {
 			resp.Header.Set(KeptHeader, "no-body")
 		}
 	}
@@ -406,7 +407,7 @@ func (ra *residentActor) replay(ctx actor.Context, m *eventMsg, t *txn) bool {
 // remember keeps the event's key, with its answer, in its writes when keep
 // says so and the event has an answer a retry can be given (not a socket
 // event, nor an accepted WebSocket).
-func (ra *residentActor) remember(m *eventMsg, t *txn, r result, keep, marked bool) error {
+func (ra *residentActor) remember(m *eventMsg, t *actorstore.Txn, r result, keep, marked bool) error {
 	if !keep || r.resp == nil || r.resp.Accept != nil {
 		return nil
 	}
@@ -414,16 +415,16 @@ func (ra *residentActor) remember(m *eventMsg, t *txn, r result, keep, marked bo
 	if status == 0 {
 		status = http.StatusOK
 	}
-	e := ledgerEntry{sum: m.key.sum, status: status, header: r.resp.Header.Clone(), body: r.resp.Body}
+	e := actorstore.LedgerEntry{Sum: m.key.sum, Status: status, Header: r.resp.Header.Clone(), Body: r.resp.Body}
 	now := time.Now()
 	// Absent if the event looked (replay) and marked nothing since (a call).
-	if err := t.ledgerRecord(m.key.ledger(), &e, now, ra.h.cfg.MaxKeys, m.key.absent && !marked); err != nil {
+	if err := t.LedgerRecord(m.key.ledger(), &e, now, ra.h.cfg.MaxKeys, m.key.absent && !marked); err != nil {
 		return err
 	}
 	if m.key.timed() {
 		// Timed keys are ended in passes, one every timedPass of them.
 		if ra.timed++; ra.timed%timedPass == 0 {
-			return t.expireTimed(now)
+			return t.ExpireTimed(now)
 		}
 	}
 	return nil
@@ -463,9 +464,9 @@ const maxStalledMem = 4 << 20
 // merge under way (see MaxRuns), and counts each wait once.
 func (ra *residentActor) stalled() bool {
 	s := ra.state
-	stall := !ra.settling && ra.compacting != nil && s.stalls(MaxRuns, maxStalledMem)
+	stall := !ra.settling && ra.compacting != nil && s.Stalls(MaxRuns, maxStalledMem)
 	if stall && !ra.stalling {
-		ra.h.reads.stalls.Add(1)
+		ra.h.reads.Stalls.Add(1)
 	}
 	ra.stalling = stall
 	return stall
@@ -476,8 +477,8 @@ func (ra *residentActor) stalled() bool {
 // any; the answer comes back as a commitDoneMsg through the mailbox.
 func (ra *residentActor) startCommit(ctx actor.Context) {
 	seq := ra.state.Seq + 1
-	hd, err := ra.state.encodeHead(ra.gen, ra.version)
-	job := &commitJob{version: ra.version, seq: seq, head: hd, garbage: ra.state.garbageNames(), done: make(chan commitResult, 1)}
+	hd, err := ra.state.EncodeHead(ra.gen, ra.version)
+	job := &commitJob{version: ra.version, seq: seq, head: hd, garbage: ra.state.Garbage(), done: make(chan commitResult, 1)}
 	ra.inflight = job
 	self, root, bucket, timeout := ctx.Self(), ra.h.cfg.System.Root, ra.h.cfg.Bucket, ra.h.cfg.IOTimeout
 	if err != nil {
@@ -485,7 +486,7 @@ func (ra *residentActor) startCommit(ctx actor.Context) {
 		root.Send(self, &commitDoneMsg{job: job})
 		return
 	}
-	body, key, etag, a := ownership.EncodeState(ownership.StateHeader{Gen: ra.gen, Seq: seq}, hd.encoded()), StateKey(ra.actor), ra.etag, ra.actor
+	body, key, etag, a := ownership.EncodeState(ownership.StateHeader{Gen: ra.gen, Seq: seq}, hd.Payload()), actorstore.StateKey(ra.actor), ra.etag, ra.actor
 	job.body = body
 	runs, reads := ra.h.runs(), &ra.h.reads
 	go func() {
@@ -498,14 +499,14 @@ func (ra *residentActor) startCommit(ctx actor.Context) {
 		}()
 		// The run first: the head that lists it must never land without
 		// it. So too the manifests.
-		res.err = hd.putRuns(cctx, bucket, runs, a)
+		res.err = hd.PutRuns(cctx, bucket, runs, a)
 		if res.err == nil {
 			cond := ownership.IfMatch(etag)
 			if etag == "" {
 				cond = ownership.IfAbsent() // the actor's first commit
 			}
-			reads.headWrites.Add(1)
-			reads.headBytes.Add(int64(len(body)))
+			reads.HeadWrites.Add(1)
+			reads.HeadBytes.Add(int64(len(body)))
 			res.headSent = true
 			res.etag, res.err = bucket.Put(cctx, key, body, cond)
 		}
@@ -529,15 +530,15 @@ func (ra *residentActor) collect(ctx actor.Context) {
 		// The last commits of a stop, which waits for the deletes.
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		ra.state.collected(deleteRuns(ctx, bucket, a, names))
+		ra.state.Collected(actorstore.DeleteRuns(ctx, bucket, a, names))
 		return
 	}
 	c := &collection{names: names}
-	c.background = goBackground(ctx, ra.h.cfg.System.Root, func(ctx context.Context) []runName {
+	c.background = goBackground(ctx, ra.h.cfg.System.Root, func(ctx context.Context) []actorstore.RunName {
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		return deleteRuns(ctx, bucket, a, names)
-	}, func(*background[[]runName]) any { return &collectedMsg{c} })
+		return actorstore.DeleteRuns(ctx, bucket, a, names)
+	}, func(*background[[]actorstore.RunName]) any { return &collectedMsg{c} })
 	ra.collecting = c
 }
 
@@ -548,7 +549,7 @@ func (ra *residentActor) collected(ctx actor.Context, c *collection) {
 	}
 	ra.collecting = nil
 	if ra.loaded {
-		ra.state.collected(c.result)
+		ra.state.Collected(c.result)
 	}
 	ra.collect(ctx)
 }
@@ -585,14 +586,14 @@ func (ra *residentActor) committedAt(ctx actor.Context, res commitResult) {
 		return
 	}
 	ra.etag, ra.durable = res.etag, job.version
-	ra.state.landed(job.head, job.seq)
+	ra.state.Landed(job.head, job.seq)
 	// The garbage this head lists, less what a collection deletes now.
 	ra.undeleted = job.garbage
 	if c := ra.collecting; c != nil {
-		ra.undeleted = slices.DeleteFunc(slices.Clone(ra.undeleted), func(g runName) bool { return slices.Contains(c.names, g) })
+		ra.undeleted = slices.DeleteFunc(slices.Clone(ra.undeleted), func(g actorstore.RunName) bool { return slices.Contains(c.names, g) })
 	}
 	ra.collect(ctx)
-	job.head.openFlushed(ra.h.runs(), ra.actor)
+	job.head.OpenFlushed(ra.h.runs(), ra.actor)
 	ra.pump(ctx)
 	ra.maybeCompact(ctx)
 }
@@ -608,12 +609,12 @@ func (ra *residentActor) committedAt(ctx actor.Context, res commitResult) {
 // cause, and its answer turns "outcome unknown" into a success or a
 // refusal for every event that waited.
 func (ra *residentActor) resolve(job *commitJob, res commitResult) commitResult {
-	key, b, timeout := StateKey(ra.actor), ra.h.cfg.Bucket, ra.h.cfg.IOTimeout
+	key, b, timeout := actorstore.StateKey(ra.actor), ra.h.cfg.Bucket, ra.h.cfg.IOTimeout
 	read := func() (ownership.LostCommit, ownership.Object, []byte) {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		obj, err := b.Get(ctx, key)
-		ra.h.reads.heads.Add(1)
+		ra.h.reads.Heads.Add(1)
 		switch ownership.OutcomeOf(err) {
 		case ownership.Landed:
 			_, payload, err := ownership.DecodeState(obj.Body)
@@ -637,16 +638,16 @@ func (ra *residentActor) resolve(job *commitJob, res commitResult) commitResult 
 	cond := ownership.IfMatch(obj.ETag)
 	if ra.etag == "" {
 		// A first commit: its seal is the empty state, created.
-		hd, err := newKVState(ownership.StateHeader{Gen: ra.gen}).encodeHead(ra.gen, 0)
+		hd, err := actorstore.NewState(ownership.StateHeader{Gen: ra.gen}).EncodeHead(ra.gen, 0)
 		if err != nil {
 			return res
 		}
-		payload, cond = hd.encoded(), ownership.IfAbsent()
+		payload, cond = hd.Payload(), ownership.IfAbsent()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	seal := ownership.EncodeState(ownership.StateHeader{Gen: ra.gen, Seq: job.seq + 1}, payload)
-	ra.h.reads.headWrites.Add(1)
-	ra.h.reads.headBytes.Add(int64(len(seal)))
+	ra.h.reads.HeadWrites.Add(1)
+	ra.h.reads.HeadBytes.Add(int64(len(seal)))
 	_, err := b.Put(ctx, key, seal, cond)
 	cancel()
 	switch ownership.OutcomeOf(err) {
@@ -805,10 +806,10 @@ func (ra *residentActor) settle(ctx actor.Context, flush bool) {
 // run calls the class. A panic becomes an error: the event's writes are
 // discarded, and the working state is intact (Storage hands the class
 // copies, never the state's own slices).
-func (ra *residentActor) run(ctx context.Context, m *eventMsg, t *txn) (resp *actors.Response, err error) {
+func (ra *residentActor) run(ctx context.Context, m *eventMsg, t *actorstore.Txn) (resp *actors.Response, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			if f, ok := p.(readFault); ok {
+			if f, ok := p.(actorstore.ReadFault); ok {
 				// A storage read failed under the class (t.fault has it):
 				// the event fails, as a commit that did not land fails it,
 				// and the class's code is not at fault.
@@ -843,7 +844,7 @@ func (ra *residentActor) run(ctx context.Context, m *eventMsg, t *txn) (resp *ac
 // actor being unavailable for now.
 func (ra *residentActor) readFailed(err error) error {
 	if errors.Is(err, ownership.ErrDamaged) {
-		return ra.damaged(StateKey(ra.actor), err)
+		return ra.damaged(actorstore.StateKey(ra.actor), err)
 	}
 	ra.log().Warn("actor storage read failed", slog.Any("err", err))
 	return ra.h.unavailable(ra.actor, "storage read failed: "+ownership.OutcomeOf(err).String())
@@ -909,7 +910,7 @@ type rollback interface {
 type loaded struct {
 	gen   ownership.Generation
 	etag  ownership.ETag
-	state *kvState
+	state *actorstore.State
 	// sealTaken: the load took the seal's copy (see residentActor.sealTaken).
 	sealTaken bool
 	err       error
@@ -929,7 +930,7 @@ type loaded struct {
 // so it runs on a goroutine of its own (startLoad), and its result is the
 // actor's from the message that brings it back.
 func (ra *residentActor) load(ctx context.Context, gen ownership.Generation, sealed *ownership.Sealed, taken ownership.Generation) loaded {
-	key := StateKey(ra.actor)
+	key := actorstore.StateKey(ra.actor)
 	var obj ownership.Object
 	var err error
 	res := loaded{gen: gen}
@@ -937,17 +938,17 @@ func (ra *residentActor) load(ctx context.Context, gen ownership.Generation, sea
 		obj, res.sealTaken = ownership.Object{Body: sealed.Body, ETag: sealed.ETag}, true
 	} else {
 		rctx, cancel := context.WithTimeout(ctx, ra.h.cfg.IOTimeout)
-		ra.h.reads.heads.Add(1)
+		ra.h.reads.Heads.Add(1)
 		obj, err = ra.h.cfg.Bucket.Get(rctx, key)
 		cancel()
 	}
 	failed := func(err error) loaded { res.err = err; return res }
-	var st *kvState
+	var st *actorstore.State
 	var payload []byte
 	var cond ownership.Condition
 	switch ownership.OutcomeOf(err) {
 	case ownership.Landed:
-		if st, payload, err = decodeStateObject(obj.Body); err != nil {
+		if st, payload, err = actorstore.DecodeStateObject(obj.Body); err != nil {
 			return failed(ra.damaged(key, err))
 		}
 		verdict, h := ownership.JudgeState(true, st.StateHeader, gen)
@@ -967,7 +968,7 @@ func (ra *residentActor) load(ctx context.Context, gen ownership.Generation, sea
 		// A new actor: its first commit creates the object, If-None-Match.
 		// (The core seals only actors that had a record, and so a hold.)
 		_, h := ownership.JudgeState(false, ownership.StateHeader{}, gen)
-		res.state = newKVState(h)
+		res.state = actorstore.NewState(h)
 		return res
 	default:
 		ra.log().Warn("actor state read failed", slog.String("key", key), slog.Any("err", err))
@@ -975,8 +976,8 @@ func (ra *residentActor) load(ctx context.Context, gen ownership.Generation, sea
 	}
 	wctx, cancel := context.WithTimeout(ctx, ra.h.cfg.IOTimeout)
 	seal := ownership.EncodeState(st.StateHeader, payload)
-	ra.h.reads.headWrites.Add(1)
-	ra.h.reads.headBytes.Add(int64(len(seal)))
+	ra.h.reads.HeadWrites.Add(1)
+	ra.h.reads.HeadBytes.Add(int64(len(seal)))
 	etag, err := ra.h.cfg.Bucket.Put(wctx, key, seal, cond)
 	cancel()
 	if err != nil {
@@ -990,9 +991,9 @@ func (ra *residentActor) load(ctx context.Context, gen ownership.Generation, sea
 // opened readies the state st, just read from key at etag, for the hold
 // of res: it reads the manifests its head lists, then gives its runs
 // readers.
-func (ra *residentActor) opened(ctx context.Context, key string, res loaded, etag ownership.ETag, st *kvState) loaded {
+func (ra *residentActor) opened(ctx context.Context, key string, res loaded, etag ownership.ETag, st *actorstore.State) loaded {
 	o := ra.h.runs()
-	if err := st.loadManifests(ctx, ra.actor, o); err != nil {
+	if err := st.LoadManifests(ctx, ra.actor, o); err != nil {
 		if errors.Is(err, ownership.ErrDamaged) {
 			res.err = ra.damaged(key, err)
 			return res
@@ -1001,7 +1002,7 @@ func (ra *residentActor) opened(ctx context.Context, key string, res loaded, eta
 		res.err = ra.h.notRun(ra.actor, "state read failed")
 		return res
 	}
-	st.openRuns(ra.actor, o)
+	st.OpenRuns(ra.actor, o)
 	res.etag, res.state = etag, st
 	return res
 }
@@ -1085,7 +1086,7 @@ func (ra *residentActor) endLoad(ctx actor.Context, why string) {
 // key.
 func (ra *residentActor) damaged(key string, err error) error {
 	ra.h.cfg.Keeper.DamageFound(key, err)
-	return &DamagedError{Actor: ra.actor, Key: key, Err: err}
+	return &actorstore.DamagedError{Actor: ra.actor, Key: key, Err: err}
 }
 
 // panicFrames is where the class panicked, for its log line: the frames

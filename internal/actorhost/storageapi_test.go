@@ -14,6 +14,7 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/internal/actorhost"
+	"github.com/wasmkeep/wasmkeep/internal/actorstore"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
 )
@@ -81,7 +82,7 @@ func durable(t *testing.T, b ownership.Bucket, r routes, gen ownership.Generatio
 // stateETag is the version of the store actor's state object.
 func stateETag(t *testing.T, b ownership.Bucket) ownership.ETag {
 	t.Helper()
-	obj, err := b.Get(t.Context(), actorhost.StateKey(store))
+	obj, err := b.Get(t.Context(), actorstore.StateKey(store))
 	require.NoError(t, err)
 	return obj.ETag
 }

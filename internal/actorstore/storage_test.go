@@ -1,4 +1,4 @@
-package actorhost
+package actorstore
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ import (
 
 // checkSize fails the test unless the txn's size is that of the state it
 // would commit.
-func checkSize(t *testing.T, tx *txn) {
+func checkSize(t *testing.T, tx *Txn) {
 	t.Helper()
 	if want := stateSize(tx.result()); tx.size != want {
 		t.Fatalf("txn size %d, state it would commit %d", tx.size, want)
@@ -22,13 +22,13 @@ func checkSize(t *testing.T, tx *txn) {
 // listTxn is a txn whose event wrote over its base: it overwrote "a",
 // added "b/4" and "e", deleted "b/2" and "c", and deleted a missing key.
 // The event sees a, b/1, b/3, b/4, d, e.
-func listTxn(t *testing.T) (*txn, map[string]string) {
+func listTxn(t *testing.T) (*Txn, map[string]string) {
 	t.Helper()
 	base := map[string][]byte{
 		"a": []byte("base a"), "b/1": []byte("1"), "b/2": []byte("2"), "b/3": []byte("3"),
 		"c": []byte("c"), "d": []byte("d"),
 	}
-	tx := newTxn(base, DefaultMaxState)
+	tx := newTxn(base, testMaxState)
 	for _, kv := range [][2]string{{"a", "new a"}, {"b/4", "4"}, {"e", "e"}} {
 		if err := tx.Put(kv[0], []byte(kv[1])); err != nil {
 			t.Fatal(err)
@@ -116,7 +116,7 @@ func TestListNegativeLimit(t *testing.T) {
 }
 
 func TestListEmpty(t *testing.T) {
-	tx := newTxn(map[string][]byte{}, DefaultMaxState)
+	tx := newTxn(map[string][]byte{}, testMaxState)
 	entries, err := tx.List(actors.ListOptions{Reverse: true, Limit: 3})
 	if err != nil || len(entries) != 0 {
 		t.Fatalf("List of empty storage = %v, %v", entries, err)
@@ -124,7 +124,7 @@ func TestListEmpty(t *testing.T) {
 }
 
 func TestBatchAllOrNothing(t *testing.T) {
-	tx := newTxn(map[string][]byte{"a": []byte("1")}, DefaultMaxState)
+	tx := newTxn(map[string][]byte{"a": []byte("1")}, testMaxState)
 	if err := tx.Put("x", []byte("earlier")); err != nil {
 		t.Fatal(err)
 	}
@@ -198,20 +198,20 @@ func TestBatchLimits(t *testing.T) {
 		ops     []actors.Op
 		err     string // "" for success; otherwise in the error
 	}{
-		{"long key", nil, DefaultMaxState, []actors.Op{{Key: "a", Value: nil}, {Key: strings.Repeat("k", actors.MaxKeyLen+1), Value: []byte("v")}}, "batch op 1: storage limit: key of 2049 bytes"},
-		{"long key of a delete", nil, DefaultMaxState, []actors.Op{{Key: strings.Repeat("k", actors.MaxKeyLen+1), Delete: true}}, "batch op 0: storage limit: key of 2049 bytes"},
-		{"empty key of a delete", nil, DefaultMaxState, []actors.Op{{Key: "a", Value: nil}, {Delete: true}}, "batch op 1: storage limit: empty key"},
-		{"max key", nil, DefaultMaxState, []actors.Op{{Key: strings.Repeat("k", actors.MaxKeyLen), Value: []byte("v")}}, ""},
-		{"large value", nil, DefaultMaxState, []actors.Op{{Key: "a"}, {Key: "b"}, {Key: "c", Value: make([]byte, actors.MaxValueLen+1)}}, "batch op 2: storage limit: value of 131073 bytes"},
-		{"max value", nil, DefaultMaxState, []actors.Op{{Key: "c", Value: make([]byte, actors.MaxValueLen)}}, ""},
+		{"long key", nil, testMaxState, []actors.Op{{Key: "a", Value: nil}, {Key: strings.Repeat("k", actors.MaxKeyLen+1), Value: []byte("v")}}, "batch op 1: storage limit: key of 2049 bytes"},
+		{"long key of a delete", nil, testMaxState, []actors.Op{{Key: strings.Repeat("k", actors.MaxKeyLen+1), Delete: true}}, "batch op 0: storage limit: key of 2049 bytes"},
+		{"empty key of a delete", nil, testMaxState, []actors.Op{{Key: "a", Value: nil}, {Delete: true}}, "batch op 1: storage limit: empty key"},
+		{"max key", nil, testMaxState, []actors.Op{{Key: strings.Repeat("k", actors.MaxKeyLen), Value: []byte("v")}}, ""},
+		{"large value", nil, testMaxState, []actors.Op{{Key: "a"}, {Key: "b"}, {Key: "c", Value: make([]byte, actors.MaxValueLen+1)}}, "batch op 2: storage limit: value of 131073 bytes"},
+		{"max value", nil, testMaxState, []actors.Op{{Key: "c", Value: make([]byte, actors.MaxValueLen)}}, ""},
 		{"state", nil, 100, []actors.Op{{Key: "a", Value: big}, {Key: "b", Value: big}}, "batch op 1: storage limit: state would be 122 bytes, over 100"},
 		{"state with base", map[string][]byte{"a": big}, 100, []actors.Op{{Key: "b", Value: big}}, "batch op 0: storage limit: state would be 122 bytes"},
 		{"delete makes room", map[string][]byte{"a": big}, 100, []actors.Op{{Key: "a", Delete: true}, {Key: "b", Value: big}}, ""},
 		{"room made too late", map[string][]byte{"a": big}, 100, []actors.Op{{Key: "b", Value: big}, {Key: "a", Delete: true}}, "batch op 0: storage limit: state would be"},
 		{"overwrite counts once", nil, 100, []actors.Op{{Key: "a", Value: big}, {Key: "a", Value: big}, {Key: "a", Value: big}}, ""},
 		{"overwrite after delete", map[string][]byte{"a": big}, 100, []actors.Op{{Key: "a", Delete: true}, {Key: "a", Value: big}, {Key: "b", Value: big}}, "batch op 2: storage limit: state would be 122"},
-		{"max ops", nil, DefaultMaxState, ops(actors.MaxBatchOps), ""},
-		{"too many ops", nil, DefaultMaxState, ops(actors.MaxBatchOps + 1), "storage limit: batch of 129 ops, over 128"},
+		{"max ops", nil, testMaxState, ops(actors.MaxBatchOps), ""},
+		{"too many ops", nil, testMaxState, ops(actors.MaxBatchOps + 1), "storage limit: batch of 129 ops, over 128"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -274,3 +274,7 @@ func TestDeleteAllKeepsSize(t *testing.T) {
 		t.Fatalf("state after DeleteAll and a put: %q", got)
 	}
 }
+
+// testMaxState bounds the state in these tests, as the host's default
+// bound does.
+const testMaxState = 1 << 30

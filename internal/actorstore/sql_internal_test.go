@@ -1,4 +1,4 @@
-package actorhost
+package actorstore
 
 import (
 	"context"
@@ -9,9 +9,9 @@ import (
 // A connection keeps its last sqlStmtCache statements compiled, those
 // used again staying, and closes cleanly with them.
 func TestSQLStatementCache(t *testing.T) {
-	var s sqlSlot
-	st := newTxn(map[string][]byte{}, DefaultMaxState)
-	db := newSQLDB(context.Background(), &s, st)
+	var s SQL
+	st := newTxn(map[string][]byte{}, testMaxState)
+	db := NewDB(context.Background(), &s, st)
 	if _, err := db.Exec("CREATE TABLE t(v INTEGER)"); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package actorhost
+package actorstore
 
 import (
 	"crypto/sha256"
@@ -19,7 +19,7 @@ const MaxKeptAnswer = 1 << 20
 
 // timedExpiry is the expiry (Unix milliseconds) a timed key begins with; 0
 // for a key that begins with none.
-func timedExpiry(key string) int64 {
+func TimedExpiry(key string) int64 {
 	if len(key) < 12 {
 		return 0
 	}
@@ -31,11 +31,11 @@ func timedExpiry(key string) int64 {
 }
 
 // ledgerKey is an event key as the ledger keeps it.
-type ledgerKey struct {
-	name  string        // its name in the ledger: a client's and a node's apart, timed ones in the order they end
-	timed bool          // a node's key kept only if its event took effect, named by its expiry
-	fresh bool          // its sender has not sent it before
-	keep  time.Duration // how long it is kept
+type LedgerKey struct {
+	Name  string        // its name in the ledger: a client's and a node's apart, timed ones in the order they end
+	Timed bool          // a node's key kept only if its event took effect, named by its expiry
+	Fresh bool          // its sender has not sent it before
+	Keep  time.Duration // how long it is kept
 }
 
 // The ledger: where an actor keeps its keys, under the node's prefix.
@@ -78,37 +78,37 @@ func expiryKey(exp int64, name string) string {
 }
 
 // ledgerEntry is what an actor keeps of a key.
-type ledgerEntry struct {
+type LedgerEntry struct {
 	// partial: the event took effect in part (its writes before a call
 	// were committed for it), and did not end: no answer is kept.
-	partial bool
+	Partial bool
 	expires int64 // Unix milliseconds
-	sum     [sha256.Size]byte
-	status  int
-	header  http.Header
-	body    []byte
-	noBody  bool // the body was over MaxKeptAnswer
+	Sum     [sha256.Size]byte
+	Status  int
+	Header  http.Header
+	Body    []byte
+	NoBody  bool // the body was over MaxKeptAnswer
 	parts   int  // further parts of body
 	// mark: a timed key's: its event took effect; nothing else is kept.
-	mark bool
+	Mark bool
 }
 
 const entryVersion = 1
 
-func (e *ledgerEntry) encode() []byte {
+func (e *LedgerEntry) encode() []byte {
 	b := []byte{entryVersion, 0}
-	if e.partial {
+	if e.Partial {
 		b[1] |= 1
 	}
-	if e.noBody {
+	if e.NoBody {
 		b[1] |= 2
 	}
 	b = binary.AppendUvarint(b, uint64(e.expires))
-	b = append(b, e.sum[:]...)
-	b = binary.AppendUvarint(b, uint64(e.status))
+	b = append(b, e.Sum[:]...)
+	b = binary.AppendUvarint(b, uint64(e.Status))
 	b = binary.AppendUvarint(b, uint64(e.parts))
-	b = binary.AppendUvarint(b, uint64(len(e.header)))
-	for name, vs := range e.header {
+	b = binary.AppendUvarint(b, uint64(len(e.Header)))
+	for name, vs := range e.Header {
 		b = binary.AppendUvarint(b, uint64(len(name)))
 		b = append(b, name...)
 		b = binary.AppendUvarint(b, uint64(len(vs)))
@@ -117,54 +117,54 @@ func (e *ledgerEntry) encode() []byte {
 			b = append(b, v...)
 		}
 	}
-	return append(b, e.body...)
+	return append(b, e.Body...)
 }
 
 // errLedger marks an entry that cannot be decoded.
 var errLedger = errors.New("unreadable event key entry")
 
-func decodeEntry(b []byte) (ledgerEntry, error) {
-	var e ledgerEntry
+func decodeEntry(b []byte) (LedgerEntry, error) {
+	var e LedgerEntry
 	if len(b) < 2 || b[0] != entryVersion {
 		return e, errLedger
 	}
-	e.partial, e.noBody = b[1]&1 != 0, b[1]&2 != 0
+	e.Partial, e.NoBody = b[1]&1 != 0, b[1]&2 != 0
 	d := decoder{p: b[2:]}
 	e.expires = int64(d.uvarint())
 	if d.err != nil || len(d.p) < sha256.Size {
 		return e, errLedger
 	}
-	copy(e.sum[:], d.p)
+	copy(e.Sum[:], d.p)
 	d.p = d.p[sha256.Size:]
-	e.status, e.parts = int(d.uvarint()), int(d.uvarint())
+	e.Status, e.parts = int(d.uvarint()), int(d.uvarint())
 	if n := d.count(); n > 0 {
-		e.header = make(http.Header, n)
+		e.Header = make(http.Header, n)
 		for range n {
 			name := string(d.field())
 			vs := make([]string, d.count())
 			for i := range vs {
 				vs[i] = string(d.field())
 			}
-			e.header[name] = vs
+			e.Header[name] = vs
 		}
 	}
 	if d.err != nil {
 		return e, fmt.Errorf("%w: %v", errLedger, d.err)
 	}
-	e.body = append([]byte(nil), d.p...)
+	e.Body = append([]byte(nil), d.p...)
 	return e, nil
 }
 
 // ledgerLookup reads what the actor keeps of k, if anything. An entry that
 // cannot be decoded is damage to the actor's storage.
-func (t *txn) ledgerLookup(k ledgerKey) (ledgerEntry, bool, error) {
-	name := k.name
+func (t *Txn) LedgerLookup(k LedgerKey) (LedgerEntry, bool, error) {
+	name := k.Name
 	v, ok := t.nodeGet(entryKey(name))
 	if !ok {
-		return ledgerEntry{}, false, nil
+		return LedgerEntry{}, false, nil
 	}
-	if k.timed {
-		return ledgerEntry{mark: true}, true, nil
+	if k.Timed {
+		return LedgerEntry{Mark: true}, true, nil
 	}
 	e, err := decodeEntry(v)
 	if err != nil {
@@ -175,7 +175,7 @@ func (t *txn) ledgerLookup(k ledgerKey) (ledgerEntry, bool, error) {
 		if !ok {
 			return e, false, fmt.Errorf("event key %q: part %d of its answer is missing: %w", name, i+1, errLedger)
 		}
-		e.body = append(e.body, p...)
+		e.Body = append(e.Body, p...)
 	}
 	return e, true, nil
 }
@@ -186,21 +186,21 @@ func (t *txn) ledgerLookup(k ledgerKey) (ledgerEntry, bool, error) {
 // kept under k (it looked, and wrote nothing since), so no read is needed
 // to find out. It fails with ErrLimit when the actor's state would be too
 // large.
-func (t *txn) ledgerRecord(k ledgerKey, e *ledgerEntry, now time.Time, maxKeys int, absent bool) error {
-	name := k.name
-	if k.timed {
-		if k.fresh || absent {
+func (t *Txn) LedgerRecord(k LedgerKey, e *LedgerEntry, now time.Time, maxKeys int, absent bool) error {
+	name := k.Name
+	if k.Timed {
+		if k.Fresh || absent {
 			// Never sent before: nothing is kept under it, and no read of
 			// the runs is needed to find what its write replaces.
 			return t.nodePutNew(entryKey(name), timedMark)
 		}
 		return t.nodePut(entryKey(name), timedMark)
 	}
-	var old ledgerEntry
+	var old LedgerEntry
 	had := false
 	if !absent {
 		var err error
-		if old, had, err = t.ledgerLookup(k); err != nil {
+		if old, had, err = t.LedgerLookup(k); err != nil {
 			return err
 		}
 	}
@@ -214,15 +214,15 @@ func (t *txn) ledgerRecord(k ledgerKey, e *ledgerEntry, now time.Time, maxKeys i
 	if had {
 		e.expires = old.expires // its place in the expiry order stays
 	} else {
-		e.expires = now.Add(k.keep).UnixMilli()
+		e.expires = now.Add(k.Keep).UnixMilli()
 		st.count++
 	}
-	body := e.body
+	body := e.Body
 	if len(body) > MaxKeptAnswer {
-		body, e.noBody = nil, true
+		body, e.NoBody = nil, true
 	}
 	first := min(len(body), partSize)
-	e.body, e.parts = body[:first], (len(body)-first+partSize-1)/partSize
+	e.Body, e.parts = body[:first], (len(body)-first+partSize-1)/partSize
 	if err := put(entryKey(name), e.encode()); err != nil {
 		return err
 	}
@@ -256,7 +256,7 @@ var timedMark = []byte{1}
 // expireTimed ends up to expireAtOnce timed keys whose time is over at
 // now, listing from the least that may be live (timedLowKey) so that what
 // earlier passes deleted is not stepped over again.
-func (t *txn) expireTimed(now time.Time) error {
+func (t *Txn) ExpireTimed(now time.Time) error {
 	ms := now.UnixMilli()
 	low := timedPrefix
 	if v, ok := t.nodeGet(timedLowKey); ok {
@@ -265,7 +265,7 @@ func (t *txn) expireTimed(now time.Time) error {
 	xs := t.nodeList(actors.ListOptions{Prefix: timedPrefix, Start: low, Limit: expireAtOnce})
 	next := ""
 	for _, x := range xs {
-		if timedExpiry(strings.TrimPrefix(x.Key, timedPrefix)) > ms {
+		if TimedExpiry(strings.TrimPrefix(x.Key, timedPrefix)) > ms {
 			next = x.Key
 			break
 		}
@@ -290,7 +290,7 @@ type ledgerStat struct {
 }
 
 // ledgerStat reads the ledger's own entry.
-func (t *txn) ledgerStat() ledgerStat {
+func (t *Txn) ledgerStat() ledgerStat {
 	v, ok := t.nodeGet(countKey)
 	if !ok {
 		return ledgerStat{}
@@ -303,7 +303,7 @@ func (t *txn) ledgerStat() ledgerStat {
 }
 
 // keyCount is how many keys the actor keeps.
-func (t *txn) keyCount() int { return t.ledgerStat().count }
+func (t *Txn) keyCount() int { return t.ledgerStat().count }
 
 // expireOf is the expiry (Unix milliseconds) an expiry key names; 0 for
 // one that names none.
@@ -321,7 +321,7 @@ func expireOf(key string) int64 {
 // expireAtOnce of them, and writes the ledger's entry (st, as it was
 // before). Nothing is listed while none can be due: fewer than maxKeys
 // kept, and the least live expiry later than now.
-func (t *txn) expireKeys(now time.Time, st ledgerStat, maxKeys int, keep string) error {
+func (t *Txn) expireKeys(now time.Time, st ledgerStat, maxKeys int, keep string) error {
 	ms := now.UnixMilli()
 	if st.count > maxKeys || st.low != "" && expireOf(st.low) <= ms {
 		start := st.low
@@ -363,6 +363,6 @@ func (t *txn) expireKeys(now time.Time, st ledgerStat, maxKeys int, keep string)
 
 // ledgerEntries lists everything the ledger keeps, values not copied
 // (DeleteAll keeps them).
-func (t *txn) ledgerEntries() []actors.Entry {
+func (t *Txn) ledgerEntries() []actors.Entry {
 	return t.nodeList(actors.ListOptions{Prefix: ledgerPrefix})
 }

@@ -1,4 +1,4 @@
-package actorhost
+package actorstore
 
 import (
 	"context"
@@ -67,21 +67,21 @@ import (
 // sqlDB is the SQL database of the actor whose event it was taken in
 // (actors.SQLDB's calls come here). Its calls run on the event's
 // goroutine, in the event.
-type sqlDB struct {
+type DB struct {
 	ctx context.Context
-	sql *sqlSlot // the resident actor's connection
-	t   *txn     // the event's storage
+	sql *SQL // the resident actor's connection
+	t   *Txn // the event's storage
 }
 
 // newSQLDB is the SQL database of an event whose storage is t, of the
 // resident actor whose connection is s.
-func newSQLDB(ctx context.Context, s *sqlSlot, t *txn) *sqlDB {
-	return &sqlDB{ctx: ctx, sql: s, t: t}
+func NewDB(ctx context.Context, s *SQL, t *Txn) *DB {
+	return &DB{ctx: ctx, sql: s, t: t}
 }
 
 // sqlSlot is a resident actor's SQL connection: none until its first SQL
 // call, then one while it stays resident (see the top of this file).
-type sqlSlot struct{ c *sqlConn }
+type SQL struct{ c *sqlConn }
 
 // Exec runs query. With args, query is one statement and args are its
 // parameters, in order (? placeholders, or numbered or named ones in the
@@ -93,7 +93,7 @@ type sqlSlot struct{ c *sqlConn }
 // Exec fails with an error wrapping ErrLimit when the statement would take
 // the actor's state past its bound (SQLite's SQLITE_FULL); the statement
 // is then undone, and the event's other writes stay.
-func (db *sqlDB) Exec(query string, args ...any) (actors.SQLResult, error) {
+func (db *DB) Exec(query string, args ...any) (actors.SQLResult, error) {
 	var res actors.SQLResult
 	err := db.prepared(query, func(c *sqlConn, stmt *sqlite3.Stmt, tail string, changes func() actors.SQLResult) error {
 		var err error
@@ -124,7 +124,7 @@ func (db *sqlDB) Exec(query string, args ...any) (actors.SQLResult, error) {
 // prepared statement of query's first statement and the statements after
 // it, if any (tail). What a result reports is reset first: changes gives
 // what the statement changed, once it ran.
-func (db *sqlDB) prepared(query string, f func(c *sqlConn, stmt *sqlite3.Stmt, tail string, changes func() actors.SQLResult) error) error {
+func (db *DB) prepared(query string, f func(c *sqlConn, stmt *sqlite3.Stmt, tail string, changes func() actors.SQLResult) error) error {
 	c, err := db.conn()
 	if err != nil {
 		return err
@@ -149,7 +149,7 @@ func (db *sqlDB) prepared(query string, f func(c *sqlConn, stmt *sqlite3.Stmt, t
 // Query runs query, one statement, with args as Exec does, and returns
 // the rows it yields, read whole into memory. A statement that writes
 // (INSERT ... RETURNING) is run as Exec would run it.
-func (db *sqlDB) Query(query string, args ...any) (*actors.SQLRows, error) {
+func (db *DB) Query(query string, args ...any) (*actors.SQLRows, error) {
 	var rows *actors.SQLRows
 	err := db.prepared(query, func(_ *sqlConn, stmt *sqlite3.Stmt, tail string, _ func() actors.SQLResult) error {
 		if tail != "" {
@@ -175,7 +175,7 @@ func (db *sqlDB) Query(query string, args ...any) (*actors.SQLRows, error) {
 // the error returned; the event's KV writes are not touched. Transactions
 // nest. A Transaction that spans a DeleteAll fails: the database it began
 // in is gone.
-func (db *sqlDB) Transaction(fn func() error) error {
+func (db *DB) Transaction(fn func() error) error {
 	c, err := db.conn()
 	if err != nil {
 		return err
@@ -265,6 +265,12 @@ const sqlMaxMemory = 64 << 20
 // The connections opened so far, and those open now (tests, benchmarks).
 var sqlOpens, sqlLive atomic.Int64
 
+// SQLOpened is how many SQL connections the process has opened so far.
+func SQLOpened() int64 { return sqlOpens.Load() }
+
+// SQLOpen is how many SQL connections are open now.
+func SQLOpen() int64 { return sqlLive.Load() }
+
 // openSQL opens a connection on the database kept in st.
 func openSQL(st nodeStorage) (*sqlConn, error) { return openSQLMode(st, false) }
 
@@ -325,7 +331,7 @@ func (c *sqlConn) close() (err error) {
 // conn is the actor's connection, current with the event's storage:
 // opened at the actor's first SQL call of its residency, and opened again
 // when the pages are not those it last left (see the top of this file).
-func (db *sqlDB) conn() (*sqlConn, error) {
+func (db *DB) conn() (*sqlConn, error) {
 	if db.sql == nil || db.t == nil {
 		return nil, actors.ErrNoSQL
 	}
@@ -334,7 +340,7 @@ func (db *sqlDB) conn() (*sqlConn, error) {
 
 // conn returns the resident actor's connection for an event whose
 // storage is st, opening one if it has none that is current.
-func (s *sqlSlot) conn(st nodeStorage) (*sqlConn, error) {
+func (s *SQL) conn(st nodeStorage) (*sqlConn, error) {
 	if c := s.c; c != nil && (c.closed || c.busy || !c.file.current(st) || (c.depth == 0 && !c.conn.GetAutocommit())) {
 		c.close()
 		if c.depth > 0 {
@@ -358,7 +364,7 @@ func (s *sqlSlot) conn(st nodeStorage) (*sqlConn, error) {
 
 // close closes the actor's connection, if it has one: the actor leaves
 // memory (resident.go calls it where it closes the class's Resident).
-func (s *sqlSlot) close() {
+func (s *SQL) Close() {
 	if s.c != nil {
 		s.c.close()
 		s.c = nil
@@ -367,7 +373,7 @@ func (s *sqlSlot) close() {
 
 // call runs fn, one SQL call of the event db was taken in, on the
 // connection, and words its error.
-func (c *sqlConn) call(db *sqlDB, query string, fn func() error) error {
+func (c *sqlConn) call(db *DB, query string, fn func() error) error {
 	if c.closed {
 		return actors.ErrSQLReset
 	}

@@ -1,4 +1,4 @@
-package actorhost
+package actorstore
 
 import (
 	"context"
@@ -33,8 +33,8 @@ func stateSize(kv map[string][]byte) int {
 // txn is the Storage of one event: a write set over the working state,
 // whose reads of runs go out under ctx.
 // Invariant: size is always the size of the state the event would commit.
-type txn struct {
-	base    *kvState
+type Txn struct {
+	base    *State
 	ctx     context.Context
 	writes  map[string][]byte // nil value: deleted
 	cleared bool              // DeleteAll: nothing of base is seen
@@ -47,15 +47,15 @@ type txn struct {
 }
 
 // newTxn is an event's storage over kv alone (tests, tools).
-func newTxn(kv map[string][]byte, maxSize int) *txn {
-	return newEventTxn(context.Background(), stateOfMap(kv), maxSize)
+func newTxn(kv map[string][]byte, maxSize int) *Txn {
+	return NewEventTxn(context.Background(), stateOfMap(kv), maxSize)
 }
 
-func newEventTxn(ctx context.Context, base *kvState, maxSize int) *txn {
-	return &txn{base: base, ctx: ctx, writes: map[string][]byte{}, size: base.size, maxSize: maxSize}
+func NewEventTxn(ctx context.Context, base *State, maxSize int) *Txn {
+	return &Txn{base: base, ctx: ctx, writes: map[string][]byte{}, size: base.size, maxSize: maxSize}
 }
 
-func (t *txn) Get(key string) ([]byte, bool) {
+func (t *Txn) Get(key string) ([]byte, bool) {
 	if isNodeKey(key) {
 		return nil, false
 	}
@@ -67,7 +67,7 @@ func (t *txn) Get(key string) ([]byte, bool) {
 }
 
 // lookup returns the value under key as the event sees it, not copied.
-func (t *txn) lookup(key string) ([]byte, bool) {
+func (t *Txn) lookup(key string) ([]byte, bool) {
 	if v, ok := t.writes[key]; ok {
 		return v, v != nil
 	}
@@ -79,9 +79,9 @@ func (t *txn) lookup(key string) ([]byte, bool) {
 }
 
 // noteFault, deferred around a read of base, keeps the read's fault.
-func (t *txn) noteFault() {
+func (t *Txn) noteFault() {
 	if p := recover(); p != nil {
-		if f, ok := p.(readFault); ok && t.fault == nil {
+		if f, ok := p.(ReadFault); ok && t.fault == nil {
 			t.fault = f.err
 		}
 		panic(p)
@@ -89,7 +89,7 @@ func (t *txn) noteFault() {
 }
 
 // current is the size of key's entry in the state the event would commit.
-func (t *txn) current(key string) int {
+func (t *Txn) current(key string) int {
 	if v, ok := t.lookup(key); ok {
 		return len(key) + len(v)
 	}
@@ -120,7 +120,7 @@ func checkNodeKey(key string) error {
 // checkPut checks setting key to a value of n bytes in a state of size
 // bytes where key's entry takes cur bytes, and returns the state's size
 // after it.
-func (t *txn) checkPut(key string, n, size, cur int) (int, error) {
+func (t *Txn) checkPut(key string, n, size, cur int) (int, error) {
 	if err := checkKey(key); err != nil {
 		return 0, err
 	}
@@ -128,7 +128,7 @@ func (t *txn) checkPut(key string, n, size, cur int) (int, error) {
 }
 
 // checkSize is checkPut past the key's own checks.
-func (t *txn) checkSize(key string, n, size, cur int) (int, error) {
+func (t *Txn) checkSize(key string, n, size, cur int) (int, error) {
 	if n > actors.MaxValueLen {
 		return 0, fmt.Errorf("%w: value of %d bytes under key %.64q, over %d", actors.ErrLimit, n, key, actors.MaxValueLen)
 	}
@@ -139,7 +139,7 @@ func (t *txn) checkSize(key string, n, size, cur int) (int, error) {
 	return size, nil
 }
 
-func (t *txn) Put(key string, value []byte) error {
+func (t *Txn) Put(key string, value []byte) error {
 	size, err := t.checkPut(key, len(value), t.size, t.current(key))
 	if err != nil {
 		return err
@@ -149,16 +149,16 @@ func (t *txn) Put(key string, value []byte) error {
 	return nil
 }
 
-func (t *txn) Delete(key string) {
+func (t *Txn) Delete(key string) {
 	if isNodeKey(key) {
 		return
 	}
 	t.nodeDelete(key)
 }
 
-func (t *txn) nodeGet(key string) ([]byte, bool) { return t.lookup(key) }
+func (t *Txn) nodeGet(key string) ([]byte, bool) { return t.lookup(key) }
 
-func (t *txn) nodePut(key string, value []byte) error {
+func (t *Txn) nodePut(key string, value []byte) error {
 	if !isNodeKey(key) {
 		return fmt.Errorf("node key %.64q lacks the node's prefix", key)
 	}
@@ -176,7 +176,7 @@ func (t *txn) nodePut(key string, value []byte) error {
 
 // nodePutNew is nodePut of a key the caller knows holds no value, in the
 // state or the event's writes: its size is counted without a lookup.
-func (t *txn) nodePutNew(key string, value []byte) error {
+func (t *Txn) nodePutNew(key string, value []byte) error {
 	if !isNodeKey(key) {
 		return fmt.Errorf("node key %.64q lacks the node's prefix", key)
 	}
@@ -192,22 +192,22 @@ func (t *txn) nodePutNew(key string, value []byte) error {
 	return nil
 }
 
-func (t *txn) nodeDelete(key string) {
+func (t *Txn) nodeDelete(key string) {
 	t.size -= t.current(key)
 	t.writes[key] = nil
 }
 
-func (t *txn) nodeList(opt actors.ListOptions) []actors.Entry { return t.entries(opt, true) }
+func (t *Txn) nodeList(opt actors.ListOptions) []actors.Entry { return t.entries(opt, true) }
 
 // DeleteAll is actors.DeleteAll for the event's storage (see deleteAll).
-func (t *txn) DeleteAll() error {
+func (t *Txn) DeleteAll() error {
 	t.deleteAll()
 	return nil
 }
 
 // deleteAll removes every key, the node's too, without reading any but
 // the event keys the actor remembers (keys.go), which it keeps.
-func (t *txn) deleteAll() {
+func (t *Txn) deleteAll() {
 	keep := t.ledgerEntries()
 	t.cleared, t.writes, t.size = true, make(map[string][]byte, len(keep)), 0
 	for _, e := range keep {
@@ -218,11 +218,11 @@ func (t *txn) deleteAll() {
 
 // discard drops the event's writes: the storage is as the event found it
 // (or as its last commit point left it).
-func (t *txn) discard() {
+func (t *Txn) Discard() {
 	t.writes, t.cleared, t.size = map[string][]byte{}, false, t.base.size
 }
 
-func (t *txn) List(opt actors.ListOptions) ([]actors.Entry, error) {
+func (t *Txn) List(opt actors.ListOptions) ([]actors.Entry, error) {
 	if opt.Limit < 0 {
 		return nil, fmt.Errorf("list: negative limit %d", opt.Limit)
 	}
@@ -235,7 +235,7 @@ func (t *txn) List(opt actors.ListOptions) ([]actors.Entry, error) {
 
 // entries lists the window opt selects of the class's keys (node false)
 // or of the node's (node true), values not copied.
-func (t *txn) entries(opt actors.ListOptions, node bool) []actors.Entry {
+func (t *Txn) entries(opt actors.ListOptions, node bool) []actors.Entry {
 	if !node && opt.Start < "\x01" {
 		opt.Start = "\x01" // the first key past every node key
 	}
@@ -260,7 +260,7 @@ func includes(o actors.ListOptions, key string) bool {
 		(o.End == "" || key < o.End)
 }
 
-func (t *txn) Batch(ops ...actors.Op) error {
+func (t *Txn) Batch(ops ...actors.Op) error {
 	if len(ops) > actors.MaxBatchOps {
 		return fmt.Errorf("%w: batch of %d ops, over %d", actors.ErrLimit, len(ops), actors.MaxBatchOps)
 	}
@@ -299,17 +299,17 @@ func (t *txn) Batch(ops ...actors.Op) error {
 
 // rebase makes t's writes so far part of the working state at version
 // ver, the base of its further writes (a call's commit point).
-func (t *txn) rebase(ver uint64) {
-	t.base.apply(t, ver)
+func (t *Txn) Rebase(ver uint64) {
+	t.base.Apply(t, ver)
 	t.writes, t.cleared = map[string][]byte{}, false
 }
 
 // dirty says whether the event wrote anything.
-func (t *txn) dirty() bool { return len(t.writes) > 0 || t.cleared }
+func (t *Txn) Dirty() bool { return len(t.writes) > 0 || t.cleared }
 
 // result is the state the event would commit, as a map (tests: the base
 // must hold no runs).
-func (t *txn) result() map[string][]byte {
+func (t *Txn) result() map[string][]byte {
 	kv := map[string][]byte{}
 	for _, e := range t.entries(actors.ListOptions{}, false) {
 		kv[e.Key] = e.Value
@@ -322,4 +322,4 @@ func (t *txn) result() map[string][]byte {
 
 // faulted is the first read of the state that failed during the event, if
 // any: the event fails with it.
-func (t *txn) faulted() error { return t.fault }
+func (t *Txn) Fault() error { return t.fault }

@@ -1,4 +1,4 @@
-package actorhost
+package actorstore
 
 import (
 	"encoding/binary"
@@ -17,7 +17,7 @@ func StateKey(a ownership.Actor) string { return ownership.StateKey(a) }
 // It returns the payload too, for a seal that rewrites it as it is.
 // Every error matches ownership.ErrDamaged: bytes it cannot read are a
 // damaged object.
-func decodeStateObject(data []byte) (*kvState, []byte, error) {
+func DecodeStateObject(data []byte) (*State, []byte, error) {
 	h, p, err := ownership.DecodeState(data)
 	if err != nil {
 		return nil, nil, fmt.Errorf("decode actor state: %w", err)

@@ -1,4 +1,4 @@
-package actorhost
+package actorstore
 
 import (
 	"context"
@@ -87,12 +87,12 @@ type memEntry struct {
 // with disjoint key ranges in ascending order (a merge cuts its output
 // into parts of Config.RunPart bytes, so that no object, and nothing a
 // node holds while it writes one, grows with the actor).
-type run struct {
+type Run struct {
 	parts []*part
 	// man names the manifest that lists the parts of a run of more than
 	// one: nil until the commit that writes it lands (a merge's output,
 	// or a run a head listed part by part).
-	man *runName
+	man *RunName
 	// listed is the parts' count and bytes as a decoded head lists them
 	// with its manifest, which a load checks the manifest against.
 	listed struct {
@@ -109,22 +109,22 @@ type part struct {
 	r    *kvrun.Reader // opened when the state is; nil in a decoded head
 }
 
-func (p *part) name() runName { return runName{p.gen, p.n} }
+func (p *part) name() RunName { return RunName{p.gen, p.n} }
 
 // listsManifest says a head lists r through its manifest: it has more
 // than one part, or a manifest whose parts are not read yet.
-func (r *run) listsManifest() bool { return len(r.parts) > 1 || r.man != nil }
+func (r *Run) listsManifest() bool { return len(r.parts) > 1 || r.man != nil }
 
 // shape is r's count of parts and their bytes, as its parts say or, until
 // its manifest is read, as the head listed them.
-func (r *run) shape() (int, int64) {
+func (r *Run) shape() (int, int64) {
 	if r.parts == nil {
 		return r.listed.parts, r.listed.size
 	}
 	return len(r.parts), r.size()
 }
 
-func (r *run) size() int64 {
+func (r *Run) size() int64 {
 	var n int64
 	for _, p := range r.parts {
 		n += p.meta.Size
@@ -133,7 +133,7 @@ func (r *run) size() int64 {
 }
 
 // find returns the part whose range holds key, or nil.
-func (r *run) find(key string) *part {
+func (r *Run) find(key string) *part {
 	i, _ := slices.BinarySearchFunc(r.parts, key, func(p *part, k string) int { return strings.Compare(p.meta.MaxKey, k) })
 	if i == len(r.parts) || key < r.parts[i].meta.MinKey {
 		return nil
@@ -142,7 +142,7 @@ func (r *run) find(key string) *part {
 }
 
 // runName names a run object without its contents.
-type runName struct {
+type RunName struct {
 	gen ownership.Generation
 	n   uint64
 }
@@ -150,16 +150,16 @@ type runName struct {
 // kvState is an actor's storage as a hold sees it: the head's contents,
 // plus the writes of events whose commit has not landed yet (in mem, at
 // versions past the durable one).
-type kvState struct {
+type State struct {
 	ownership.StateHeader
 	size     int // keys plus values of every live entry
 	mem      map[string]memEntry
 	memBytes int    // keys plus values in mem, deletes included
-	runs     []*run // newest first
+	runs     []*Run // newest first
 	// garbage is the run objects no longer listed whose delete has not
 	// landed: the head lists them, so that whoever holds it next deletes
 	// them if this hold cannot.
-	garbage []runName
+	garbage []RunName
 	// clearedAt is the version of the last DeleteAll: a run built from
 	// the memory table before it is garbage once written.
 	clearedAt uint64
@@ -169,13 +169,13 @@ type kvState struct {
 	flushing bool
 }
 
-func newKVState(h ownership.StateHeader) *kvState {
-	return &kvState{StateHeader: h, mem: map[string]memEntry{}}
+func NewState(h ownership.StateHeader) *State {
+	return &State{StateHeader: h, mem: map[string]memEntry{}}
 }
 
 // stateOfMap is a state that holds kv in its memory table.
-func stateOfMap(kv map[string][]byte) *kvState {
-	s := newKVState(ownership.StateHeader{})
+func stateOfMap(kv map[string][]byte) *State {
+	s := NewState(ownership.StateHeader{})
 	for k, v := range kv {
 		s.mem[k] = memEntry{v: v}
 		s.size += len(k) + len(v)
@@ -194,20 +194,20 @@ func stateOfMap(kv map[string][]byte) *kvState {
 const DefaultRunPart = 8 << 20
 
 // storageReads counts the bucket calls of actors' storage.
-type storageReads struct {
-	heads, manifests, runs, runBytes atomic.Int64
+type IOCounts struct {
+	Heads, Manifests, Runs, RunBytes atomic.Int64
 	// writes and the bytes of their bodies: heads (commits) and runs
 	// (flushes, merges and manifests)
-	headWrites, headBytes, runWrites, runWriteBytes atomic.Int64
+	HeadWrites, HeadBytes, RunWrites, RunWriteBytes atomic.Int64
 	// stalls: commits held back for a merge (resident.go, stalled)
-	stalls atomic.Int64
+	Stalls atomic.Int64
 }
 
 // newRunOpener is what reads and writes the runs of actors in b, through
 // the cache c, each bucket call bounded by timeout, cutting merges into
 // parts of about part bytes, and counting in reads.
-func newRunOpener(b ownership.Bucket, c *kvrun.Cache, timeout time.Duration, part int, reads *storageReads) runOpener {
-	return runOpener{b: b, c: c, timeout: timeout, part: part, reads: reads}
+func NewRunOpener(b ownership.Bucket, c *kvrun.Cache, timeout time.Duration, part int, reads *IOCounts) RunOpener {
+	return RunOpener{b: b, c: c, timeout: timeout, part: part, reads: reads}
 }
 
 // readFault carries a failed storage read out of a class's code: Storage's
@@ -215,13 +215,13 @@ func newRunOpener(b ownership.Bucket, c *kvrun.Cache, timeout time.Duration, par
 // missing key. The event fails with err (resident.go recovers it).
 // It is an error too, for code that recovers panics into errors on the
 // way (a wasm host's call into its guest).
-type readFault struct{ err error }
+type ReadFault struct{ err error }
 
-func (f readFault) Error() string { return "storage read failed: " + f.err.Error() }
-func (f readFault) Unwrap() error { return f.err }
+func (f ReadFault) Error() string { return "storage read failed: " + f.err.Error() }
+func (f ReadFault) Unwrap() error { return f.err }
 
 // get returns the value under key, not copied, or panics with a readFault.
-func (s *kvState) get(ctx context.Context, key string) ([]byte, bool) {
+func (s *State) get(ctx context.Context, key string) ([]byte, bool) {
 	if e, ok := s.mem[key]; ok {
 		return e.v, !e.del
 	}
@@ -232,7 +232,7 @@ func (s *kvState) get(ctx context.Context, key string) ([]byte, bool) {
 		}
 		e, ok, err := p.r.Get(ctx, key)
 		if err != nil {
-			panic(readFault{fmt.Errorf("read run %s: %w", ownership.RunName(p.gen, p.n), err)})
+			panic(ReadFault{fmt.Errorf("read run %s: %w", ownership.RunName(p.gen, p.n), err)})
 		}
 		if ok {
 			return e.Value, !e.Tombstone
@@ -245,7 +245,7 @@ func (s *kvState) get(ctx context.Context, key string) ([]byte, bool) {
 // included), in order, values not copied; writes (sorted by key, deletes
 // as tombstones) come first, and cleared hides everything below them.
 // It panics with a readFault when a run cannot be read.
-func (s *kvState) entries(ctx context.Context, opt actors.ListOptions, writes []kvrun.Entry, cleared bool) []actors.Entry {
+func (s *State) entries(ctx context.Context, opt actors.ListOptions, writes []kvrun.Entry, cleared bool) []actors.Entry {
 	io := kvrun.IterOptions{Prefix: opt.Prefix, Start: opt.Start, End: opt.End, Reverse: opt.Reverse}
 	its := []kvrun.Iterator{kvrun.IterSlice(writes, io)}
 	if !cleared {
@@ -266,7 +266,7 @@ func (s *kvState) entries(ctx context.Context, opt actors.ListOptions, writes []
 		}
 	}
 	if err := m.Err(); err != nil {
-		panic(readFault{fmt.Errorf("list runs: %w", err)})
+		panic(ReadFault{fmt.Errorf("list runs: %w", err)})
 	}
 	return out
 }
@@ -274,7 +274,7 @@ func (s *kvState) entries(ctx context.Context, opt actors.ListOptions, writes []
 // iter yields the entries of the window opt selects (Limit aside), the
 // memory table's over the runs', deletes as tombstones, reading the runs
 // as it goes (entries does the same with an event's writes on top).
-func (s *kvState) iter(ctx context.Context, opt actors.ListOptions) kvrun.Iterator {
+func (s *State) iter(ctx context.Context, opt actors.ListOptions) kvrun.Iterator {
 	io := kvrun.IterOptions{Prefix: opt.Prefix, Start: opt.Start, End: opt.End, Reverse: opt.Reverse}
 	its := []kvrun.Iterator{kvrun.IterSlice(s.memEntries(opt), io)}
 	for _, r := range s.runs {
@@ -285,7 +285,7 @@ func (s *kvState) iter(ctx context.Context, opt actors.ListOptions) kvrun.Iterat
 
 // memEntries returns the memory table's entries in opt's window, sorted
 // ascending.
-func (s *kvState) memEntries(opt actors.ListOptions) []kvrun.Entry {
+func (s *State) memEntries(opt actors.ListOptions) []kvrun.Entry {
 	var es []kvrun.Entry
 	for k, e := range s.mem {
 		if includes(opt, k) {
@@ -297,7 +297,7 @@ func (s *kvState) memEntries(opt actors.ListOptions) []kvrun.Entry {
 }
 
 // apply makes an event's writes part of the state at version ver.
-func (s *kvState) apply(t *txn, ver uint64) {
+func (s *State) Apply(t *Txn, ver uint64) {
 	if t.cleared {
 		s.clear(ver)
 	}
@@ -308,7 +308,7 @@ func (s *kvState) apply(t *txn, ver uint64) {
 }
 
 // put sets key to v (nil: deletes it) in the memory table.
-func (s *kvState) put(key string, v []byte, ver uint64) {
+func (s *State) put(key string, v []byte, ver uint64) {
 	if old, ok := s.mem[key]; ok {
 		s.memBytes -= len(key) + len(old.v)
 	}
@@ -321,15 +321,15 @@ func (s *kvState) put(key string, v []byte, ver uint64) {
 }
 
 // clear empties the state at version ver: its runs become garbage.
-func (s *kvState) clear(ver uint64) {
+func (s *State) clear(ver uint64) {
 	for _, r := range s.runs {
-		s.drop(r)
+		s.Drop(r)
 	}
 	s.runs, s.mem, s.memBytes, s.size, s.clearedAt = nil, map[string]memEntry{}, 0, 0, ver
 }
 
 // drop makes r's parts, and its manifest, garbage.
-func (s *kvState) drop(r *run) {
+func (s *State) Drop(r *Run) {
 	for _, p := range r.parts {
 		s.garbage = append(s.garbage, p.name())
 	}
@@ -339,7 +339,7 @@ func (s *kvState) drop(r *run) {
 }
 
 // openRuns gives every part a reader.
-func (s *kvState) openRuns(a ownership.Actor, o runOpener) {
+func (s *State) OpenRuns(a ownership.Actor, o RunOpener) {
 	for _, r := range s.runs {
 		for _, p := range r.parts {
 			if p.r == nil {
@@ -350,29 +350,29 @@ func (s *kvState) openRuns(a ownership.Actor, o runOpener) {
 }
 
 // runOpener is what a reader of run parts reads with.
-type runOpener struct {
+type RunOpener struct {
 	b       ownership.Bucket
 	c       *kvrun.Cache
 	timeout time.Duration // of each read
 	part    int           // Config.RunPart, for merges
-	reads   *storageReads
+	reads   *IOCounts
 }
 
 // wroteRun counts a run written.
-func (o runOpener) wroteRun(n int) {
-	o.reads.runWrites.Add(1)
-	o.reads.runWriteBytes.Add(int64(n))
+func (o RunOpener) wroteRun(n int) {
+	o.reads.RunWrites.Add(1)
+	o.reads.RunWriteBytes.Add(int64(n))
 }
 
 // open gives p a reader.
-func (o runOpener) open(a ownership.Actor, p *part) *kvrun.Reader {
+func (o RunOpener) open(a ownership.Actor, p *part) *kvrun.Reader {
 	key := ownership.RunKey(a, p.gen, p.n)
 	return kvrun.Open(key, p.meta, func(ctx context.Context, off, n int64) ([]byte, error) {
 		ctx, cancel := context.WithTimeout(ctx, o.timeout)
 		defer cancel()
-		o.reads.runs.Add(1)
+		o.reads.Runs.Add(1)
 		obj, err := ownership.ReadRange(ctx, o.b, key, off, n)
-		o.reads.runBytes.Add(int64(len(obj.Body)))
+		o.reads.RunBytes.Add(int64(len(obj.Body)))
 		if err != nil {
 			if errors.Is(err, ownership.ErrNotFound) {
 				// A run the head lists is never deleted: its absence is
@@ -387,7 +387,7 @@ func (o runOpener) open(a ownership.Actor, p *part) *kvrun.Reader {
 
 // iter iterates the run's parts that the window can reach, one after the
 // other, each opened when reached.
-func (r *run) iter(ctx context.Context, opt kvrun.IterOptions) kvrun.Iterator {
+func (r *Run) iter(ctx context.Context, opt kvrun.IterOptions) kvrun.Iterator {
 	var ps []*part
 	for _, p := range r.parts {
 		if (opt.End == "" || p.meta.MinKey < opt.End) && (opt.Start == "" || p.meta.MaxKey >= opt.Start) {
@@ -430,9 +430,9 @@ func (c *chain) Err() error { return c.err }
 // head is what one commit writes: the state object's payload, and the
 // objects to write before it: the run, if the memory table is flushed,
 // and the manifests of runs of more than one part that have none yet.
-type head struct {
+type Head struct {
 	payload   []byte
-	flush     *run   // the new run (one part), listed first in payload
+	flush     *Run   // the new run (one part), listed first in payload
 	body      []byte // its part's bytes
 	manifests []manifest
 	upto      uint64 // the working version the commit covers
@@ -440,8 +440,8 @@ type head struct {
 
 // manifest is one manifest a commit writes before its head.
 type manifest struct {
-	r    *run
-	name runName
+	r    *Run
+	name RunName
 	body []byte
 }
 
@@ -452,16 +452,16 @@ type manifest struct {
 // head then lists it and holds no memory table. A run of more than one
 // part without a manifest gets one, named the same way, which the caller
 // writes before the head too.
-func (s *kvState) encodeHead(gen ownership.Generation, ver uint64) (head, error) {
-	h := head{upto: ver}
+func (s *State) EncodeHead(gen ownership.Generation, ver uint64) (Head, error) {
+	h := Head{upto: ver}
 	runs := s.runs
 	flushed := s.memBytes > flushAt
 	if flushed {
 		var err error
 		if h.flush, h.body, err = s.flushMem(gen); err != nil {
-			return head{}, err
+			return Head{}, err
 		}
-		runs = append([]*run{h.flush}, runs...)
+		runs = append([]*Run{h.flush}, runs...)
 		s.flushing = true
 	}
 	n := len(headMagic) + 2*binary.MaxVarintLen64
@@ -469,10 +469,10 @@ func (s *kvState) encodeHead(gen ownership.Generation, ver uint64) (head, error)
 		if r.listsManifest() {
 			n += 5 * binary.MaxVarintLen64
 			if r.man == nil {
-				m := manifest{r: r, name: runName{gen, rand.Uint64()}}
+				m := manifest{r: r, name: RunName{gen, rand.Uint64()}}
 				var err error
 				if m.body, err = appendManifest(nil, r.parts); err != nil {
-					return head{}, err
+					return Head{}, err
 				}
 				h.manifests = append(h.manifests, m)
 			}
@@ -492,7 +492,7 @@ func (s *kvState) encodeHead(gen ownership.Generation, ver uint64) (head, error)
 		if !r.listsManifest() {
 			var err error
 			if b, err = appendParts(b, r.parts); err != nil {
-				return head{}, err
+				return Head{}, err
 			}
 			continue
 		}
@@ -581,14 +581,14 @@ func decodeManifest(body []byte) ([]*part, error) {
 // that is missing, or that lists other than what the head says, is
 // damage (an error that matches ownership.ErrDamaged); a read that fails
 // is returned as it is.
-func (s *kvState) loadManifests(ctx context.Context, a ownership.Actor, o runOpener) error {
+func (s *State) LoadManifests(ctx context.Context, a ownership.Actor, o RunOpener) error {
 	for _, r := range s.runs {
 		if r.man == nil || r.parts != nil {
 			continue
 		}
 		key := ownership.RunKey(a, r.man.gen, r.man.n)
 		rctx, cancel := context.WithTimeout(ctx, o.timeout)
-		o.reads.manifests.Add(1)
+		o.reads.Manifests.Add(1)
 		obj, err := o.b.Get(rctx, key)
 		cancel()
 		if errors.Is(err, ownership.ErrNotFound) {
@@ -601,7 +601,7 @@ func (s *kvState) loadManifests(ctx context.Context, a ownership.Actor, o runOpe
 		if err != nil {
 			return fmt.Errorf("manifest %s: %w", key, err)
 		}
-		got := &run{parts: parts}
+		got := &Run{parts: parts}
 		if len(parts) != r.listed.parts || got.size() != r.listed.size {
 			return fmt.Errorf("%w: manifest %s lists %d parts of %d bytes, the head %d of %d",
 				ownership.ErrDamaged, key, len(parts), got.size(), r.listed.parts, r.listed.size)
@@ -628,7 +628,7 @@ func fixLength(b []byte, at int) []byte {
 }
 
 // appendMem appends the memory table's entries in key order.
-func (s *kvState) appendMem(b []byte) []byte {
+func (s *State) appendMem(b []byte) []byte {
 	keys := make([]string, 0, len(s.mem))
 	for k := range s.mem {
 		keys = append(keys, k)
@@ -654,7 +654,7 @@ func (s *kvState) appendMem(b []byte) []byte {
 }
 
 // flushMem builds the memory table as a run of one part.
-func (s *kvState) flushMem(gen ownership.Generation) (*run, []byte, error) {
+func (s *State) flushMem(gen ownership.Generation) (*Run, []byte, error) {
 	w := kvrun.NewWriter(kvrun.Options{})
 	for _, e := range s.memEntries(actors.ListOptions{}) {
 		if err := w.Add(e); err != nil {
@@ -665,12 +665,12 @@ func (s *kvState) flushMem(gen ownership.Generation) (*run, []byte, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("build run: %w", err)
 	}
-	return &run{parts: []*part{{gen: gen, n: rand.Uint64(), meta: meta}}}, body, nil
+	return &Run{parts: []*part{{gen: gen, n: rand.Uint64(), meta: meta}}}, body, nil
 }
 
 // landed records that head h, and the run it flushed, are durable: the
 // memory table's entries it covered move to that run.
-func (s *kvState) landed(h head, seq uint64) {
+func (s *State) Landed(h Head, seq uint64) {
 	s.Seq = seq
 	for _, m := range h.manifests {
 		if slices.Contains(s.runs, m.r) {
@@ -687,7 +687,7 @@ func (s *kvState) landed(h head, seq uint64) {
 	if s.clearedAt > h.upto {
 		// A DeleteAll after the commit's version: the new run holds what
 		// it cleared.
-		s.drop(h.flush)
+		s.Drop(h.flush)
 		return
 	}
 	for k, e := range s.mem {
@@ -696,15 +696,15 @@ func (s *kvState) landed(h head, seq uint64) {
 			delete(s.mem, k)
 		}
 	}
-	s.runs = append([]*run{h.flush}, s.runs...)
+	s.runs = append([]*Run{h.flush}, s.runs...)
 }
 
 // collected forgets the garbage whose delete landed.
-func (s *kvState) collected(done []runName) {
+func (s *State) Collected(done []RunName) {
 	if len(done) == 0 {
 		return
 	}
-	var left []runName
+	var left []RunName
 	for _, g := range s.garbage {
 		if !slices.Contains(done, g) {
 			left = append(left, g)
@@ -715,7 +715,7 @@ func (s *kvState) collected(done []runName) {
 
 // decodeHead reads a state object's payload, in either format. Every
 // error matches ownership.ErrDamaged.
-func decodeHead(h ownership.StateHeader, p []byte) (*kvState, error) {
+func decodeHead(h ownership.StateHeader, p []byte) (*State, error) {
 	if !strings.HasPrefix(string(p), headMagic) {
 		kv, err := decodePairs(p)
 		if err != nil {
@@ -725,17 +725,17 @@ func decodeHead(h ownership.StateHeader, p []byte) (*kvState, error) {
 		s.StateHeader = h
 		return s, nil
 	}
-	s := newKVState(h)
+	s := NewState(h)
 	d := decoder{p: p[len(headMagic):]}
 	s.size = int(d.uvarint())
 	nruns := d.count()
 	for range nruns {
-		r := &run{}
+		r := &Run{}
 		nparts := d.count()
 		if nparts > 0 {
 			r.parts = d.parts(nparts)
 		} else { // a run through its manifest
-			r.man = &runName{ownership.Generation(d.uvarint()), d.uvarint()}
+			r.man = &RunName{ownership.Generation(d.uvarint()), d.uvarint()}
 			r.listed.parts, r.listed.size = int(d.uvarint()), int64(d.uvarint())
 			if d.err == nil && r.listed.parts < 2 {
 				d.fail("a manifest of %d parts", r.listed.parts)
@@ -745,7 +745,7 @@ func decodeHead(h ownership.StateHeader, p []byte) (*kvState, error) {
 	}
 	ngarbage := d.count()
 	for range ngarbage {
-		s.garbage = append(s.garbage, runName{ownership.Generation(d.uvarint()), d.uvarint()})
+		s.garbage = append(s.garbage, RunName{ownership.Generation(d.uvarint()), d.uvarint()})
 	}
 	for d.err == nil && len(d.p) > 0 {
 		kind := d.p[0]
@@ -838,22 +838,22 @@ func (d *decoder) field() []byte {
 // stalls reports whether the state lists maxRuns runs or more and its
 // memory table is past flushAt, but under maxMem: then a commit may wait
 // for the merge under way rather than flush one more run.
-func (s *kvState) stalls(maxRuns, maxMem int) bool {
+func (s *State) Stalls(maxRuns, maxMem int) bool {
 	return len(s.runs) >= maxRuns && s.memBytes > flushAt && s.memBytes < maxMem
 }
 
 // garbageNames is a copy of the state's garbage: the runs it no longer
 // lists whose deletion has not landed yet.
-func (s *kvState) garbageNames() []runName { return slices.Clone(s.garbage) }
+func (s *State) Garbage() []RunName { return slices.Clone(s.garbage) }
 
 // encoded is the head's payload: what the state object holds after the
 // ownership header.
-func (h head) encoded() []byte { return h.payload }
+func (h Head) Payload() []byte { return h.payload }
 
 // putRuns writes what the head lists that is not in the bucket yet, each
 // If-None-Match, before the head itself may be written: the run it
 // flushes, then its new manifests.
-func (h head) putRuns(ctx context.Context, b ownership.Bucket, o runOpener, a ownership.Actor) error {
+func (h Head) PutRuns(ctx context.Context, b ownership.Bucket, o RunOpener, a ownership.Actor) error {
 	var err error
 	if h.flush != nil {
 		p := h.flush.parts[0]
@@ -872,7 +872,7 @@ func (h head) putRuns(ctx context.Context, b ownership.Bucket, o runOpener, a ow
 
 // openFlushed opens the run the head flushed, if any, once the head has
 // landed.
-func (h head) openFlushed(o runOpener, a ownership.Actor) {
+func (h Head) OpenFlushed(o RunOpener, a ownership.Actor) {
 	if f := h.flush; f != nil {
 		f.parts[0].r = o.open(a, f.parts[0])
 	}

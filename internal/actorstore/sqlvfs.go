@@ -1,4 +1,4 @@
-package actorhost
+package actorstore
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package actorhost
+package actorstore
 
 import (
 	"fmt"
@@ -17,7 +17,7 @@ import (
 // number's 8 bytes and a text's or a blob's length; past that Statement
 // fails, and what the statement wrote (INSERT ... RETURNING) is undone.
 // Other errors are Exec's.
-func (db *sqlDB) Statement(query string, maxSize int, args ...any) (actors.SQLResult, *actors.SQLRows, error) {
+func (db *DB) Statement(query string, maxSize int, args ...any) (actors.SQLResult, *actors.SQLRows, error) {
 	var (
 		res  actors.SQLResult
 		rows *actors.SQLRows

@@ -1,4 +1,4 @@
-package actorhost
+package actorstore
 
 import (
 	"context"
@@ -33,7 +33,7 @@ const mergeRatio = 2
 // pickCompaction chooses the runs [0, n) (newest first) to merge, if
 // any: the newest one and every older one that is at most mergeRatio
 // times the size of those before it.
-func pickCompaction(runs []*run) (n int, ok bool) {
+func pickCompaction(runs []*Run) (n int, ok bool) {
 	if len(runs) < 2 {
 		return 0, false
 	}
@@ -47,7 +47,7 @@ func pickCompaction(runs []*run) (n int, ok bool) {
 // compaction chooses the runs to merge, if any (pickCompaction): group,
 // newest first, and bottom when it reaches the oldest run, so that the
 // merge drops the deletes.
-func (s *kvState) compaction() (group []*run, bottom, ok bool) {
+func (s *State) Compaction() (group []*Run, bottom, ok bool) {
 	n, ok := pickCompaction(s.runs)
 	if !ok {
 		return nil, false, false
@@ -57,8 +57,8 @@ func (s *kvState) compaction() (group []*run, bottom, ok bool) {
 
 // listed is every run object the state names: the parts and manifests of
 // its runs, and its garbage.
-func (s *kvState) listed() map[runName]bool {
-	listed := map[runName]bool{}
+func (s *State) Listed() map[RunName]bool {
+	listed := map[RunName]bool{}
 	for _, r := range s.runs {
 		for _, p := range r.parts {
 			listed[p.name()] = true
@@ -76,18 +76,18 @@ func (s *kvState) listed() map[runName]bool {
 // merged replaces group, the runs a merge read, with out, its result,
 // if they are still in the state; if they are not (a DeleteAll dropped
 // them meanwhile), it drops out and reports false.
-func (s *kvState) merged(group []*run, out *run) bool {
+func (s *State) Merged(group []*Run, out *Run) bool {
 	i := slices.Index(s.runs, group[0])
 	if i < 0 || i+len(group) > len(s.runs) || !slices.Equal(s.runs[i:i+len(group)], group) {
-		s.drop(out)
+		s.Drop(out)
 		return false
 	}
 	for _, r := range group {
-		s.drop(r)
+		s.Drop(r)
 	}
-	var keep []*run
+	var keep []*Run
 	if len(out.parts) > 0 {
-		keep = []*run{out}
+		keep = []*Run{out}
 	}
 	s.runs = slices.Concat(s.runs[:i], keep, s.runs[i+len(group):])
 	return true
@@ -95,7 +95,7 @@ func (s *kvState) merged(group []*run, out *run) bool {
 
 // mergeGroup merges group (mergeRuns) and, when the merge fails, deletes
 // the parts it wrote, each within timeout.
-func mergeGroup(ctx context.Context, o runOpener, b ownership.Bucket, a ownership.Actor, gen ownership.Generation, group []*run, bottom bool, timeout time.Duration) (*run, error) {
+func MergeGroup(ctx context.Context, o RunOpener, b ownership.Bucket, a ownership.Actor, gen ownership.Generation, group []*Run, bottom bool, timeout time.Duration) (*Run, error) {
 	out, err := mergeRuns(ctx, o, a, gen, group, bottom)
 	if err != nil && len(out.parts) > 0 {
 		// No head lists what a failed merge wrote: it goes now, not
@@ -103,12 +103,12 @@ func mergeGroup(ctx context.Context, o runOpener, b ownership.Bucket, a ownershi
 		// unset) is deleted too, as it may have landed, but it stays
 		// garbage all the same, since it may land yet, after the
 		// delete; so does what is not deleted.
-		var all []runName
+		var all []RunName
 		for _, p := range out.parts {
 			all = append(all, p.name())
 		}
 		dctx, dcancel := context.WithTimeout(context.Background(), timeout)
-		deleted := deleteRuns(dctx, b, a, all)
+		deleted := DeleteRuns(dctx, b, a, all)
 		dcancel()
 		out.parts = slices.DeleteFunc(out.parts, func(p *part) bool { return p.r != nil && slices.Contains(deleted, p.name()) })
 	}
@@ -118,8 +118,8 @@ func mergeGroup(ctx context.Context, o runOpener, b ownership.Bucket, a ownershi
 // deleteRuns deletes runs that a landed head no longer lists, and returns
 // those whose delete landed. (One that did not stays listed as garbage,
 // and the next commit tries again.)
-func deleteRuns(ctx context.Context, b ownership.Bucket, a ownership.Actor, runs []runName) []runName {
-	var done []runName
+func DeleteRuns(ctx context.Context, b ownership.Bucket, a ownership.Actor, runs []RunName) []RunName {
+	var done []RunName
 	for _, r := range runs {
 		if err := b.Delete(ctx, ownership.RunKey(a, r.gen, r.n), ownership.Always()); err == nil {
 			done = append(done, r)
@@ -131,7 +131,7 @@ func deleteRuns(ctx context.Context, b ownership.Bucket, a ownership.Actor, runs
 // sweepRuns deletes the run objects of actor a that the rule of
 // ownership.RunGarbage makes garbage to the hold at gen, given the names
 // its state lists (runs and garbage).
-func sweepRuns(ctx context.Context, b ownership.Bucket, a ownership.Actor, gen ownership.Generation, listed map[runName]bool, timeout time.Duration) error {
+func SweepRuns(ctx context.Context, b ownership.Bucket, a ownership.Actor, gen ownership.Generation, listed map[RunName]bool, timeout time.Duration) error {
 	prefix, after := ownership.RunsPrefix(a), ""
 	for {
 		lctx, cancel := context.WithTimeout(ctx, timeout)
@@ -143,7 +143,7 @@ func sweepRuns(ctx context.Context, b ownership.Bucket, a ownership.Actor, gen o
 		for _, e := range page.Entries {
 			after = e.Key
 			g, n, ok := ownership.ParseRunName(e.Key[len(prefix):])
-			if !ok || !ownership.RunGarbage(gen, listed[runName{g, n}], g) {
+			if !ok || !ownership.RunGarbage(gen, listed[RunName{g, n}], g) {
 				continue
 			}
 			dctx, cancel := context.WithTimeout(ctx, timeout)
@@ -162,7 +162,7 @@ func sweepRuns(ctx context.Context, b ownership.Bucket, a ownership.Actor, gen o
 // mergeRuns merges group (newest first) into one run of parts of at most
 // about o.part bytes, each written before it returns. bottom drops
 // deletes. On an error, out holds the parts written so far.
-func mergeRuns(ctx context.Context, o runOpener, a ownership.Actor, gen ownership.Generation, group []*run, bottom bool) (out *run, err error) {
+func mergeRuns(ctx context.Context, o RunOpener, a ownership.Actor, gen ownership.Generation, group []*Run, bottom bool) (out *Run, err error) {
 	its := make([]kvrun.Iterator, len(group))
 	for i, r := range group {
 		its[i] = r.iter(ctx, kvrun.IterOptions{})
@@ -175,8 +175,8 @@ func mergeRuns(ctx context.Context, o runOpener, a ownership.Actor, gen ownershi
 // a random number and written (If-None-Match) before it returns. bottom
 // drops deletes. On an error, out holds the parts written so far, and
 // those whose write failed, which may land yet.
-func writeRun(ctx context.Context, o runOpener, a ownership.Actor, gen ownership.Generation, m kvrun.Iterator, bottom bool) (out *run, err error) {
-	out = &run{}
+func writeRun(ctx context.Context, o RunOpener, a ownership.Actor, gen ownership.Generation, m kvrun.Iterator, bottom bool) (out *Run, err error) {
+	out = &Run{}
 	var w *kvrun.Writer
 	var bytes int
 	finish := func() error {

@@ -1,4 +1,4 @@
-package actorhost
+package actorstore
 
 import (
 	"bytes"
@@ -23,14 +23,14 @@ func TestHeadFormat1IsRead(t *testing.T) {
 		{"a": {}, "bin": {0, 1, 2, 255}, strings.Repeat("k", 2048): bytes.Repeat([]byte{'v'}, 128<<10)},
 	} {
 		obj := ownership.EncodeState(ownership.StateHeader{Gen: 3, Seq: 9}, encodePairs(kv))
-		s, _, err := decodeStateObject(obj)
+		s, _, err := DecodeStateObject(obj)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if s.Gen != 3 || s.Seq != 9 || len(s.runs) != 0 {
 			t.Fatalf("header %+v, %d runs", s.StateHeader, len(s.runs))
 		}
-		got := newEventTxn(t.Context(), s, DefaultMaxState).result()
+		got := NewEventTxn(t.Context(), s, testMaxState).result()
 		if !maps.EqualFunc(got, kv, bytes.Equal) || s.size != stateSize(kv) {
 			t.Fatalf("read %d keys (size %d), want %d (size %d)", len(got), s.size, len(kv), stateSize(kv))
 		}
@@ -56,12 +56,12 @@ func TestHeadRoundTrip(t *testing.T) {
 	p1, _ := testRun(t, 2, 7, kvrun.Entry{Key: "a", Value: []byte("1")}, kvrun.Entry{Key: "b", Tombstone: true})
 	p2, _ := testRun(t, 2, 8, kvrun.Entry{Key: "m", Value: []byte("2")})
 	p3, _ := testRun(t, 1, 1, kvrun.Entry{Key: "c", Value: []byte("3")}, kvrun.Entry{Key: "c" + strings.Repeat("z", 2000), Value: []byte("4")})
-	s := newKVState(ownership.StateHeader{Gen: 4, Seq: 11})
-	s.runs = []*run{{parts: []*part{p1, p2}}, {parts: []*part{p3}}}
-	s.garbage = []runName{{1, 5}, {3, 9}}
+	s := NewState(ownership.StateHeader{Gen: 4, Seq: 11})
+	s.runs = []*Run{{parts: []*part{p1, p2}}, {parts: []*part{p3}}}
+	s.garbage = []RunName{{1, 5}, {3, 9}}
 	s.mem = map[string]memEntry{"x": {v: []byte("y")}, "c": {del: true}, actors.NodePrefix + "p": {v: []byte("page")}}
 	s.memBytes, s.size = 1+1+1+len(actors.NodePrefix)+1+4, 123
-	h, err := s.encodeHead(4, 1)
+	h, err := s.EncodeHead(4, 1)
 	if err != nil || h.flush != nil {
 		t.Fatalf("encodeHead: %v, flush %v", err, h.flush)
 	}
@@ -104,11 +104,11 @@ func TestHeadRoundTrip(t *testing.T) {
 	}
 	// Once the manifest landed, the next head lists the same name; with
 	// its parts not read (a decoded head), it is written as it was read.
-	s.landed(h, 12)
-	if again, err := s.encodeHead(4, 2); err != nil || len(again.manifests) != 0 || !bytes.Equal(again.payload, h.payload) {
+	s.Landed(h, 12)
+	if again, err := s.EncodeHead(4, 2); err != nil || len(again.manifests) != 0 || !bytes.Equal(again.payload, h.payload) {
 		t.Fatalf("the head after its manifest landed: %v, %d manifests, same bytes %v", err, len(again.manifests), bytes.Equal(again.payload, h.payload))
 	}
-	if again, err := out.encodeHead(4, 2); err != nil || len(again.manifests) != 0 || !bytes.Equal(again.payload, h.payload) {
+	if again, err := out.EncodeHead(4, 2); err != nil || len(again.manifests) != 0 || !bytes.Equal(again.payload, h.payload) {
 		t.Fatalf("a decoded head re-encoded: %v, %d manifests, same bytes %v", err, len(again.manifests), bytes.Equal(again.payload, h.payload))
 	}
 	// Cut short anywhere, it is damaged, never read as something else.
@@ -151,20 +151,20 @@ func TestHeadOfPartsGetsAManifest(t *testing.T) {
 	if err != nil || len(s.runs) != 1 || len(s.runs[0].parts) != 2 || s.runs[0].man != nil {
 		t.Fatalf("decodeHead of a head before manifests: %v, %+v", err, s)
 	}
-	h, err := s.encodeHead(3, 1)
+	h, err := s.EncodeHead(3, 1)
 	if err != nil || len(h.manifests) != 1 || h.manifests[0].name.gen != 3 {
 		t.Fatalf("the next head: %v, %d manifests, %.5q", err, len(h.manifests), h.payload)
 	}
-	s.landed(h, 2)
+	s.Landed(h, 2)
 	if s.runs[0].man == nil || *s.runs[0].man != h.manifests[0].name || len(s.garbage) != 0 {
 		t.Fatalf("after landing: manifest %v, garbage %v", s.runs[0].man, s.garbage)
 	}
 	// A run the state dropped while the commit was in flight leaves its
 	// new manifest as garbage.
 	s2, _ := decodeHead(ownership.StateHeader{Gen: 1, Seq: 1}, payload)
-	h2, _ := s2.encodeHead(3, 1)
+	h2, _ := s2.EncodeHead(3, 1)
 	s2.clear(2)
-	s2.landed(h2, 2)
+	s2.Landed(h2, 2)
 	if !slices.Contains(s2.garbage, h2.manifests[0].name) {
 		t.Fatalf("garbage %v, want the dropped run's manifest %v", s2.garbage, h2.manifests[0].name)
 	}
@@ -205,15 +205,15 @@ func TestManifestDamage(t *testing.T) {
 
 // A memory table past flushAt becomes a run, and the head lists it first.
 func TestHeadFlushesPastFlushAt(t *testing.T) {
-	s := newKVState(ownership.StateHeader{Gen: 2})
-	tx := newEventTxn(t.Context(), s, DefaultMaxState)
+	s := NewState(ownership.StateHeader{Gen: 2})
+	tx := NewEventTxn(t.Context(), s, testMaxState)
 	for i := range 40 {
 		if err := tx.Put(strings.Repeat("k", 10)+string(rune('A'+i)), bytes.Repeat([]byte{'v'}, 100)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	s.apply(tx, 1)
-	h, err := s.encodeHead(2, 1)
+	s.Apply(tx, 1)
+	h, err := s.EncodeHead(2, 1)
 	if err != nil || h.flush == nil {
 		t.Fatalf("encodeHead: %v, flush %v", err, h.flush)
 	}
@@ -224,7 +224,7 @@ func TestHeadFlushesPastFlushAt(t *testing.T) {
 	if err != nil || len(out.runs) != 1 || len(out.mem) != 0 || out.runs[0].parts[0].meta.Entries != 40 {
 		t.Fatalf("decoded %v, %+v", err, out)
 	}
-	s.landed(h, 1)
+	s.Landed(h, 1)
 	if len(s.mem) != 0 || s.memBytes != 0 || len(s.runs) != 1 {
 		t.Fatalf("after landing: mem %d (%d bytes), runs %d", len(s.mem), s.memBytes, len(s.runs))
 	}
@@ -236,18 +236,18 @@ func TestHeadFlushesPastFlushAt(t *testing.T) {
 // accepts survives a round trip through the encoder.
 func FuzzDecodeState(f *testing.F) {
 	f.Add(ownership.EncodeState(ownership.StateHeader{Gen: 3, Seq: 9}, encodePairs(map[string][]byte{"count": []byte("7")})))
-	s := newKVState(ownership.StateHeader{Gen: 3, Seq: 9})
+	s := NewState(ownership.StateHeader{Gen: 3, Seq: 9})
 	s.mem["a"], s.memBytes, s.size = memEntry{v: []byte("b")}, 2, 2
-	s.garbage = []runName{{1, 2}}
-	if h, err := s.encodeHead(3, 0); err == nil {
+	s.garbage = []RunName{{1, 2}}
+	if h, err := s.EncodeHead(3, 0); err == nil {
 		f.Add(ownership.EncodeState(s.StateHeader, h.payload))
 	}
 	// A head with a run through its manifest, and one of one part.
 	p1, _ := testRun(f, 2, 7, kvrun.Entry{Key: "a", Value: []byte("1")})
 	p2, _ := testRun(f, 2, 8, kvrun.Entry{Key: "b", Value: []byte("2")})
-	s3 := newKVState(ownership.StateHeader{Gen: 3, Seq: 9})
-	s3.runs = []*run{{parts: []*part{p1, p2}}, {parts: []*part{p1}}}
-	if h, err := s3.encodeHead(3, 0); err == nil {
+	s3 := NewState(ownership.StateHeader{Gen: 3, Seq: 9})
+	s3.runs = []*Run{{parts: []*part{p1, p2}}, {parts: []*part{p1}}}
+	if h, err := s3.EncodeHead(3, 0); err == nil {
 		f.Add(ownership.EncodeState(s3.StateHeader, h.payload))
 	}
 	f.Add([]byte("wk1 state 1 1\n"))
@@ -257,7 +257,7 @@ func FuzzDecodeState(f *testing.F) {
 	f.Add([]byte("wk1 state x 1\n"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		st, _, err := decodeStateObject(data)
+		st, _, err := DecodeStateObject(data)
 		if err != nil {
 			if !errors.Is(err, ownership.ErrDamaged) {
 				t.Fatalf("decodeStateObject(%q): %v, want ErrDamaged", data, err)
@@ -267,7 +267,7 @@ func FuzzDecodeState(f *testing.F) {
 		if st.memBytes > flushAt {
 			return // encodeHead would flush it into a run
 		}
-		h, err := st.encodeHead(st.Gen, 0)
+		h, err := st.EncodeHead(st.Gen, 0)
 		if err != nil {
 			t.Fatalf("encodeHead of what decoded: %v", err)
 		}
@@ -284,7 +284,7 @@ func FuzzDecodeState(f *testing.F) {
 }
 
 // snapshotMem copies the memory table's live entries (tests).
-func (s *kvState) snapshotMem() map[string][]byte {
+func (s *State) snapshotMem() map[string][]byte {
 	kv := map[string][]byte{}
 	for k, e := range s.mem {
 		if !e.del {

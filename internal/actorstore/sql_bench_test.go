@@ -1,4 +1,4 @@
-package actorhost
+package actorstore
 
 import (
 	"fmt"
@@ -59,14 +59,14 @@ func BenchmarkSQLCall(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			kv := sqlTable(b, 64)
-			var s sqlSlot
-			defer s.close()
+			var s SQL
+			defer s.Close()
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
 				i++
 				t := newTxn(kv, 4<<20)
-				db := newSQLDB(b.Context(), &s, t)
+				db := NewDB(b.Context(), &s, t)
 				rows, err := db.Query("SELECT v FROM t WHERE id = ?", i%500+1)
 				if err != nil || len(rows.Rows) != 1 {
 					b.Fatal(rows, err)
@@ -76,7 +76,7 @@ func BenchmarkSQLCall(b *testing.B) {
 				}
 				kv = t.result()
 				if !kept {
-					s.close()
+					s.Close()
 				}
 				if i%1000 == 0 { // stay about the same size
 					if _, err := db.Exec("DELETE FROM t WHERE id > 600"); err != nil {

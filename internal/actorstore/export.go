@@ -1,4 +1,4 @@
-package actorhost
+package actorstore
 
 import (
 	"bufio"
@@ -428,7 +428,7 @@ func ImportActor(ctx context.Context, b ownership.Bucket, a ownership.Actor, src
 	if part <= 0 {
 		part = DefaultRunPart
 	}
-	o := runOpener{b: b, timeout: snapshotReadTimeout, part: part, reads: &storageReads{}}
+	o := RunOpener{b: b, timeout: snapshotReadTimeout, part: part, reads: &IOCounts{}}
 
 	// 1. The state object's version.
 	key := StateKey(a)
@@ -436,7 +436,7 @@ func ImportActor(ctx context.Context, b ownership.Bucket, a ownership.Actor, src
 	var (
 		cond       ownership.Condition
 		read       ownership.StateHeader
-		old        *kvState
+		old        *State
 		headerRead = true
 	)
 	obj, err := b.Get(ctx, key)
@@ -465,7 +465,7 @@ func ImportActor(ctx context.Context, b ownership.Bucket, a ownership.Actor, src
 	if old != nil {
 		// The names of the runs it lists through manifests, to delete
 		// them; one that cannot be read is left to a later hold's sweep.
-		_ = old.loadManifests(ctx, a, o)
+		_ = old.LoadManifests(ctx, a, o)
 	}
 
 	// 2. The record.
@@ -485,14 +485,14 @@ func ImportActor(ctx context.Context, b ownership.Bucket, a ownership.Actor, src
 	if !headerRead {
 		gen = recGen
 	}
-	st := newKVState(ownership.StateHeader{Gen: gen, Seq: read.Seq + 1})
+	st := NewState(ownership.StateHeader{Gen: gen, Seq: read.Seq + 1})
 
 	// 3. The runs, then the state object.
-	var written []runName
+	var written []RunName
 	undo := func() {
 		if len(written) > 0 {
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), snapshotReadTimeout)
-			deleteRuns(dctx, b, a, written)
+			DeleteRuns(dctx, b, a, written)
 			cancel()
 		}
 	}
@@ -507,13 +507,13 @@ func ImportActor(ctx context.Context, b ownership.Bucket, a ownership.Actor, src
 		}
 		err = dec.Err()
 	} else {
-		var out *run
+		var out *Run
 		out, err = writeRun(ctx, o, a, gen, dec, false)
 		for _, p := range out.parts {
 			written = append(written, p.name())
 		}
 		if len(out.parts) > 0 {
-			st.runs = []*run{out}
+			st.runs = []*Run{out}
 		}
 	}
 	if err == nil && dec.info.Sum != info.Sum {
@@ -526,11 +526,11 @@ func ImportActor(ctx context.Context, b ownership.Bucket, a ownership.Actor, src
 	st.size = int(info.Bytes)
 	if old != nil {
 		for _, r := range old.runs {
-			old.drop(r)
+			old.Drop(r)
 		}
 		st.garbage = old.garbage
 	}
-	hd, err := st.encodeHead(gen, 0)
+	hd, err := st.EncodeHead(gen, 0)
 	if err != nil {
 		undo()
 		return Imported{}, err
@@ -558,7 +558,7 @@ func ImportActor(ctx context.Context, b ownership.Bucket, a ownership.Actor, src
 	}
 	imp.Header, imp.ETag, imp.Written = st.StateHeader, etag, len(written)+1
 	if len(st.garbage) > 0 {
-		deleted := deleteRuns(ctx, b, a, st.garbage)
+		deleted := DeleteRuns(ctx, b, a, st.garbage)
 		imp.Deleted, imp.Left = len(deleted), len(st.garbage)-len(deleted)
 	}
 	return imp, nil

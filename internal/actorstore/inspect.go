@@ -1,4 +1,4 @@
-package actorhost
+package actorstore
 
 import (
 	"context"
@@ -52,7 +52,7 @@ type Snapshot struct {
 	found  bool
 	etag   ownership.ETag
 	bytes  int // of the state object
-	st     *kvState
+	st     *State
 	header ownership.StateHeader
 }
 
@@ -69,22 +69,22 @@ func ReadActor(ctx context.Context, b ownership.Bucket, a ownership.Actor) (*Sna
 	switch ownership.OutcomeOf(err) {
 	case ownership.Landed:
 	case ownership.NotFound:
-		return &Snapshot{actor: a, b: b, st: newKVState(ownership.StateHeader{})}, nil
+		return &Snapshot{actor: a, b: b, st: NewState(ownership.StateHeader{})}, nil
 	case ownership.Damaged:
 		return nil, &DamagedError{Actor: a, Key: key, Err: err}
 	default:
 		return nil, fmt.Errorf("read %s: %w", key, err)
 	}
-	st, _, err := decodeStateObject(obj.Body)
+	st, _, err := DecodeStateObject(obj.Body)
 	if err != nil {
 		return nil, &DamagedError{Actor: a, Key: key, Err: err}
 	}
 	s := &Snapshot{actor: a, b: b, found: true, etag: obj.ETag, bytes: len(obj.Body), st: st, header: st.StateHeader}
-	o := runOpener{b: b, c: kvrun.NewCache(snapshotCache), timeout: snapshotReadTimeout, part: DefaultRunPart, reads: &storageReads{}}
-	if err := st.loadManifests(ctx, a, o); err != nil {
+	o := RunOpener{b: b, c: kvrun.NewCache(snapshotCache), timeout: snapshotReadTimeout, part: DefaultRunPart, reads: &IOCounts{}}
+	if err := st.LoadManifests(ctx, a, o); err != nil {
 		return nil, s.fault(ctx, err)
 	}
-	st.openRuns(a, o)
+	st.OpenRuns(a, o)
 	return s, nil
 }
 
@@ -147,7 +147,7 @@ func (s *Snapshot) Objects() int {
 func (s *Snapshot) Get(ctx context.Context, key string) (v []byte, ok bool, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			f, isFault := p.(readFault)
+			f, isFault := p.(ReadFault)
 			if !isFault {
 				panic(p)
 			}
@@ -311,4 +311,48 @@ func (p *pageSet) nodeList(opt actors.ListOptions) []actors.Entry {
 		out = out[:opt.Limit]
 	}
 	return out
+}
+
+// EncodeFormat1 is a state object's payload as actors stored it before
+// runs (format 1): the pairs alone. A head of this format is still read;
+// tests write one with it.
+func EncodeFormat1(kv map[string][]byte) []byte { return encodePairs(kv) }
+
+// HeadInfo is what a state object's head lists, for tools and tests
+// that look at the layout.
+type HeadInfo struct {
+	Format    int      // 1 (pairs alone) or 2 (runs)
+	Runs      int      // the runs it lists
+	Listed    []string // the keys of the run objects it lists: parts and manifests
+	Manifests []string // those of the manifests alone
+	Garbage   []string // those of the garbage it lists
+}
+
+// HeadOf reads a state object, and the manifests it lists from b, as a
+// HeadInfo.
+func HeadOf(ctx context.Context, b ownership.Bucket, a ownership.Actor, body []byte) (HeadInfo, error) {
+	s, p, err := DecodeStateObject(body)
+	if err != nil {
+		return HeadInfo{}, err
+	}
+	if err := s.LoadManifests(ctx, a, RunOpener{b: b, timeout: time.Minute, reads: &IOCounts{}}); err != nil {
+		return HeadInfo{}, err
+	}
+	h := HeadInfo{Format: 1, Runs: len(s.runs)}
+	if string(p[:min(len(p), len(headMagic))]) == headMagic {
+		h.Format = 2
+	}
+	for _, r := range s.runs {
+		for _, pt := range r.parts {
+			h.Listed = append(h.Listed, ownership.RunKey(a, pt.gen, pt.n))
+		}
+		if r.man != nil {
+			key := ownership.RunKey(a, r.man.gen, r.man.n)
+			h.Listed, h.Manifests = append(h.Listed, key), append(h.Manifests, key)
+		}
+	}
+	for _, g := range s.garbage {
+		h.Garbage = append(h.Garbage, ownership.RunKey(a, g.gen, g.n))
+	}
+	return h, nil
 }

@@ -1,4 +1,4 @@
-package actorhost
+package actorstore
 
 import (
 	"net/http"
@@ -15,15 +15,15 @@ func TestLedgerExpiry(t *testing.T) {
 	t0 := time.Unix(1_800_000_000, 0)
 	record := func(name string, keep time.Duration, now time.Time) {
 		t.Helper()
-		tx := newEventTxn(t.Context(), st, DefaultMaxState)
-		e := ledgerEntry{status: http.StatusOK, body: []byte(name)}
-		if err := tx.ledgerRecord(ledgerKey{name: "c/" + name, keep: keep}, &e, now, 100, false); err != nil {
+		tx := NewEventTxn(t.Context(), st, testMaxState)
+		e := LedgerEntry{Status: http.StatusOK, Body: []byte(name)}
+		if err := tx.LedgerRecord(LedgerKey{Name: "c/" + name, Keep: keep}, &e, now, 100, false); err != nil {
 			t.Fatal(err)
 		}
-		st.apply(tx, 1)
+		st.Apply(tx, 1)
 	}
 	kept := func(name string) bool {
-		_, ok, err := newEventTxn(t.Context(), st, DefaultMaxState).ledgerLookup(ledgerKey{name: "c/" + name, keep: time.Hour})
+		_, ok, err := NewEventTxn(t.Context(), st, testMaxState).LedgerLookup(LedgerKey{Name: "c/" + name, Keep: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -38,25 +38,25 @@ func TestLedgerExpiry(t *testing.T) {
 	if kept("short") || !kept("long") || !kept("later") {
 		t.Fatalf("after the short window: short %v long %v later %v, want only short ended", kept("short"), kept("long"), kept("later"))
 	}
-	if n := newEventTxn(t.Context(), st, DefaultMaxState).keyCount(); n != 2 {
+	if n := NewEventTxn(t.Context(), st, testMaxState).keyCount(); n != 2 {
 		t.Fatalf("count %d, want 2", n)
 	}
 	// What the ledger keeps is under the node's prefix: the class sees none.
-	if es, _ := newEventTxn(t.Context(), st, DefaultMaxState).List(actors.ListOptions{}); len(es) != 0 {
+	if es, _ := NewEventTxn(t.Context(), st, testMaxState).List(actors.ListOptions{}); len(es) != 0 {
 		t.Fatalf("the class sees %d entries", len(es))
 	}
 }
 
 // TestLedgerEntryRoundTrip: an entry decodes as it was encoded.
 func TestLedgerEntryRoundTrip(t *testing.T) {
-	e := ledgerEntry{partial: true, expires: 42, status: 201, header: http.Header{"A": {"1", ""}, "B": {"x"}}, parts: 3, body: []byte("body")}
-	e.sum[3] = 9
+	e := LedgerEntry{Partial: true, expires: 42, Status: 201, Header: http.Header{"A": {"1", ""}, "B": {"x"}}, parts: 3, Body: []byte("body")}
+	e.Sum[3] = 9
 	got, err := decodeEntry(e.encode())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !got.partial || got.expires != 42 || got.status != 201 || got.parts != 3 || string(got.body) != "body" || got.sum != e.sum ||
-		len(got.header) != 2 || got.header["A"][1] != "" || got.header["B"][0] != "x" {
+	if !got.Partial || got.expires != 42 || got.Status != 201 || got.parts != 3 || string(got.Body) != "body" || got.Sum != e.Sum ||
+		len(got.Header) != 2 || got.Header["A"][1] != "" || got.Header["B"][0] != "x" {
 		t.Fatalf("round trip: %+v", got)
 	}
 	for n := range len(e.encode()) {

@@ -1,4 +1,0 @@
-package actorhost
-
-// The SQL connections opened so far, and those open now.
-var SQLOpens, SQLLive = &sqlOpens, &sqlLive
