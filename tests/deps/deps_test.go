@@ -55,8 +55,11 @@ var leaves = map[string]struct {
 	"actors": {[]string{"github.com/asynkron/protoactor-go", "github.com/ncruces/go-sqlite3", "github.com/gorilla/websocket", "github.com/aws",
 		module + "/internal/actorhost", module + "/internal/kvrun", module + "/sockets", module + "/wasmhost", module + "/ingress", module + "/supervisors", module + "/ownership/keeper"},
 		"the class authors' API is small and stable; the runtime behind it is internal/actorhost"},
-	"internal/kvrun": {[]string{module + "/actors", module + "/internal/actorhost", module + "/ownership/keeper", module + "/ownership/dirstore", module + "/ownership/sqlitestore", module + "/ownership/s3store"},
+	"internal/kvrun": {[]string{module + "/actors", module + "/internal/actorhost", module + "/internal/actorstore", module + "/ownership/keeper", module + "/ownership/dirstore", module + "/ownership/sqlitestore", module + "/ownership/s3store"},
 		"the runs of an actor's storage read through the Fetch they are given"},
+	"internal/actorstore": {[]string{"github.com/asynkron/protoactor-go", module + "/internal/actorhost", module + "/wasmhost", module + "/ingress",
+		module + "/supervisors", module + "/node", module + "/ownership/keeper"},
+		"the storage engine of one actor does its I/O through the bucket it is given, and no actor-system work: the runtime uses it, never the other way"},
 }
 
 // forbiddenImports are direct imports that break the layout, with why.
@@ -216,6 +219,9 @@ func TestRulesCatchWhatTheyForbid(t *testing.T) {
 		"check with an SDK":           {pkg{ImportPath: module + "/ownership/bucketcheck", Deps: []string{"github.com/aws/aws-sdk-go-v2/service/s3"}}, "reaches no network"},
 		"check with a store":          {pkg{ImportPath: module + "/ownership/bucketcheck", Imports: []string{module + "/ownership/dirstore"}}, "the core's types alone"},
 		"runs with syscalls":          {pkg{ImportPath: module + "/internal/kvrun", Imports: []string{"syscall"}}, "no I/O of its own"},
+		"engine in an actor":          {pkg{ImportPath: module + "/internal/actorstore", Deps: []string{"github.com/asynkron/protoactor-go/actor"}}, "no actor-system work"},
+		"engine with the runtime":     {pkg{ImportPath: module + "/internal/actorstore", Deps: []string{module + "/internal/actorhost"}}, "never the other way"},
+		"engine with the keeper":      {pkg{ImportPath: module + "/internal/actorstore", Deps: []string{module + "/ownership/keeper"}}, "the bucket it is given"},
 		"runs in an actor":            {pkg{ImportPath: module + "/internal/kvrun", Deps: []string{"github.com/asynkron/protoactor-go/actor"}}, "no actor system"},
 		"socket owner knowing actors": {pkg{ImportPath: module + "/sockets", Deps: []string{module + "/actors"}}, "knows actors only as"},
 		"peer client in the entry":    {pkg{ImportPath: module + "/peer", Imports: []string{module + "/ingress"}}, "the entry uses the peer client"},
