@@ -1,9 +1,8 @@
 // Package actorhost is the runtime behind package actors: Host, which
 // keeps the actors resident on this node (one proto.actor actor each,
-// under a director), delivers their events, and commits their storage (a
-// head over immutable runs in the bucket, internal/kvrun), their SQL
-// databases (SQLite over the actor's node keys) and the keys of their
-// events. Class authors do not import it; the node builds a Host from a
+// under a director), delivers their events, and commits their storage,
+// their SQL databases and the keys of their events through the storage
+// engine of package actorstore. Class authors do not import it; the node builds a Host from a
 // Config (package node) and its entries hand events to it (package
 // ingress).
 //
@@ -32,9 +31,7 @@
 // object: stamped with the hold's generation, it is used as is; stamped
 // later, the hold was superseded and ends (Keeper.HoldEnded); stamped earlier
 // (a hold granted without the core, as in tests), it is sealed here first.
-// Runs need nothing more: a run is read only when a head lists it, so one
-// that a superseded hold wrote, landing late, is never read; the sweep
-// before a merge deletes it (ownership.RunGarbage).
+// Runs need nothing more (package actorstore, "Storage").
 //
 // # Group commit and the output gate
 //
@@ -62,7 +59,8 @@
 // a node's for what it forwards and for calls): the actor keeps it, with
 // the event's answer, in its storage under the node's prefix, in the same
 // commit as the event's writes, and answers a later event with the key
-// from it, on whatever node holds the actor by then (keys.go).
+// from it, on whatever node holds the actor by then (keys.go; the ledger
+// that keeps them is package actorstore's).
 //
 // # Damage
 //
@@ -116,6 +114,17 @@
 // Receive never waits on a resident actor, nor on the bucket (its calls run
 // on goroutines of their own), and a call cycle is refused.
 //
+// # Storage and SQL
+//
+// An actor handles one event at a time: its proto.actor mailbox serialises
+// them. Its storage, the event's write set (actors.Storage) and its SQL
+// database are package actorstore's: a resident actor holds its State,
+// runs each event on a Txn over it, commits the head the State encodes
+// (one conditional put, after the runs it lists), and merges its runs in
+// the background (compacting.go), one merge at a time, through its
+// mailbox. Its SQL connection (actorstore.SQL) is opened at its first SQL
+// call and closed as it leaves memory.
+//
 // # Hibernation
 //
 // An actor without events for Config.IdleTimeout hibernates: its state is
@@ -127,42 +136,6 @@
 // proto.actor actor has terminated (its last commit answered) the keeper is
 // told with Idle at the stopped generation, which is when it releases the
 // hold.
-//
-// # Storage
-//
-// An actor handles one event at a time: its proto.actor mailbox serialises
-// them. Its durable state is a head in the bucket, at
-// actors/<class>/<name>/state (segments escaped with ownership.KeySegment),
-// stamped with the generation of the hold that wrote it, over immutable
-// runs under actors/<class>/<name>/runs/ (layout.go; a merge of runs in
-// the background, compact.go). The writes of one event commit together:
-// the run that the commit flushes, if any, then one conditional put of
-// the head (If-Match on the version this hold last saw). A read that a
-// run cannot answer (the bucket did not) fails the event with
-// ErrUnavailable, never as a missing key.
-//
-// # SQL
-//
-// SQL(ctx) is the actor's SQL database (sql.go): SQLite, whose pages are
-// node keys of the event's storage (sqlvfs.go), so SQL writes are the
-// event's writes, committed or discarded with its others and counted in
-// its bound. An actor has one connection while it is resident, opened at
-// its first SQL call and closed as it leaves memory; a stamp in the
-// storage tells the connection, before each call, whether the pages are
-// still those it last left, and it is opened again when they are not.
-// SQL calls run on the event's goroutine.
-//
-// # Reading and replacing an actor's storage without a hold
-//
-// ReadActor (inspect.go) reads an actor's storage from the bucket as a
-// Snapshot, through the same layout code a resident actor uses, for an
-// operator's tools: its keys and values, its SQL database opened
-// read-only, and its export (export.go), a file of its whole storage with
-// a checksum. ImportActor writes an export back as a commit would, runs
-// first and then the state object conditioned on the version it read,
-// and only after its caller has found that no node holds the actor; the
-// seal of any acquisition meanwhile makes it fail rather than be lost
-// (see ImportActor).
 //
 // Host's methods are safe for concurrent use.
 package actorhost

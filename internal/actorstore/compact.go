@@ -44,7 +44,7 @@ func pickCompaction(runs []*Run) (n int, ok bool) {
 	return k + 1, k > 0
 }
 
-// compaction chooses the runs to merge, if any (pickCompaction): group,
+// Compaction chooses the runs to merge, if any (pickCompaction): group,
 // newest first, and bottom when it reaches the oldest run, so that the
 // merge drops the deletes.
 func (s *State) Compaction() (group []*Run, bottom, ok bool) {
@@ -55,7 +55,7 @@ func (s *State) Compaction() (group []*Run, bottom, ok bool) {
 	return slices.Clone(s.runs[:n]), n == len(s.runs), true
 }
 
-// listed is every run object the state names: the parts and manifests of
+// Listed is every run object the state names: the parts and manifests of
 // its runs, and its garbage.
 func (s *State) Listed() map[RunName]bool {
 	listed := map[RunName]bool{}
@@ -73,7 +73,7 @@ func (s *State) Listed() map[RunName]bool {
 	return listed
 }
 
-// merged replaces group, the runs a merge read, with out, its result,
+// Merged replaces group, the runs a merge read, with out, its result,
 // if they are still in the state; if they are not (a DeleteAll dropped
 // them meanwhile), it drops out and reports false.
 func (s *State) Merged(group []*Run, out *Run) bool {
@@ -93,7 +93,7 @@ func (s *State) Merged(group []*Run, out *Run) bool {
 	return true
 }
 
-// mergeGroup merges group (mergeRuns) and, when the merge fails, deletes
+// MergeGroup merges group (mergeRuns) and, when the merge fails, deletes
 // the parts it wrote, each within timeout.
 func MergeGroup(ctx context.Context, o RunOpener, b ownership.Bucket, a ownership.Actor, gen ownership.Generation, group []*Run, bottom bool, timeout time.Duration) (*Run, error) {
 	out, err := mergeRuns(ctx, o, a, gen, group, bottom)
@@ -115,7 +115,7 @@ func MergeGroup(ctx context.Context, o RunOpener, b ownership.Bucket, a ownershi
 	return out, err
 }
 
-// deleteRuns deletes runs that a landed head no longer lists, and returns
+// DeleteRuns deletes runs that a landed head no longer lists, and returns
 // those whose delete landed. (One that did not stays listed as garbage,
 // and the next commit tries again.)
 func DeleteRuns(ctx context.Context, b ownership.Bucket, a ownership.Actor, runs []RunName) []RunName {
@@ -128,7 +128,7 @@ func DeleteRuns(ctx context.Context, b ownership.Bucket, a ownership.Actor, runs
 	return done
 }
 
-// sweepRuns deletes the run objects of actor a that the rule of
+// SweepRuns deletes the run objects of actor a that the rule of
 // ownership.RunGarbage makes garbage to the hold at gen, given the names
 // its state lists (runs and garbage).
 func SweepRuns(ctx context.Context, b ownership.Bucket, a ownership.Actor, gen ownership.Generation, listed map[RunName]bool, timeout time.Duration) error {

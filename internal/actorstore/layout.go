@@ -83,7 +83,7 @@ type memEntry struct {
 	ver uint64
 }
 
-// run is one sorted run a head lists: one part or more, each an object,
+// Run is one sorted run a head lists: one part or more, each an object,
 // with disjoint key ranges in ascending order (a merge cuts its output
 // into parts of Config.RunPart bytes, so that no object, and nothing a
 // node holds while it writes one, grows with the actor).
@@ -141,13 +141,13 @@ func (r *Run) find(key string) *part {
 	return r.parts[i]
 }
 
-// runName names a run object without its contents.
+// RunName names a run object without its contents.
 type RunName struct {
 	gen ownership.Generation
 	n   uint64
 }
 
-// kvState is an actor's storage as a hold sees it: the head's contents,
+// State is an actor's storage as a hold sees it: the head's contents,
 // plus the writes of events whose commit has not landed yet (in mem, at
 // versions past the durable one).
 type State struct {
@@ -169,6 +169,8 @@ type State struct {
 	flushing bool
 }
 
+// NewState is the state of an actor that has no storage yet, under the
+// ownership header h.
 func NewState(h ownership.StateHeader) *State {
 	return &State{StateHeader: h, mem: map[string]memEntry{}}
 }
@@ -193,7 +195,7 @@ func stateOfMap(kv map[string][]byte) *State {
 // then (the directory store, at its first range read of an object).
 const DefaultRunPart = 8 << 20
 
-// storageReads counts the bucket calls of actors' storage.
+// IOCounts counts the bucket calls of actors' storage.
 type IOCounts struct {
 	Heads, Manifests, Runs, RunBytes atomic.Int64
 	// writes and the bytes of their bodies: heads (commits) and runs
@@ -203,14 +205,14 @@ type IOCounts struct {
 	Stalls atomic.Int64
 }
 
-// newRunOpener is what reads and writes the runs of actors in b, through
+// NewRunOpener is what reads and writes the runs of actors in b, through
 // the cache c, each bucket call bounded by timeout, cutting merges into
 // parts of about part bytes, and counting in reads.
 func NewRunOpener(b ownership.Bucket, c *kvrun.Cache, timeout time.Duration, part int, reads *IOCounts) RunOpener {
 	return RunOpener{b: b, c: c, timeout: timeout, part: part, reads: reads}
 }
 
-// readFault carries a failed storage read out of a class's code: Storage's
+// ReadFault carries a failed storage read out of a class's code: Storage's
 // reads have no error result, and a read that failed must not look like a
 // missing key. The event fails with err (resident.go recovers it).
 // It is an error too, for code that recovers panics into errors on the
@@ -296,7 +298,7 @@ func (s *State) memEntries(opt actors.ListOptions) []kvrun.Entry {
 	return es
 }
 
-// apply makes an event's writes part of the state at version ver.
+// Apply makes an event's writes part of the state at version ver.
 func (s *State) Apply(t *Txn, ver uint64) {
 	if t.cleared {
 		s.clear(ver)
@@ -328,7 +330,7 @@ func (s *State) clear(ver uint64) {
 	s.runs, s.mem, s.memBytes, s.size, s.clearedAt = nil, map[string]memEntry{}, 0, 0, ver
 }
 
-// drop makes r's parts, and its manifest, garbage.
+// Drop makes r's parts, and its manifest, garbage.
 func (s *State) Drop(r *Run) {
 	for _, p := range r.parts {
 		s.garbage = append(s.garbage, p.name())
@@ -338,7 +340,7 @@ func (s *State) Drop(r *Run) {
 	}
 }
 
-// openRuns gives every part a reader.
+// OpenRuns gives every part a reader.
 func (s *State) OpenRuns(a ownership.Actor, o RunOpener) {
 	for _, r := range s.runs {
 		for _, p := range r.parts {
@@ -349,7 +351,7 @@ func (s *State) OpenRuns(a ownership.Actor, o RunOpener) {
 	}
 }
 
-// runOpener is what a reader of run parts reads with.
+// RunOpener is what a reader of run parts reads with.
 type RunOpener struct {
 	b       ownership.Bucket
 	c       *kvrun.Cache
@@ -427,7 +429,7 @@ func (c *chain) Next() (kvrun.Entry, bool) {
 
 func (c *chain) Err() error { return c.err }
 
-// head is what one commit writes: the state object's payload, and the
+// Head is what one commit writes: the state object's payload, and the
 // objects to write before it: the run, if the memory table is flushed,
 // and the manifests of runs of more than one part that have none yet.
 type Head struct {
@@ -445,7 +447,7 @@ type manifest struct {
 	body []byte
 }
 
-// encodeHead gives the head of the state at version ver for the hold at
+// EncodeHead gives the head of the state at version ver for the hold at
 // gen. With a memory table past flushAt, the table becomes a new run (the
 // caller writes it first), named by gen and a random number, so that no
 // two attempts ever name the same run, whatever a hold remembers; the
@@ -576,7 +578,7 @@ func decodeManifest(body []byte) ([]*part, error) {
 	return parts, nil
 }
 
-// loadManifests reads the manifest of each run that a decoded head lists
+// LoadManifests reads the manifest of each run that a decoded head lists
 // through one, and gives the run its parts: one read for each. A manifest
 // that is missing, or that lists other than what the head says, is
 // damage (an error that matches ownership.ErrDamaged); a read that fails
@@ -668,7 +670,7 @@ func (s *State) flushMem(gen ownership.Generation) (*Run, []byte, error) {
 	return &Run{parts: []*part{{gen: gen, n: rand.Uint64(), meta: meta}}}, body, nil
 }
 
-// landed records that head h, and the run it flushed, are durable: the
+// Landed records that head h, and the run it flushed, are durable: the
 // memory table's entries it covered move to that run.
 func (s *State) Landed(h Head, seq uint64) {
 	s.Seq = seq
@@ -699,7 +701,7 @@ func (s *State) Landed(h Head, seq uint64) {
 	s.runs = append([]*Run{h.flush}, s.runs...)
 }
 
-// collected forgets the garbage whose delete landed.
+// Collected forgets the garbage whose delete landed.
 func (s *State) Collected(done []RunName) {
 	if len(done) == 0 {
 		return
@@ -835,22 +837,22 @@ func (d *decoder) field() []byte {
 	return f
 }
 
-// stalls reports whether the state lists maxRuns runs or more and its
+// Stalls reports whether the state lists maxRuns runs or more and its
 // memory table is past flushAt, but under maxMem: then a commit may wait
 // for the merge under way rather than flush one more run.
 func (s *State) Stalls(maxRuns, maxMem int) bool {
 	return len(s.runs) >= maxRuns && s.memBytes > flushAt && s.memBytes < maxMem
 }
 
-// garbageNames is a copy of the state's garbage: the runs it no longer
+// Garbage is a copy of the state's garbage: the runs it no longer
 // lists whose deletion has not landed yet.
 func (s *State) Garbage() []RunName { return slices.Clone(s.garbage) }
 
-// encoded is the head's payload: what the state object holds after the
+// Payload is the head's payload: what the state object holds after the
 // ownership header.
 func (h Head) Payload() []byte { return h.payload }
 
-// putRuns writes what the head lists that is not in the bucket yet, each
+// PutRuns writes what the head lists that is not in the bucket yet, each
 // If-None-Match, before the head itself may be written: the run it
 // flushes, then its new manifests.
 func (h Head) PutRuns(ctx context.Context, b ownership.Bucket, o RunOpener, a ownership.Actor) error {
@@ -870,7 +872,7 @@ func (h Head) PutRuns(ctx context.Context, b ownership.Bucket, o RunOpener, a ow
 	return err
 }
 
-// openFlushed opens the run the head flushed, if any, once the head has
+// OpenFlushed opens the run the head flushed, if any, once the head has
 // landed.
 func (h Head) OpenFlushed(o RunOpener, a ownership.Actor) {
 	if f := h.flush; f != nil {

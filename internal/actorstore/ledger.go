@@ -17,7 +17,7 @@ import (
 // remembered without its body (its replay says so in KeptHeader).
 const MaxKeptAnswer = 1 << 20
 
-// timedExpiry is the expiry (Unix milliseconds) a timed key begins with; 0
+// TimedExpiry is the expiry (Unix milliseconds) a timed key begins with; 0
 // for a key that begins with none.
 func TimedExpiry(key string) int64 {
 	if len(key) < 12 {
@@ -30,7 +30,7 @@ func TimedExpiry(key string) int64 {
 	return int64(exp)
 }
 
-// ledgerKey is an event key as the ledger keeps it.
+// LedgerKey is an event key as the ledger keeps it.
 type LedgerKey struct {
 	Name  string        // its name in the ledger: a client's and a node's apart, timed ones in the order they end
 	Timed bool          // a node's key kept only if its event took effect, named by its expiry
@@ -77,7 +77,7 @@ func expiryKey(exp int64, name string) string {
 	return fmt.Sprintf("%s%016x/%s", expiryPrefix, uint64(exp), name)
 }
 
-// ledgerEntry is what an actor keeps of a key.
+// LedgerEntry is what an actor keeps of a key.
 type LedgerEntry struct {
 	// partial: the event took effect in part (its writes before a call
 	// were committed for it), and did not end: no answer is kept.
@@ -155,7 +155,7 @@ func decodeEntry(b []byte) (LedgerEntry, error) {
 	return e, nil
 }
 
-// ledgerLookup reads what the actor keeps of k, if anything. An entry that
+// LedgerLookup reads what the actor keeps of k, if anything. An entry that
 // cannot be decoded is damage to the actor's storage.
 func (t *Txn) LedgerLookup(k LedgerKey) (LedgerEntry, bool, error) {
 	name := k.Name
@@ -180,7 +180,7 @@ func (t *Txn) LedgerLookup(k LedgerKey) (LedgerEntry, bool, error) {
 	return e, true, nil
 }
 
-// ledgerRecord keeps e under k in the event's writes, replacing what was
+// LedgerRecord keeps e under k in the event's writes, replacing what was
 // kept (a partial entry), and ends up to expireAtOnce keys whose time is
 // over, or the oldest past maxKeys. absent: the caller knows nothing is
 // kept under k (it looked, and wrote nothing since), so no read is needed
@@ -253,7 +253,7 @@ func (t *Txn) LedgerRecord(k LedgerKey, e *LedgerEntry, now time.Time, maxKeys i
 // an Idempotency-Key.
 var timedMark = []byte{1}
 
-// expireTimed ends up to expireAtOnce timed keys whose time is over at
+// ExpireTimed ends up to expireAtOnce timed keys whose time is over at
 // now, listing from the least that may be live (timedLowKey) so that what
 // earlier passes deleted is not stepped over again.
 func (t *Txn) ExpireTimed(now time.Time) error {

@@ -64,7 +64,7 @@ import (
 // other than those listed in sqlPragmas is refused, as are ATTACH and
 // DETACH. Foreign keys are enforced (PRAGMA foreign_keys is on).
 
-// sqlDB is the SQL database of the actor whose event it was taken in
+// DB is the SQL database of the actor whose event it was taken in
 // (actors.SQLDB's calls come here). Its calls run on the event's
 // goroutine, in the event.
 type DB struct {
@@ -73,13 +73,13 @@ type DB struct {
 	t   *Txn // the event's storage
 }
 
-// newSQLDB is the SQL database of an event whose storage is t, of the
+// NewDB is the SQL database of an event whose storage is t, of the
 // resident actor whose connection is s.
 func NewDB(ctx context.Context, s *SQL, t *Txn) *DB {
 	return &DB{ctx: ctx, sql: s, t: t}
 }
 
-// sqlSlot is a resident actor's SQL connection: none until its first SQL
+// SQL is a resident actor's SQL connection: none until its first SQL
 // call, then one while it stays resident (see the top of this file).
 type SQL struct{ c *sqlConn }
 
@@ -362,7 +362,7 @@ func (s *SQL) conn(st nodeStorage) (*sqlConn, error) {
 	return s.c, nil
 }
 
-// close closes the actor's connection, if it has one: the actor leaves
+// Close closes the actor's connection, if it has one: the actor leaves
 // memory (resident.go calls it where it closes the class's Resident).
 func (s *SQL) Close() {
 	if s.c != nil {

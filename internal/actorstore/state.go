@@ -11,7 +11,7 @@ import (
 // head (layout.go).
 func StateKey(a ownership.Actor) string { return ownership.StateKey(a) }
 
-// decodeStateObject reads a state object: the ownership layer's header
+// DecodeStateObject reads a state object: the ownership layer's header
 // (the generation of the hold that last wrote it, which an acquisition's
 // seal raises before the hold exists, and a write count), then the head.
 // It returns the payload too, for a seal that rewrites it as it is.

@@ -30,7 +30,7 @@ func stateSize(kv map[string][]byte) int {
 	return n
 }
 
-// txn is the Storage of one event: a write set over the working state,
+// Txn is the Storage of one event: a write set over the working state,
 // whose reads of runs go out under ctx.
 // Invariant: size is always the size of the state the event would commit.
 type Txn struct {
@@ -51,6 +51,9 @@ func newTxn(kv map[string][]byte, maxSize int) *Txn {
 	return NewEventTxn(context.Background(), stateOfMap(kv), maxSize)
 }
 
+// NewEventTxn is the Storage of one event over base, the working state,
+// bounded to maxSize bytes of keys and values; its reads of runs are
+// bounded by ctx.
 func NewEventTxn(ctx context.Context, base *State, maxSize int) *Txn {
 	return &Txn{base: base, ctx: ctx, writes: map[string][]byte{}, size: base.size, maxSize: maxSize}
 }
@@ -216,7 +219,7 @@ func (t *Txn) deleteAll() {
 	}
 }
 
-// discard drops the event's writes: the storage is as the event found it
+// Discard drops the event's writes: the storage is as the event found it
 // (or as its last commit point left it).
 func (t *Txn) Discard() {
 	t.writes, t.cleared, t.size = map[string][]byte{}, false, t.base.size
@@ -297,14 +300,14 @@ func (t *Txn) Batch(ops ...actors.Op) error {
 	return nil
 }
 
-// rebase makes t's writes so far part of the working state at version
+// Rebase makes t's writes so far part of the working state at version
 // ver, the base of its further writes (a call's commit point).
 func (t *Txn) Rebase(ver uint64) {
 	t.base.Apply(t, ver)
 	t.writes, t.cleared = map[string][]byte{}, false
 }
 
-// dirty says whether the event wrote anything.
+// Dirty says whether the event wrote anything.
 func (t *Txn) Dirty() bool { return len(t.writes) > 0 || t.cleared }
 
 // result is the state the event would commit, as a map (tests: the base
@@ -320,6 +323,6 @@ func (t *Txn) result() map[string][]byte {
 	return kv
 }
 
-// faulted is the first read of the state that failed during the event, if
+// Fault is the first read of the state that failed during the event, if
 // any: the event fails with it.
 func (t *Txn) Fault() error { return t.fault }
