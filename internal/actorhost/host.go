@@ -62,7 +62,7 @@ type Config struct {
 	Merges int
 	// RunPart is about the largest run object a merge writes: it cuts its
 	// output into parts of this many bytes of keys and values. Zero:
-	// DefaultRunPart.
+	// actorstore.DefaultRunPart.
 	RunPart int
 	// IOTimeout bounds one bucket call of an event. Zero: 10 s.
 	IOTimeout time.Duration

@@ -75,7 +75,7 @@ const (
 const DefaultMaxKeys = 10000
 
 // KeptHeader, "no-body", marks a replayed answer whose body was too large
-// to keep (over MaxKeptAnswer).
+// to keep (over actorstore.MaxKeptAnswer).
 const KeptHeader = "Wasmkeep-Replayed-Body"
 
 // EventKey names an event that must run at most once.
