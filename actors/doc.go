@@ -4,7 +4,8 @@
 // actors, Rollback, and the Registry of the classes a node serves. A
 // program registers its classes and runs the node (package node;
 // examples/custom-node); the runtime behind this package is
-// internal/actorhost, which class authors never see.
+// internal/actorhost, and the storage engine internal/actorstore, which
+// class authors never see.
 //
 // # Events and storage
 //
