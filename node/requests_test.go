@@ -123,7 +123,10 @@ func TestBucketRequestsPerOperation(t *testing.T) {
 	idle := b.takeAt(t, "PUT nodes", 2, 3*period)
 	assert.Zero(t, idle["GET owners"]+idle["PUT owners"]+idle["GET actors"]+idle["PUT actors"],
 		"a parked room costs no request per period: %v", idle)
-	assert.LessOrEqual(t, idle["LIST nodes"], 2, "at most one membership listing per period: %v", idle)
+	// One membership listing a period; the window, two periods from a
+	// lease write, is not in phase with the listings, so it holds three
+	// when one falls just after its start and another just before its end.
+	assert.LessOrEqual(t, idle["LIST nodes"], 3, "at most one membership listing per period: %v", idle)
 
 	// The wake: a message to the parked room.
 	ada.Say("wake up")
