@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/gorilla/websocket"
 	"github.com/tetratelabs/wazero"
 
@@ -163,7 +164,13 @@ type grantAll struct{}
 func (grantAll) Acquire(context.Context, ownership.Actor) (keeper.Decision, error) {
 	return keeper.Decision{Verdict: keeper.Granted, Gen: 1}, nil
 }
-func (grantAll) MayAct(ownership.Actor, ownership.Generation) bool       { return true }
+func (grantAll) MayAct(ownership.Actor, ownership.Generation) bool            { return true }
+func (grantAll) MayActNow(ownership.Actor, ownership.Generation) (bool, bool) { return true, true }
+
+// RequestMayAct is never asked: MayActNow always knows.
+func (grantAll) RequestMayAct(ownership.Actor, ownership.Generation, *actor.PID, uint64) {
+	panic("RequestMayAct: MayActNow always knows")
+}
 func (grantAll) Idle(ownership.Actor, ownership.Generation)              {}
 func (grantAll) HoldEnded(ownership.Actor, ownership.Generation, string) {}
 func (grantAll) DamageFound(string, error)                               {}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/internal/actorhost"
 	"github.com/wasmkeep/wasmkeep/ownership"
@@ -19,7 +21,13 @@ type anyKeeper struct{}
 func (anyKeeper) Acquire(context.Context, ownership.Actor) (keeper.Decision, error) {
 	return keeper.Decision{Verdict: keeper.Granted, Gen: 1}, nil
 }
-func (anyKeeper) MayAct(ownership.Actor, ownership.Generation) bool       { return true }
+func (anyKeeper) MayAct(ownership.Actor, ownership.Generation) bool            { return true }
+func (anyKeeper) MayActNow(ownership.Actor, ownership.Generation) (bool, bool) { return true, true }
+
+// RequestMayAct is never asked: MayActNow always knows.
+func (anyKeeper) RequestMayAct(ownership.Actor, ownership.Generation, *actor.PID, uint64) {
+	panic("RequestMayAct: MayActNow always knows")
+}
 func (anyKeeper) Idle(ownership.Actor, ownership.Generation)              {}
 func (anyKeeper) HoldEnded(ownership.Actor, ownership.Generation, string) {}
 func (anyKeeper) DamageFound(string, error)                               {}

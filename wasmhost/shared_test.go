@@ -34,18 +34,6 @@ const tenantGuest = "./testdata/tenant"
 
 var isolations = []Isolation{IsolationActor, IsolationClass}
 
-// everyHold lets every hold act, for an actorhost.Host without an ownership
-// core.
-type everyHold struct{}
-
-func (everyHold) Acquire(context.Context, ownership.Actor) (keeper.Decision, error) {
-	return keeper.Decision{Verdict: keeper.Granted, Gen: 1}, nil
-}
-func (everyHold) MayAct(ownership.Actor, ownership.Generation) bool       { return true }
-func (everyHold) Idle(ownership.Actor, ownership.Generation)              {}
-func (everyHold) HoldEnded(ownership.Actor, ownership.Generation, string) {}
-func (everyHold) DamageFound(string, error)                               {}
-
 // tenants is the tenant class served by an actorhost.Host in one isolation,
 // on one shared guest (unless cfg says otherwise) in isolation class.
 type tenants struct {
@@ -78,7 +66,7 @@ func newTenantsIdle(t *testing.T, iso Isolation, cfg Config, idle time.Duration)
 	if err := reg.Register("tenant", m); err != nil {
 		t.Fatal(err)
 	}
-	h, err := actorhost.New(actorhost.Config{Keeper: everyHold{}, Bucket: memstore.New(memstore.Faults{}), Registry: reg,
+	h, err := actorhost.New(actorhost.Config{Keeper: anyKeeper{}, Bucket: memstore.New(memstore.Faults{}), Registry: reg,
 		System: keeper.NewSystem(nil), IdleTimeout: idle})
 	if err != nil {
 		t.Fatal(err)

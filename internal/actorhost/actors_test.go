@@ -7,8 +7,10 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -27,6 +29,13 @@ type fakeKeeper struct {
 	idle    []ownership.Generation
 	ended   []ownership.Generation
 	damaged []string // keys, one per DamageFound
+
+	// slow: MayActNow never knows, and RequestMayAct answers later from
+	// another goroutine, as the keeper does when its table of live holds
+	// cannot answer. asked counts those questions.
+	slow  atomic.Bool
+	asked atomic.Int64
+	sys   *actor.ActorSystem
 }
 
 // Acquire grants every event at generation 1.
@@ -39,6 +48,21 @@ func (o *fakeKeeper) MayAct(_ ownership.Actor, gen ownership.Generation) bool {
 	defer o.mu.Unlock()
 	return !o.revoked[gen]
 }
+
+func (o *fakeKeeper) MayActNow(a ownership.Actor, gen ownership.Generation) (bool, bool) {
+	if o.slow.Load() {
+		return false, false
+	}
+	return o.MayAct(a, gen), true
+}
+
+func (o *fakeKeeper) RequestMayAct(a ownership.Actor, gen ownership.Generation, replyTo *actor.PID, tag uint64) {
+	o.asked.Add(1)
+	may := o.MayAct(a, gen)
+	go o.sys.Root.Send(replyTo, &keeper.MayActAnswer{Actor: a, Gen: gen, Tag: tag, May: may})
+}
+
+func (o *fakeKeeper) setSystem(sys *actor.ActorSystem) { o.sys = sys }
 
 func (o *fakeKeeper) Idle(_ ownership.Actor, gen ownership.Generation) {
 	o.mu.Lock()
@@ -83,6 +107,9 @@ func hostOf(t testing.TB, cfg actorhost.Config) *actorhost.Host {
 		cfg.Keeper = &fakeKeeper{}
 	}
 	cfg.System = keeper.NewSystem(nil)
+	if o, ok := cfg.Keeper.(interface{ setSystem(*actor.ActorSystem) }); ok {
+		o.setSystem(cfg.System)
+	}
 	h, err := actorhost.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -23,8 +23,16 @@ type Keeper interface {
 	// Acquire gives an event its hold, and waits for the decision
 	// (Dispatch and Take call it; Deliver takes a hold granted already).
 	Acquire(ctx context.Context, a ownership.Actor) (keeper.Decision, error)
-	// MayAct says whether output of the hold at gen may be released now.
+	// MayAct says whether output of the hold at gen may be released now,
+	// waiting for the keeper if it must. Only an event's call, inside the
+	// class's code, and an actor that stops call it.
 	MayAct(a ownership.Actor, gen ownership.Generation) bool
+	// MayActNow is MayAct when it needs no wait (known); otherwise the
+	// resident actor asks RequestMayAct and goes on with its mailbox.
+	MayActNow(a ownership.Actor, gen ownership.Generation) (may, known bool)
+	// RequestMayAct asks MayAct by message: replyTo receives a
+	// *keeper.MayActAnswer carrying tag. It must not block.
+	RequestMayAct(a ownership.Actor, gen ownership.Generation, replyTo *actor.PID, tag uint64)
 	// Idle says the actor dropped out of memory while its hold was live.
 	Idle(a ownership.Actor, gen ownership.Generation)
 	// HoldEnded says the hold at gen cannot serve any more (its state was

@@ -21,6 +21,7 @@ import (
 	"github.com/wasmkeep/wasmkeep/internal/actorstore"
 	"github.com/wasmkeep/wasmkeep/internal/eventctx"
 	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 )
 
 // residentActor is the proto.actor actor of one resident actor: its mailbox
@@ -56,8 +57,18 @@ type residentActor struct {
 	// failed commit wrote.
 	sealTaken ownership.Generation
 
-	// loading is the load of the state under way, if any (startLoad).
-	loading *stateLoad
+	// loading is the load of the state under way, if any (startLoad);
+	// switching, a later grant's events held while the earlier hold's
+	// events settle (beginSwitch).
+	loading   *stateLoad
+	switching *grantSwitch
+	// asking is the output gate's question to the keeper while its answer
+	// is on its way (release); asks numbers the questions.
+	asking *mayActAsk
+	asks   uint64
+	// ending: the actor restarts or stops, and waits in Receive for what
+	// it must (settleEnding).
+	ending bool
 
 	// compacting is the merge of runs under way, if any (compact.go);
 	// collecting the deletes of garbage (collect).
@@ -123,6 +134,25 @@ func (res commitResult) outcome() ownership.Outcome {
 	return ownership.OutcomeOf(res.err)
 }
 
+// mayActAsk is a question to the keeper the output gate waits for by
+// message: may the hold at gen act now? through is the durable version
+// when it was asked: the answer releases the events that version covers.
+type mayActAsk struct {
+	tag     uint64
+	gen     ownership.Generation
+	through uint64
+}
+
+// grantSwitch holds the events of a later grant while the actor finishes
+// the earlier hold's events (their commits and their release, each by
+// message) and then asks the keeper whether the new hold may act (tag,
+// while the answer is on its way).
+type grantSwitch struct {
+	stash   []*eventMsg
+	settled bool
+	tag     uint64
+}
+
 // collection is the deletes of garbage under way (collect): the names it
 // deletes, and those whose delete landed.
 type collection struct {
@@ -148,7 +178,10 @@ func (ra *residentActor) Receive(ctx actor.Context) {
 	case *commitDoneMsg:
 		if ra.inflight == msg.job {
 			ra.committedAt(ctx, <-msg.job.done)
+			ra.advanceSwitch(ctx)
 		}
+	case *keeper.MayActAnswer:
+		ra.mayActAnswered(ctx, msg)
 	case *loadedMsg:
 		if ra.loading == msg.l {
 			ra.loadDone(ctx, msg.l.result)
@@ -164,6 +197,7 @@ func (ra *residentActor) Receive(ctx actor.Context) {
 		// answered 503 (a commit in flight is waited for first, so that it
 		// cannot race the next load); the next event reloads.
 		ra.endLoad(ctx, "actor restarted")
+		ra.endSwitch(ctx, "actor restarted")
 		ra.settleEnding(ctx, false)
 		ra.drop()
 		ra.closePer()
@@ -191,6 +225,7 @@ func (ra *residentActor) Receive(ctx actor.Context) {
 		}
 		ra.endCollect(ctx)
 		ra.endLoad(ctx, "actor stopped")
+		ra.endSwitch(ctx, "actor stopped")
 		ra.settleEnding(ctx, true)
 		ra.collect(ctx) // what the last head lists, if its deletes did not run
 		ra.closePer()
@@ -198,11 +233,18 @@ func (ra *residentActor) Receive(ctx actor.Context) {
 	}
 }
 
-// settleEnding settles a resident actor that restarts or stops. A panic
+// settleEnding settles a resident actor that restarts or stops. It is the
+// one place a resident actor waits in Receive for its commit in flight and
+// for the keeper: proto.actor delivers nothing after Stopped, and a restart
+// must not let the next load race a commit of the hold before. A panic
 // while it does (the keeper's MayAct at the output gate failing again) must
 // not leave an event unanswered or the actor half-stopped: every waiting
 // event is failed.
 func (ra *residentActor) settleEnding(ctx actor.Context, flush bool) {
+	ra.ending, ra.asking = true, nil // an answer on its way is not waited for
+	defer func() {
+		ra.ending = false
+	}()
 	defer func() {
 		if p := recover(); p != nil {
 			ra.log().Error("panic while the resident actor ends; its waiting events fail", slog.Any("panic", p))
@@ -230,6 +272,7 @@ func (ra *residentActor) closePer() {
 func (ra *residentActor) drop() {
 	ra.loaded, ra.gen, ra.etag, ra.state = false, 0, "", nil
 	ra.version, ra.durable, ra.undeleted = 0, 0, nil
+	ra.asking = nil // nothing waits at the gate
 	if ra.compacting != nil {
 		ra.compacting.cancel() // its result, if any, finds the state dropped
 	}
@@ -263,25 +306,12 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 		ra.answer(ctx, m, result{err: ra.h.notRun(ra.actor, fmt.Sprintf("stale grant at generation %d, resident at %d", m.gen, ra.gen))})
 		return
 	}
-	if ra.loading != nil {
-		// Its state is being read: the event waits, in its turn, for the
-		// load to end (loadDone), whatever its grant.
-		ra.loading.stash = append(ra.loading.stash, m)
+	if ra.held(m) {
 		return
 	}
 	if !ra.loaded || m.gen != ra.gen {
-		ra.settle(ctx, true) // a later grant: finish the old hold's events first
-		ra.drop()
-		// The grant may have ended before its event got here: the actor
-		// went idle between the grant and the event (the director's idle
-		// timer came first), and its hold was parked or released. Such
-		// an event must not run: its writes would land and its output be
-		// withheld. Refused before it runs, it is delivered again.
-		if !ra.h.cfg.Keeper.MayAct(ra.actor, m.gen) {
-			ra.answer(ctx, m, result{err: ra.h.notRun(ra.actor, "hold no longer live")})
-			return
-		}
-		ra.startLoad(ctx, m)
+		ra.switching = &grantSwitch{stash: []*eventMsg{m}}
+		ra.advanceSwitch(ctx)
 		return
 	}
 	// Bucket calls outlive a client that went away: a commit cut short
@@ -486,7 +516,8 @@ func (ra *residentActor) startCommit(ctx actor.Context) {
 		root.Send(self, &commitDoneMsg{job: job})
 		return
 	}
-	body, key, etag, a := ownership.EncodeState(ownership.StateHeader{Gen: ra.gen, Seq: seq}, hd.Payload()), actorstore.StateKey(ra.actor), ra.etag, ra.actor
+	gen := ra.gen
+	body, key, etag, a := ownership.EncodeState(ownership.StateHeader{Gen: gen, Seq: seq}, hd.Payload()), actorstore.StateKey(ra.actor), ra.etag, ra.actor
 	job.body = body
 	runs, reads := ra.h.runs(), &ra.h.reads
 	go func() {
@@ -509,6 +540,9 @@ func (ra *residentActor) startCommit(ctx actor.Context) {
 			reads.HeadBytes.Add(int64(len(body)))
 			res.headSent = true
 			res.etag, res.err = bucket.Put(cctx, key, body, cond)
+		}
+		if res.err != nil && res.outcome() == ownership.Unknown {
+			res = ra.resolve(job, res, gen, etag)
 		}
 	}()
 }
@@ -569,9 +603,6 @@ func (ra *residentActor) committedAt(ctx actor.Context, res commitResult) {
 	if !ra.loaded {
 		return // dropped meanwhile (the gate closed): the next event reloads
 	}
-	if res.err != nil && res.outcome() == ownership.Unknown {
-		res = ra.resolve(job, res)
-	}
 	if res.err != nil {
 		outcome := res.outcome()
 		ra.log().Warn("actor commit did not land", slog.Uint64("gen", uint64(ra.gen)),
@@ -601,14 +632,14 @@ func (ra *residentActor) committedAt(ctx actor.Context, res commitResult) {
 // resolve finds out what became of the commit job, which had no answer
 // (res): it reads the state object again and, by ownership.JudgeLostCommit,
 // takes the commit for landed if the object is its own, or writes the
-// object again as it was, on the version the commit was conditioned on,
-// so that the commit can never land, and takes it for refused once that
-// landed. What cannot be told stays unknown. It waits on the actor's
-// goroutine, as a commit point does, for at most two reads and a write,
-// each bounded by the I/O timeout: a bucket that answers late is the usual
-// cause, and its answer turns "outcome unknown" into a success or a
-// refusal for every event that waited.
-func (ra *residentActor) resolve(job *commitJob, res commitResult) commitResult {
+// object again as it was, on the version the commit was conditioned on
+// (base, the hold at gen's), so that the commit can never land, and takes
+// it for refused once that landed. What cannot be told stays unknown. It
+// runs on the commit's goroutine, before its answer goes back, for at
+// most two reads and a write, each bounded by the I/O timeout: a bucket
+// that answers late is the usual cause, and its answer turns "outcome
+// unknown" into a success or a refusal for every event that waited.
+func (ra *residentActor) resolve(job *commitJob, res commitResult, gen ownership.Generation, base ownership.ETag) commitResult {
 	key, b, timeout := actorstore.StateKey(ra.actor), ra.h.cfg.Bucket, ra.h.cfg.IOTimeout
 	read := func() (ownership.LostCommit, ownership.Object, []byte) {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -621,38 +652,38 @@ func (ra *residentActor) resolve(job *commitJob, res commitResult) commitResult 
 			if err != nil {
 				return ownership.LostUnknown, obj, nil
 			}
-			return ownership.JudgeLostCommit(true, obj.Body, obj.ETag, job.body, ra.etag), obj, payload
+			return ownership.JudgeLostCommit(true, obj.Body, obj.ETag, job.body, base), obj, payload
 		case ownership.NotFound:
-			return ownership.JudgeLostCommit(false, nil, "", job.body, ra.etag), obj, nil
+			return ownership.JudgeLostCommit(false, nil, "", job.body, base), obj, nil
 		}
 		return ownership.LostUnknown, obj, nil
 	}
 	verdict, obj, payload := read()
 	switch verdict {
 	case ownership.LostLanded:
-		ra.log().Info("actor commit without an answer had landed", slog.Uint64("gen", uint64(ra.gen)))
+		ra.log().Info("actor commit without an answer had landed", slog.Uint64("gen", uint64(gen)))
 		return commitResult{etag: obj.ETag, headSent: true}
 	case ownership.LostUnknown:
 		return res
 	}
 	cond := ownership.IfMatch(obj.ETag)
-	if ra.etag == "" {
+	if base == "" {
 		// A first commit: its seal is the empty state, created.
-		hd, err := actorstore.NewState(ownership.StateHeader{Gen: ra.gen}).EncodeHead(ra.gen, 0)
+		hd, err := actorstore.NewState(ownership.StateHeader{Gen: gen}).EncodeHead(gen, 0)
 		if err != nil {
 			return res
 		}
 		payload, cond = hd.Payload(), ownership.IfAbsent()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	seal := ownership.EncodeState(ownership.StateHeader{Gen: ra.gen, Seq: job.seq + 1}, payload)
+	seal := ownership.EncodeState(ownership.StateHeader{Gen: gen, Seq: job.seq + 1}, payload)
 	ra.h.reads.HeadWrites.Add(1)
 	ra.h.reads.HeadBytes.Add(int64(len(seal)))
 	_, err := b.Put(ctx, key, seal, cond)
 	cancel()
 	switch ownership.OutcomeOf(err) {
 	case ownership.Landed:
-		ra.log().Info("actor commit without an answer sealed out: it cannot land", slog.Uint64("gen", uint64(ra.gen)))
+		ra.log().Info("actor commit without an answer sealed out: it cannot land", slog.Uint64("gen", uint64(gen)))
 		return commitResult{err: fmt.Errorf("commit without an answer, sealed out by a rewrite of the state it was conditioned on: %w", ownership.ErrPrecondition), headSent: true}
 	case ownership.Refused, ownership.NotFound:
 		// Something was written since the read: the commit itself, late?
@@ -668,24 +699,78 @@ func (ra *residentActor) resolve(job *commitJob, res commitResult) commitResult 
 // (ownership.Gate): an event that took effect is released; one that only
 // read is released if its hold may still act now, and refused otherwise.
 // Socket output goes out only while the hold may act: under a later hold
-// it could overtake that hold's own.
+// it could overtake that hold's own. When the gate needs the keeper's
+// verdict and the keeper's table of live holds cannot give it at once,
+// the question goes by message, and the answer releases them
+// (mayActAnswered); the actor goes on with its mailbox meanwhile.
 func (ra *residentActor) release(ctx actor.Context) {
-	n := 0
-	for n < len(ra.waiting) && ra.waiting[n].upto <= ra.durable {
-		n++
+	if ra.asking != nil && !ra.ending {
+		return // the answer on its way releases them
 	}
+	n := ra.ready(ra.durable)
 	if n == 0 {
 		return
 	}
-	// The verdicts first, MayAct asked at most once, before the waiting
-	// list changes: should it panic, the restart answers them all.
-	var may, asked bool
-	mayAct := func() bool {
-		if !asked {
-			may, asked = ra.h.cfg.Keeper.MayAct(ra.actor, ra.gen), true
-		}
-		return may
+	k := ra.h.cfg.Keeper
+	if ra.ending {
+		var may, asked bool
+		ra.releaseN(ctx, n, func() bool {
+			if !asked {
+				may, asked = k.MayAct(ra.actor, ra.gen), true
+			}
+			return may
+		})
+		return
 	}
+	may := false
+	if ra.needsMayAct(n) {
+		var known bool
+		if may, known = k.MayActNow(ra.actor, ra.gen); !known {
+			ra.asks++
+			ra.asking = &mayActAsk{tag: ra.asks, gen: ra.gen, through: ra.durable}
+			k.RequestMayAct(ra.actor, ra.gen, ctx.Self(), ra.asks)
+			return
+		}
+	}
+	ra.releaseN(ctx, n, func() bool { return may })
+}
+
+// ready counts the waiting events whose writes the version through covers.
+func (ra *residentActor) ready(through uint64) int {
+	n := 0
+	for n < len(ra.waiting) && ra.waiting[n].upto <= through {
+		n++
+	}
+	return n
+}
+
+// needsMayAct reports whether releasing the first n waiting events asks
+// whether the hold may act (releaseN's three questions).
+func (ra *residentActor) needsMayAct(n int) bool {
+	asked := false
+	probe := func() bool { asked = true; return true }
+	for i := range ra.waiting[:n] {
+		w := &ra.waiting[i]
+		if len(w.r.out) > 0 || (w.r.resp != nil && w.r.resp.Accept != nil) {
+			return true
+		}
+		ownership.Gate(ownership.EventEnd{Wrote: w.wrote, Earlier: w.earlier, Commit: ownership.Landed, MayAct: probe})
+		if asked {
+			return true
+		}
+	}
+	return false
+}
+
+// releaseN answers the first n waiting events through the gate, with
+// mayAct the hold's verdict.
+func (ra *residentActor) releaseN(ctx actor.Context, n int, mayAct func() bool) {
+	if n == 0 {
+		return
+	}
+	// The verdicts first, before the waiting list changes: should mayAct
+	// panic, the restart answers them all.
+	may := false
 	for i := range ra.waiting[:n] {
 		w := &ra.waiting[i]
 		w.gated = ownership.Gate(ownership.EventEnd{Wrote: w.wrote, Earlier: w.earlier, Commit: ownership.Landed, MayAct: mayAct})
@@ -693,7 +778,7 @@ func (ra *residentActor) release(ctx actor.Context) {
 			continue
 		}
 		if len(w.r.out) > 0 {
-			mayAct()
+			may = mayAct()
 		}
 		if w.r.resp != nil && w.r.resp.Accept != nil && !mayAct() {
 			// A WebSocket is accepted only where the actor is held: this
@@ -1053,13 +1138,114 @@ func (ra *residentActor) loadDone(ctx actor.Context, res loaded) {
 			ra.sealTaken = res.gen
 		}
 	}
-	for i, m := range stash {
-		if ra.loading != nil {
-			ra.loading.stash = append(ra.loading.stash, stash[i:]...)
+	for _, m := range stash {
+		ra.event(ctx, m) // held again if one starts another load
+	}
+}
+
+// held keeps m for later if the actor reads its state or switches grants:
+// it runs, in its turn, when that ends (loadDone, switched), whatever its
+// grant.
+func (ra *residentActor) held(m *eventMsg) bool {
+	switch {
+	case ra.switching != nil:
+		ra.switching.stash = append(ra.switching.stash, m)
+	case ra.loading != nil:
+		ra.loading.stash = append(ra.loading.stash, m)
+	default:
+		return false
+	}
+	return true
+}
+
+// advanceSwitch takes a grant switch (an event of a later grant than the
+// state's, or of a state not read) as far as it can go without waiting:
+// the earlier hold's events are finished first (what is not written is
+// committed, and released through the gate), each commit and the gate's
+// question to the keeper coming back by message (committedAt,
+// mayActAnswered call it again); then the keeper is asked whether the new
+// grant may act. The grant may have ended before its event got here: the
+// actor went idle between the grant and the event (the director's idle
+// timer came first), and its hold was parked or released. Such an event
+// must not run: its writes would land and its output be withheld. Refused
+// before it runs, it is delivered again.
+func (ra *residentActor) advanceSwitch(ctx actor.Context) {
+	s := ra.switching
+	if s == nil || s.tag != 0 {
+		return
+	}
+	if !s.settled {
+		ra.settling = true // what a merge held back is committed now (see stalled)
+		ra.pump(ctx)
+		if ra.inflight != nil || ra.asking != nil {
 			return
 		}
+		ra.settling = false
+		if len(ra.waiting) > 0 {
+			ra.gateAll(ctx, ra.durable, ownership.Failed, "actor restarted")
+		}
+		ra.drop()
+		s.settled = true
+	}
+	gen := s.stash[0].gen
+	may, known := ra.h.cfg.Keeper.MayActNow(ra.actor, gen)
+	if !known {
+		ra.asks++
+		s.tag = ra.asks
+		ra.h.cfg.Keeper.RequestMayAct(ra.actor, gen, ctx.Self(), s.tag)
+		return
+	}
+	ra.switched(ctx, may)
+}
+
+// switched ends a grant switch with the keeper's verdict on the new
+// grant: its first event reads the state, or is refused; the others are
+// taken again in order.
+func (ra *residentActor) switched(ctx actor.Context, may bool) {
+	stash := ra.switching.stash
+	ra.switching = nil
+	if may {
+		ra.startLoad(ctx, stash[0])
+	} else {
+		ra.answer(ctx, stash[0], result{err: ra.h.notRun(ra.actor, "hold no longer live")})
+	}
+	for _, m := range stash[1:] {
 		ra.event(ctx, m)
 	}
+}
+
+// endSwitch ends a grant switch as the actor restarts or stops: none of
+// its events ran, so each is refused and delivered again.
+func (ra *residentActor) endSwitch(ctx actor.Context, why string) {
+	s := ra.switching
+	if s == nil {
+		return
+	}
+	ra.switching, ra.settling = nil, false
+	for _, m := range s.stash {
+		ra.answer(ctx, m, result{err: ra.h.notRun(ra.actor, why)})
+	}
+}
+
+// mayActAnswered takes the keeper's answer to a question of the gate
+// (release) or of a grant switch. An answer nobody waits for any more (the
+// hold's events were settled otherwise) is dropped.
+func (ra *residentActor) mayActAnswered(ctx actor.Context, m *keeper.MayActAnswer) {
+	if s := ra.switching; s != nil && s.tag != 0 && s.tag == m.Tag {
+		ra.switched(ctx, m.May)
+		ra.pump(ctx)
+		return
+	}
+	q := ra.asking
+	if q == nil || q.tag != m.Tag {
+		return
+	}
+	ra.asking = nil
+	if ra.loaded && ra.gen == q.gen {
+		ra.releaseN(ctx, ra.ready(q.through), func() bool { return m.May })
+		ra.release(ctx) // what became durable since it was asked
+	}
+	ra.advanceSwitch(ctx)
 }
 
 // endLoad ends a load under way as the actor restarts or stops: it is cut

@@ -31,6 +31,13 @@ func (o *panickyKeeper) MayAct(a ownership.Actor, gen ownership.Generation) bool
 	return o.fakeKeeper.MayAct(a, gen)
 }
 
+func (o *panickyKeeper) MayActNow(a ownership.Actor, gen ownership.Generation) (bool, bool) {
+	if o.armed.Load() {
+		panic("keeper broke")
+	}
+	return o.fakeKeeper.MayActNow(a, gen)
+}
+
 func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()

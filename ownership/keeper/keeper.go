@@ -286,7 +286,7 @@ func (k *Keeper) RequestAcquire(a ownership.Actor, replyTo *actor.PID, tag uint6
 // the hold is live and the lease valid. Call it when a response or a
 // storage commit is about to be released, not only when work starts.
 func (k *Keeper) MayAct(a ownership.Actor, gen ownership.Generation) bool {
-	if g, ok := k.fast.lookup(a, k.clock()); ok && g == gen {
+	if _, known := k.MayActNow(a, gen); known {
 		return true
 	}
 	ch := make(chan bool, 1)
@@ -299,6 +299,16 @@ func (k *Keeper) MayAct(a ownership.Actor, gen ownership.Generation) bool {
 	case <-k.done:
 		return false
 	}
+}
+
+// MayActNow is MayAct's answer when it needs no wait: known is true only
+// when the node's table of live holds says the hold at gen may act now
+// (may is then true). Otherwise ask RequestMayAct.
+func (k *Keeper) MayActNow(a ownership.Actor, gen ownership.Generation) (may, known bool) {
+	if g, ok := k.fast.lookup(a, k.clock()); ok && g == gen {
+		return true, true
+	}
+	return false, false
 }
 
 // RequestMayAct is MayAct for code running in an actor: replyTo receives a
