@@ -422,9 +422,10 @@ func (d *director) armIdle(ctx actor.Context, a ownership.Actor, e *residentEntr
 	e.timer = time.AfterFunc(d.h.cfg.IdleTimeout, func() { root.Send(self, &idleMsg{actor: a, seq: seq}) })
 }
 
-// remove takes a out of the resident set. The actor is poisoned: events
-// already in its mailbox still run (and fail the output gate if the hold is
-// gone), then it stops and its state is dropped. With idle, the keeper is
+// remove takes a out of the resident set. The actor is told to finish
+// (finishMsg): events already in its mailbox still run (and fail the
+// output gate if the hold is gone), then it commits and releases what ran
+// and stops, and its state is dropped. With idle, the keeper is
 // told the hold is idle so that it releases or parks it.
 func (d *director) remove(ctx actor.Context, a ownership.Actor, e *residentEntry, reason string, idle bool) {
 	delete(d.entries, a)
@@ -437,7 +438,7 @@ func (d *director) remove(ctx actor.Context, a ownership.Actor, e *residentEntry
 	if !idle {
 		e.ended.Store(true)
 	}
-	ctx.Poison(e.pid)
+	ctx.Send(e.pid, finishMsg{})
 	if idle && e.gen > 0 {
 		d.h.cfg.Keeper.Idle(a, e.gen)
 	}

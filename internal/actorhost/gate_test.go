@@ -1,8 +1,9 @@
 package actorhost_test
 
 import (
-	"errors"
+	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/internal/actorhost"
 	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
 )
 
@@ -41,20 +43,38 @@ func TestGateAsksTheKeeperByMessage(t *testing.T) {
 	require.EqualValues(t, 3, o.asked.Load())
 }
 
-// hungKeeper asks nobody: RequestMayAct's answer never comes.
-type hungKeeper struct{ fakeKeeper }
+// heldKeeper holds RequestMayAct's answers until the test sends them.
+type heldKeeper struct {
+	fakeKeeper
+	held chan func()
+}
 
-func (o *hungKeeper) RequestMayAct(ownership.Actor, ownership.Generation, *actor.PID, uint64) {
+func (o *heldKeeper) RequestMayAct(a ownership.Actor, gen ownership.Generation, replyTo *actor.PID, tag uint64) {
 	o.asked.Add(1)
+	may := o.MayAct(a, gen)
+	o.held <- func() { o.sys.Root.Send(replyTo, &keeper.MayActAnswer{Actor: a, Gen: gen, Tag: tag, May: may}) }
+}
+
+// putCount counts the bucket's writes.
+type putCount struct {
+	ownership.Bucket
+	puts atomic.Int64
+}
+
+func (b *putCount) Put(ctx context.Context, key string, body []byte, c ownership.Condition) (ownership.ETag, error) {
+	b.puts.Add(1)
+	return b.Bucket.Put(ctx, key, body, c)
 }
 
 // TestGateQuestionDoesNotHoldTheActor: while the gate waits for the
-// keeper's answer, the actor's mailbox goes on: later events run (their
-// answers wait behind the read's, in order), and a stop ends the actor at
-// once, answering what waited with the keeper's verdict asked then.
+// keeper's answer, the actor's mailbox goes on: a later event runs and
+// its commit is written, its answer waiting behind the read's; a stop
+// waits for the answer by message too; the answer releases both, in
+// order, and the actor stops.
 func TestGateQuestionDoesNotHoldTheActor(t *testing.T) {
-	o := &hungKeeper{}
-	h := newHost(t, memstore.New(memstore.Faults{}), o, nil)
+	o := &heldKeeper{held: make(chan func(), 4)}
+	b := &putCount{Bucket: memstore.New(memstore.Faults{})}
+	h := newHost(t, b, o, nil)
 	_, err := count(t, h, 1, "") // loaded, and 1 written
 	require.NoError(t, err)
 	o.slow.Store(true)
@@ -68,43 +88,46 @@ func TestGateQuestionDoesNotHoldTheActor(t *testing.T) {
 		body, err := count(t, h, 1, "read")
 		read <- answer{body, err}
 	}()
-	require.Eventually(t, func() bool { return o.asked.Load() == 1 }, 10*time.Second, time.Millisecond)
+	var send func()
+	select {
+	case send = <-o.held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the gate did not ask the keeper")
+	}
+	puts := b.puts.Load()
 	go func() {
 		body, err := count(t, h, 1, "")
 		write <- answer{body, err}
 	}()
-	// The write runs and commits behind the question; its answer waits
-	// for the read's, which goes first.
-	select {
-	case a := <-write:
-		t.Fatalf("the write was answered before the read before it: %+v", a)
-	case a := <-read:
-		t.Fatalf("the read was answered without the keeper's verdict: %+v", a)
-	case <-time.After(100 * time.Millisecond):
-	}
-
+	require.Eventually(t, func() bool { return b.puts.Load() > puts }, 10*time.Second, time.Millisecond,
+		"the write behind the question ran and was committed")
 	stopped := make(chan struct{})
 	go func() {
 		h.StopActing(room, 1)
 		close(stopped)
 	}()
 	select {
-	case <-stopped:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the stop waited for the keeper's answer")
+	case a := <-write:
+		t.Fatalf("the write was answered before the read before it: %+v", a)
+	case a := <-read:
+		t.Fatalf("the read was answered without the keeper's verdict: %+v", a)
+	case <-time.After(50 * time.Millisecond):
 	}
-	for _, ch := range []chan answer{read, write} {
+
+	send()
+	for want, ch := range map[string]chan answer{"1": read, "2": write} {
 		select {
 		case a := <-ch:
-			if a.err != nil {
-				var ua *actorhost.UnavailableError
-				require.True(t, errors.As(a.err, &ua), "an event that waited at the gate at a stop: %v", a.err)
-			} else {
-				require.Contains(t, []string{"1", "2"}, strings.TrimSpace(a.body))
-			}
+			require.NoError(t, a.err)
+			require.Equal(t, want, strings.TrimSpace(a.body))
 		case <-time.After(10 * time.Second):
-			t.Fatal("an event that waited at the gate was not answered at the stop")
+			t.Fatal("an event that waited at the gate was not answered")
 		}
+	}
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the actor did not stop once answered")
 	}
 }
 

@@ -67,8 +67,10 @@ type residentActor struct {
 	asking *mayActAsk
 	asks   uint64
 	// ending: the actor restarts or stops, and waits in Receive for what
-	// it must (settleEnding).
-	ending bool
+	// it must (settleEnding). finishing: the director let it go
+	// (finishMsg), and it settles by message before it stops itself;
+	// stopAsked, it has.
+	ending, finishing, stopAsked bool
 
 	// compacting is the merge of runs under way, if any (compact.go);
 	// collecting the deletes of garbage (collect).
@@ -166,6 +168,11 @@ type collectedMsg struct{ c *collection }
 // commitDoneMsg tells the resident actor its commit in flight has an answer.
 type commitDoneMsg struct{ job *commitJob }
 
+// finishMsg tells a resident actor that the director let it go (idle,
+// evicted, its hold ended, the node stopping): it finishes the events that
+// ran, and stops (advanceFinish).
+type finishMsg struct{}
+
 func (ra *residentActor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *eventMsg:
@@ -179,18 +186,38 @@ func (ra *residentActor) Receive(ctx actor.Context) {
 		if ra.inflight == msg.job {
 			ra.committedAt(ctx, <-msg.job.done)
 			ra.advanceSwitch(ctx)
+			ra.advanceFinish(ctx)
 		}
 	case *keeper.MayActAnswer:
 		ra.mayActAnswered(ctx, msg)
+		ra.advanceFinish(ctx)
 	case *loadedMsg:
 		if ra.loading == msg.l {
-			ra.loadDone(ctx, msg.l.result)
-			ra.pump(ctx)
+			if ra.finishing {
+				ra.endLoad(ctx, "actor stopped") // it has ended: no wait
+			} else {
+				ra.loadDone(ctx, msg.l.result)
+				ra.pump(ctx)
+			}
+			ra.advanceFinish(ctx)
 		}
 	case *compactedMsg:
 		ra.compacted(ctx, msg)
+		ra.advanceFinish(ctx)
 	case *collectedMsg:
 		ra.collected(ctx, msg.c)
+		ra.advanceFinish(ctx)
+	case *actor.Started:
+		ra.advanceFinish(ctx) // a restart while it finished: go on
+	case finishMsg:
+		ra.finishing, ra.settling = true, true // settling: no merge starts
+		if ra.loading != nil {
+			ra.loading.cancel()
+		}
+		if ra.compacting != nil {
+			ra.compacting.cancel()
+		}
+		ra.advanceFinish(ctx)
 	case *actor.Restarting:
 		// A panic reached the supervisor, which restarts this actor: the
 		// producer hands back this same value. What waits at the gate is
@@ -298,7 +325,7 @@ func (ra *residentActor) answer(ctx actor.Context, m *eventMsg, r result) {
 }
 
 func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
-	if ra.ended.Load() {
+	if ra.ended.Load() || ra.finishing {
 		ra.answer(ctx, m, result{err: ra.h.notRun(ra.actor, "hold ended")})
 		return
 	}
@@ -1212,6 +1239,32 @@ func (ra *residentActor) switched(ctx actor.Context, may bool) {
 	for _, m := range stash[1:] {
 		ra.event(ctx, m)
 	}
+}
+
+// advanceFinish takes a finishing actor (finishMsg) as far as it can go
+// without waiting: a read of its state and a merge under way, both cut
+// short, are waited for by message; the events that waited for the read
+// are refused (none ran), and so are a grant switch's; what ran is
+// committed and released through the gate, each commit and question to
+// the keeper coming back by message; the garbage the last head lists is
+// deleted; then the actor stops itself, and Stopped finds nothing left to
+// wait for.
+func (ra *residentActor) advanceFinish(ctx actor.Context) {
+	if !ra.finishing || ra.stopAsked || ra.loading != nil || ra.compacting != nil {
+		return
+	}
+	ra.endSwitch(ctx, "actor stopped")
+	ra.settling = true
+	ra.pump(ctx)
+	if ra.inflight != nil || ra.asking != nil {
+		return
+	}
+	ra.collect(ctx)
+	if ra.collecting != nil {
+		return
+	}
+	ra.stopAsked = true
+	ctx.Stop(ctx.Self())
 }
 
 // endSwitch ends a grant switch as the actor restarts or stops: none of
