@@ -63,10 +63,11 @@
 // another actor or on the bucket: the keeper runs bucket calls on
 // goroutines whose replies come back as messages; the drivers ask the
 // keeper with RequestStatus and get a StatusAnswer, and close sockets and
-// send take calls on goroutines of their own. A resident actor does wait
-// in its Receive, each time only for that one actor's gates: its hold's
-// first MayAct (its state is read beside it), its output gate's MayAct, a
-// call it makes, and its commit when it stops (package internal/actorhost, "Blocking", says why none
+// send take calls on goroutines of their own. A resident actor waits in
+// its Receive only for its class's code (with the calls it makes), a
+// background compile of its wasm class, and a restart's or a supervisor
+// stop's commit in flight; its commits, state reads, gates and finish come
+// back as messages (package internal/actorhost, "Blocking", says why none
 // can deadlock). Callers of HibernateAll and Resident wait too, and are
 // not actors.
 //

@@ -61,3 +61,29 @@ func BenchmarkKeyedEvent(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEventHandOff: what running each event's class code on a
+// goroutine apart from the resident actor's Receive would add to every
+// event (doc.go, "Blocking"): the event handed to a waiting goroutine and
+// its end handed back. Compare with BenchmarkKeyedEvent/keyed=false, a
+// whole warm event, in the same run.
+func BenchmarkEventHandOff(b *testing.B) {
+	work, end := make(chan func()), make(chan struct{})
+	go func() {
+		for f := range work {
+			f()
+			end <- struct{}{}
+		}
+	}()
+	defer close(work)
+	n := 0
+	f := func() { n++ }
+	b.ReportAllocs()
+	for b.Loop() {
+		work <- f
+		<-end
+	}
+	if n == 0 {
+		b.Fatal("no event ran")
+	}
+}

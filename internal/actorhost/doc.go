@@ -87,32 +87,52 @@
 //
 // # Blocking
 //
-// A commit runs on its own goroutine and answers through the actor's
-// mailbox, so the actor keeps running events while it is in flight; so
-// does the read of its state at the first event of a hold (and its seal,
-// when it must write one): the events that come meanwhile wait for it in
-// order, and a stop ends it at once. The director that routes events and
-// keeps the resident set never blocks.
+// A resident actor waits for nothing inside its Receive but its own class's
+// code. What it waits for comes back through its mailbox, and the actor goes
+// on meanwhile:
 //
-// A resident actor's Receive waits in four places, each the meaning of a
-// gate of that one actor, and each holding back only that actor's events:
+//   - its commit: one at a time on a goroutine of its own (group commit);
+//     an answer lost on the way is resolved there too (resolve);
+//   - the read of its state at the first event of a hold, and its seal when
+//     it must write one (startLoad): the events that come meanwhile wait in
+//     order, and a stop cuts the read short;
+//   - the input gate of a hold (advanceSwitch): an event of a later grant
+//     waits, with those behind it, until the earlier hold's events are
+//     committed and released, then until the keeper says the new hold may
+//     act;
+//   - the output gate (release): answers whose writes are durable go out;
+//     a read's, and socket output, once the keeper says the hold is live
+//     under a valid lease. The keeper's table of live holds answers at once
+//     when the hold is in it; otherwise the question goes by message
+//     (Keeper.RequestMayAct) and its answer releases them;
+//   - its end (advanceFinish): the director lets it go with a finishMsg; it
+//     commits and releases what ran, each step by message, and stops
+//     itself, so a drain, an idle stop or a lost hold finishes its events.
 //
-//   - the input gate of a hold: the first event under a new generation
-//     asks Keeper.MayAct (the keeper's table answers it without a wait
-//     unless the hold is not live here), and waits for the hold before it
-//     to settle (its commit in flight) when there was one;
-//   - the output gate: answers whose writes are durable go out; a read's
-//     only once Keeper.MayAct says the hold is live under a valid lease;
-//   - a call (above): the working state is committed and MayAct asked
-//     before the request leaves, and the event waits for the callee's
-//     answer, as an awaited call does;
-//   - a stop: a resident actor that stops waits for its commit in flight
-//     and commits what ran, so a drain or a stop finishes its events.
+// Four waits stay inside Receive, each holding back that one actor alone:
+//
+//   - the class's code itself, which is synchronous (a Go Handle, a wasm
+//     guest up to --wasm-event-timeout), with the calls it makes: the
+//     working state is committed and Keeper.MayAct asked before the
+//     request leaves, and the event waits for the callee's answer, as an
+//     awaited call does (up to --call-timeout). The actor's next events
+//     could not run meanwhile anyway (one event at a time); running the
+//     class on a goroutine of its own would add two hand-offs to every
+//     event to free the actor only for messages that can wait;
+//   - the first events of a wasm class that this node compiles in the
+//     background (a module known from an earlier start): once per class
+//     per start, bounded by one compile;
+//   - a restart after a panic (settleEnding): the commit in flight is
+//     waited for, so that the next load cannot race it;
+//   - a stop the director did not ask for (a supervisor that gave up on
+//     the actor): proto.actor delivers nothing after Stopped, so what is in
+//     flight is waited for there.
 //
 // None can deadlock: MayAct answers from the keeper's table of live holds
 // without its mailbox, and from the mailbox otherwise; the keeper's
 // Receive never waits on a resident actor, nor on the bucket (its calls run
-// on goroutines of their own), and a call cycle is refused.
+// on goroutines of their own), and a call cycle is refused. The director
+// that routes events and keeps the resident set never waits.
 //
 // # Storage and SQL
 //
