@@ -738,28 +738,31 @@ func (ra *residentActor) release(ctx actor.Context) {
 	if n == 0 {
 		return
 	}
+	// MayAct asked at most once, and only if a verdict needs it.
 	k := ra.h.cfg.Keeper
-	if ra.ending {
-		var may, asked bool
-		ra.releaseN(ctx, n, func() bool {
-			if !asked {
-				may, asked = k.MayAct(ra.actor, ra.gen), true
+	var may, asked, ask bool
+	mayAct := func() bool {
+		if !asked {
+			asked = true
+			if ra.ending {
+				may = k.MayAct(ra.actor, ra.gen)
+				return may
 			}
-			return may
-		})
+			var known bool
+			if may, known = k.MayActNow(ra.actor, ra.gen); !known {
+				ask = true // by message: the verdicts are given again then
+			}
+		}
+		return may
+	}
+	ra.verdicts(n, mayAct)
+	if ask {
+		ra.asks++
+		ra.asking = &mayActAsk{tag: ra.asks, gen: ra.gen, through: ra.durable}
+		k.RequestMayAct(ra.actor, ra.gen, ctx.Self(), ra.asks)
 		return
 	}
-	may := false
-	if ra.needsMayAct(n) {
-		var known bool
-		if may, known = k.MayActNow(ra.actor, ra.gen); !known {
-			ra.asks++
-			ra.asking = &mayActAsk{tag: ra.asks, gen: ra.gen, through: ra.durable}
-			k.RequestMayAct(ra.actor, ra.gen, ctx.Self(), ra.asks)
-			return
-		}
-	}
-	ra.releaseN(ctx, n, func() bool { return may })
+	ra.answerReady(ctx, n, may)
 }
 
 // ready counts the waiting events whose writes the version through covers.
@@ -771,33 +774,10 @@ func (ra *residentActor) ready(through uint64) int {
 	return n
 }
 
-// needsMayAct reports whether releasing the first n waiting events asks
-// whether the hold may act (releaseN's three questions).
-func (ra *residentActor) needsMayAct(n int) bool {
-	asked := false
-	probe := func() bool { asked = true; return true }
-	for i := range ra.waiting[:n] {
-		w := &ra.waiting[i]
-		if len(w.r.out) > 0 || (w.r.resp != nil && w.r.resp.Accept != nil) {
-			return true
-		}
-		ownership.Gate(ownership.EventEnd{Wrote: w.wrote, Earlier: w.earlier, Commit: ownership.Landed, MayAct: probe})
-		if asked {
-			return true
-		}
-	}
-	return false
-}
-
-// releaseN answers the first n waiting events through the gate, with
-// mayAct the hold's verdict.
-func (ra *residentActor) releaseN(ctx actor.Context, n int, mayAct func() bool) {
-	if n == 0 {
-		return
-	}
-	// The verdicts first, before the waiting list changes: should mayAct
-	// panic, the restart answers them all.
-	may := false
+// verdicts gives the first n waiting events the gate's verdict, with
+// mayAct the hold's. They are given before the waiting list changes:
+// should mayAct panic, the restart answers them all.
+func (ra *residentActor) verdicts(n int, mayAct func() bool) {
 	for i := range ra.waiting[:n] {
 		w := &ra.waiting[i]
 		w.gated = ownership.Gate(ownership.EventEnd{Wrote: w.wrote, Earlier: w.earlier, Commit: ownership.Landed, MayAct: mayAct})
@@ -805,7 +785,7 @@ func (ra *residentActor) releaseN(ctx actor.Context, n int, mayAct func() bool) 
 			continue
 		}
 		if len(w.r.out) > 0 {
-			may = mayAct()
+			mayAct()
 		}
 		if w.r.resp != nil && w.r.resp.Accept != nil && !mayAct() {
 			// A WebSocket is accepted only where the actor is held: this
@@ -813,6 +793,11 @@ func (ra *residentActor) releaseN(ctx actor.Context, n int, mayAct func() bool) 
 			w.gated = ownership.GateUnknown
 		}
 	}
+}
+
+// answerReady answers the first n waiting events by their verdicts; may
+// is the hold's, for their socket output.
+func (ra *residentActor) answerReady(ctx actor.Context, n int, may bool) {
 	ready := ra.waiting[:n]
 	ra.waiting = append([]waiter(nil), ra.waiting[n:]...)
 	for _, w := range ready {
@@ -1295,7 +1280,9 @@ func (ra *residentActor) mayActAnswered(ctx actor.Context, m *keeper.MayActAnswe
 	}
 	ra.asking = nil
 	if ra.loaded && ra.gen == q.gen {
-		ra.releaseN(ctx, ra.ready(q.through), func() bool { return m.May })
+		n := ra.ready(q.through)
+		ra.verdicts(n, func() bool { return m.May })
+		ra.answerReady(ctx, n, m.May)
 		ra.release(ctx) // what became durable since it was asked
 	}
 	ra.advanceSwitch(ctx)
