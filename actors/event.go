@@ -8,12 +8,13 @@ import (
 )
 
 // event is what the node's runtime puts in the context of each event it
-// runs: what ActorOf, SocketsOf, Call and SQL reach through it.
+// runs: what ActorOf, SocketsOf, Call, Fetch and SQL reach through it.
 type event interface {
 	Actor() ownership.Actor
 	// Sockets is nil on a node that serves no sockets.
 	Sockets() Sockets
 	Call(ctx context.Context, to ownership.Actor, req *Request) (*Response, error)
+	Fetch(ctx context.Context, req *FetchRequest) (*FetchResponse, error)
 	SQLExec(ctx context.Context, query string, args []any) (SQLResult, error)
 	SQLQuery(ctx context.Context, query string, args []any) (*SQLRows, error)
 	SQLTransaction(ctx context.Context, fn func() error) error

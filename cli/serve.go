@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/egress"
 	"github.com/wasmkeep/wasmkeep/ingress"
 	"github.com/wasmkeep/wasmkeep/internal/actorhost"
 	"github.com/wasmkeep/wasmkeep/internal/budget"
@@ -134,6 +135,11 @@ type serveConfig struct {
 	WasmEventTimeout time.Duration
 	WasmTrim         time.Duration
 	CallTimeout      time.Duration
+	// EgressAllow is where actors' outbound HTTP requests may go
+	// (egress.Allow's rules); FetchTimeout and FetchMaxBody bound each.
+	EgressAllow  ruleList
+	FetchTimeout time.Duration
+	FetchMaxBody byteSize
 	// KeyWindow and MaxKeys: how long, and how many, event keys an actor
 	// remembers (internal/actorhost/keys.go).
 	KeyWindow time.Duration
@@ -237,6 +243,15 @@ func (c serveConfig) Validate() error {
 	if c.MaxKeys <= 0 {
 		errs = append(errs, fmt.Errorf("--idempotency-keys %d: must be positive", c.MaxKeys))
 	}
+	if c.FetchTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--fetch-timeout %v: must be positive", c.FetchTimeout))
+	}
+	if c.FetchMaxBody <= 0 {
+		errs = append(errs, fmt.Errorf("--fetch-max-body %v: must be positive", int64(c.FetchMaxBody)))
+	}
+	if _, err := egress.ParseAllow(c.EgressAllow); err != nil {
+		errs = append(errs, fmt.Errorf("--egress-allow: %w", err))
+	}
 	if c.CallTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--call-timeout %v: must be positive", c.CallTimeout))
 	}
@@ -338,6 +353,20 @@ func within(path, dir string) bool {
 }
 
 // byteSize is a flag value in bytes, written as 1048576, 512KiB, 1MiB or 1GiB.
+// ruleList is a flag of comma-separated values, repeatable.
+type ruleList []string
+
+func (r *ruleList) String() string { return strings.Join(*r, ",") }
+
+func (r *ruleList) Set(s string) error {
+	for v := range strings.SplitSeq(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			*r = append(*r, v)
+		}
+	}
+	return nil
+}
+
 type byteSize int64
 
 func (b *byteSize) String() string {
@@ -395,6 +424,8 @@ func setupServe(fs *flag.FlagSet) action {
 		CacheDir:     defaultCacheDir(),
 		WasmMemory:   wasmhost.DefaultMemoryLimit,
 		CallTimeout:  actorhost.DefaultCallTimeout,
+		FetchTimeout: egress.DefaultTimeout,
+		FetchMaxBody: egress.DefaultMaxResponseBody,
 		KeyWindow:    actorhost.DefaultKeyWindow,
 		MaxKeys:      actorhost.DefaultMaxKeys,
 	}
@@ -439,6 +470,9 @@ func setupServe(fs *flag.FlagSet) action {
 	fs.Var(&cfg.WSQueueTotal, "ws-send-queue-total", "most bytes queued for all WebSockets together, not yet read by their clients (bytes, or with KiB or MiB); past it the sockets holding the most are closed with 1013. Unset: 256 MiB, or a quarter of GOMEMLIMIT if less")
 	fs.Var(&cfg.MaxMessage, "max-message", "largest WebSocket message, in and out (bytes, or with KiB or MiB); a larger incoming one closes its socket with 1009")
 	fs.DurationVar(&cfg.CallTimeout, "call-timeout", cfg.CallTimeout, "longest an actor waits for its call to another actor; past it the call fails (two actors calling each other from separate events wait this long)")
+	fs.Var(&cfg.EgressAllow, "egress-allow", "where actors' outbound HTTP requests (actors.Fetch, a guest's fetch) may go: host names (api.example.com, or *.example.com for its subdomains), IP addresses or CIDR ranges, each with an optional :port; comma-separated, repeatable. Default: nothing, every request is refused. A name may reach only public addresses: a loopback, private or link-local one needs an address or range of its own")
+	fs.DurationVar(&cfg.FetchTimeout, "fetch-timeout", cfg.FetchTimeout, "longest an actor's outbound HTTP request may take, redirects and the whole answer included (connecting: at most 5s)")
+	fs.Var(&cfg.FetchMaxBody, "fetch-max-body", "largest answer body of an actor's outbound HTTP request (bytes, or with KiB or MiB); a larger one fails the request (a request's own body: at most --max-body)")
 	fs.DurationVar(&cfg.KeyWindow, "idempotency-window", cfg.KeyWindow, "how long an actor remembers a request's Idempotency-Key with its answer: a request with the same key within it gets the first answer without running again")
 	fs.IntVar(&cfg.MaxKeys, "idempotency-keys", cfg.MaxKeys, "most Idempotency-Keys (and keys of the node's own forwards and calls) one actor remembers; past it the oldest are forgotten first")
 	fs.DurationVar(&cfg.Lease.LeasePeriod, "lease-period", cfg.Lease.LeasePeriod, "how often the node renews its lease")
@@ -694,6 +728,10 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 		}
 		defer admin.Close()
 	}
+	allow, err := egress.ParseAllow(cfg.EgressAllow)
+	if err != nil {
+		return err
+	}
 	n, err := node.Start(ctx, node.Config{
 		Core: core, Bucket: b, Listener: lis, Registry: registry, Logger: log, Metrics: metrics,
 		Actors: actorhost.Config{IdleTimeout: cfg.IdleTimeout, MaxResident: cfg.MaxResident, MaxState: int(cfg.MaxState),
@@ -704,6 +742,7 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 			MaxConns: fds.Conns, OverflowConns: fds.Overflow, HTTPIdleTimeout: cfg.HTTPIdle,
 			MaxBodyInflight: bodies, BodyTimeout: cfg.BodyTimeout, BodyMinRate: int64(cfg.BodyMinRate)},
 		Peers:       peer.Config{PeerConns: max(8, fds.Reserve/4)},
+		Egress:      egress.Config{Allow: allow, Timeout: cfg.FetchTimeout, MaxResponseBody: int64(cfg.FetchMaxBody), MaxRequestBody: int64(cfg.MaxBody)},
 		PublicAdmin: cfg.PublicAdmin,
 	})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/egress"
 	"github.com/wasmkeep/wasmkeep/ingress"
 	"github.com/wasmkeep/wasmkeep/internal/actorhost"
 	"github.com/wasmkeep/wasmkeep/ownership"
@@ -65,6 +66,9 @@ type Config struct {
 	// Transport of the caller's (tests put faults in it) (peer.Config).
 	// The cluster key and the largest body are the HTTP entry's.
 	Peers peer.Config
+	// Egress bounds the outbound HTTP requests of actors and names where
+	// they may go (egress.Config). Zero: nothing is allowed.
+	Egress egress.Config
 
 	// PublicAdmin serves the admin pages (/status, /debug/tree) on the
 	// public listener too; otherwise only AdminHandler serves them.
@@ -86,8 +90,11 @@ func (c Config) Validate() error {
 	errs = append(errs, c.Core.Validate(), c.Supervision.Validate())
 	a, so, h, p := c.Actors, c.Sockets, c.HTTP, c.Peers
 	if a.Keeper != nil || a.Bucket != nil || a.Registry != nil || a.System != nil || a.Logger != nil || a.Sockets != nil ||
-		a.Caller != nil || a.Parent != nil || a.Supervision != nil || a.RetryAfter != 0 {
-		errs = append(errs, errors.New("actors: the wiring (keeper, bucket, registry, system, logger, sockets, caller, parent, supervision, retry after) is the node's"))
+		a.Caller != nil || a.Fetcher != nil || a.Parent != nil || a.Supervision != nil || a.RetryAfter != 0 {
+		errs = append(errs, errors.New("actors: the wiring (keeper, bucket, registry, system, logger, sockets, caller, fetcher, parent, supervision, retry after) is the node's"))
+	}
+	if c.Egress.Metrics != nil {
+		errs = append(errs, errors.New("egress: the metrics registry is the node's"))
 	}
 	if so.Sink != nil || so.Logger != nil || so.Registerer != nil || so.Failed != nil {
 		errs = append(errs, errors.New("sockets: the wiring (sink, logger, registerer, failed) is the node's"))
@@ -229,7 +236,14 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return fail(err)
 	}
+	ec := cfg.Egress
+	ec.Metrics = reg
+	fetcher, err := egress.New(ec)
+	if err != nil {
+		return fail(err)
+	}
 	ac := cfg.Actors
+	ac.Fetcher = fetcher
 	ac.Keeper, ac.Bucket, ac.Registry, ac.System, ac.Logger = k, cfg.Bucket, cfg.Registry, system, log
 	ac.RetryAfter, ac.Supervision, ac.Sockets, ac.Caller = cfg.Core.LeasePeriod, sup, n.sockets, caller
 	ac.Parent = tree.Under(supervisors.RoleDirector, nil)

@@ -70,17 +70,7 @@ func (ec *eventCall) call(ctx context.Context, to ownership.Actor, req *actors.R
 	if len(chain) > actors.MaxCallDepth {
 		return nil, fmt.Errorf("%w: chain deeper than %d calls", actors.ErrCallCycle, actors.MaxCallDepth)
 	}
-	if k := ec.m.key; k != nil && !ec.marked {
-		// Should the event not end, a retry with its key must not run
-		// again what took effect before: it is kept with the commit that
-		// makes its writes so far durable.
-		e := actorstore.LedgerEntry{Partial: true, Sum: k.sum}
-		if err := ec.t.LedgerRecord(k.ledger(), &e, time.Now(), ra.h.cfg.MaxKeys, k.absent); err != nil {
-			return nil, err
-		}
-		ec.marked = true
-	}
-	if err := ra.commitForCall(ec); err != nil {
+	if err := ec.commitPoint(); err != nil {
 		return nil, err
 	}
 	var from *EventKey
@@ -101,6 +91,50 @@ func (ec *eventCall) call(ctx context.Context, to ownership.Actor, req *actors.R
 		err = fmt.Errorf("%w: no answer from %s/%s within %v: %w", actors.ErrCallFailed, to.Class, to.Name, time.Since(start).Round(time.Millisecond), err)
 	}
 	return resp, err
+}
+
+// Fetcher sends the outbound HTTP requests of actors (package egress).
+// Check refuses, without sending anything, a request that could not be
+// sent (its method, URL, body or the allow-list's rules for its host);
+// Fetch sends one for actor a and reads its whole answer.
+type Fetcher interface {
+	Check(req *actors.FetchRequest) error
+	Fetch(ctx context.Context, a ownership.Actor, req *actors.FetchRequest) (*actors.FetchResponse, error)
+}
+
+// fetch sends an outbound HTTP request from the event: a commit point,
+// as a call is, once the request is known to be one that may be sent.
+func (ec *eventCall) fetch(ctx context.Context, req *actors.FetchRequest) (*actors.FetchResponse, error) {
+	ra := ec.ra
+	f := ra.h.cfg.Fetcher
+	if f == nil {
+		return nil, fmt.Errorf("%w: this node sends no outbound requests", actors.ErrFetchRefused)
+	}
+	if err := f.Check(req); err != nil {
+		return nil, err
+	}
+	if err := ec.commitPoint(); err != nil {
+		return nil, err
+	}
+	ec.earlier = true // sent: the service may act on it, whatever comes back
+	ec.m.stage.Store(stageCalled)
+	return f.Fetch(ctx, ra.actor, req)
+}
+
+// commitPoint makes durable, before a call or a fetch leaves, everything
+// the event could reveal (commitForCall). Should the event not end, a
+// retry with its key must not run again what took effect before: the key
+// is kept as taking effect in part, with the same commit.
+func (ec *eventCall) commitPoint() error {
+	ra := ec.ra
+	if k := ec.m.key; k != nil && !ec.marked {
+		e := actorstore.LedgerEntry{Partial: true, Sum: k.sum}
+		if err := ec.t.LedgerRecord(k.ledger(), &e, time.Now(), ra.h.cfg.MaxKeys, k.absent); err != nil {
+			return err
+		}
+		ec.marked = true
+	}
+	return ra.commitForCall(ec)
 }
 
 // callSent says whether a call that returned err may have reached its

@@ -33,6 +33,11 @@ func (ev *eventValues) Call(ctx context.Context, to ownership.Actor, req *actors
 	return ev.call.call(ctx, to, req)
 }
 
+// Fetch sends an outbound HTTP request from the event (see call.go).
+func (ev *eventValues) Fetch(ctx context.Context, req *actors.FetchRequest) (*actors.FetchResponse, error) {
+	return ev.call.fetch(ctx, req)
+}
+
 // SQLExec is actors.SQLDB.Exec.
 func (ev *eventValues) SQLExec(ctx context.Context, query string, args []any) (actors.SQLResult, error) {
 	return ev.sqlDB(ctx).Exec(query, args...)

@@ -91,6 +91,9 @@ type Config struct {
 	// Caller, when set, routes the calls actors make with Call. Nil: every
 	// call fails.
 	Caller Caller
+	// Fetcher, when set, sends the outbound HTTP requests actors make with
+	// actors.Fetch (package egress). Nil: every fetch is refused.
+	Fetcher Fetcher
 	// Classes, when set, finds the nodes that serve the classes this node
 	// does not: an event of such a class goes to one of them (Elsewhere),
 	// and a draining node hands an actor only to a peer that serves its
