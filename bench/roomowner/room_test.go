@@ -9,6 +9,8 @@
 package roomowner
 
 import (
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
@@ -117,3 +119,73 @@ func BenchmarkSend(b *testing.B) {
 		func(l *lockedRoom, i int) { l.mu.Lock(); l.r.send(i, msg); l.mu.Unlock() },
 		func(root *actor.RootContext, pid *actor.PID, i int) { root.Send(pid, &sendMsg{i: i, b: msg}) })
 }
+
+// info is what an event learns of one socket of its room (sockets.SocketInfo).
+type info struct {
+	id         uint64
+	tags       []string
+	attachment []byte
+}
+
+// snapshotRoom is a room whose sockets carry tags and an attachment, as a
+// chat room's do.
+func snapshotRoom(n int) []*info {
+	r := make([]*info, n)
+	for i := range r {
+		r[i] = &info{id: uint64(i + 1), tags: []string{"room", "user"}, attachment: make([]byte, 64)}
+	}
+	return r
+}
+
+// BenchmarkEventSnapshot: what an event would carry if the room were an
+// actor and the event could not ask it anything synchronously: a snapshot
+// of the room, taken for every event. copy is a snapshot made as List
+// makes its answer today (ids, tags and attachments copied, so the class
+// cannot change the room's own); shared is one the room keeps immutable
+// and hands to every event, whose cost moves to each change of the room
+// (BenchmarkRoomChange).
+func BenchmarkEventSnapshot(b *testing.B) {
+	for _, n := range []int{1, 40, 100} {
+		r := snapshotRoom(n)
+		b.Run(fmt.Sprintf("sockets=%d/copy", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				out := make([]info, 0, len(r))
+				for _, s := range r {
+					out = append(out, info{id: s.id, tags: slices.Clone(s.tags), attachment: slices.Clone(s.attachment)})
+				}
+				sink = out
+			}
+		})
+		b.Run(fmt.Sprintf("sockets=%d/shared", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				sink = r
+			}
+		})
+	}
+}
+
+// BenchmarkRoomChange: the price of a shared snapshot: a change of one
+// socket (its attachment set, as a chat room does at each join) copies the
+// room's index and that socket's entry.
+func BenchmarkRoomChange(b *testing.B) {
+	for _, n := range []int{1, 40, 100} {
+		r := snapshotRoom(n)
+		att := make([]byte, 64)
+		b.Run(fmt.Sprintf("sockets=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				next := slices.Clone(r)
+				old := next[i%n]
+				next[i%n] = &info{id: old.id, tags: old.tags, attachment: slices.Clone(att)}
+				r = next
+				i++
+			}
+			sink = r
+		})
+	}
+}
+
+var sink any
