@@ -61,6 +61,9 @@ type event struct {
 	att      []byte         // attachment found by the last ws_attachment_len
 
 	call []byte // encoded response of the last actor_call, for actor_call_read
+	// fetched is the encoded response of the last http_fetch, for
+	// http_fetch_read.
+	fetched []byte
 }
 
 type eventKey struct{}
@@ -249,6 +252,7 @@ func instantiateABI(ctx context.Context, rt wazero.Runtime) error {
 	}
 	socketFunctions(fn)
 	callFunctions(fn)
+	fetchFunctions(fn)
 	meterFunction(fn)
 	// abi_version() -> i32
 	fn("abi_version", func(_ context.Context, _ api.Module, stack []uint64) {

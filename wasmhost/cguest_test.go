@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -23,9 +24,11 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/egress"
 	"github.com/wasmkeep/wasmkeep/internal/actorhost"
 	"github.com/wasmkeep/wasmkeep/internal/nodetest"
 	"github.com/wasmkeep/wasmkeep/internal/wasmc"
+	"github.com/wasmkeep/wasmkeep/node"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
@@ -420,6 +423,22 @@ static wk_response *serve(const wk_request *req) {
 		wk_buf_write_cstr(&out, "nope: ");
 		wk_buf_write_int(&out, wk_call(WK_STR("nope"), WK_STR("x"), &call, &resp));
 		wk_buf_write_byte(&out, '\n');
+	} else if (wk_str_eq(req->path, WK_STR("/fetch"))) {
+		wk_str url;
+		if (!wk_query(req, "url", &url))
+			return wk_text(400, WK_STR("url?\n"));
+		wk_field token = {WK_STR("X-Token"), WK_STR("c")};
+		wk_fetch_request f = {.method = WK_STR("POST"), .url = url, .headers = &token, .n_headers = 1, .body = WK_STR("from c")};
+		wk_response *resp;
+		int code = wk_fetch(&f, &resp);
+		if (code == 0) {
+			wk_buf_write_int(&out, resp->status);
+			wk_buf_write_byte(&out, ' ');
+			wk_buf_write_str(&out, resp->body);
+		} else {
+			wk_buf_write_int(&out, code);
+		}
+		wk_buf_write_byte(&out, '\n');
 	} else {
 		return wk_text(404, WK_STR("no such probe\n"));
 	}
@@ -462,10 +481,21 @@ func TestCGuestProbe(t *testing.T) {
 		return buildC(t, clang, dir)
 	}
 	r := cRuntime(t)
+	service := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%s %s %s", r.Method, r.Header.Get("X-Token"), body)
+	}))
+	defer service.Close()
 	n := nodetest.Start(t, nodetest.Options{Classes: map[string]actors.Class{
 		"c-probe":   cCompile(t, r, "c-probe", build("probe", cProbe)),
 		"c-readme":  cCompile(t, r, "c-readme", build("readme", readmeClass(t))),
 		"counter-c": cCompile(t, r, "counter-c", buildC(t, clang, cCounter)),
+	}, Configure: func(c *node.Config) {
+		allow, err := egress.ParseAllow([]string{service.Listener.Addr().String()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Egress.Allow = allow
 	}})
 	do := func(method, path string, body string, header http.Header) *http.Response {
 		t.Helper()
@@ -510,6 +540,9 @@ func TestCGuestProbe(t *testing.T) {
 	text("counter-c/rb", http.StatusOK, "1\n") // never called
 	probe("/call", "counter-c: 200 1\nnope: -3\n")
 	probe("/call", "counter-c: 200 2\nnope: -3\n")
+	probe("/fetch?url="+url.QueryEscape(service.URL+"/x"), "200 POST c from c\n")
+	probe("/fetch?url="+url.QueryEscape("http://10.9.9.9/"), "-2\n")
+	probe("/fetch?url="+url.QueryEscape("gopher://x/"), "-1\n")
 	text("c-readme/book?who=ada", http.StatusOK, "ada\n")
 	text("c-readme/book?who=bob", http.StatusOK, "ada\nbob\n")
 	text("c-readme/book", http.StatusBadRequest, "who?\n")

@@ -77,3 +77,7 @@ var _, _, _, _ = onRequest, onSocket, enter, leave
 func actorCall([]byte, []byte) int32 { panic(notWasm) }
 
 func actorCallRead([]byte) { panic(notWasm) }
+
+func httpFetch([]byte) int32 { panic(notWasm) }
+
+func httpFetchRead([]byte) { panic(notWasm) }

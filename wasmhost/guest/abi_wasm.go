@@ -222,3 +222,13 @@ func actorCall(target, req []byte) int32 {
 }
 
 func actorCallRead(b []byte) { wkActorCallRead(bytesPtr(b), uint32(len(b))) }
+
+//go:wasmimport wasmkeep http_fetch
+func wkHTTPFetch(req unsafe.Pointer, reqLen uint32) int32
+
+//go:wasmimport wasmkeep http_fetch_read
+func wkHTTPFetchRead(ptr unsafe.Pointer, n uint32) uint32
+
+func httpFetch(req []byte) int32 { return wkHTTPFetch(bytesPtr(req), uint32(len(req))) }
+
+func httpFetchRead(b []byte) { wkHTTPFetchRead(bytesPtr(b), uint32(len(b))) }

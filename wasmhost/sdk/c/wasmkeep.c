@@ -827,6 +827,22 @@ int wk_call(wk_str class_name, wk_str name, const wk_request *req, wk_response *
 	return 0;
 }
 
+int wk_fetch(const wk_fetch_request *req, wk_response **resp) {
+	wk_buf enc = {0};
+	wk_buf_string(&enc, req->method);
+	wk_buf_string(&enc, req->url);
+	write_fields(&enc, req->headers, req->n_headers);
+	wk_buf_string(&enc, req->body);
+	int32_t n = wasmkeep_host_http_fetch(enc.ptr, (uint32_t)enc.len);
+	if (n < 0)
+		return n >= WK_FETCH_FAILED ? n : WK_FETCH_FAILED;
+	wk_response *r = wk_response_new(0);
+	if (!read_response(read_host(n, wasmkeep_host_http_fetch_read), r))
+		return WK_FETCH_FAILED;
+	*resp = r;
+	return 0;
+}
+
 int64_t wk_now_ms(void) {
 	struct timespec ts;
 	if (clock_gettime(CLOCK_REALTIME, &ts) != 0)

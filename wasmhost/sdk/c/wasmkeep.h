@@ -83,6 +83,8 @@ WK_IMPORT(socket_event_read) int32_t wasmkeep_host_socket_event_read(void *ptr, 
 WK_IMPORT(actor_call)
 int32_t wasmkeep_host_actor_call(const void *target, uint32_t target_len, const void *req, uint32_t req_len);
 WK_IMPORT(actor_call_read) int32_t wasmkeep_host_actor_call_read(void *ptr, uint32_t len);
+WK_IMPORT(http_fetch) int32_t wasmkeep_host_http_fetch(const void *req, uint32_t req_len);
+WK_IMPORT(http_fetch_read) int32_t wasmkeep_host_http_fetch_read(void *ptr, uint32_t len);
 
 /* Return codes of the exports wasmkeep_on_request, wasmkeep_on_socket and
  * wasmkeep_on_leave. */
@@ -424,6 +426,29 @@ enum {
  * 0 and *resp, or a WK_CALL_ code. The event's writes so far are committed
  * before the request leaves. */
 int wk_call(wk_str class_name, wk_str name, const wk_request *req, wk_response **resp);
+
+/* Refusals and failures of wk_fetch (ABI.md, http_fetch). */
+enum {
+	WK_FETCH_BAD = -1,         /* malformed method or URL, or the event rolled back */
+	WK_FETCH_REFUSED = -2,     /* the egress allow-list (wasmkeep serve --egress-allow) */
+	WK_FETCH_LIMIT = -3,       /* a body over the node's bound */
+	WK_FETCH_UNAVAILABLE = -4, /* the event's writes could not be committed first */
+	WK_FETCH_FAILED = -5,      /* no answer: a connection, a timeout, redirects */
+};
+
+/* wk_fetch_request is an outbound HTTP request: method ("" means GET), an
+ * http:// or https:// URL, headers and a body. */
+typedef struct {
+	wk_str method, url;
+	const wk_field *headers;
+	size_t n_headers;
+	wk_str body;
+} wk_fetch_request;
+
+/* wk_fetch sends req to a service outside the cluster and waits for its
+ * whole answer: 0 and *resp, or a WK_FETCH_ code. The event's writes so far
+ * are committed before the request leaves. */
+int wk_fetch(const wk_fetch_request *req, wk_response **resp);
 
 /* wk_now_ms is the time in Unix milliseconds. */
 int64_t wk_now_ms(void);

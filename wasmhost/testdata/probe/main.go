@@ -114,6 +114,8 @@ func serve(r *guest.Request) *guest.Response {
 		guest.Log(guest.LevelInfo, "hello from the guest")
 	case "/call":
 		return call(r)
+	case "/fetch":
+		return fetch(r)
 	}
 	return guest.Text(200, strconv.Itoa(events))
 }
@@ -131,6 +133,27 @@ func call(r *guest.Request) *guest.Response {
 	req := &guest.Request{Method: "POST", Path: path, RawQuery: q, Body: r.Body,
 		Header: []guest.Field{{Name: "X-Token", Value: r.HeaderValue("X-Token")}}}
 	resp, err := guest.Call(class, name, req)
+	if err != nil {
+		return guest.Text(200, "error: "+err.Error())
+	}
+	echo := ""
+	for _, f := range resp.Header {
+		if f.Name == "X-Echo" {
+			echo = f.Value
+		}
+	}
+	return guest.Text(200, strconv.Itoa(resp.Status)+" "+echo+" "+string(resp.Body))
+}
+
+// fetch stores "before-fetch", sends the request's body to the URL of the
+// query's url with its X-Token header, and answers the status, X-Echo
+// header and body that came back, or the error.
+func fetch(r *guest.Request) *guest.Response {
+	guest.Storage.Put("before-fetch", []byte("yes"))
+	url, _ := r.Query("url")
+	method, _ := r.Query("method")
+	resp, err := guest.Fetch(&guest.FetchRequest{Method: method, URL: url, Body: r.Body,
+		Header: []guest.Field{{Name: "X-Token", Value: r.HeaderValue("X-Token")}}})
 	if err != nil {
 		return guest.Text(200, "error: "+err.Error())
 	}
