@@ -118,3 +118,31 @@ func TestFetchRefusedCommitsNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "y", string(note), "what the event wrote before the fetch stays: it was committed before the request left")
 }
+
+// TestFetchKeyedRetry: an event with a client's key that sent a request
+// and then failed is kept as having taken effect in part: a retry with the
+// same key is not run again, so the request is not sent twice.
+func TestFetchKeyedRetry(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		panic(http.ErrAbortHandler)
+	}))
+	defer srv.Close()
+	reg := actors.NewRegistry()
+	reg.Register("fetcher", fetcher())
+	allow, err := egress.ParseAllow([]string{"127.0.0.1"})
+	require.NoError(t, err)
+	f, err := egress.New(egress.Config{Allow: allow})
+	require.NoError(t, err)
+	h := hostOf(t, actorhost.Config{Bucket: memstore.New(memstore.Faults{}), Registry: reg, Fetcher: f})
+	a := ownership.Actor{Class: "fetcher", Name: "f"}
+	for range 2 {
+		ctx := actorhost.WithEventKey(t.Context(), actorhost.ClientKey("charge-1", 7))
+		req := &actors.Request{Method: http.MethodPost, Header: http.Header{}, Query: map[string][]string{"url": {srv.URL}}, Body: []byte("z")}
+		resp, err := h.Deliver(ctx, a, 1, req)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusInternalServerError, resp.Status)
+	}
+	require.EqualValues(t, 1, hits.Load(), "the retry with the same key did not send the request again")
+}

@@ -445,7 +445,7 @@ func (ra *residentActor) replay(ctx actor.Context, m *eventMsg, t *actorstore.Tx
 		resp = actors.Text(http.StatusUnprocessableEntity, "this "+IdempotencyHeader+" was first used with another request (method, path, query or body)\n")
 	case e.Partial:
 		resp = actors.Text(http.StatusInternalServerError, "an earlier request with this "+IdempotencyHeader+
-			" took effect in part (it called another actor) and did not finish; it is not run again\n")
+			" took effect in part (it called another actor or sent an outbound request) and did not finish; it is not run again\n")
 	default:
 		resp = &actors.Response{Status: e.Status, Header: e.Header, Body: e.Body}
 		if resp.Header == nil {
