@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -69,6 +70,9 @@ type Config struct {
 	// Egress bounds the outbound HTTP requests of actors and names where
 	// they may go (egress.Config). Zero: nothing is allowed.
 	Egress egress.Config
+	// AlarmPoll is how often the node lists the actors' due alarms (see
+	// alarms.go). Zero: DefaultAlarmPoll.
+	AlarmPoll time.Duration
 
 	// PublicAdmin serves the admin pages (/status, /debug/tree) on the
 	// public listener too; otherwise only AdminHandler serves them.
@@ -92,6 +96,9 @@ func (c Config) Validate() error {
 	if a.Keeper != nil || a.Bucket != nil || a.Registry != nil || a.System != nil || a.Logger != nil || a.Sockets != nil ||
 		a.Caller != nil || a.Fetcher != nil || a.Parent != nil || a.Supervision != nil || a.RetryAfter != 0 {
 		errs = append(errs, errors.New("actors: the wiring (keeper, bucket, registry, system, logger, sockets, caller, fetcher, parent, supervision, retry after) is the node's"))
+	}
+	if c.AlarmPoll < 0 {
+		errs = append(errs, fmt.Errorf("alarm poll %v: must not be negative", c.AlarmPoll))
 	}
 	if c.Egress.Metrics != nil {
 		errs = append(errs, errors.New("egress: the metrics registry is the node's"))
@@ -135,6 +142,7 @@ type Node struct {
 	// directory knows what the peers serve (classes.go).
 	directory *classDirectory
 	peers     *peer.Client
+	alarms    *alarmPoller
 }
 
 // Start starts the keeper (it returns once the node's lease is taken),
@@ -286,6 +294,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err := n.spawnDrivers(cfg, k, peers.Take, hooks, log); err != nil {
 		return fail(err)
 	}
+	am, err := newAlarmMetrics(reg, n.host)
+	if err != nil {
+		return fail(err)
+	}
+	n.alarms = startAlarms(n.host, cfg.Bucket, cmp.Or(cfg.AlarmPoll, DefaultAlarmPoll), alarmIO, am, log)
 	n.server = h.Server()
 	go n.watch()
 	go func() { n.served <- n.server.Serve(cfg.Listener) }()
@@ -451,6 +464,7 @@ func (n *Node) Err() error {
 // lease released.
 func (n *Node) Stop(ctx context.Context) error {
 	var errs []error
+	n.alarms.stop() // no alarm's event starts from now on
 	if err := n.server.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("http shutdown: %w", err))
 	}
@@ -479,6 +493,7 @@ func (n *Node) Stop(ctx context.Context) error {
 // Abort ends a node whose keeper has ended without a clean stop: it closes
 // the server and every connection at once and drops the resident actors.
 func (n *Node) Abort() {
+	n.alarms.cancel()
 	n.server.Close()
 	n.sockets.CloseAll(1012, "lapse")
 	n.peers.CloseRelays(1012, "node exits")

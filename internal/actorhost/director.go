@@ -26,6 +26,7 @@ type (
 		sealed *ownership.Sealed
 		req    *actors.Request
 		sock   *actors.SocketEvent // instead of req: a socket event
+		alarm  *alarmEvent         // instead of req: an alarm's delivery
 		// key: the request's event key (keys.go), if it has one.
 		key   *keyedEvent
 		reply chan result

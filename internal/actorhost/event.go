@@ -15,6 +15,8 @@ type eventValues struct {
 	actor ownership.Actor
 	socks eventSockets // owner nil: the node serves no sockets
 	call  eventCall
+	// alarmsSet counts the actors.SetAlarm calls of the event.
+	alarmsSet int64
 }
 
 // Actor is the event's actor.

@@ -99,6 +99,10 @@ type Config struct {
 	// and a draining node hands an actor only to a peer that serves its
 	// class. Nil: an event of a class not in Registry is ErrUnknownClass.
 	Classes ClassDirectory
+	// AlarmRetry is the wait before the first retry of an alarm whose
+	// event failed; each retry after waits twice the one before. Zero:
+	// FirstAlarmRetry.
+	AlarmRetry time.Duration
 	// CallTimeout bounds one call an actor makes. Zero: DefaultCallTimeout.
 	CallTimeout time.Duration
 	// MaxKeys bounds the event keys one actor remembers (keys.go). Zero:
@@ -152,8 +156,8 @@ type Parent interface {
 // Bucket, Registry, System) is New's to check.
 func (c Config) Validate() error {
 	var errs []error
-	if c.IdleTimeout < 0 || c.MaxResident < 0 || c.MaxState < 0 || c.BlockCache < 0 || c.Merges < 0 || c.RunPart < 0 || c.IOTimeout < 0 || c.RetryAfter < 0 || c.CallTimeout < 0 || c.MaxKeys < 0 {
-		errs = append(errs, errors.New("idle timeout, max resident, max state, block cache, merges, io timeout, retry after, call timeout and max keys must not be negative"))
+	if c.IdleTimeout < 0 || c.MaxResident < 0 || c.MaxState < 0 || c.BlockCache < 0 || c.Merges < 0 || c.RunPart < 0 || c.IOTimeout < 0 || c.RetryAfter < 0 || c.CallTimeout < 0 || c.MaxKeys < 0 || c.AlarmRetry < 0 {
+		errs = append(errs, errors.New("idle timeout, max resident, max state, block cache, merges, io timeout, retry after, call timeout, max keys and alarm retry must not be negative"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("actors host config: %w", err)
@@ -268,6 +272,7 @@ type Host struct {
 	pid    *actor.PID
 	blocks *kvrun.Cache // of every resident actor's runs
 	reads  actorstore.IOCounts
+	alarms alarmCounts
 	// merges holds a token for each merge of runs under way (compact.go).
 	merges chan struct{}
 }

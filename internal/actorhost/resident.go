@@ -86,6 +86,10 @@ type residentActor struct {
 	// the actor is settling its events, and no commit waits.
 	stalling, settling bool
 
+	// index is the alarm index's entries of the alarms the events since
+	// the last commit set: the next commit writes them before its head.
+	index []string
+
 	version  uint64     // events with writes applied to state
 	durable  uint64     // the version the bucket holds
 	inflight *commitJob // the commit in flight, if any
@@ -299,7 +303,7 @@ func (ra *residentActor) closePer() {
 func (ra *residentActor) drop() {
 	ra.loaded, ra.gen, ra.etag, ra.state = false, 0, "", nil
 	ra.version, ra.durable, ra.undeleted = 0, 0, nil
-	ra.asking = nil // nothing waits at the gate
+	ra.asking, ra.index = nil, nil // nothing waits at the gate
 	if ra.compacting != nil {
 		ra.compacting.cancel() // its result, if any, finds the state dropped
 	}
@@ -395,8 +399,13 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 			r = result{resp: ra.failed(err)}
 		}
 		t.Discard()
+		if a := m.alarm; a != nil && a.rec.Name != "" {
+			ra.alarmFailed(a, t, err) // its retry, or its end, is the event's write
+			r = result{}
+		}
 	default:
 		r = result{resp: resp, out: ev.socks.out}
+		ra.h.alarms.set.Add(ev.alarmsSet)
 	}
 	if m.key != nil {
 		tookEffect := t.Dirty() || ev.call.earlier || len(r.out) > 0
@@ -405,6 +414,9 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 			t.Discard()
 			r = result{resp: ra.failed(err)}
 		}
+	}
+	for _, a := range t.AlarmsSet() {
+		ra.index = append(ra.index, actorstore.IndexKey(ra.actor, a)) // written before the commit that sets it
 	}
 	wrote := false
 	if t.Dirty() {
@@ -537,6 +549,8 @@ func (ra *residentActor) startCommit(ctx actor.Context) {
 	hd, err := ra.state.EncodeHead(ra.gen, ra.version)
 	job := &commitJob{version: ra.version, seq: seq, head: hd, garbage: ra.state.Garbage(), done: make(chan commitResult, 1)}
 	ra.inflight = job
+	index := ra.index
+	ra.index = nil
 	self, root, bucket, timeout := ctx.Self(), ra.h.cfg.System.Root, ra.h.cfg.Bucket, ra.h.cfg.IOTimeout
 	if err != nil {
 		job.done <- commitResult{err: err}
@@ -555,8 +569,15 @@ func (ra *residentActor) startCommit(ctx actor.Context) {
 			job.done <- res
 			root.Send(self, &commitDoneMsg{job: job})
 		}()
-		// The run first: the head that lists it must never land without
-		// it. So too the manifests.
+		// The alarm index's entries first: no alarm is in a state that
+		// landed without its entry. Then the run: the head that lists it
+		// must never land without it. So too the manifests.
+		for _, k := range index {
+			if _, res.err = bucket.Put(cctx, k, nil, ownership.Always()); res.err != nil {
+				res.err = fmt.Errorf("alarm index entry %s: %w", k, res.err)
+				return
+			}
+		}
 		res.err = hd.PutRuns(cctx, bucket, runs, a)
 		if res.err == nil {
 			cond := ownership.IfMatch(etag)
@@ -923,6 +944,9 @@ func (ra *residentActor) run(ctx context.Context, m *eventMsg, t *actorstore.Txn
 			ra.per = f.NewResident(ra.actor)
 		}
 		c = ra.per
+	}
+	if m.alarm != nil {
+		return nil, ra.runAlarm(ctx, c, m.alarm, t)
 	}
 	if m.sock != nil {
 		if sc, ok := c.(actors.SocketHandler); ok {

@@ -1,0 +1,197 @@
+package actorhost
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/internal/actorstore"
+	"github.com/wasmkeep/wasmkeep/ownership"
+)
+
+// An actor's alarms (actors.SetAlarm) are records of its storage
+// (internal/actorstore/alarms.go); the bucket's alarm index names each by
+// when it is due. The node's alarm poller (package node) lists the due
+// entries and hands each to DispatchAlarm, which acquires the actor here,
+// or says where it is held (that node's poller delivers it). The alarm's
+// event checks the entry against the actor's record: only the set the
+// entry was written for fires, so an entry left by an earlier set, or by
+// a commit that did not land, costs one event and nothing else.
+
+// AlarmOutcome is what an alarm's delivery came to.
+type AlarmOutcome int
+
+const (
+	// AlarmFired: the class handled it; the alarm ended with the event
+	// (unless the event set it again).
+	AlarmFired AlarmOutcome = iota + 1
+	// AlarmRetried: the event failed; the alarm is set again for a retry.
+	AlarmRetried
+	// AlarmGivenUp: the event failed after MaxAlarmRetries retries (or the
+	// class handles no alarms); the alarm is deleted.
+	AlarmGivenUp
+	// AlarmGone: the actor has no such alarm as the entry names (it was
+	// deleted, set again, or its commit never landed).
+	AlarmGone
+	// AlarmNotDue: the alarm is not due yet by this node's clock.
+	AlarmNotDue
+)
+
+func (o AlarmOutcome) String() string {
+	switch o {
+	case AlarmFired:
+		return "fired"
+	case AlarmRetried:
+		return "retried"
+	case AlarmGivenUp:
+		return "given up"
+	case AlarmGone:
+		return "gone"
+	case AlarmNotDue:
+		return "not due"
+	}
+	return fmt.Sprintf("AlarmOutcome(%d)", int(o))
+}
+
+// MaxAlarmRetries bounds the retries of an alarm whose event fails; the
+// n-th retry comes FirstAlarmRetry << (n-1) after the failure before it.
+const (
+	MaxAlarmRetries = 6
+	FirstAlarmRetry = 2 * time.Second
+)
+
+// alarmEvent is an alarm's delivery: the index entry it is for, and what
+// became of it (set on the actor's goroutine, read after its answer).
+type alarmEvent struct {
+	entry   actorstore.IndexEntry
+	outcome AlarmOutcome
+	rec     actorstore.AlarmRecord
+}
+
+// DispatchAlarm delivers the alarm the index entry names to its actor, as
+// Dispatch delivers a request: it acquires the actor here, or returns
+// where it is held. The outcome counts only when err is nil: the event's
+// writes (the alarm ended, or set for its retry) are durable then.
+func (h *Host) DispatchAlarm(ctx context.Context, e actorstore.IndexEntry) (AlarmOutcome, *Elsewhere, error) {
+	ae := &alarmEvent{entry: e}
+	at, err := h.dispatch(ctx, e.Actor, 0, func(gen ownership.Generation, state *ownership.Sealed) error {
+		ae.outcome = 0
+		return h.run(ctx, &eventMsg{ctx: ctx, actor: e.Actor, gen: gen, sealed: state, alarm: ae}).err
+	})
+	if at != nil || err != nil {
+		return 0, at, err
+	}
+	return ae.outcome, nil, nil
+}
+
+// alarmCounts counts the alarms the classes set (AlarmStats).
+type alarmCounts struct {
+	set atomic.Int64
+}
+
+// AlarmsSet is how many alarms the node's actors set (and committed)
+// since the host started.
+func (h *Host) AlarmsSet() int64 { return h.alarms.set.Load() }
+
+// runAlarm runs an alarm's event on the class's handler c: unless the
+// entry's set of the alarm is the one the actor keeps, due by this node's
+// clock, nothing runs. It returns the handler's error.
+func (ra *residentActor) runAlarm(ctx context.Context, c actors.Handler, ae *alarmEvent, t *actorstore.Txn) error {
+	rec, ok, err := t.Alarm(ae.entry.Name)
+	switch {
+	case err != nil:
+		return err
+	case !ok || rec.Nonce != ae.entry.Nonce:
+		ae.outcome = AlarmGone
+		return nil
+	case rec.At.After(time.Now()):
+		ae.outcome = AlarmNotDue
+		return nil
+	}
+	ae.rec = rec
+	h, ok := c.(actors.AlarmHandler)
+	if !ok {
+		ra.log().Warn("alarm due for a class that handles none: given up", slog.String("alarm", rec.Name))
+		t.DeleteAlarm(rec.Name)
+		ae.outcome = AlarmGivenUp
+		return nil
+	}
+	if err := h.HandleAlarm(ctx, rec.Alarm, t); err != nil {
+		return err
+	}
+	// The event ends its alarm, unless it set it again (a new nonce) or
+	// deleted it.
+	if cur, ok, _ := t.Alarm(rec.Name); ok && cur.Nonce == rec.Nonce {
+		t.DeleteAlarm(rec.Name)
+	}
+	ae.outcome = AlarmFired
+	return nil
+}
+
+// alarmFailed writes what an alarm whose event failed (err) comes to, the
+// event's own writes discarded: set again for its next retry, or deleted
+// after the last.
+func (ra *residentActor) alarmFailed(ae *alarmEvent, t *actorstore.Txn, err error) {
+	rec := ae.rec
+	if rec.Retry >= MaxAlarmRetries {
+		ra.log().Warn("alarm given up after its retries", slog.String("alarm", rec.Name), slog.Int("retries", rec.Retry), slog.Any("err", err))
+		t.DeleteAlarm(rec.Name)
+		ae.outcome = AlarmGivenUp
+		return
+	}
+	next := time.Now().Add(cmp.Or(ra.h.cfg.AlarmRetry, FirstAlarmRetry) << rec.Retry)
+	if werr := t.RetryAlarm(rec.Name, next, rec.Retry+1); werr != nil {
+		ra.log().Error("alarm could not be set for its retry: given up", slog.String("alarm", rec.Name), slog.Any("err", errors.Join(err, werr)))
+		t.DeleteAlarm(rec.Name)
+		ae.outcome = AlarmGivenUp
+		return
+	}
+	ra.log().Info("alarm failed: retried later", slog.String("alarm", rec.Name), slog.Int("retry", rec.Retry+1),
+		slog.Time("at", next), slog.Any("err", err))
+	ae.outcome = AlarmRetried
+}
+
+// SetAlarm is actors.SetAlarm for the event.
+func (ev *eventValues) SetAlarm(name string, at time.Time) error {
+	if err := ev.call.t.SetAlarm(name, at); err != nil {
+		return err
+	}
+	ev.alarmsSet++
+	return nil
+}
+
+// GetAlarm is actors.GetAlarm for the event.
+func (ev *eventValues) GetAlarm(name string) (time.Time, bool, error) {
+	if err := actorstore.CheckAlarmName(name); err != nil {
+		return time.Time{}, false, err
+	}
+	r, ok, err := ev.call.t.Alarm(name)
+	return r.At, ok, err
+}
+
+// DeleteAlarm is actors.DeleteAlarm for the event.
+func (ev *eventValues) DeleteAlarm(name string) error {
+	if err := actorstore.CheckAlarmName(name); err != nil {
+		return err
+	}
+	ev.call.t.DeleteAlarm(name)
+	return nil
+}
+
+// ListAlarms is actors.ListAlarms for the event.
+func (ev *eventValues) ListAlarms() ([]actors.Alarm, error) {
+	rs, err := ev.call.t.Alarms()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]actors.Alarm, len(rs))
+	for i, r := range rs {
+		out[i] = r.Alarm
+	}
+	return out, nil
+}

@@ -1,0 +1,211 @@
+package node
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wasmkeep/wasmkeep/internal/actorhost"
+	"github.com/wasmkeep/wasmkeep/internal/actorstore"
+	"github.com/wasmkeep/wasmkeep/ownership"
+)
+
+// The alarm poller finds the actors' due alarms and delivers them. Every
+// node lists the start of the bucket's alarm index (actorstore.IndexKey:
+// entries named by when they are due, earliest first) every AlarmPoll, one
+// page of at most alarmPage entries, and hands each due entry to
+// Host.DispatchAlarm: the actor is acquired here and its alarm event run,
+// or it is held by another live node, whose poller delivers it (a parked
+// room's is its sockets' node). A delivery that came to an end (fired,
+// set for its retry, given up, or found gone) deletes its entry; one that
+// did not (refused, the bucket, not due by the actor's node's clock)
+// leaves it for the next pass. So a node's bucket requests for alarms are
+// one list a pass plus a delete and an actor's event for each alarm due:
+// alarms due later cost nothing until they are due.
+
+// DefaultAlarmPoll is how often a node lists the due alarms.
+const DefaultAlarmPoll = time.Second
+
+// alarmIO bounds a pass's bucket calls and each delivery (an actor's wake,
+// its event and its commit).
+const alarmIO = 30 * time.Second
+
+// alarmPage bounds the entries one pass reads; alarmDeliveries the
+// deliveries one node runs at once.
+const (
+	alarmPage       = 256
+	alarmDeliveries = 64
+)
+
+type alarmPoller struct {
+	host   *actorhost.Host
+	bucket ownership.Bucket
+	every  time.Duration
+	io     time.Duration // bounds each bucket call and delivery
+	log    *slog.Logger
+	m      *alarmMetrics
+
+	mu       sync.Mutex
+	inflight map[string]bool // index keys being delivered
+	slots    chan struct{}
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+type alarmMetrics struct {
+	outcomes *prometheus.CounterVec
+	lateness prometheus.Histogram
+	due      prometheus.Gauge
+	requests *prometheus.CounterVec
+}
+
+func newAlarmMetrics(reg prometheus.Registerer, host *actorhost.Host) (*alarmMetrics, error) {
+	m := &alarmMetrics{
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "wasmkeep_alarms_total",
+			Help: "Alarm deliveries this node ran to an end, by outcome: fired, retried (the event failed; set again), given_up (after its retries), gone (the entry's alarm was deleted or set again)."}, []string{"outcome"}),
+		lateness: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "wasmkeep_alarm_lateness_seconds",
+			Help: "Time from when a fired alarm was due to its event's end.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 12)}),
+		due: prometheus.NewGauge(prometheus.GaugeOpts{Name: "wasmkeep_alarms_pending",
+			Help: "Alarms due and not yet delivered, as this node found them in its last pass over the alarm index (at most one page: 256)."}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "wasmkeep_alarm_bucket_requests_total",
+			Help: "Bucket requests of this node's alarm poller, by operation (list, delete); an alarm's event is counted with the actors' storage."}, []string{"op"}),
+	}
+	for _, o := range []string{"fired", "retried", "given_up", "gone"} {
+		m.outcomes.WithLabelValues(o)
+	}
+	set := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "wasmkeep_alarms_set_total",
+		Help: "Alarms the actors of this node set (actors.SetAlarm in an event whose writes were kept)."}, func() float64 { return float64(host.AlarmsSet()) })
+	for _, c := range []prometheus.Collector{m.outcomes, m.lateness, m.due, m.requests, set} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *alarmMetrics) ended(o actorhost.AlarmOutcome, due time.Time) {
+	switch o {
+	case actorhost.AlarmFired:
+		m.outcomes.WithLabelValues("fired").Inc()
+		m.lateness.Observe(time.Since(due).Seconds())
+	case actorhost.AlarmRetried:
+		m.outcomes.WithLabelValues("retried").Inc()
+	case actorhost.AlarmGivenUp:
+		m.outcomes.WithLabelValues("given_up").Inc()
+	case actorhost.AlarmGone:
+		m.outcomes.WithLabelValues("gone").Inc()
+	}
+}
+
+// startAlarms starts the poller; stop ends it and waits for its
+// deliveries.
+func startAlarms(host *actorhost.Host, bucket ownership.Bucket, every, io time.Duration, m *alarmMetrics, log *slog.Logger) *alarmPoller {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &alarmPoller{host: host, bucket: bucket, every: every, io: io, log: log, m: m,
+		inflight: map[string]bool{}, slots: make(chan struct{}, alarmDeliveries), cancel: cancel, done: make(chan struct{})}
+	go p.run(ctx)
+	return p
+}
+
+func (p *alarmPoller) stop() {
+	p.cancel()
+	<-p.done
+}
+
+func (p *alarmPoller) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer close(p.done)
+	defer wg.Wait()
+	t := time.NewTicker(p.every)
+	defer t.Stop()
+	for {
+		p.pass(ctx, &wg)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// pass lists the start of the index and delivers what is due.
+func (p *alarmPoller) pass(ctx context.Context, wg *sync.WaitGroup) {
+	lctx, cancel := context.WithTimeout(ctx, p.io)
+	page, err := p.bucket.List(lctx, actorstore.IndexPrefix, "", alarmPage)
+	cancel()
+	p.m.requests.WithLabelValues("list").Inc()
+	if err != nil {
+		if ctx.Err() == nil {
+			p.log.Info("alarm index not listed", slog.Any("err", err))
+		}
+		return
+	}
+	now, due := time.Now(), 0
+	for _, le := range page.Entries {
+		key := le.Key
+		e, err := actorstore.ParseIndexKey(key)
+		if err != nil {
+			p.log.Warn("alarm index entry not understood: deleted", slog.String("key", key), slog.Any("err", err))
+			p.delete(ctx, key)
+			continue
+		}
+		if e.At.After(now) {
+			break // the rest are due later
+		}
+		due++
+		p.mu.Lock()
+		busy := p.inflight[key]
+		p.inflight[key] = true
+		p.mu.Unlock()
+		if busy {
+			continue
+		}
+		select {
+		case p.slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		wg.Go(func() {
+			defer func() {
+				<-p.slots
+				p.mu.Lock()
+				delete(p.inflight, key)
+				p.mu.Unlock()
+			}()
+			p.deliver(ctx, e)
+		})
+	}
+	p.m.due.Set(float64(due))
+}
+
+// deliver hands one due entry to its actor, and deletes the entry once
+// the delivery came to an end.
+func (p *alarmPoller) deliver(ctx context.Context, e actorstore.IndexEntry) {
+	dctx, cancel := context.WithTimeout(ctx, p.io)
+	defer cancel()
+	o, at, err := p.host.DispatchAlarm(dctx, e)
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			p.log.Debug("alarm not delivered: tried again at the next pass", slog.String("actor", e.Actor.String()),
+				slog.String("alarm", e.Name), slog.Any("err", err))
+		}
+		return
+	case at != nil, o == actorhost.AlarmNotDue, o == 0:
+		return // its holder's poller delivers it; or later
+	}
+	p.m.ended(o, e.At)
+	p.delete(ctx, e.Key)
+}
+
+func (p *alarmPoller) delete(ctx context.Context, key string) {
+	dctx, cancel := context.WithTimeout(ctx, p.io)
+	defer cancel()
+	p.m.requests.WithLabelValues("delete").Inc()
+	if err := p.bucket.Delete(dctx, key, ownership.Always()); err != nil && ctx.Err() == nil {
+		p.log.Info("alarm index entry not deleted: its alarm will be found gone", slog.String("key", key), slog.Any("err", err))
+	}
+}

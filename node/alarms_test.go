@@ -1,0 +1,179 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/internal/nodetest"
+	"github.com/wasmkeep/wasmkeep/node"
+)
+
+// clock is a class with alarms. POST /set?name=N&in=D sets alarm N to
+// fire D from now (and fails the event after, with &fail, so that its
+// writes are discarded); POST /fail?times=K makes the next K alarm
+// deliveries fail; POST /clear deletes everything; GET answers the
+// fired counts and the alarms set, one per line.
+type clock struct{}
+
+// failing is how many alarm deliveries still fail (a failed event's
+// writes are discarded, so the count is kept outside the actor).
+var failing atomic.Int64
+
+func (clock) Handle(ctx context.Context, req *actors.Request, st actors.Storage) (*actors.Response, error) {
+	name := req.Query.Get("name")
+	switch req.Path {
+	case "/set":
+		in, err := time.ParseDuration(req.Query.Get("in"))
+		if err != nil {
+			return actors.Text(http.StatusBadRequest, err.Error()), nil
+		}
+		if err := actors.SetAlarm(ctx, name, time.Now().Add(in)); err != nil {
+			return nil, err
+		}
+		if req.Query.Has("fail") {
+			return nil, errors.New("failed after setting the alarm")
+		}
+	case "/fail":
+		n, _ := strconv.Atoi(req.Query.Get("times"))
+		failing.Store(int64(n))
+	case "/clear":
+		if err := actors.DeleteAll(st); err != nil {
+			return nil, err
+		}
+	}
+	var b strings.Builder
+	entries, err := st.List(actors.ListOptions{Prefix: "fired/"})
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		fmt.Fprintf(&b, "%s=%s\n", e.Key, e.Value)
+	}
+	alarms, err := actors.ListAlarms(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range alarms {
+		fmt.Fprintf(&b, "alarm %s retry %d\n", a.Name, a.Retry)
+	}
+	return actors.Text(http.StatusOK, b.String()), nil
+}
+
+func (clock) HandleAlarm(ctx context.Context, a actors.Alarm, st actors.Storage) error {
+	if failing.Add(-1) >= 0 {
+		return fmt.Errorf("failing delivery %d of %s", a.Retry, a.Name)
+	}
+	n := 0
+	if v, ok := st.Get("fired/" + a.Name); ok {
+		n, _ = strconv.Atoi(string(v))
+	}
+	return st.Put("fired/"+a.Name, []byte(strconv.Itoa(n+1)))
+}
+
+func alarmNode(t *testing.T, dir, instance string) *nodetest.Node {
+	return nodetest.Start(t, nodetest.Options{Dir: dir, Instance: instance, Classes: map[string]actors.Class{"clock": clock{}}, IdleTimeout: 50 * time.Millisecond,
+		Configure: func(c *node.Config) {
+			c.AlarmPoll = 20 * time.Millisecond
+			c.Actors.AlarmRetry = 20 * time.Millisecond
+		}})
+}
+
+// post posts to url and returns the status and the body, trimmed.
+func post(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Post(url, "", nil)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(b)))
+}
+
+// metricValue is the value of a series of n's /metrics (0 if absent).
+func metricValue(t *testing.T, n *nodetest.Node, name string) float64 {
+	t.Helper()
+	l := series(t, n, name)
+	if l == "" {
+		return 0
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(l, name)), 64)
+	require.NoError(t, err, l)
+	return v
+}
+
+// TestAlarmWakesItsActor: an alarm fires once, waking its actor from
+// hibernation, and ends with its event; an alarm set by an event that
+// failed was never set; DeleteAll deletes the actor's alarms.
+func TestAlarmWakesItsActor(t *testing.T) {
+	n := alarmNode(t, "", "")
+	u := n.URL + "/actor/clock/a"
+	require.Equal(t, "200 alarm x retry 0", post(t, u+"/set?name=x&in=300ms"))
+	require.Equal(t, "500", post(t, u+"/set?name=lost&in=10ms&fail")[:3])
+	n.AwaitIdle(t, "clock/a")
+	require.Eventually(t, func() bool { _, body := get(t, u); return body == "fired/x=1" }, 10*time.Second, 10*time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // passes enough to fire it twice, or "lost" once
+	_, body := get(t, u)
+	require.Equal(t, "fired/x=1", body, "fired once; the alarm of the failed event was never set")
+	require.Equal(t, 1.0, metricValue(t, n, `wasmkeep_alarms_total{outcome="fired"}`))
+
+	require.Equal(t, "200 fired/x=1\nalarm y retry 0", post(t, u+"/set?name=y&in=1h"))
+	require.Equal(t, "200 ", post(t, u+"/clear"))
+	_, body = get(t, u)
+	require.Equal(t, "", body, "DeleteAll took the alarm with the storage")
+}
+
+// TestAlarmRetries: an alarm whose event fails is delivered again with a
+// growing wait, the retry counted, until an event succeeds.
+func TestAlarmRetries(t *testing.T) {
+	n := alarmNode(t, "", "")
+	u := n.URL + "/actor/clock/r"
+	post(t, u+"/fail?times=2")
+	post(t, u+"/set?name=x&in=0s")
+	require.Eventually(t, func() bool { _, body := get(t, u); return strings.Contains(body, "fired/x=1") }, 10*time.Second, 10*time.Millisecond)
+	_, body := get(t, u)
+	require.Equal(t, "fired/x=1", body)
+	require.Equal(t, 2.0, metricValue(t, n, `wasmkeep_alarms_total{outcome="retried"}`))
+	require.Equal(t, 1.0, metricValue(t, n, `wasmkeep_alarms_total{outcome="fired"}`))
+}
+
+// TestAlarmPastDueAfterRestart: an alarm that came due while no node ran
+// fires as soon as a node starts on the bucket.
+func TestAlarmPastDueAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	n := alarmNode(t, dir, "i1")
+	u := n.URL + "/actor/clock/p"
+	post(t, u+"/set?name=x&in=400ms")
+	require.NoError(t, n.Stop(context.Background()))
+	time.Sleep(500 * time.Millisecond)
+	n2 := alarmNode(t, dir, "i2")
+	require.Eventually(t, func() bool { _, body := get(t, n2.URL+"/actor/clock/p"); return body == "fired/x=1" }, 10*time.Second, 10*time.Millisecond)
+}
+
+// TestAlarmsDueLaterCostNothing: with a thousand alarms due in an hour,
+// each pass of the poller is one list of the index and nothing else.
+func TestAlarmsDueLaterCostNothing(t *testing.T) {
+	n := alarmNode(t, "", "")
+	for i := range 10 {
+		for j := range 100 {
+			post(t, fmt.Sprintf("%s/actor/clock/far%d/set?name=a%d&in=1h", n.URL, i, j))
+		}
+	}
+	before := metricValue(t, n, `wasmkeep_alarm_bucket_requests_total{op="list"}`)
+	time.Sleep(500 * time.Millisecond)
+	lists := metricValue(t, n, `wasmkeep_alarm_bucket_requests_total{op="list"}`) - before
+	require.InDelta(t, 25, lists, 15, "a list every 20 ms")
+	require.Zero(t, metricValue(t, n, `wasmkeep_alarm_bucket_requests_total{op="delete"}`))
+	require.Zero(t, metricValue(t, n, `wasmkeep_alarms_pending`))
+	require.Equal(t, 1000.0, metricValue(t, n, `wasmkeep_alarms_set_total`))
+}
