@@ -3,6 +3,9 @@ package main
 import (
 	"github.com/wasmkeep/wasmkeep/cli"
 	"github.com/wasmkeep/wasmkeep/examples/chat"
+	"github.com/wasmkeep/wasmkeep/examples/reminders"
 )
 
-func main() { cli.Main(cli.WithClass("chat", chat.Room{})) }
+func main() {
+	cli.Main(cli.WithClass("chat", chat.Room{}), cli.WithClass("reminders", reminders.Reminders{}))
+}

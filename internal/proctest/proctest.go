@@ -267,6 +267,18 @@ func (n *Node) Get(path string) (int, string, error) {
 	return res.StatusCode, string(b), err
 }
 
+// Post posts body to path, on a connection of its own.
+func (n *Node) Post(path, body string) (int, string, error) {
+	c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	res, err := c.Post("http://"+n.Addr+path, "text/plain", strings.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return res.StatusCode, string(b), err
+}
+
 // RSS is the node's resident memory in bytes.
 func (n *Node) RSS(t testing.TB) int64 {
 	t.Helper()

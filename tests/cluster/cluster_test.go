@@ -21,11 +21,14 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/cli"
 	"github.com/wasmkeep/wasmkeep/examples/chat"
+	"github.com/wasmkeep/wasmkeep/examples/reminders"
 	"github.com/wasmkeep/wasmkeep/internal/proctest"
 	"github.com/wasmkeep/wasmkeep/internal/s3test"
 )
 
-func TestMain(m *testing.M) { proctest.Main(m, cli.WithClass("chat", chat.Room{})) }
+func TestMain(m *testing.M) {
+	proctest.Main(m, cli.WithClass("chat", chat.Room{}), cli.WithClass("reminders", reminders.Reminders{}))
+}
 
 // lease are short lease durations: a dead node is fenced 5 s after its
 // last renewal.
@@ -142,6 +145,40 @@ func TestKilledNodeFailsOver(t *testing.T) {
 		require.Equal(t, "2", strings.TrimSpace(body), "k%d: the count n1 acknowledged survives", i)
 	}
 	t.Logf("served after the kill in %s", time.Since(start).Round(time.Millisecond))
+}
+
+// TestKilledNodesAlarmsFire kills a node holding actors whose alarms are
+// due two seconds later (SIGKILL: nothing is released): each alarm fires
+// once, on another node, within the failover bound (the peers fence the
+// node 5 s after its last renewal) plus 1 s of the killing.
+func TestKilledNodesAlarmsFire(t *testing.T) {
+	ms := startCluster(t, 3)
+	const actors = 6
+	for i := range actors {
+		code, body, err := ms[0].node().Post(fmt.Sprintf("/actor/reminders/k%d?in=2s&text=hi", i), "")
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, code, body)
+	}
+	killed := time.Now()
+	ms[0].node().Signal(t, syscall.SIGKILL)
+	ms[0].node().Wait(t, 10*time.Second)
+	for i := range actors {
+		via := ms[1+i%2]
+		var body string
+		require.Eventually(t, func() bool {
+			var code int
+			var err error
+			code, body, err = via.node().Get(fmt.Sprintf("/actor/reminders/k%d", i))
+			return err == nil && code == http.StatusOK && strings.HasPrefix(body, "fired r1 ")
+		}, 30*time.Second, 100*time.Millisecond, "k%d's reminder fired", i)
+		require.Equal(t, 1, strings.Count(body, "fired "), "k%d fired once: %s", i, body)
+		require.NotContains(t, body, "due ", "k%d's alarm ended with its event", i)
+		at, err := time.Parse(time.RFC3339Nano, strings.Fields(body)[2])
+		require.NoError(t, err, body)
+		took := at.Sub(killed)
+		t.Logf("k%d fired %s after the kill: %s", i, took.Round(time.Millisecond), strings.TrimSpace(body))
+		require.Less(t, took, 6*time.Second+500*time.Millisecond, "within the failover bound plus 1 s (and a poll's rounding)")
+	}
 }
 
 // TestHungNodeFailsOver stops a node holding counters (SIGSTOP: it takes
