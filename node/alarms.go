@@ -15,8 +15,10 @@ import (
 
 // The alarm poller finds the actors' due alarms and delivers them. Every
 // node lists the start of the bucket's alarm index (actorstore.IndexKey:
-// entries named by when they are due, earliest first) every AlarmPoll, one
-// page of at most alarmPage entries, and hands each due entry to
+// entries named by when they are due, earliest first) every AlarmPoll (and
+// once more in between when the first entry not due yet comes due before
+// the next pass; a quarter of the period apart at least), one page of at
+// most alarmPage entries, and hands each due entry to
 // Host.DispatchAlarm: the actor is acquired here and its alarm event run,
 // or it is held by another live node, whose poller delivers it (a parked
 // room's is its sockets' node). A delivery that came to an end (fired,
@@ -119,20 +121,31 @@ func (p *alarmPoller) run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer close(p.done)
 	defer wg.Wait()
-	t := time.NewTicker(p.every)
+	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
-		p.pass(ctx, &wg)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		start := time.Now()
+		wait := p.every
+		if next := p.pass(ctx, &wg); !next.IsZero() {
+			// The first entry not due yet comes due before the next pass:
+			// a pass then instead, so that an alarm waits for its time,
+			// not for the period; passes stay a quarter of the period
+			// apart, so at most four a period, and only while alarms
+			// come due.
+			wait = min(wait, max(time.Until(next), 0))
+		}
+		t.Reset(max(wait, p.every/4-time.Since(start)))
 	}
 }
 
-// pass lists the start of the index and delivers what is due.
-func (p *alarmPoller) pass(ctx context.Context, wg *sync.WaitGroup) {
+// pass lists the start of the index and delivers what is due; it returns
+// when the first entry not due yet is, if the page has one.
+func (p *alarmPoller) pass(ctx context.Context, wg *sync.WaitGroup) (next time.Time) {
 	lctx, cancel := context.WithTimeout(ctx, p.io)
 	page, err := p.bucket.List(lctx, actorstore.IndexPrefix, "", alarmPage)
 	cancel()
@@ -141,7 +154,7 @@ func (p *alarmPoller) pass(ctx context.Context, wg *sync.WaitGroup) {
 		if ctx.Err() == nil {
 			p.log.Info("alarm index not listed", slog.Any("err", err))
 		}
-		return
+		return next
 	}
 	now, due := time.Now(), 0
 	for _, le := range page.Entries {
@@ -153,6 +166,7 @@ func (p *alarmPoller) pass(ctx context.Context, wg *sync.WaitGroup) {
 			continue
 		}
 		if e.At.After(now) {
+			next = e.At
 			break // the rest are due later
 		}
 		due++
@@ -166,7 +180,7 @@ func (p *alarmPoller) pass(ctx context.Context, wg *sync.WaitGroup) {
 		select {
 		case p.slots <- struct{}{}:
 		case <-ctx.Done():
-			return
+			return next
 		}
 		wg.Go(func() {
 			defer func() {
@@ -179,6 +193,7 @@ func (p *alarmPoller) pass(ctx context.Context, wg *sync.WaitGroup) {
 		})
 	}
 	p.m.due.Set(float64(due))
+	return next
 }
 
 // deliver hands one due entry to its actor, and deletes the entry once
