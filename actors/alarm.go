@@ -45,6 +45,11 @@ type AlarmHandler interface {
 	HandleAlarm(ctx context.Context, alarm Alarm, st Storage) error
 }
 
+// ErrAlarmsNotHandled, returned by HandleAlarm (or by a wasm guest with no
+// alarm handler), gives the alarm up at once instead of retrying it: the
+// class has nothing to run for it.
+var ErrAlarmsNotHandled = errors.New("the class handles no alarms")
+
 // ErrBadAlarm is matched (errors.Is) by an alarm's name that is empty,
 // longer than MaxAlarmName, "." or "..", or holds control characters.
 var ErrBadAlarm = errors.New("bad alarm name")

@@ -64,6 +64,9 @@ type event struct {
 	// fetched is the encoded response of the last http_fetch, for
 	// http_fetch_read.
 	fetched []byte
+	// alarm is the encoded alarm of an alarm event (alarm_event_read);
+	// alarms the encoded list of the last alarm_list_len.
+	alarm, alarms []byte
 }
 
 type eventKey struct{}
@@ -253,6 +256,7 @@ func instantiateABI(ctx context.Context, rt wazero.Runtime) error {
 	socketFunctions(fn)
 	callFunctions(fn)
 	fetchFunctions(fn)
+	alarmFunctions(fn)
 	meterFunction(fn)
 	// abi_version() -> i32
 	fn("abi_version", func(_ context.Context, _ api.Module, stack []uint64) {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/gorilla/websocket"
+	"github.com/stretchr/testify/require"
 	"github.com/tetratelabs/wazero"
 
 	"github.com/wasmkeep/wasmkeep/actors"
@@ -423,6 +424,29 @@ static wk_response *serve(const wk_request *req) {
 		wk_buf_write_cstr(&out, "nope: ");
 		wk_buf_write_int(&out, wk_call(WK_STR("nope"), WK_STR("x"), &call, &resp));
 		wk_buf_write_byte(&out, '\n');
+	} else if (wk_str_eq(req->path, WK_STR("/alarm-set"))) {
+		wk_buf_write_int(&out, wk_alarm_set(WK_STR("tick"), 1000));
+		wk_buf_write_byte(&out, ' ');
+		wk_buf_write_int(&out, wk_alarm_set(WK_STR(".."), 1000));
+		int64_t at = 0;
+		wk_buf_write_cstr(&out, wk_alarm_get(WK_STR("tick"), &at) ? " get " : " none ");
+		wk_buf_write_int(&out, at);
+		size_t n;
+		const wk_alarm *list = wk_alarm_list(&n);
+		for (size_t i = 0; i < n; i++) {
+			wk_buf_write_byte(&out, ' ');
+			wk_buf_write_str(&out, list[i].name);
+		}
+		wk_buf_write_byte(&out, '\n');
+	} else if (wk_str_eq(req->path, WK_STR("/alarm-fired"))) {
+		wk_str v;
+		if (wk_storage_get(WK_STR("fired"), &v))
+			wk_buf_write_str(&out, v);
+		size_t n;
+		wk_alarm_list(&n);
+		wk_buf_write_cstr(&out, " left ");
+		wk_buf_write_int(&out, (int64_t)n);
+		wk_buf_write_byte(&out, '\n');
 	} else if (wk_str_eq(req->path, WK_STR("/fetch"))) {
 		wk_str url;
 		if (!wk_query(req, "url", &url))
@@ -446,6 +470,16 @@ static wk_response *serve(const wk_request *req) {
 }
 
 WK_HANDLE_REQUEST(serve)
+
+static int on_alarm(const wk_alarm *a) {
+	wk_buf v = {0};
+	wk_buf_write_str(&v, a->name);
+	wk_buf_write_cstr(&v, " fired, due ");
+	wk_buf_write_int(&v, a->at_ms);
+	return wk_storage_put(WK_STR("fired"), wk_buf_str(&v)) == WK_STORED ? 0 : 1;
+}
+
+WK_HANDLE_ALARM(on_alarm)
 `
 
 // readmeClass returns the class of sdk/c/README.md, its only C block.
@@ -543,6 +577,13 @@ func TestCGuestProbe(t *testing.T) {
 	probe("/fetch?url="+url.QueryEscape(service.URL+"/x"), "200 POST c from c\n")
 	probe("/fetch?url="+url.QueryEscape("http://10.9.9.9/"), "-2\n")
 	probe("/fetch?url="+url.QueryEscape("gopher://x/"), "-1\n")
+	probe("/alarm-set", "0 -1 get 1000 tick\n")
+	require.Eventually(t, func() bool {
+		resp := do(http.MethodGet, "c-probe/x/alarm-fired", "", nil)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b) == "tick fired, due 1000 left 0\n"
+	}, 10*time.Second, 20*time.Millisecond, "the C guest's alarm fired and ended")
 	text("c-readme/book?who=ada", http.StatusOK, "ada\n")
 	text("c-readme/book?who=bob", http.StatusOK, "ada\nbob\n")
 	text("c-readme/book", http.StatusBadRequest, "who?\n")

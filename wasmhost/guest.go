@@ -50,6 +50,7 @@ type wasm struct {
 	out     *guestOut                 // what the guest writes to stdout and stderr
 	request api.Function              // wasmkeep_on_request, if exported
 	socket  api.Function              // wasmkeep_on_socket, once looked up
+	alarm   api.Function              // wasmkeep_on_alarm, once looked up
 	leave   api.Function              // wasmkeep_on_leave, once looked up
 	stack   [1]uint64                 // a call's argument, then its result
 }
@@ -91,14 +92,25 @@ func (w *wasm) call(fn api.Function, ev *event) (int32, error) {
 	return int32(w.stack[0]), nil
 }
 
-// exec runs ev on w (wasmkeep_on_socket if socket, else
-// wasmkeep_on_request) and checks what the guest handed out. It returns
-// wire.OK or wire.NotHandled; an error means the guest must be
-// discarded.
-func (w *wasm) exec(socket bool, ev *event) (int32, error) {
+// eventKind says which export an event calls.
+type eventKind uint8
+
+const (
+	requestEvent eventKind = iota // wasmkeep_on_request
+	socketEvent                   // wasmkeep_on_socket
+	alarmEvent                    // wasmkeep_on_alarm
+)
+
+// exec runs ev on w (the export of its kind) and checks what the guest
+// handed out. It returns wire.OK or wire.NotHandled; an error means the
+// guest must be discarded.
+func (w *wasm) exec(kind eventKind, ev *event) (int32, error) {
 	fn := w.request
-	if socket {
+	switch kind {
+	case socketEvent:
 		fn = w.export(&w.socket, exportOnSocket)
+	case alarmEvent:
+		fn = w.export(&w.alarm, exportOnAlarm)
 	}
 	code, err := w.call(fn, ev)
 	if err != nil {
@@ -162,7 +174,7 @@ func eventError(ctx, cctx context.Context, what string, err error) error {
 
 // runner runs an event on the guest that serves its actor.
 type runner interface {
-	run(ctx context.Context, what string, socket bool, ev *event) (int32, error)
+	run(ctx context.Context, what string, kind eventKind, ev *event) (int32, error)
 }
 
 // handleOn runs req, an event of the actor ref, on the guest that run
@@ -172,7 +184,7 @@ func (m *Module) handleOn(ctx context.Context, run runner, ref *actorRef, req *a
 		return notImplemented(), nil
 	}
 	ev := &event{actor: ref, req: encodeRequest(req), request: true, st: st, ws: socketsOf(ctx)}
-	code, err := run.run(ctx, "request", false, ev)
+	code, err := run.run(ctx, "request", requestEvent, ev)
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +213,7 @@ func (m *Module) handleSocketOn(ctx context.Context, run runner, ref *actorRef, 
 		return nil
 	}
 	ev := &event{actor: ref, sock: encodeSocketEvent(sev), st: st, ws: socketsOf(ctx)}
-	code, err := run.run(ctx, "socket event", true, ev)
+	code, err := run.run(ctx, "socket event", socketEvent, ev)
 	if err != nil {
 		return err
 	}
@@ -209,6 +221,28 @@ func (m *Module) handleSocketOn(ctx context.Context, run runner, ref *actorRef, 
 		return fmt.Errorf("%w: socket event", ErrHandler)
 	}
 	if ev.rollback {
+		return actors.Rollback(nil)
+	}
+	return nil
+}
+
+// handleAlarmOn runs an alarm event of the actor ref on the guest that
+// run serves it on; see Guest.HandleAlarm.
+func (m *Module) handleAlarmOn(ctx context.Context, run runner, ref *actorRef, a actors.Alarm, st actors.Storage) error {
+	if !m.onAlarm {
+		return actors.ErrAlarmsNotHandled
+	}
+	ev := &event{actor: ref, alarm: encodeAlarm(a), st: st, ws: socketsOf(ctx)}
+	code, err := run.run(ctx, "alarm", alarmEvent, ev)
+	if err != nil {
+		return err
+	}
+	switch {
+	case code == wire.Failed:
+		return fmt.Errorf("%w: alarm", ErrHandler)
+	case code == wire.NotHandled:
+		return actors.ErrAlarmsNotHandled
+	case ev.rollback:
 		return actors.Rollback(nil)
 	}
 	return nil
@@ -279,10 +313,23 @@ func (g *Guest) HandleSocket(ctx context.Context, sev *actors.SocketEvent, st ac
 	return g.m.handleSocketOn(ctx, g, g.ref, sev, st)
 }
 
+// HandleAlarm runs an alarm event on the guest's wasmkeep_on_alarm, with
+// st as the actor's storage. It implements actors.AlarmHandler. A module
+// without the export, or a guest that registered no alarm handler,
+// returns actors.ErrAlarmsNotHandled (the alarm is given up); a handler
+// that reports failure returns ErrHandler (the alarm is retried). Other
+// errors are as for Handle.
+func (g *Guest) HandleAlarm(ctx context.Context, a actors.Alarm, st actors.Storage) error {
+	if g.closed {
+		return ErrClosed
+	}
+	return g.m.handleAlarmOn(ctx, g, g.ref, a, st)
+}
+
 // run implements runner: it runs ev on the Guest, starting it if it is
 // not started, within the event timeout. Any error discards the guest and
 // is returned (what names the event in it).
-func (g *Guest) run(ctx context.Context, what string, socket bool, ev *event) (int32, error) {
+func (g *Guest) run(ctx context.Context, what string, kind eventKind, ev *event) (int32, error) {
 	r := g.m.r
 	cctx := r.bound(ctx, ev)
 	defer r.unbound(ev)
@@ -293,7 +340,7 @@ func (g *Guest) run(ctx context.Context, what string, socket bool, ev *event) (i
 		}
 		g.w = w
 	}
-	code, err := g.w.exec(socket, ev)
+	code, err := g.w.exec(kind, ev)
 	if err != nil {
 		return 0, g.fail(ctx, cctx, what, err)
 	}

@@ -250,6 +250,17 @@ func (pr *pendingResident) HandleSocket(ctx context.Context, ev *actors.SocketEv
 	return nil
 }
 
+func (pr *pendingResident) HandleAlarm(ctx context.Context, a actors.Alarm, st actors.Storage) error {
+	res, err := pr.resident(ctx)
+	if err != nil {
+		return err
+	}
+	if h, ok := res.(actors.AlarmHandler); ok {
+		return h.HandleAlarm(ctx, a, st)
+	}
+	return actors.ErrAlarmsNotHandled
+}
+
 func (pr *pendingResident) Close() {
 	if pr.res != nil {
 		pr.res.Close()

@@ -370,6 +370,7 @@ type Module struct {
 	onRequest bool      // exports wasmkeep_on_request
 	onSocket  bool      // exports wasmkeep_on_socket
 	onLeave   bool      // exports wasmkeep_on_leave
+	onAlarm   bool      // exports wasmkeep_on_alarm
 	isolation Isolation // as declared, or as Config.Isolation overrides it
 	declared  Isolation // as the module declares it
 	img       *image    // the data segments, not in compiled; nil if in it
@@ -391,6 +392,8 @@ const (
 	exportOnRequest  = "wasmkeep_on_request"
 	exportOnSocket   = "wasmkeep_on_socket"
 	exportOnLeave    = "wasmkeep_on_leave"
+	exportOnAlarm    = "wasmkeep_on_alarm"
+	exportABIMinor   = "wasmkeep_abi_minor"
 )
 
 // Compile compiles wasm as the module of the class named class (its name
@@ -470,7 +473,7 @@ func (m *Module) check(ctx context.Context) error {
 			return errors.New("a command module (it exports _start, not _initialize): rebuild with -buildmode=c-shared (GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared)")
 		}
 	}
-	for _, name := range []string{exportABIVersion, exportIsolation} {
+	for _, name := range []string{exportABIVersion, exportIsolation, exportABIMinor} {
 		if fn, ok := exports[name]; ok && !sameSignature(fn, nil, resultI32) {
 			return fmt.Errorf("%s has the wrong signature", name)
 		}
@@ -485,7 +488,7 @@ func (m *Module) check(ctx context.Context) error {
 		return fmt.Errorf("start a guest: %w", err)
 	}
 	defer closeModule(context.WithoutCancel(ctx), mod, mem)
-	for name, on := range map[string]*bool{exportOnRequest: &m.onRequest, exportOnSocket: &m.onSocket, exportOnLeave: &m.onLeave} {
+	for name, on := range map[string]*bool{exportOnRequest: &m.onRequest, exportOnSocket: &m.onSocket, exportOnLeave: &m.onLeave, exportOnAlarm: &m.onAlarm} {
 		if fn, ok := exports[name]; ok {
 			if !sameSignature(fn, actorI64, resultI32) {
 				return fmt.Errorf("%s has the wrong signature", name)
@@ -499,6 +502,16 @@ func (m *Module) check(ctx context.Context) error {
 		// refused here rather than answering 501 to every request.
 		return fmt.Errorf("the module exports neither %s nor %s, so it serves no event: a Go guest is built with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared on wasmhost/guest, a C guest on wasmhost/sdk/c (ABI.md)",
 			exportOnRequest, exportOnSocket)
+	}
+	if fn := mod.ExportedFunction(exportABIMinor); fn != nil {
+		res, err := fn.Call(ictx)
+		if err != nil {
+			return fmt.Errorf("%s: %w", exportABIMinor, err)
+		}
+		if v := api.DecodeU32(res[0]); v > wire.Minor {
+			return fmt.Errorf("the module speaks guest ABI %d.%d, and this host serves %d.%d: run it on a newer node, or rebuild it with this host's SDK (wasmhost/guest, wasmhost/sdk/c)",
+				wire.Version, v, wire.Version, wire.Minor)
+		}
 	}
 	if fn := mod.ExportedFunction(exportIsolation); fn != nil {
 		res, err := fn.Call(ictx)

@@ -111,11 +111,19 @@ func (a *member) HandleSocket(ctx context.Context, sev *actors.SocketEvent, st a
 	return a.p.m.handleSocketOn(ctx, a, a.ref, sev, st)
 }
 
+// HandleAlarm implements actors.AlarmHandler; see Guest.HandleAlarm.
+func (a *member) HandleAlarm(ctx context.Context, al actors.Alarm, st actors.Storage) error {
+	if a.closed || a.p.closed.Load() {
+		return ErrClosed
+	}
+	return a.p.m.handleAlarmOn(ctx, a, a.ref, al, st)
+}
+
 // run implements runner: it runs ev on the actor's shared guest once it
 // holds its token, starting the guest if none is, within the event timeout
 // (which starts once the token is held). Any error of the guest discards
 // it.
-func (a *member) run(ctx context.Context, what string, socket bool, ev *event) (int32, error) {
+func (a *member) run(ctx context.Context, what string, kind eventKind, ev *event) (int32, error) {
 	s, err := a.acquire(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("%w: %s: %w", ErrWait, what, err)
@@ -140,7 +148,7 @@ func (a *member) run(ctx context.Context, what string, socket bool, ev *event) (
 	}
 	a.seen = s.gen
 	ev.actor = a.ref // a move while it waited gave the actor a new id
-	code, err := s.w.exec(socket, ev)
+	code, err := s.w.exec(kind, ev)
 	if err != nil {
 		return 0, s.fail(ctx, cctx, a.ref, what, err)
 	}

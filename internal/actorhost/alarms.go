@@ -121,7 +121,13 @@ func (ra *residentActor) runAlarm(ctx context.Context, c actors.Handler, ae *ala
 		ae.outcome = AlarmGivenUp
 		return nil
 	}
-	if err := h.HandleAlarm(ctx, rec.Alarm, t); err != nil {
+	if err := h.HandleAlarm(ctx, rec.Alarm, t); errors.Is(err, actors.ErrAlarmsNotHandled) {
+		ra.log().Warn("alarm due for a class that handles none: given up", slog.String("alarm", rec.Name))
+		t.Discard()
+		t.DeleteAlarm(rec.Name)
+		ae.outcome = AlarmGivenUp
+		return nil
+	} else if err != nil {
 		return err
 	}
 	// The event ends its alarm, unless it set it again (a new nonce) or

@@ -81,3 +81,17 @@ func actorCallRead([]byte) { panic(notWasm) }
 func httpFetch([]byte) int32 { panic(notWasm) }
 
 func httpFetchRead([]byte) { panic(notWasm) }
+
+func alarmSet(string, int64) int32 { panic(notWasm) }
+
+func alarmGet(string) int64 { panic(notWasm) }
+
+func alarmDelete(string) int32 { panic(notWasm) }
+
+func alarmListLen() uint32 { panic(notWasm) }
+
+func alarmListRead([]byte) { panic(notWasm) }
+
+func alarmEventLen() uint32 { panic(notWasm) }
+
+func alarmEventRead([]byte) { panic(notWasm) }

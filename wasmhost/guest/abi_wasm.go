@@ -72,6 +72,52 @@ func wkEventActorRead(ptr unsafe.Pointer, n uint32) uint32
 //go:wasmexport wasmkeep_abi_version
 func exportABIVersion() uint32 { return wire.Version }
 
+//go:wasmexport wasmkeep_abi_minor
+func exportABIMinor() uint32 { return wire.Minor }
+
+//go:wasmexport wasmkeep_on_alarm
+func exportOnAlarm(actor uint64) int32 {
+	enter(actor)
+	return onAlarm()
+}
+
+//go:wasmimport wasmkeep alarm_set
+func wkAlarmSet(name unsafe.Pointer, nameLen uint32, atMs int64) int32
+
+//go:wasmimport wasmkeep alarm_get
+func wkAlarmGet(name unsafe.Pointer, nameLen uint32) int64
+
+//go:wasmimport wasmkeep alarm_delete
+func wkAlarmDelete(name unsafe.Pointer, nameLen uint32) int32
+
+//go:wasmimport wasmkeep alarm_list_len
+func wkAlarmListLen() uint32
+
+//go:wasmimport wasmkeep alarm_list_read
+func wkAlarmListRead(ptr unsafe.Pointer, n uint32) uint32
+
+//go:wasmimport wasmkeep alarm_event_len
+func wkAlarmEventLen() uint32
+
+//go:wasmimport wasmkeep alarm_event_read
+func wkAlarmEventRead(ptr unsafe.Pointer, n uint32) uint32
+
+func alarmSet(name string, atMs int64) int32 {
+	return wkAlarmSet(stringPtr(name), uint32(len(name)), atMs)
+}
+
+func alarmGet(name string) int64 { return wkAlarmGet(stringPtr(name), uint32(len(name))) }
+
+func alarmDelete(name string) int32 { return wkAlarmDelete(stringPtr(name), uint32(len(name))) }
+
+func alarmListLen() uint32 { return wkAlarmListLen() }
+
+func alarmListRead(b []byte) { wkAlarmListRead(bytesPtr(b), uint32(len(b))) }
+
+func alarmEventLen() uint32 { return wkAlarmEventLen() }
+
+func alarmEventRead(b []byte) { wkAlarmEventRead(bytesPtr(b), uint32(len(b))) }
+
 //go:wasmexport wasmkeep_isolation
 func exportIsolation() uint32 { return uint32(isolation) }
 

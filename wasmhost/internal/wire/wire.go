@@ -7,6 +7,12 @@ package wire
 // Version is the guest ABI version this layout belongs to.
 const Version = 2
 
+// Minor is the newest minor version of Version this layout has: 1 added
+// alarms (alarm_* host functions, wasmkeep_on_alarm) and outbound HTTP
+// (http_fetch). A guest says which it needs with wasmkeep_abi_minor; one
+// that does not needs 0.
+const Minor = 1
+
 // Isolations a module declares with its export wasmkeep_isolation.
 const (
 	// IsolationActor: a guest of its own for each resident actor.

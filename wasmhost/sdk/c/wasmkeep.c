@@ -16,6 +16,8 @@ int32_t wasmkeep_abi_version(void);
 __attribute__((export_name("wasmkeep_abi_version"))) int32_t wasmkeep_abi_version(void) {
 	return WASMKEEP_ABI_VERSION;
 }
+int32_t wasmkeep_abi_minor(void);
+__attribute__((export_name("wasmkeep_abi_minor"))) int32_t wasmkeep_abi_minor(void) { return WASMKEEP_ABI_MINOR; }
 
 /* Lengths and pointers are i32 in the ABI, as size_t is on wasm32. */
 _Static_assert(sizeof(size_t) == 4 && sizeof(void *) == 4, "the ABI is wasm32's");
@@ -588,6 +590,52 @@ int32_t wk_serve_socket(uint64_t actor, wk_socket_handler h) {
 	wk_socket_event ev;
 	if (read_socket_event(read_host(wasmkeep_host_socket_event_len(), wasmkeep_host_socket_event_read), &ev) &&
 	    h(&ev) == 0)
+		code = WK_OK;
+	arena_reset();
+	return code;
+}
+
+/* ---- Alarms ---- */
+
+static bool read_alarm(wk_reader *r, wk_alarm *a) {
+	a->name = wk_read_string(r);
+	a->at_ms = (int64_t)wk_read_u64(r);
+	a->retry = wk_read_u32(r);
+	return true;
+}
+
+int wk_alarm_set(wk_str name, int64_t at_ms) {
+	return wasmkeep_host_alarm_set(name.ptr, (uint32_t)name.len, at_ms);
+}
+
+bool wk_alarm_get(wk_str name, int64_t *at_ms) {
+	int64_t at = wasmkeep_host_alarm_get(name.ptr, (uint32_t)name.len);
+	if (at < 0)
+		return false;
+	*at_ms = at;
+	return true;
+}
+
+int wk_alarm_delete(wk_str name) { return wasmkeep_host_alarm_delete(name.ptr, (uint32_t)name.len); }
+
+const wk_alarm *wk_alarm_list(size_t *n) {
+	wk_reader r = wk_reader_of(read_host(wasmkeep_host_alarm_list_len(), wasmkeep_host_alarm_list_read));
+	uint32_t count = wk_read_u32(&r);
+	wk_alarm *out = wk_alloc(count * sizeof(wk_alarm) + 1);
+	for (uint32_t i = 0; i < count; i++)
+		read_alarm(&r, &out[i]);
+	if (!wk_read_done(&r))
+		abort();
+	*n = count;
+	return out;
+}
+
+int32_t wk_serve_alarm(uint64_t actor, wk_alarm_handler h) {
+	enter(actor);
+	int32_t code = WK_FAILED;
+	wk_reader r = wk_reader_of(read_host(wasmkeep_host_alarm_event_len(), wasmkeep_host_alarm_event_read));
+	wk_alarm a;
+	if (read_alarm(&r, &a) && wk_read_done(&r) && h(&a) == 0)
 		code = WK_OK;
 	arena_reset();
 	return code;

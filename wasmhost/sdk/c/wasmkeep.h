@@ -38,6 +38,10 @@
 #ifndef WASMKEEP_ABI_VERSION
 #define WASMKEEP_ABI_VERSION 2
 #endif
+/* The minor version: 1 has alarms and outbound HTTP (wasmkeep_abi_minor). */
+#ifndef WASMKEEP_ABI_MINOR
+#define WASMKEEP_ABI_MINOR 1
+#endif
 
 /* ---- Host functions: module "wasmkeep", as ABI.md lists them ---- */
 
@@ -85,6 +89,13 @@ int32_t wasmkeep_host_actor_call(const void *target, uint32_t target_len, const 
 WK_IMPORT(actor_call_read) int32_t wasmkeep_host_actor_call_read(void *ptr, uint32_t len);
 WK_IMPORT(http_fetch) int32_t wasmkeep_host_http_fetch(const void *req, uint32_t req_len);
 WK_IMPORT(http_fetch_read) int32_t wasmkeep_host_http_fetch_read(void *ptr, uint32_t len);
+WK_IMPORT(alarm_set) int32_t wasmkeep_host_alarm_set(const void *name, uint32_t name_len, int64_t at_ms);
+WK_IMPORT(alarm_get) int64_t wasmkeep_host_alarm_get(const void *name, uint32_t name_len);
+WK_IMPORT(alarm_delete) int32_t wasmkeep_host_alarm_delete(const void *name, uint32_t name_len);
+WK_IMPORT(alarm_list_len) int32_t wasmkeep_host_alarm_list_len(void);
+WK_IMPORT(alarm_list_read) int32_t wasmkeep_host_alarm_list_read(void *ptr, uint32_t len);
+WK_IMPORT(alarm_event_len) int32_t wasmkeep_host_alarm_event_len(void);
+WK_IMPORT(alarm_event_read) int32_t wasmkeep_host_alarm_event_read(void *ptr, uint32_t len);
 
 /* Return codes of the exports wasmkeep_on_request, wasmkeep_on_socket and
  * wasmkeep_on_leave. */
@@ -450,6 +461,34 @@ typedef struct {
  * are committed before the request leaves. */
 int wk_fetch(const wk_fetch_request *req, wk_response **resp);
 
+/* ---- Alarms ---- */
+
+/* wk_alarm is one named alarm of the actor: due at at_ms (Unix ms); in an
+ * alarm event, retry counts the deliveries that failed before. */
+typedef struct {
+	wk_str name;
+	int64_t at_ms;
+	uint32_t retry;
+} wk_alarm;
+
+/* Answers of wk_alarm_set and wk_alarm_delete. */
+enum { WK_ALARM_OK = 0, WK_ALARM_BAD = -1, WK_ALARM_LIMIT = -2 };
+
+/* wk_alarm_set sets the alarm name to be due at at_ms (a time past is due
+ * at once), replacing one of that name: a write of the event, committed
+ * with its storage writes. */
+int wk_alarm_set(wk_str name, int64_t at_ms);
+/* wk_alarm_get finds when the alarm name is due. */
+bool wk_alarm_get(wk_str name, int64_t *at_ms);
+int wk_alarm_delete(wk_str name);
+/* wk_alarm_list lists the actor's alarms, by name, in the event's arena. */
+const wk_alarm *wk_alarm_list(size_t *n);
+
+/* An alarm handler returns 0 when it handled the alarm (the alarm ends with
+ * the event unless it set it again), nonzero to fail the event (its writes
+ * are discarded; the alarm is delivered again later). */
+typedef int (*wk_alarm_handler)(const wk_alarm *alarm);
+
 /* wk_now_ms is the time in Unix milliseconds. */
 int64_t wk_now_ms(void);
 
@@ -484,6 +523,7 @@ typedef void (*wk_leave_handler)(wk_actor *a);
  * run the handler, hand out the result, free the arena. */
 int32_t wk_serve_request(uint64_t actor, wk_request_handler h);
 int32_t wk_serve_socket(uint64_t actor, wk_socket_handler h);
+int32_t wk_serve_alarm(uint64_t actor, wk_alarm_handler h);
 /* wk_set_leave_handler registers the leave handler (WK_HANDLE_LEAVE). */
 void wk_set_leave_handler(wk_leave_handler h);
 
@@ -501,6 +541,14 @@ void wk_set_leave_handler(wk_leave_handler h);
 	int32_t wasmkeep_on_socket(uint64_t actor);                                                \
 	__attribute__((export_name("wasmkeep_on_socket"))) int32_t wasmkeep_on_socket(uint64_t actor) { \
 		return wk_serve_socket(actor, fn);                                                 \
+	}
+
+/* WK_HANDLE_ALARM(fn) exports wasmkeep_on_alarm, serving the actor's due
+ * alarms with fn. Once per module; without it a due alarm is given up. */
+#define WK_HANDLE_ALARM(fn)                                                                        \
+	int32_t wasmkeep_on_alarm(uint64_t actor);                                                 \
+	__attribute__((export_name("wasmkeep_on_alarm"))) int32_t wasmkeep_on_alarm(uint64_t actor) { \
+		return wk_serve_alarm(actor, fn);                                                  \
 	}
 
 /* WK_HANDLE_LEAVE(fn) has fn called with an actor's object when the actor

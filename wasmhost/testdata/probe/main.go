@@ -3,9 +3,11 @@
 package main
 
 import (
+	"errors"
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/wasmkeep/wasmkeep/wasmhost/guest"
 )
@@ -16,7 +18,30 @@ var events int
 
 var sink []byte
 
-func init() { guest.Handle(serve) }
+func init() {
+	guest.Handle(serve)
+	guest.HandleAlarm(alarm)
+}
+
+// failAlarms is how many alarm events still fail (a failed event's writes
+// are discarded; the guest's memory is kept).
+var failAlarms int
+
+// alarm counts the alarm's firings under "fired/<name>", with its retry.
+func alarm(a guest.Alarm) error {
+	if failAlarms > 0 {
+		failAlarms--
+		return errAlarm
+	}
+	n := 0
+	if v, ok := guest.Storage.Get("fired/" + a.Name); ok {
+		n, _ = strconv.Atoi(strings.Fields(string(v))[0])
+	}
+	guest.Storage.Put("fired/"+a.Name, []byte(strconv.Itoa(n+1)+" retry="+strconv.Itoa(a.Retry)))
+	return nil
+}
+
+var errAlarm = errors.New("probe: failing on purpose")
 
 func serve(r *guest.Request) *guest.Response {
 	events++
@@ -116,6 +141,8 @@ func serve(r *guest.Request) *guest.Response {
 		return call(r)
 	case "/fetch":
 		return fetch(r)
+	case "/alarm":
+		return alarms(r)
 	}
 	return guest.Text(200, strconv.Itoa(events))
 }
@@ -143,6 +170,40 @@ func call(r *guest.Request) *guest.Response {
 		}
 	}
 	return guest.Text(200, strconv.Itoa(resp.Status)+" "+echo+" "+string(resp.Body))
+}
+
+// alarms sets (?set=NAME&at=UNIX_MS), deletes (?delete=NAME) or makes the
+// next alarm events fail (?fail=N), then answers the fired counts and the
+// alarms set, with GetAlarm's answer for ?get=NAME.
+func alarms(r *guest.Request) *guest.Response {
+	var b strings.Builder
+	if name, ok := r.Query("set"); ok {
+		at, _ := r.Query("at")
+		ms, _ := strconv.ParseInt(at, 10, 64)
+		if err := guest.SetAlarm(name, time.UnixMilli(ms)); err != nil {
+			b.WriteString("set: " + err.Error() + "\n")
+		}
+	}
+	if name, ok := r.Query("delete"); ok {
+		if err := guest.DeleteAlarm(name); err != nil {
+			b.WriteString("delete: " + err.Error() + "\n")
+		}
+	}
+	if n, ok := r.Query("fail"); ok {
+		failAlarms, _ = strconv.Atoi(n)
+	}
+	if name, ok := r.Query("get"); ok {
+		at, ok := guest.GetAlarm(name)
+		b.WriteString("get " + name + " " + strconv.FormatBool(ok) + " " + strconv.FormatInt(at.UnixMilli(), 10) + "\n")
+	}
+	fired, _ := guest.Storage.List(guest.ListOptions{Prefix: "fired/"})
+	for _, e := range fired {
+		b.WriteString(e.Key + " " + string(e.Value) + "\n")
+	}
+	for _, a := range guest.ListAlarms() {
+		b.WriteString("alarm " + a.Name + " " + strconv.FormatInt(a.At.UnixMilli(), 10) + " " + strconv.Itoa(a.Retry) + "\n")
+	}
+	return guest.Text(200, b.String())
 }
 
 // fetch stores "before-fetch", sends the request's body to the URL of the
