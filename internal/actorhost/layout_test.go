@@ -592,6 +592,9 @@ func TestLayoutManifestReadFailures(t *testing.T) {
 		for i := range 16 {
 			m.fill(t, h, 1, i*20, 20, 1000, "man")
 		}
+		// The sixteenth run starts a merge, whose parts get a manifest: a
+		// stop cuts a merge under way short, so it is waited for.
+		awaitMerges(t, h)
 		if err := h.HibernateAll(t.Context()); err != nil {
 			t.Fatal(err)
 		}
