@@ -18,15 +18,17 @@ import (
 // entries named by when they are due, earliest first) every AlarmPoll (and
 // once more in between when the first entry not due yet comes due before
 // the next pass; a quarter of the period apart at least), one page of at
-// most alarmPage entries, and hands each due entry to
+// most alarmPage entries (and the next while all of one are due), and
+// hands each due entry to
 // Host.DispatchAlarm: the actor is acquired here and its alarm event run,
 // or it is held by another live node, whose poller delivers it (a parked
 // room's is its sockets' node). A delivery that came to an end (fired,
 // set for its retry, given up, or found gone) deletes its entry; one that
 // did not (refused, the bucket, not due by the actor's node's clock)
 // leaves it for the next pass. So a node's bucket requests for alarms are
-// one list a pass plus a delete and an actor's event for each alarm due:
-// alarms due later cost nothing until they are due.
+// one list a pass (and one more per alarmPage alarms due), plus a delete and
+// an actor's event for each alarm due: alarms due later cost nothing until
+// they are due.
 
 // DefaultAlarmPoll is how often a node lists the due alarms.
 const DefaultAlarmPoll = time.Second
@@ -52,6 +54,10 @@ type alarmPoller struct {
 
 	mu       sync.Mutex
 	inflight map[string]bool // index keys being delivered
+	// deleted are the index keys this node deleted, with when: a listing
+	// that began before a delete may still show the key, and its alarm
+	// would be delivered again only to be found gone.
+	deleted map[string]time.Time
 	slots    chan struct{}
 	cancel   context.CancelFunc
 	done     chan struct{}
@@ -107,7 +113,7 @@ func (m *alarmMetrics) ended(o actorhost.AlarmOutcome, due time.Time) {
 func startAlarms(host *actorhost.Host, bucket ownership.Bucket, every, io time.Duration, m *alarmMetrics, log *slog.Logger) *alarmPoller {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &alarmPoller{host: host, bucket: bucket, every: every, io: io, log: log, m: m,
-		inflight: map[string]bool{}, slots: make(chan struct{}, alarmDeliveries), cancel: cancel, done: make(chan struct{})}
+		inflight: map[string]bool{}, deleted: map[string]time.Time{}, slots: make(chan struct{}, alarmDeliveries), cancel: cancel, done: make(chan struct{})}
 	go p.run(ctx)
 	return p
 }
@@ -143,57 +149,108 @@ func (p *alarmPoller) run(ctx context.Context) {
 	}
 }
 
-// pass lists the start of the index and delivers what is due; it returns
-// when the first entry not due yet is, if the page has one.
+// pass lists the start of the index and delivers what is due, page after
+// page while every entry of a page is due (so a burst of due alarms is
+// listed as fast as it is delivered, a list per alarmPage of them); an
+// entry that comes due before the next pass is delivered at its time from
+// this listing. It returns when the first entry due after the next pass
+// is, if it saw one.
 func (p *alarmPoller) pass(ctx context.Context, wg *sync.WaitGroup) (next time.Time) {
-	lctx, cancel := context.WithTimeout(ctx, p.io)
-	page, err := p.bucket.List(lctx, actorstore.IndexPrefix, "", alarmPage)
-	cancel()
-	p.m.requests.WithLabelValues("list").Inc()
-	if err != nil {
-		if ctx.Err() == nil {
-			p.log.Info("alarm index not listed", slog.Any("err", err))
+	now, due, after := time.Now(), 0, ""
+	ahead := 0 // entries due before the next pass, waiting for their time
+	p.mu.Lock()
+	for k, at := range p.deleted {
+		if at.Before(now) { // this pass's listings begin after it
+			delete(p.deleted, k)
 		}
-		return next
 	}
-	now, due := time.Now(), 0
-	for _, le := range page.Entries {
-		key := le.Key
-		e, err := actorstore.ParseIndexKey(key)
+	p.mu.Unlock()
+	defer func() { p.m.due.Set(float64(due)) }()
+	for {
+		lctx, cancel := context.WithTimeout(ctx, p.io)
+		page, err := p.bucket.List(lctx, actorstore.IndexPrefix, after, alarmPage)
+		cancel()
+		p.m.requests.WithLabelValues("list").Inc()
 		if err != nil {
-			p.log.Warn("alarm index entry not understood: deleted", slog.String("key", key), slog.Any("err", err))
-			p.delete(ctx, key)
-			continue
-		}
-		if e.At.After(now) {
-			next = e.At
-			break // the rest are due later
-		}
-		due++
-		p.mu.Lock()
-		busy := p.inflight[key]
-		p.inflight[key] = true
-		p.mu.Unlock()
-		if busy {
-			continue
-		}
-		select {
-		case p.slots <- struct{}{}:
-		case <-ctx.Done():
+			if ctx.Err() == nil {
+				p.log.Info("alarm index not listed", slog.Any("err", err))
+			}
 			return next
 		}
-		wg.Go(func() {
-			defer func() {
-				<-p.slots
-				p.mu.Lock()
-				delete(p.inflight, key)
-				p.mu.Unlock()
-			}()
-			p.deliver(ctx, e)
-		})
+		for _, le := range page.Entries {
+			key := le.Key
+			after = key
+			e, err := actorstore.ParseIndexKey(key)
+			if err != nil {
+				p.log.Warn("alarm index entry not understood: deleted", slog.String("key", key), slog.Any("err", err))
+				p.delete(ctx, key)
+				continue
+			}
+			soon := e.At.After(now)
+			if soon && (!e.At.Before(now.Add(p.every)) || ahead >= alarmPage) {
+				return e.At // the rest are due later (or the next pass takes them)
+			}
+			if soon {
+				ahead++
+			}
+			if !soon {
+				due++
+			}
+			p.mu.Lock()
+			_, gone := p.deleted[key]
+			busy := p.inflight[key] || gone
+			if !busy {
+				p.inflight[key] = true
+			}
+			p.mu.Unlock()
+			if busy {
+				continue
+			}
+			if soon {
+				// Due before the next pass: delivered at its time, from
+				// this listing.
+				wg.Go(func() {
+					defer p.delivered(key)
+					t := time.NewTimer(time.Until(e.At))
+					defer t.Stop()
+					select {
+					case <-t.C:
+					case <-ctx.Done():
+						return
+					}
+					select {
+					case p.slots <- struct{}{}:
+					case <-ctx.Done():
+						return
+					}
+					defer func() { <-p.slots }()
+					p.deliver(ctx, e)
+				})
+				continue
+			}
+			select {
+			case p.slots <- struct{}{}:
+			case <-ctx.Done():
+				p.delivered(key)
+				return next
+			}
+			wg.Go(func() {
+				defer p.delivered(key)
+				defer func() { <-p.slots }()
+				p.deliver(ctx, e)
+			})
+		}
+		if !page.Truncated {
+			return next
+		}
 	}
-	p.m.due.Set(float64(due))
-	return next
+}
+
+// delivered forgets that key is being delivered.
+func (p *alarmPoller) delivered(key string) {
+	p.mu.Lock()
+	delete(p.inflight, key)
+	p.mu.Unlock()
 }
 
 // deliver hands one due entry to its actor, and deletes the entry once
@@ -213,14 +270,21 @@ func (p *alarmPoller) deliver(ctx context.Context, e actorstore.IndexEntry) {
 		return // its holder's poller delivers it; or later
 	}
 	p.m.ended(o, e.At)
-	p.delete(ctx, e.Key)
+	if p.delete(ctx, e.Key) {
+		p.mu.Lock()
+		p.deleted[e.Key] = time.Now()
+		p.mu.Unlock()
+	}
 }
 
-func (p *alarmPoller) delete(ctx context.Context, key string) {
+// delete deletes an index entry, and reports whether it did.
+func (p *alarmPoller) delete(ctx context.Context, key string) bool {
 	dctx, cancel := context.WithTimeout(ctx, p.io)
 	defer cancel()
 	p.m.requests.WithLabelValues("delete").Inc()
-	if err := p.bucket.Delete(dctx, key, ownership.Always()); err != nil && ctx.Err() == nil {
+	err := p.bucket.Delete(dctx, key, ownership.Always())
+	if err != nil && ctx.Err() == nil {
 		p.log.Info("alarm index entry not deleted: its alarm will be found gone", slog.String("key", key), slog.Any("err", err))
 	}
+	return err == nil
 }
