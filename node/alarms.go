@@ -58,9 +58,9 @@ type alarmPoller struct {
 	// that began before a delete may still show the key, and its alarm
 	// would be delivered again only to be found gone.
 	deleted map[string]time.Time
-	slots    chan struct{}
-	cancel   context.CancelFunc
-	done     chan struct{}
+	slots   chan struct{}
+	cancel  context.CancelFunc
+	done    chan struct{}
 }
 
 type alarmMetrics struct {
