@@ -177,3 +177,50 @@ func TestAlarmsDueLaterCostNothing(t *testing.T) {
 	require.Zero(t, metricValue(t, n, `wasmkeep_alarms_pending`))
 	require.Equal(t, 1000.0, metricValue(t, n, `wasmkeep_alarms_set_total`))
 }
+
+// bell is a class of rooms with alarms: a WebSocket upgrade joins the room,
+// POST ?in=D sets its alarm, and the alarm rings every socket.
+type bell struct{}
+
+func (bell) Handle(ctx context.Context, req *actors.Request, _ actors.Storage) (*actors.Response, error) {
+	if req.Header.Get("Upgrade") != "" {
+		return actors.AcceptSocket("all"), nil
+	}
+	in, err := time.ParseDuration(req.Query.Get("in"))
+	if err != nil {
+		return actors.Text(http.StatusBadRequest, err.Error()), nil
+	}
+	return actors.Text(http.StatusOK, "set"), actors.SetAlarm(ctx, "ring", time.Now().Add(in))
+}
+
+func (bell) HandleAlarm(ctx context.Context, a actors.Alarm, _ actors.Storage) error {
+	actors.SocketsOf(ctx).Broadcast("all", true, []byte("ring"))
+	return nil
+}
+
+// TestParkedRoomAlarmWakesOnItsNode: a room whose sockets are on n1 parks
+// there; its alarm comes due while both nodes poll the index, and wakes it
+// where its sockets are: the socket hears the ring, and the room is never
+// acquired by n2.
+func TestParkedRoomAlarmWakesOnItsNode(t *testing.T) {
+	dir := t.TempDir()
+	start := func(id string) *nodetest.Node {
+		return nodetest.Start(t, nodetest.Options{Dir: dir, Node: id, Instance: id + "-i", IdleTimeout: 50 * time.Millisecond,
+			Classes: map[string]actors.Class{"bell": bell{}}, Configure: func(c *node.Config) {
+				shortLeases(c)
+				c.AlarmPoll = 20 * time.Millisecond
+			}})
+	}
+	n1, n2 := start("n1"), start("n2")
+	ws := n1.Dial(t, "bell", "hall")
+	require.Equal(t, "200 set", post(t, n1.URL+"/actor/bell/hall?in=500ms"))
+	require.Eventually(t, func() bool { return n1.Status().Parked == 1 }, nodetest.Wait, 5*time.Millisecond, "the room parks on n1")
+	require.NoError(t, ws.SetReadDeadline(time.Now().Add(10*time.Second)))
+	_, msg, err := ws.ReadMessage()
+	require.NoError(t, err)
+	require.Equal(t, "ring", string(msg))
+	require.Eventually(t, func() bool { return metricValue(t, n1, `wasmkeep_alarms_total{outcome="fired"}`) == 1 },
+		nodetest.Wait, 5*time.Millisecond, "n1 fired it (counted once its event is answered)")
+	require.Zero(t, metricValue(t, n2, `wasmkeep_alarms_total{outcome="fired"}`))
+	require.Zero(t, n2.Status().Live, "n2 never held the room")
+}
