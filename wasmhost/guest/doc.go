@@ -73,6 +73,23 @@
 // SQLite's message; one past the actor's bound with one that is ErrLimit
 // too (errors.Is), for a 413.
 //
+// An actor keeps named alarms (SetAlarm, GetAlarm, DeleteAlarm,
+// ListAlarms); when one is due the node runs the handler registered with
+// HandleAlarm as an event of the actor, waking it if it sleeps, wherever
+// it is held. Setting and deleting alarms are writes of the event; the
+// alarm ends with its event unless the event set it again, and a handler
+// that returns an error has it delivered again later (Alarm.Retry).
+//
+//	guest.HandleAlarm(func(a guest.Alarm) error {
+//		guest.Sockets.Broadcast("room", true, []byte("tick"))
+//		return guest.SetAlarm(a.Name, a.At.Add(time.Minute)) // every minute
+//	})
+//
+// Fetch sends an HTTP request to a service outside the cluster, where the
+// node's --egress-allow lets it go, and returns the whole answer. Like
+// Call, it is a commit point: the event's writes so far are durable before
+// the request leaves.
+//
 // A handler rolls its event back with Rollback: the client gets the
 // response it chose, and its writes and socket output are discarded.
 //
