@@ -415,9 +415,7 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 			r = result{resp: ra.failed(err)}
 		}
 	}
-	for _, a := range t.AlarmsSet() {
-		ra.index = append(ra.index, actorstore.IndexKey(ra.actor, a)) // written before the commit that sets it
-	}
+	ra.noteAlarms(t)
 	wrote := false
 	if t.Dirty() {
 		ra.version++
