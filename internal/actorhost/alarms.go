@@ -98,16 +98,6 @@ type alarmCounts struct {
 // since the host started.
 func (h *Host) AlarmsSet() int64 { return h.alarms.set.Load() }
 
-// noteAlarms takes the alarm index's entries of the alarms t's writes set,
-// for the next commit to write before its head. Call it wherever t's
-// writes join the working state (an event's end, a commit point in its
-// middle): once they have joined, t no longer lists them.
-func (ra *residentActor) noteAlarms(t *actorstore.Txn) {
-	for _, a := range t.AlarmsSet() {
-		ra.index = append(ra.index, actorstore.IndexKey(ra.actor, a))
-	}
-}
-
 // runAlarm runs an alarm's event on the class's handler c: unless the
 // entry's set of the alarm is the one the actor keeps, due by this node's
 // clock, nothing runs. It returns the handler's error.

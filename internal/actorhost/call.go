@@ -155,7 +155,6 @@ func (ra *residentActor) commitForCall(ec *eventCall) error {
 	gen := ra.gen
 	wrote := t.Dirty()
 	if wrote {
-		ra.noteAlarms(t)
 		ra.version++
 		t.Rebase(ra.version)
 	}

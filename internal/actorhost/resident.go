@@ -415,7 +415,9 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 			r = result{resp: ra.failed(err)}
 		}
 	}
-	ra.noteAlarms(t)
+	for _, a := range t.AlarmsSet() {
+		ra.index = append(ra.index, actorstore.IndexKey(ra.actor, a)) // written before the commit that sets it
+	}
 	wrote := false
 	if t.Dirty() {
 		ra.version++
