@@ -17,6 +17,7 @@ import (
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/internal/nodetest"
 	"github.com/wasmkeep/wasmkeep/node"
+	"github.com/wasmkeep/wasmkeep/ownership"
 )
 
 // clock is a class with alarms. POST /set?name=N&in=D sets alarm N to
@@ -43,6 +44,13 @@ func (clock) Handle(ctx context.Context, req *actors.Request, st actors.Storage)
 		}
 		if req.Query.Has("fail") {
 			return nil, errors.New("failed after setting the alarm")
+		}
+		if to := req.Query.Get("call"); to != "" {
+			// A call after the set: a commit point in the middle of the
+			// event, which carries the alarm.
+			if _, err := actors.Call(ctx, ownership.Actor{Class: "clock", Name: to}, &actors.Request{Method: http.MethodGet}); err != nil {
+				return nil, err
+			}
 		}
 	case "/fail":
 		n, _ := strconv.Atoi(req.Query.Get("times"))
@@ -131,6 +139,16 @@ func TestAlarmWakesItsActor(t *testing.T) {
 	require.Equal(t, "200 ", post(t, u+"/clear"))
 	_, body = get(t, u)
 	require.Equal(t, "", body, "DeleteAll took the alarm with the storage")
+}
+
+// TestAlarmSetBeforeACallFires: an alarm set before the event calls
+// another actor is committed at that call, in the middle of the event,
+// and still fires: its index entry is written before that commit.
+func TestAlarmSetBeforeACallFires(t *testing.T) {
+	n := alarmNode(t, "", "")
+	u := n.URL + "/actor/clock/c"
+	require.Equal(t, "200 alarm x retry 0", post(t, u+"/set?name=x&in=100ms&call=other"))
+	require.Eventually(t, func() bool { _, body := get(t, u); return body == "fired/x=1" }, 10*time.Second, 10*time.Millisecond)
 }
 
 // TestAlarmRetries: an alarm whose event fails is delivered again with a

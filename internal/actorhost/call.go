@@ -155,6 +155,7 @@ func (ra *residentActor) commitForCall(ec *eventCall) error {
 	gen := ra.gen
 	wrote := t.Dirty()
 	if wrote {
+		ra.indexAlarms(t) // the commit below carries them
 		ra.version++
 		t.Rebase(ra.version)
 	}

@@ -415,9 +415,7 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 			r = result{resp: ra.failed(err)}
 		}
 	}
-	for _, a := range t.AlarmsSet() {
-		ra.index = append(ra.index, actorstore.IndexKey(ra.actor, a)) // written before the commit that sets it
-	}
+	ra.indexAlarms(t)
 	wrote := false
 	if t.Dirty() {
 		ra.version++
@@ -427,6 +425,18 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 	r.woke = m.spawned
 	m.stage.Store(stageGated)
 	ra.waiting = append(ra.waiting, waiter{m: m, r: r, upto: ra.version, wrote: wrote, earlier: ev.call.earlier})
+}
+
+// indexAlarms takes the alarm index's entries of the alarms the event's
+// writes so far set: the next commit writes them before its head, so
+// that no alarm lands without its entry. It runs wherever the event's
+// writes join the working state: at its end, and at a commit point in
+// its middle (commitForCall), after which the writes are no longer the
+// event's to list.
+func (ra *residentActor) indexAlarms(t *actorstore.Txn) {
+	for _, a := range t.AlarmsSet() {
+		ra.index = append(ra.index, actorstore.IndexKey(ra.actor, a))
+	}
 }
 
 // replay answers an event whose key the actor remembers, from what it
