@@ -254,20 +254,18 @@ func (p *alarmPoller) delivered(key string) {
 }
 
 // deliver hands one due entry to its actor, and deletes the entry once
-// the delivery came to an end.
+// the delivery came to an end that is durable (ownership.AlarmEntryDone):
+// otherwise the entry stays for a later pass, here or on its holder.
 func (p *alarmPoller) deliver(ctx context.Context, e actorstore.IndexEntry) {
 	dctx, cancel := context.WithTimeout(ctx, p.io)
 	defer cancel()
 	o, at, err := p.host.DispatchAlarm(dctx, e)
-	switch {
-	case err != nil:
-		if ctx.Err() == nil {
+	if !ownership.AlarmEntryDone(o.Verdict(), at == nil && err == nil) {
+		if err != nil && ctx.Err() == nil {
 			p.log.Debug("alarm not delivered: tried again at the next pass", slog.String("actor", e.Actor.String()),
 				slog.String("alarm", e.Name), slog.Any("err", err))
 		}
 		return
-	case at != nil, o == actorhost.AlarmNotDue, o == 0:
-		return // its holder's poller delivers it; or later
 	}
 	p.m.ended(o, e.At)
 	if p.delete(ctx, e.Key) {

@@ -21,7 +21,9 @@ import (
 // or says where it is held (that node's poller delivers it). The alarm's
 // event checks the entry against the actor's record: only the set the
 // entry was written for fires, so an entry left by an earlier set, or by
-// a commit that did not land, costs one event and nothing else.
+// a commit that did not land, costs one event and nothing else. The rules
+// of a delivery are ownership's (ownership/alarm.go), which the
+// simulation runs too.
 
 // AlarmOutcome is what an alarm's delivery came to.
 type AlarmOutcome int
@@ -41,6 +43,21 @@ const (
 	// AlarmNotDue: the alarm is not due yet by this node's clock.
 	AlarmNotDue
 )
+
+// Verdict is what the alarm's event judged (ownership.JudgeAlarm): the
+// handler ran (fired, retried, given up), or the entry was gone or not
+// due; 0 when no event judged it.
+func (o AlarmOutcome) Verdict() ownership.AlarmVerdict {
+	switch o {
+	case AlarmFired, AlarmRetried, AlarmGivenUp:
+		return ownership.AlarmFire
+	case AlarmGone:
+		return ownership.AlarmGone
+	case AlarmNotDue:
+		return ownership.AlarmNotDue
+	}
+	return 0
+}
 
 func (o AlarmOutcome) String() string {
 	switch o {
@@ -66,27 +83,33 @@ const (
 )
 
 // alarmEvent is an alarm's delivery: the index entry it is for, and what
-// became of it (set on the actor's goroutine, read after its answer).
+// became of it (set on the actor's goroutine; read by the delivery, which
+// may have stopped waiting for the answer, hence atomic).
 type alarmEvent struct {
 	entry   actorstore.IndexEntry
-	outcome AlarmOutcome
+	outcome atomic.Int32 // an AlarmOutcome
 	rec     actorstore.AlarmRecord
 }
 
+func (ae *alarmEvent) set(o AlarmOutcome) { ae.outcome.Store(int32(o)) }
+
 // DispatchAlarm delivers the alarm the index entry names to its actor, as
 // Dispatch delivers a request: it acquires the actor here, or returns
-// where it is held. The outcome counts only when err is nil: the event's
-// writes (the alarm ended, or set for its retry) are durable then.
+// where it is held. The outcome is what the alarm's event came to (0 if
+// none ran here); it is durable only when err is nil: the event's answer
+// came through the output gate, so its writes (the alarm ended, or set
+// for its retry) are durable, and so is what it read. Whether the entry
+// may go is ownership.AlarmEntryDone's to say.
 func (h *Host) DispatchAlarm(ctx context.Context, e actorstore.IndexEntry) (AlarmOutcome, *Elsewhere, error) {
 	ae := &alarmEvent{entry: e}
 	at, err := h.dispatch(ctx, e.Actor, 0, func(gen ownership.Generation, state *ownership.Sealed) error {
-		ae.outcome = 0
+		ae.set(0)
 		return h.run(ctx, &eventMsg{ctx: ctx, actor: e.Actor, gen: gen, sealed: state, alarm: ae}).err
 	})
-	if at != nil || err != nil {
+	if at != nil {
 		return 0, at, err
 	}
-	return ae.outcome, nil, nil
+	return AlarmOutcome(ae.outcome.Load()), nil, err
 }
 
 // alarmCounts counts the alarms the classes set (AlarmStats).
@@ -103,14 +126,15 @@ func (h *Host) AlarmsSet() int64 { return h.alarms.set.Load() }
 // clock, nothing runs. It returns the handler's error.
 func (ra *residentActor) runAlarm(ctx context.Context, c actors.Handler, ae *alarmEvent, t *actorstore.Txn) error {
 	rec, ok, err := t.Alarm(ae.entry.Name)
-	switch {
-	case err != nil:
+	if err != nil {
 		return err
-	case !ok || rec.Nonce != ae.entry.Nonce:
-		ae.outcome = AlarmGone
+	}
+	switch ownership.JudgeAlarm(ae.entry.Set(), rec.Set(), ok, time.Now()) {
+	case ownership.AlarmGone:
+		ae.set(AlarmGone)
 		return nil
-	case rec.At.After(time.Now()):
-		ae.outcome = AlarmNotDue
+	case ownership.AlarmNotDue:
+		ae.set(AlarmNotDue)
 		return nil
 	}
 	ae.rec = rec
@@ -118,7 +142,7 @@ func (ra *residentActor) runAlarm(ctx context.Context, c actors.Handler, ae *ala
 	if !ok {
 		ra.log().Warn("alarm due for a class that handles none: given up", slog.String("alarm", rec.Name))
 		t.DeleteAlarm(rec.Name)
-		ae.outcome = AlarmGivenUp
+		ae.set(AlarmGivenUp)
 		return nil
 	}
 	if err := h.HandleAlarm(ctx, rec.Alarm, t); errors.Is(err, actors.ErrAlarmsNotHandled) {
@@ -132,10 +156,10 @@ func (ra *residentActor) runAlarm(ctx context.Context, c actors.Handler, ae *ala
 	}
 	// The event ends its alarm, unless it set it again (a new nonce) or
 	// deleted it.
-	if cur, ok, _ := t.Alarm(rec.Name); ok && cur.Nonce == rec.Nonce {
+	if cur, ok, _ := t.Alarm(rec.Name); ownership.AlarmEnds(rec.Nonce, cur.Set(), ok) {
 		t.DeleteAlarm(rec.Name)
 	}
-	ae.outcome = AlarmFired
+	ae.set(AlarmFired)
 	return nil
 }
 
@@ -147,19 +171,19 @@ func (ra *residentActor) alarmFailed(ae *alarmEvent, t *actorstore.Txn, err erro
 	if rec.Retry >= MaxAlarmRetries {
 		ra.log().Warn("alarm given up after its retries", slog.String("alarm", rec.Name), slog.Int("retries", rec.Retry), slog.Any("err", err))
 		t.DeleteAlarm(rec.Name)
-		ae.outcome = AlarmGivenUp
+		ae.set(AlarmGivenUp)
 		return
 	}
 	next := time.Now().Add(cmp.Or(ra.h.cfg.AlarmRetry, FirstAlarmRetry) << rec.Retry)
 	if werr := t.RetryAlarm(rec.Name, next, rec.Retry+1); werr != nil {
 		ra.log().Error("alarm could not be set for its retry: given up", slog.String("alarm", rec.Name), slog.Any("err", errors.Join(err, werr)))
 		t.DeleteAlarm(rec.Name)
-		ae.outcome = AlarmGivenUp
+		ae.set(AlarmGivenUp)
 		return
 	}
 	ra.log().Info("alarm failed: retried later", slog.String("alarm", rec.Name), slog.Int("retry", rec.Retry+1),
 		slog.Time("at", next), slog.Any("err", err))
-	ae.outcome = AlarmRetried
+	ae.set(AlarmRetried)
 }
 
 // SetAlarm is actors.SetAlarm for the event.

@@ -36,6 +36,10 @@ type AlarmRecord struct {
 	Nonce string // 16 hex digits
 }
 
+// Set is the set of the alarm the record keeps, as ownership's delivery
+// rules name it.
+func (r AlarmRecord) Set() ownership.AlarmSet { return ownership.AlarmSet{Nonce: r.Nonce, At: r.At} }
+
 // errAlarm marks an alarm record that cannot be decoded.
 var errAlarm = errors.New("alarm record damaged")
 
@@ -184,6 +188,9 @@ type IndexEntry struct {
 	Name  string
 	Nonce string
 }
+
+// Set is the set of the alarm the entry was written for.
+func (e IndexEntry) Set() ownership.AlarmSet { return ownership.AlarmSet{Nonce: e.Nonce, At: e.At} }
 
 // ParseIndexKey reads an index key.
 func ParseIndexKey(key string) (IndexEntry, error) {
