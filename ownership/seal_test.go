@@ -162,3 +162,28 @@ func TestJudgeState(t *testing.T) {
 		}
 	}
 }
+
+// TestJudgeReload: a hold whose commit may still land fences its own
+// object, or creates it when there is none; without one pending, a
+// reload is judged as any read.
+func TestJudgeReload(t *testing.T) {
+	for _, tc := range []struct {
+		found   bool
+		read    ownership.StateHeader
+		pending bool
+		want    ownership.StateVerdict
+		write   ownership.StateHeader
+	}{
+		{true, ownership.StateHeader{Gen: 3, Seq: 7}, false, ownership.StateUse, ownership.StateHeader{Gen: 3, Seq: 7}},
+		{true, ownership.StateHeader{Gen: 3, Seq: 7}, true, ownership.StateFence, ownership.StateHeader{Gen: 3, Seq: 8}},
+		{false, ownership.StateHeader{}, false, ownership.StateNew, ownership.StateHeader{Gen: 3}},
+		{false, ownership.StateHeader{}, true, ownership.StateFence, ownership.StateHeader{Gen: 3}},
+		{true, ownership.StateHeader{Gen: 4, Seq: 7}, true, ownership.StateSuperseded, ownership.StateHeader{Gen: 4, Seq: 7}},
+		{true, ownership.StateHeader{Gen: 2, Seq: 7}, true, ownership.StateFence, ownership.StateHeader{Gen: 3, Seq: 8}},
+	} {
+		v, h := ownership.JudgeReload(tc.found, tc.read, 3, tc.pending)
+		if v != tc.want || h != tc.write {
+			t.Errorf("JudgeReload(%v, %+v, 3, %v) = %v, %+v; want %v, %+v", tc.found, tc.read, tc.pending, v, h, tc.want, tc.write)
+		}
+	}
+}

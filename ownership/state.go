@@ -68,7 +68,8 @@ const (
 	// hold was granted without the core's seal, as in tests and tools): it
 	// is rewritten with the header JudgeState returns, conditioned on the
 	// version read, before the hold acts, so that no older hold's write
-	// can land after it.
+	// can land after it. (JudgeReload fences a hold's own object too, or
+	// creates it empty, If-None-Match, when there is none.)
 	StateFence
 )
 
@@ -100,6 +101,31 @@ func JudgeState(found bool, read StateHeader, gen Generation) (StateVerdict, Sta
 		return StateUse, read
 	}
 	return StateFence, StateHeader{Gen: gen, Seq: read.Seq + 1}
+}
+
+// JudgeReload is JudgeState for a hold that reads its state again after
+// dropping it (a commit that did not land, a restart), with pending when
+// a commit of its own may still land: its outcome stayed unknown, as the
+// resolve's fence (LostFence) did not land either. What the hold reads
+// then is not final: that commit could land after the read, and undo what
+// the hold decided from it (that an alarm's set is gone, and its index
+// entry may go, when the commit carries that set). So the object is
+// fenced as an older hold's is: rewritten as read, its write count
+// raised, conditioned on the version read, or created empty
+// (If-None-Match) when there is none; once the fence lands, the commit
+// can never land, and the hold reads its state as any other.
+func JudgeReload(found bool, read StateHeader, gen Generation, pending bool) (StateVerdict, StateHeader) {
+	v, h := JudgeState(found, read, gen)
+	if !pending {
+		return v, h
+	}
+	switch v {
+	case StateUse:
+		return StateFence, StateHeader{Gen: gen, Seq: read.Seq + 1}
+	case StateNew:
+		return StateFence, h
+	}
+	return v, h
 }
 
 // LostCommit is what a hold does with a commit of its state object that

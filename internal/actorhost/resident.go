@@ -56,6 +56,11 @@ type residentActor struct {
 	// state) reads the bucket, as the copy may be older than what the
 	// failed commit wrote.
 	sealTaken ownership.Generation
+	// unsettled is the generation of a hold with a commit that may still
+	// land (its outcome stayed unknown): that hold's next load fences the
+	// state before it reads it (ownership.JudgeReload), so that nothing
+	// it decides from the read is undone by the commit landing after.
+	unsettled ownership.Generation
 
 	// loading is the load of the state under way, if any (startLoad);
 	// switching, a later grant's events held while the earlier hold's
@@ -285,6 +290,7 @@ func (ra *residentActor) settleEnding(ctx actor.Context, flush bool) {
 			}
 			ra.inflight = nil
 			ra.gateAll(ctx, through, ownership.Unknown, "actor failed")
+			ra.mayLand(ownership.Unknown)
 		}
 	}()
 	ra.settle(ctx, flush)
@@ -654,6 +660,14 @@ func (ra *residentActor) endCollect(ctx actor.Context) {
 	}
 }
 
+// mayLand notes a commit of the hold that ended with outcome: one that
+// may still land leaves the hold unsettled (see unsettled).
+func (ra *residentActor) mayLand(outcome ownership.Outcome) {
+	if outcome == ownership.Unknown || outcome == ownership.BucketDamaged {
+		ra.unsettled = ra.gen
+	}
+}
+
 // committedAt takes the answer of the commit in flight.
 func (ra *residentActor) committedAt(ctx actor.Context, res commitResult) {
 	job := ra.inflight
@@ -671,6 +685,7 @@ func (ra *residentActor) committedAt(ctx actor.Context, res commitResult) {
 		// rest are refused. The state is reloaded.
 		ra.lastFailure = outcome
 		ra.gateAll(ctx, job.version, outcome, "commit "+outcome.String())
+		ra.mayLand(outcome)
 		ra.drop()
 		return
 	}
@@ -924,6 +939,7 @@ func (ra *residentActor) settle(ctx actor.Context, flush bool) {
 		if outcome = res.outcome(); outcome == ownership.Landed {
 			ra.durable = job.version
 		}
+		ra.mayLand(outcome)
 		through = job.version
 	}
 	if len(ra.waiting) > 0 {
@@ -1055,12 +1071,14 @@ type loaded struct {
 // object stamped with a later generation means this hold was superseded:
 // it ends. One stamped earlier was not sealed (a hold granted without the
 // ownership core, in tests and tools): it is sealed here, rewritten
-// stamped with gen, so no older hold's write can land after this.
+// stamped with gen, so no older hold's write can land after this. With
+// pending, a commit of this hold may still land: the object is sealed so
+// too, or created empty if there is none (ownership.JudgeReload).
 //
 // It reads only what does not change while it runs (the actor, the Host),
 // so it runs on a goroutine of its own (startLoad), and its result is the
 // actor's from the message that brings it back.
-func (ra *residentActor) load(ctx context.Context, gen ownership.Generation, sealed *ownership.Sealed, taken ownership.Generation) loaded {
+func (ra *residentActor) load(ctx context.Context, gen ownership.Generation, sealed *ownership.Sealed, taken ownership.Generation, pending bool) loaded {
 	key := actorstore.StateKey(ra.actor)
 	var obj ownership.Object
 	var err error
@@ -1082,7 +1100,7 @@ func (ra *residentActor) load(ctx context.Context, gen ownership.Generation, sea
 		if st, payload, err = actorstore.DecodeStateObject(obj.Body); err != nil {
 			return failed(ra.damaged(key, err))
 		}
-		verdict, h := ownership.JudgeState(true, st.StateHeader, gen)
+		verdict, h := ownership.JudgeReload(true, st.StateHeader, gen, pending)
 		switch verdict {
 		case ownership.StateSuperseded:
 			ra.log().Warn("actor hold superseded: its state is sealed by a later hold",
@@ -1098,9 +1116,19 @@ func (ra *residentActor) load(ctx context.Context, gen ownership.Generation, sea
 	case ownership.NotFound:
 		// A new actor: its first commit creates the object, If-None-Match.
 		// (The core seals only actors that had a record, and so a hold.)
-		_, h := ownership.JudgeState(false, ownership.StateHeader{}, gen)
-		res.state = actorstore.NewState(h)
-		return res
+		verdict, h := ownership.JudgeReload(false, ownership.StateHeader{}, gen, pending)
+		st = actorstore.NewState(h)
+		if verdict == ownership.StateNew {
+			res.state = st
+			return res
+		}
+		// A first commit that may still land: the object is created
+		// empty, so that it cannot.
+		hd, err := st.EncodeHead(gen, 0)
+		if err != nil {
+			return failed(err)
+		}
+		payload, cond = hd.Payload(), ownership.IfAbsent()
 	default:
 		ra.log().Warn("actor state read failed", slog.String("key", key), slog.Any("err", err))
 		return failed(ra.h.notRun(ra.actor, "state read failed"))
@@ -1152,7 +1180,7 @@ type loadedMsg struct{ l *stateLoad }
 // startLoad reads the state for m's grant in the background; m runs once
 // it is read (loadDone).
 func (ra *residentActor) startLoad(ctx actor.Context, m *eventMsg) {
-	gen, sealed, taken := m.gen, m.sealed, ra.sealTaken
+	gen, sealed, taken, pending := m.gen, m.sealed, ra.sealTaken, ra.unsettled == m.gen
 	// Bucket calls outlive a client that went away, as a commit does.
 	base := context.WithoutCancel(m.ctx)
 	l := &stateLoad{stash: []*eventMsg{m}}
@@ -1161,7 +1189,7 @@ func (ra *residentActor) startLoad(ctx actor.Context, m *eventMsg) {
 		lctx, cancel := context.WithCancel(base)
 		defer context.AfterFunc(cctx, cancel)()
 		defer cancel()
-		return ra.load(lctx, gen, sealed, taken)
+		return ra.load(lctx, gen, sealed, taken, pending)
 	}, func(*background[loaded]) any { return &loadedMsg{l: l} })
 	ra.loading = l
 }
@@ -1182,6 +1210,9 @@ func (ra *residentActor) loadDone(ctx actor.Context, res loaded) {
 		ra.loaded, ra.gen, ra.etag, ra.state = true, res.gen, res.etag, res.state
 		if res.sealTaken {
 			ra.sealTaken = res.gen
+		}
+		if ra.unsettled == res.gen {
+			ra.unsettled = 0 // the load fenced the state: nothing of the hold's can land after it
 		}
 	}
 	for _, m := range stash {
