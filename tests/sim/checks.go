@@ -23,6 +23,8 @@ type truth struct {
 	// those refused after they ran (a refusal says the event took no
 	// effect, so these two must never meet).
 	landed, refusedAt map[attemptKey]bool
+	// fired: the alarm sets (nonces) a landed commit fired.
+	fired map[string]bool
 }
 
 // attemptKey names one attempt of a client's event.
@@ -64,6 +66,7 @@ func (t *truth) init() {
 	t.drains = map[ownership.InstanceID]time.Duration{}
 	t.moves = map[ownership.InstanceID]map[ownership.Actor]bool{}
 	t.landed, t.refusedAt = map[attemptKey]bool{}, map[attemptKey]bool{}
+	t.fired = map[string]bool{}
 }
 
 // grant: never one generation for two holds. A grant at a generation that
@@ -223,7 +226,7 @@ func (w *World) checkFinal() {
 	}
 	for _, id := range w.sortedEventIDs() {
 		ce := w.events[id]
-		if !ce.take && w.healed && ce.born >= w.healAt+w.settle() {
+		if !ce.take && ce.alarm == nil && w.healed && ce.born >= w.healAt+w.settle() {
 			w.fail("liveness: event e%d for %s born at %v never served", ce.id, ce.room, ce.born)
 			return
 		}
@@ -247,6 +250,9 @@ func (w *World) checkFinal() {
 			w.fail("acknowledged write lost: %s has no state object: %v", a, err)
 			return
 		}
+	}
+	if w.checkAlarms(); w.Failure != "" {
+		return
 	}
 	for _, n := range w.nodes {
 		if !n.up {

@@ -77,7 +77,9 @@ type (
 	evRestart  struct{ node, life int }
 	evStopNode struct{ node, life int }
 	evHeal     struct{}
-	evEnded    struct {
+	// evPoll is a pass of a node's alarm poller.
+	evPoll  struct{ node, life int }
+	evEnded struct {
 		node, life int
 		actor      ownership.Actor
 		gen        ownership.Generation
@@ -217,6 +219,11 @@ func (w *World) handle(ev any) {
 		}
 	case evHeal:
 		w.heal()
+	case evPoll:
+		if n := w.live(ev.node, ev.life); n != nil {
+			w.poll(n)
+		}
+
 	case evEnded:
 		if n := w.live(ev.node, ev.life); n != nil {
 			w.note("ended", n, "%s g%d", ev.actor, ev.gen)

@@ -18,6 +18,7 @@ func Quiet() Params {
 	never := 1000 * time.Hour
 	p.EventEvery, p.CrashEvery, p.StopEvery, p.DrainEvery, p.MoveEvery, p.CutEvery, p.BlackoutEvery = never, never, never, never, never, never, never
 	p.SocketChance = 0
+	p.AlarmSet, p.AlarmDelete, p.AlarmFail, p.AlarmAgain = 0, 0, 0, 0
 	p.Chaos, p.Heal, p.Quiet = 10*time.Hour, 0, 0
 	return p
 }

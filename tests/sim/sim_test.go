@@ -81,6 +81,9 @@ func TestSeeds(t *testing.T) {
 	if total.LateReleases == 0 || total.Refusals == 0 {
 		t.Errorf("%d seeds released no event after its hold ended, or refused none after it ran: the simulation does not drive the output gate", *flagSeeds)
 	}
+	if total.AlarmsFired == 0 || total.AlarmEnded == 0 {
+		t.Errorf("%d seeds fired no alarm, or deleted no index entry: the simulation does not drive alarms", *flagSeeds)
+	}
 	for seed := *flagFirst; seed < *flagFirst+uint64(*flagSeeds); seed++ {
 		if f, ok := failures[seed]; ok {
 			t.Errorf("seed %d failed (%d of %d seeds failed): %s\nreplay: %s", seed, len(failures), *flagSeeds, f, replayCommand(seed))

@@ -47,8 +47,10 @@ type stateOp struct {
 	// acked: for a read of a head that names a run, the count acknowledged
 	// when the read landed, which that run must hold at least.
 	acked uint64
-	// commit: the write of a head that commits the event ev.
+	// commit: the write of a head that commits the event ev; fires: the
+	// alarm set that commit fires, if any.
 	commit bool
+	fires  string
 }
 
 type (
@@ -63,9 +65,16 @@ type (
 // phase; then runs with the reply, if the node is still that life. It
 // returns the call.
 func (w *World) stateIO(n *node, r *resident, ev evOutput, req ownership.Request, then func(*stateOp, ownership.Reply)) *stateOp {
+	op := &stateOp{node: n.id, life: n.life, r: r, ev: ev, actor: ev.actor, req: req, then: then}
+	w.sendIO(n, op, r.gen)
+	return op
+}
+
+// sendIO sends a bucket call of a node's own (not its core's) with the
+// faults of the chaos phase; gen is the hold it is made for, if any.
+func (w *World) sendIO(n *node, op *stateOp, gen ownership.Generation) {
 	w.Stats.Requests++
-	a := ev.actor
-	op := &stateOp{node: n.id, life: n.life, r: r, ev: ev, actor: a, req: req, then: then}
+	a, req := op.actor, op.req
 	timeout := n.core.Config().AttemptTimeout
 	lat := w.uniform(time.Millisecond, 25*time.Millisecond)
 	write := req.Op == ownership.OpPut || req.Op == ownership.OpDelete
@@ -81,7 +90,7 @@ func (w *World) stateIO(n *node, r *resident, ev evOutput, req ownership.Request
 			op.fault = "409"
 		}
 	}
-	w.note("io-send", n, "%s %s g%d %s", a, req.Op.String(), uint64(r.gen), op.fault)
+	w.note("io-send", n, "%s %s g%d %s", a, req.Op.String(), uint64(gen), op.fault)
 	switch op.fault {
 	case "lose-request":
 		w.after(timeout, evStateReply{op: op, unknown: true})
@@ -97,7 +106,6 @@ func (w *World) stateIO(n *node, r *resident, ev evOutput, req ownership.Request
 		w.after(lat, evStateLand{op: op})
 		w.after(lat+w.uniform(time.Millisecond, 5*time.Millisecond), evStateReply{op: op})
 	}
-	return op
 }
 
 func (w *World) stateLand(op *stateOp) {
@@ -106,6 +114,10 @@ func (w *World) stateLand(op *stateOp) {
 	w.note("io-land", nil, "%s %s %s", op.actor, op.req.Op.String(), op.result.Outcome.String())
 	run := strings.HasPrefix(op.req.Key, ownership.RunsPrefix(op.actor))
 	switch {
+	case strings.HasPrefix(op.req.Key, alarmIndexPrefix):
+		if op.req.Op == ownership.OpDelete && op.result.Outcome == ownership.Landed {
+			w.alarmEntryDeleted(op.req.Key)
+		}
 	case run:
 		if op.req.Op == ownership.OpPut && op.result.Outcome == ownership.Landed {
 			w.Stats.Runs++
@@ -116,6 +128,9 @@ func (w *World) stateLand(op *stateOp) {
 			w.Stats.Commits++
 			if op.commit {
 				w.truth.commitLanded(w, attemptKey{op.ev.id, op.ev.attempt})
+			}
+			if op.fires != "" {
+				w.alarmFired(op.actor, op.fires)
 			}
 		case ownership.Refused, ownership.NotFound:
 			w.Stats.StaleRefused++
@@ -134,7 +149,7 @@ func (w *World) stateLand(op *stateOp) {
 
 // runNamed returns the run key a head's payload names, if it names one.
 func runNamed(payload []byte) (string, bool) {
-	return strings.CutPrefix(string(payload), "run:")
+	return strings.CutPrefix(string(basePayload(payload)), "run:")
 }
 
 func (w *World) stateReply(op *stateOp, unknown, refused bool) {
@@ -183,10 +198,12 @@ func (w *World) stateWritten(a ownership.Actor, req ownership.Request, res owner
 	if rec, ok := w.records[a]; ok && rec.Generation > h.Gen {
 		w.fail("superseded write visible: %s state stamped with generation %d landed after the record reached generation %d", a, h.Gen, rec.Generation)
 	}
+	w.alarmStateLanded(a, payload)
 }
 
+// counterOf is the count a head's payload, or a run, holds.
 func counterOf(payload []byte) uint64 {
-	v, _ := strconv.ParseUint(string(payload), 10, 64)
+	v, _ := strconv.ParseUint(string(basePayload(payload)), 10, 64)
 	return v
 }
 
@@ -247,7 +264,7 @@ func (w *World) loaded(n *node, r *resident, ev evOutput, reply ownership.Reply,
 		if h, payload, err = ownership.DecodeState(reply.Body); err != nil {
 			panic("sim: unreadable state: " + err.Error())
 		}
-		verdict, fenced := ownership.JudgeState(true, h, r.gen)
+		verdict, fenced := ownership.JudgeReload(true, h, r.gen, r.pending)
 		if verdict == ownership.StateSuperseded {
 			// Superseded: the resident ends its hold.
 			w.note("superseded", n, "%s g%d by g%d", ev.actor, uint64(r.gen), uint64(h.Gen))
@@ -267,22 +284,27 @@ func (w *World) loaded(n *node, r *resident, ev evOutput, reply ownership.Reply,
 	case ownership.NotFound:
 		// A new room (no record existed, so nothing was sealed): the first
 		// commit creates the object, If-None-Match.
-		_, h = ownership.JudgeState(false, ownership.StateHeader{}, r.gen)
-		r.loaded, r.etag, r.seq, r.value = true, "", h.Seq, 0
-		w.commit(n, r, ev)
-		return
+		verdict, created := ownership.JudgeReload(false, ownership.StateHeader{}, r.gen, r.pending)
+		if verdict == ownership.StateNew {
+			r.loaded, r.etag, r.seq, r.value, r.alarm = true, "", created.Seq, 0, alarmRec{}
+			w.commit(n, r, ev)
+			return
+		}
+		h, payload = created, []byte("0") // a first commit may still land: created empty
 	default:
 		w.eventFailed(n, r, ev)
 		return
 	}
-	// Not sealed for this hold: fence it now, by the rule the actors layer
-	// uses (ownership.JudgeState).
+	// Not sealed for this hold, or a commit of the hold may still land:
+	// fence it now, by the rule the actors layer uses (ownership.
+	// JudgeReload).
 	body := ownership.EncodeState(h, payload)
 	w.stateIO(n, r, ev, ownership.Request{Op: ownership.OpPut, Key: key, Body: body, Cond: cond}, func(op *stateOp, reply ownership.Reply) {
 		if reply.Outcome != ownership.Landed {
 			w.eventFailed(n, r, ev)
 			return
 		}
+		r.pending = false // nothing of the hold's can land after the fence
 		w.useLoaded(n, r, ev, reply.ETag, h.Seq, payload, acked)
 	})
 }
@@ -293,7 +315,7 @@ func (w *World) loaded(n *node, r *resident, ev evOutput, reply ownership.Reply,
 func (w *World) useLoaded(n *node, r *resident, ev evOutput, etag ownership.ETag, seq uint64, payload []byte, acked uint64) {
 	key, named := runNamed(payload)
 	if !named {
-		r.loaded, r.etag, r.seq, r.value, r.run = true, etag, seq, counterOf(payload), ""
+		r.loaded, r.etag, r.seq, r.value, r.run, r.alarm = true, etag, seq, counterOf(payload), "", alarmOf(payload)
 		w.commit(n, r, ev)
 		return
 	}
@@ -312,18 +334,34 @@ func (w *World) useLoaded(n *node, r *resident, ev evOutput, etag ownership.ETag
 		if v < acked {
 			w.fail("acknowledged write lost: %s loaded count %d from run %s, but %d was acknowledged", ev.actor, v, key, acked)
 		}
-		r.loaded, r.etag, r.seq, r.value, r.run = true, etag, seq, v, key
+		r.loaded, r.etag, r.seq, r.value, r.run, r.alarm = true, etag, seq, v, key, alarmOf(payload)
 		w.commit(n, r, ev)
 	})
 }
 
-// commit writes the event's count, then releases its output. A third of
-// the commits write the count into a run first, which the head names.
+// commit runs the event on the loaded state and commits what it writes,
+// then releases its output: a client's event writes the count plus one,
+// and now and then sets or deletes the room's alarm; an alarm's event
+// judges its entry (judgeAlarm). The entry of an alarm set comes first
+// (indexAlarm), as the actors layer writes it; then, for a third of the
+// commits, the count goes into a run, which the head names.
 func (w *World) commit(n *node, r *resident, ev evOutput) {
-	next := r.value + 1
-	count := []byte(strconv.FormatUint(next, 10))
+	c := &change{next: r.value + 1, alarm: r.alarm}
+	switch ce := w.events[ev.id]; {
+	case ce != nil && ce.alarm != nil:
+		if !w.judgeAlarm(n, r, ev, ce, c) {
+			return
+		}
+	case ce != nil:
+		w.clientAlarm(n, c)
+	}
+	w.indexAlarm(n, r, ev, c, func() { w.commitWrites(n, r, ev, c) })
+}
+
+func (w *World) commitWrites(n *node, r *resident, ev evOutput, c *change) {
+	count := []byte(strconv.FormatUint(c.next, 10))
 	if w.rng.IntN(3) != 0 {
-		w.writeHead(n, r, ev, next, count, "")
+		w.writeHead(n, r, ev, c, count, "")
 		return
 	}
 	key := ownership.RunKey(ev.actor, r.gen, w.rng.Uint64())
@@ -332,15 +370,16 @@ func (w *World) commit(n *node, r *resident, ev evOutput) {
 			w.eventFailed(n, r, ev)
 			return
 		}
-		w.writeHead(n, r, ev, next, []byte("run:"+key), key)
+		w.writeHead(n, r, ev, c, []byte("run:"+key), key)
 	})
 }
 
-// writeHead writes the head with payload (naming run, if not ""), then
-// releases the event's output, deletes the run the previous head named,
-// and now and then sweeps the room's runs.
-func (w *World) writeHead(n *node, r *resident, ev evOutput, next uint64, payload []byte, run string) {
-	body := ownership.EncodeState(ownership.StateHeader{Gen: r.gen, Seq: r.seq + 1}, payload)
+// writeHead writes the head with payload (naming run, if not "") and the
+// change's alarm, then releases the event's output, deletes the run the
+// previous head named, and now and then sweeps the room's runs.
+func (w *World) writeHead(n *node, r *resident, ev evOutput, c *change, payload []byte, run string) {
+	next := c.next
+	body := ownership.EncodeState(ownership.StateHeader{Gen: r.gen, Seq: r.seq + 1}, encodePayload(payload, c.alarm))
 	cond := ownership.IfMatch(r.etag)
 	if r.etag == "" {
 		cond = ownership.IfAbsent()
@@ -348,7 +387,7 @@ func (w *World) writeHead(n *node, r *resident, ev evOutput, next uint64, payloa
 	seq := r.seq + 1
 	landed := func(etag ownership.ETag) {
 		prev := r.run
-		r.etag, r.seq, r.value, r.run = etag, seq, next, run
+		r.etag, r.seq, r.value, r.run, r.alarm = etag, seq, next, run, c.alarm
 		w.output(n, ev, next)
 		w.eventDone(n, r)
 		if prev != "" && prev != run {
@@ -368,7 +407,7 @@ func (w *World) writeHead(n *node, r *resident, ev evOutput, next uint64, payloa
 			w.commitFailed(n, r, ev, reply.Outcome)
 		}
 	})
-	op.commit = true
+	op.commit, op.fires = true, c.fires
 }
 
 // resolveCommit finds out, as the actors layer does (ownership.
@@ -458,7 +497,17 @@ func (w *World) eventFailed(n *node, r *resident, ev evOutput) {
 // any other is refused.
 func (w *World) commitFailed(n *node, r *resident, ev evOutput, outcome ownership.Outcome) {
 	r.loaded = false
-	if ce := w.events[ev.id]; ce != nil {
+	if outcome == ownership.Unknown || outcome == ownership.BucketDamaged {
+		r.pending = true // the next load fences the state (ownership.JudgeReload)
+	}
+	if ce := w.events[ev.id]; ce != nil && ce.alarm != nil {
+		// An alarm's event: its answer is not durable, whatever it judged.
+		never := func() bool { return false }
+		if ownership.Gate(ownership.EventEnd{Wrote: true, Commit: outcome, MayAct: never}) == ownership.GateRefuse {
+			w.truth.refused(w, attemptKey{ev.id, ev.attempt})
+		}
+		w.alarmAnswered(n, ce, ev, false)
+	} else if ce != nil {
 		never := func() bool { return false }
 		switch ownership.Gate(ownership.EventEnd{Wrote: true, Commit: outcome, MayAct: never}) {
 		case ownership.GateUnknown:

@@ -47,6 +47,14 @@ type Params struct {
 	// LivenessBound: an event that arrives once the heal phase has settled
 	// must be served within it.
 	LivenessBound time.Duration
+
+	// Alarms (alarms.go): the chance that a client's event sets its
+	// room's alarm (due within AlarmMaxDelay), or deletes it; that an
+	// alarm's handler fails during the chaos, and that one that fired
+	// sets the alarm again. AlarmPoll is the pollers' period; an alarm
+	// due once the heal has settled must fire within AlarmBound.
+	AlarmSet, AlarmDelete, AlarmFail, AlarmAgain float64
+	AlarmMaxDelay, AlarmPoll, AlarmBound         time.Duration
 }
 
 // Default is the run every seed of the suite uses.
@@ -67,6 +75,8 @@ func Default() Params {
 		SocketChance:  0.3,
 		MaxSkew:       3 * time.Second,
 		LivenessBound: 20 * time.Second,
+		AlarmSet:      0.1, AlarmDelete: 0.02, AlarmFail: 0.15, AlarmAgain: 0.15,
+		AlarmMaxDelay: 8 * time.Second, AlarmPoll: time.Second, AlarmBound: 20 * time.Second,
 	}
 }
 
@@ -137,6 +147,10 @@ type Stats struct {
 	// Resolved and Fenced count the commits without an answer found, by a
 	// read, to have landed, and those fenced so that they cannot.
 	Resolved, Fenced int
+	// AlarmDeliveries counts the entries the pollers handed to events,
+	// AlarmEnded those whose entry they then deleted, AlarmsFired the
+	// commits that fired a set and landed.
+	AlarmDeliveries, AlarmEnded, AlarmsFired int
 }
 
 type node struct {
@@ -163,6 +177,9 @@ type node struct {
 	// lands with its reply lost (blackoutLands).
 	blackoutUntil time.Duration
 	blackoutLands bool
+	// alarmBusy: the index entries this node's poller is delivering, and
+	// the delivery (its clientEvent) of each.
+	alarmBusy map[string]uint64
 }
 
 type resident struct {
@@ -176,10 +193,15 @@ type resident struct {
 	// sealed: the state as the grant's acquisition sealed it, taken by
 	// the residency's first load instead of a read (then cleared).
 	sealed *ownership.Sealed
-	// run: the run object the head this residency wrote or read names.
+	// run: the run object the head this residency wrote or read names;
+	// alarm: the room's alarm, as the head holds it.
 	run   string
-	busy  bool       // an event runs
-	queue []evOutput // events waiting for it
+	alarm alarmRec
+	// pending: a commit of this hold may still land (its outcome stayed
+	// unknown): the next load fences the state.
+	pending bool
+	busy    bool       // an event runs
+	queue   []evOutput // events waiting for it
 }
 
 type inflight struct {
@@ -195,6 +217,8 @@ type clientEvent struct {
 	hops     int
 	served   bool
 	take     bool // a move's take call, not a client's event
+	// alarm: a poller's delivery of an alarm, not a client's event.
+	alarm *alarmDelivery
 }
 
 // New makes a world for a seed.
@@ -408,9 +432,11 @@ func (w *World) startNode(n *node) {
 	n.exposed = map[ownership.Actor]bool{}
 	n.inflight = map[ownership.RequestID]*inflight{}
 	n.finishing = map[ownership.Actor]time.Duration{}
+	n.alarmBusy = map[string]uint64{}
 	w.note("start", n, "%s", n.inst)
 	w.step(n, ownership.Start{})
 	w.after(n.core.Config().SweepPeriod, evSweep{node: n.id, life: n.life})
+	w.after(w.uniform(0, w.P.AlarmPoll), evPoll{node: n.id, life: n.life})
 }
 
 // crash kills a node: no input reaches its core again, its sockets are gone.
@@ -767,6 +793,10 @@ func (w *World) send(ce *clientEvent, avoid *node) {
 }
 
 func (w *World) retry(ce *clientEvent) {
+	if ce.alarm != nil {
+		w.endDelivery(ce) // the next pass delivers it again
+		return
+	}
 	ce.attempts++
 	if ce.attempts > 60 {
 		if !ce.take {
@@ -820,7 +850,8 @@ func (w *World) routed(n *node, r ownership.Route) {
 		return
 	}
 	t := w.nodeByName(r.Node)
-	if t == nil {
+	if t == nil || ce.alarm != nil {
+		// An alarm is left to its holder's poller.
 		w.retry(ce)
 		return
 	}
@@ -834,7 +865,7 @@ func (w *World) refused(n *node, r ownership.Refuse) {
 		return
 	}
 	w.noteEv("refused", n, ce.id, r.Actor, r.Reason)
-	if r.Draining {
+	if r.Draining && ce.alarm == nil {
 		// A draining node sends the event on to the peer its core names
 		// (the ingress does), or the client to another node, as a balancer
 		// would retry elsewhere; with no other node up, the client waits.
@@ -873,6 +904,10 @@ func (w *World) output(n *node, ev evOutput, count uint64) {
 	} else {
 		w.noteEv("late-release", n, ce.id, ev.actor, "")
 		w.Stats.LateReleases++
+	}
+	if ce.alarm != nil {
+		w.alarmAnswered(n, ce, ev, true)
+		return
 	}
 	w.acked[ev.actor] = max(w.acked[ev.actor], count)
 	ce.served = true
