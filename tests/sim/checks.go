@@ -191,7 +191,14 @@ func (w *World) taken(rec ownership.Record) {
 
 // checkStep runs after every event: no leaked record. A record held by an
 // instance whose lease is valid must be held, parked or pending there.
+// Only an event that fed a core or landed one of its writes can break it
+// (a record and what a core tracks change only then, and without a
+// renewal a lease only ever stops being valid): the others skip it.
 func (w *World) checkStep() {
+	if !w.coresChanged {
+		return
+	}
+	w.coresChanged = false
 	for _, rec := range w.heldRecords() {
 		n := w.nodeByName(rec.Node)
 		if n == nil || !n.up || n.inst != rec.Instance {

@@ -123,6 +123,9 @@ type World struct {
 	nextSock  uint64
 	healed    bool
 	healAt    time.Duration
+	// coresChanged: a core was fed, or a write of one landed, since the
+	// last checkStep.
+	coresChanged bool
 }
 
 // Stats counts what a run did (make sim-long prints them).
@@ -453,6 +456,7 @@ func (w *World) crash(n *node) {
 // step feeds one input to a node's core and carries out its effects; inputs
 // the effects cause (socket closes) are fed after, in order.
 func (w *World) step(n *node, in ownership.Input) {
+	w.coresChanged = true
 	n.inbox = append(n.inbox, in)
 	if len(n.inbox) > 1 {
 		return // already draining the inbox below
@@ -662,6 +666,7 @@ func (w *World) request(n *node, r ownership.Request) {
 }
 
 func (w *World) land(p *pendingReq) {
+	w.coresChanged = true
 	r := p.req
 	res := keeper.Execute(context.Background(), w.bucket.Bucket(), r)
 	p.result, p.applied = res, true
