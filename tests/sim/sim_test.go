@@ -11,18 +11,36 @@ import (
 )
 
 var (
-	flagSeed  = flag.Int64("seed", -1, "run only this seed (with -show, print its trace)")
-	flagSeeds = flag.Int("seeds", 2000, "how many seeds TestSeeds runs")
-	flagFirst = flag.Uint64("first", 0, "the first seed TestSeeds runs")
-	flagTrace = flag.Bool("show", false, "print the trace of -seed, readable")
+	flagSeed       = flag.Int64("seed", -1, "run only this seed (with -show, print its trace)")
+	flagSeeds      = flag.Int("seeds", 2000, "how many seeds TestSeeds runs")
+	flagHeavySeeds = flag.Int("heavy-seeds", 1000, "how many seeds TestAlarmHeavySeeds runs")
+	flagFirst      = flag.Uint64("first", 0, "the first seed TestSeeds and TestAlarmHeavySeeds run")
+	flagTrace      = flag.Bool("show", false, "print the trace of -seed, readable")
+	flagParams     = flag.String("params", "default", "the parameters of TestSeeds and TestVariantRun: default, or alarm-heavy (AlarmHeavy)")
 )
 
-func replayCommand(seed uint64) string {
+// paramsByName names the parameters a run may take.
+var paramsByName = map[string]func() Params{"default": Default, "alarm-heavy": AlarmHeavy}
+
+// params are the parameters -params names.
+func params() Params {
+	p, ok := paramsByName[*flagParams]
+	if !ok {
+		panic(fmt.Sprintf("sim: unknown -params %q", *flagParams))
+	}
+	return p()
+}
+
+func replayCommand(name string, seed uint64) string {
+	if name != "default" {
+		return fmt.Sprintf("go test ./tests/sim -run 'TestSeeds$' -params=%s -seed=%d -show", name, seed)
+	}
 	return fmt.Sprintf("go test ./tests/sim -run 'TestSeeds$' -seed=%d -show", seed)
 }
 
-// runSeeds runs seeds on every core and returns the failing ones in order.
-func runSeeds(first uint64, count int, each func(w *World)) map[uint64]string {
+// runSeeds runs seeds of the parameters p on every core and returns the
+// failing ones in order.
+func runSeeds(p Params, first uint64, count int, each func(w *World)) map[uint64]string {
 	// Worlds are small and short-lived: collect less often.
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	var mu sync.Mutex
@@ -41,7 +59,7 @@ func runSeeds(first uint64, count int, each func(w *World)) map[uint64]string {
 				if seed >= first+uint64(count) {
 					return
 				}
-				w := New(Default(), seed, nil)
+				w := New(p, seed, nil)
 				f := w.Run()
 				mu.Lock()
 				if each != nil {
@@ -58,23 +76,37 @@ func runSeeds(first uint64, count int, each func(w *World)) map[uint64]string {
 	return failures
 }
 
+// testSeeds runs count seeds of the parameters name, fails the test at
+// the first that fails, and returns the runs' counts.
+func testSeeds(t *testing.T, name string, count int) Stats {
+	var total Stats
+	total.Releases = map[string]int{}
+	failures := runSeeds(paramsByName[name](), *flagFirst, count, func(w *World) { total.add(w.Stats) })
+	t.Logf("%d seeds (%s): %s", count, name, total.summary())
+	for seed := *flagFirst; seed < *flagFirst+uint64(count); seed++ {
+		if f, ok := failures[seed]; ok {
+			t.Errorf("seed %d failed (%d of %d seeds failed): %s\nreplay: %s", seed, len(failures), count, f, replayCommand(name, seed))
+			break
+		}
+	}
+	return total
+}
+
 func TestSeeds(t *testing.T) {
 	if *flagSeed >= 0 {
 		var tr *os.File
 		if *flagTrace {
 			tr = os.Stdout
 		}
-		w := New(Default(), uint64(*flagSeed), tr)
+		w := New(params(), uint64(*flagSeed), tr)
 		if f := w.Run(); f != "" {
 			t.Fatalf("seed %d: %s\nstats: %+v", *flagSeed, f, w.Stats)
 		}
 		t.Logf("seed %d: ok, hash %016x, stats %+v", *flagSeed, w.TraceHash(), w.Stats)
 		return
 	}
-	var total Stats
-	total.Releases = map[string]int{}
-	failures := runSeeds(*flagFirst, *flagSeeds, func(w *World) { total.add(w.Stats) })
-	t.Logf("%d seeds: %s", *flagSeeds, total.summary())
+	params() // an unknown -params fails here
+	total := testSeeds(t, *flagParams, *flagSeeds)
 	if total.Runs == 0 {
 		t.Errorf("%d seeds wrote no run: the simulation does not drive the fence of runs", *flagSeeds)
 	}
@@ -84,11 +116,18 @@ func TestSeeds(t *testing.T) {
 	if total.AlarmsFired == 0 || total.AlarmEnded == 0 {
 		t.Errorf("%d seeds fired no alarm, or deleted no index entry: the simulation does not drive alarms", *flagSeeds)
 	}
-	for seed := *flagFirst; seed < *flagFirst+uint64(*flagSeeds); seed++ {
-		if f, ok := failures[seed]; ok {
-			t.Errorf("seed %d failed (%d of %d seeds failed): %s\nreplay: %s", seed, len(failures), *flagSeeds, f, replayCommand(seed))
-			break
-		}
+}
+
+// TestAlarmHeavySeeds runs the correct code on the seeds of AlarmHeavy
+// that the alarm variants run (reload-without-fence): what those catch is
+// their fault, not the parameters'.
+func TestAlarmHeavySeeds(t *testing.T) {
+	if *flagSeed >= 0 {
+		t.Skip("a single seed: TestSeeds -params=alarm-heavy runs it")
+	}
+	total := testSeeds(t, "alarm-heavy", *flagHeavySeeds)
+	if total.AlarmsFired == 0 || total.Unknowns == 0 {
+		t.Errorf("%d seeds fired no alarm, or left no commit's outcome unknown: the parameters do not drive alarms against commits in flight", *flagHeavySeeds)
 	}
 }
 

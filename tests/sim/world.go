@@ -80,6 +80,17 @@ func Default() Params {
 	}
 }
 
+// AlarmHeavy is Default with an alarm set at half the events, due within
+// a second, and more writes that land late, and later: the conditions in
+// which an alarm's delivery meets a commit still in flight that carries
+// its set (the variant reload-without-fence).
+func AlarmHeavy() Params {
+	p := Default()
+	p.AlarmSet, p.AlarmMaxDelay = 0.5, time.Second
+	p.LandLate, p.MaxLate = 0.08, 8*time.Second
+	return p
+}
+
 // coreConfig is the configuration of every simulated node: the defaults,
 // with a sweep short enough that runs see its re-reads.
 func coreConfig(node ownership.NodeID, inst ownership.InstanceID) ownership.Config {
