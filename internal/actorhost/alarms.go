@@ -149,7 +149,7 @@ func (ra *residentActor) runAlarm(ctx context.Context, c actors.Handler, ae *ala
 		ra.log().Warn("alarm due for a class that handles none: given up", slog.String("alarm", rec.Name))
 		t.Discard()
 		t.DeleteAlarm(rec.Name)
-		ae.outcome = AlarmGivenUp
+		ae.set(AlarmGivenUp)
 		return nil
 	} else if err != nil {
 		return err
