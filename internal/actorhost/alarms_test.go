@@ -81,7 +81,7 @@ func (b *heldBucket) landHeld(ctx context.Context) []error {
 // alarm's delivery then finds the alarm gone from the state it reads
 // again, and so its index entry may be deleted: the commit must no longer
 // be able to land with the alarm, or the alarm would be in the actor's
-// state with no entry, never to fire. The reload fences the state
+// state with no entry, never to fire. The reload seals the state
 // (ownership.JudgeReload), and the late commit is refused.
 func TestAlarmGoneAfterAnUnknownCommit(t *testing.T) {
 	for _, first := range []bool{false, true} {

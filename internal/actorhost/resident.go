@@ -1212,7 +1212,7 @@ func (ra *residentActor) loadDone(ctx actor.Context, res loaded) {
 			ra.sealTaken = res.gen
 		}
 		if ra.unsettled == res.gen {
-			ra.unsettled = 0 // the load fenced the state: nothing of the hold's can land after it
+			ra.unsettled = 0 // the load sealed the state again: nothing of the hold's can land after it
 		}
 	}
 	for _, m := range stash {

@@ -498,7 +498,7 @@ func (w *World) eventFailed(n *node, r *resident, ev evOutput) {
 func (w *World) commitFailed(n *node, r *resident, ev evOutput, outcome ownership.Outcome) {
 	r.loaded = false
 	if outcome == ownership.Unknown || outcome == ownership.BucketDamaged {
-		r.pending = true // the next load fences the state (ownership.JudgeReload)
+		r.pending = true // the next load seals the state again (ownership.JudgeReload)
 	}
 	if ce := w.events[ev.id]; ce != nil && ce.alarm != nil {
 		// An alarm's event: its answer is not durable, whatever it judged.

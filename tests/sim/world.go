@@ -212,7 +212,7 @@ type resident struct {
 	run   string
 	alarm alarmRec
 	// pending: a commit of this hold may still land (its outcome stayed
-	// unknown): the next load fences the state.
+	// unknown): the next load seals the state again.
 	pending bool
 	busy    bool       // an event runs
 	queue   []evOutput // events waiting for it
