@@ -411,7 +411,9 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 		}
 	default:
 		r = result{resp: resp, out: ev.socks.out}
-		ra.h.alarms.set.Add(ev.alarmsSet)
+		if ev.alarmsSet > 0 {
+			ra.h.alarms.set.Add(ev.alarmsSet) // one counter for every actor: touched only when it counts
+		}
 	}
 	if m.key != nil {
 		tookEffect := t.Dirty() || ev.call.earlier || len(r.out) > 0

@@ -103,6 +103,7 @@ func (t *Txn) RetryAlarm(name string, at time.Time, retry int) error {
 }
 
 func (t *Txn) putAlarm(name string, at time.Time, retry int) error {
+	t.alarmed = true
 	return t.nodePut(alarmPrefix+name, encodeAlarm(at, retry, newNonce()))
 }
 
@@ -140,6 +141,9 @@ func (t *Txn) Alarms() ([]AlarmRecord, error) {
 // needs its entry in the bucket's alarm index before the commit that
 // carries it (IndexKey).
 func (t *Txn) AlarmsSet() []AlarmRecord {
+	if !t.alarmed {
+		return nil // the writes of an event that set none are not looked at
+	}
 	var out []AlarmRecord
 	for k, v := range t.writes {
 		if v == nil || !strings.HasPrefix(k, alarmPrefix) {

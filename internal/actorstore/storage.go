@@ -44,6 +44,8 @@ type Txn struct {
 	fault   error
 	size    int
 	maxSize int
+	// alarmed: the writes may set an alarm (AlarmsSet looks only then).
+	alarmed bool
 }
 
 // newTxn is an event's storage over kv alone (tests, tools).
@@ -304,7 +306,7 @@ func (t *Txn) Batch(ops ...actors.Op) error {
 // ver, the base of its further writes (a call's commit point).
 func (t *Txn) Rebase(ver uint64) {
 	t.base.Apply(t, ver)
-	t.writes, t.cleared = map[string][]byte{}, false
+	t.writes, t.cleared, t.alarmed = map[string][]byte{}, false, false
 }
 
 // Dirty says whether the event wrote anything.
