@@ -66,12 +66,7 @@ func alarmFunctions(fn hostFunc) {
 		stack[0] = api.EncodeU32(uint32(min(len(b), math.MaxInt32)))
 	}, nil, []api.ValueType{i32})
 	// alarm_list_read(ptr, len) -> i32
-	fn("alarm_list_read", func(ctx context.Context, mod api.Module, stack []uint64) {
-		ev := eventOf(ctx)
-		n := write(mod, api.DecodeU32(stack[0]), api.DecodeU32(stack[1]), ev.alarms)
-		ev.alarms = nil
-		stack[0] = api.EncodeU32(n)
-	}, []api.ValueType{i32, i32}, []api.ValueType{i32})
+	fn("alarm_list_read", readKept(func(ev *event) *[]byte { return &ev.alarms }), []api.ValueType{i32, i32}, []api.ValueType{i32})
 	// alarm_event_len() -> i32: the size of the encoded alarm of an alarm
 	// event; 0 in any other event.
 	fn("alarm_event_len", func(ctx context.Context, _ api.Module, stack []uint64) {

@@ -60,22 +60,34 @@ func callFunctions(fn hostFunc) {
 			stack[0] = api.EncodeI32(code)
 			return
 		}
-		ev.call = encodeResponse(resp)
-		if len(ev.call) > math.MaxInt32 {
-			ev.call = nil
-			stack[0] = api.EncodeI32(callFailed)
-			return
-		}
-		stack[0] = api.EncodeU32(uint32(len(ev.call)))
+		stack[0] = keep(&ev.call, encodeResponse(resp), callFailed)
 	}, []api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32})
 	// actor_call_read(ptr, len) -> i32: copies the response of the last
 	// actor_call into the buffer.
-	fn("actor_call_read", func(ctx context.Context, mod api.Module, stack []uint64) {
-		ev := eventOf(ctx)
-		n := write(mod, api.DecodeU32(stack[0]), api.DecodeU32(stack[1]), ev.call)
-		ev.call = nil
+	fn("actor_call_read", readKept(func(ev *event) *[]byte { return &ev.call }), []api.ValueType{i32, i32}, []api.ValueType{i32})
+}
+
+// keep keeps b, the encoded answer of a host call, in *dst for the call's
+// _read function, and returns the call's result: b's size, or tooBig when
+// an i32 cannot tell it.
+func keep(dst *[]byte, b []byte, tooBig int32) uint64 {
+	if len(b) > math.MaxInt32 {
+		*dst = nil
+		return api.EncodeI32(tooBig)
+	}
+	*dst = b
+	return api.EncodeU32(uint32(len(b)))
+}
+
+// readKept is the _read function of what keep kept in the event's field:
+// (ptr, len) -> i32, the count copied; the answer is forgotten.
+func readKept(field func(*event) *[]byte) api.GoModuleFunc {
+	return func(ctx context.Context, mod api.Module, stack []uint64) {
+		kept := field(eventOf(ctx))
+		n := write(mod, api.DecodeU32(stack[0]), api.DecodeU32(stack[1]), *kept)
+		*kept = nil
 		stack[0] = api.EncodeU32(n)
-	}, []api.ValueType{i32, i32}, []api.ValueType{i32})
+	}
 }
 
 // callCode is actor_call's answer for a call that returned err.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math"
 	"net/http"
 
 	"github.com/tetratelabs/wazero/api"
@@ -52,22 +51,11 @@ func fetchFunctions(fn hostFunc) {
 			stack[0] = api.EncodeI32(code)
 			return
 		}
-		ev.fetched = encodeResponse(&actors.Response{Status: resp.Status, Header: resp.Header, Body: resp.Body})
-		if len(ev.fetched) > math.MaxInt32 {
-			ev.fetched = nil
-			stack[0] = api.EncodeI32(fetchLimit)
-			return
-		}
-		stack[0] = api.EncodeU32(uint32(len(ev.fetched)))
+		stack[0] = keep(&ev.fetched, encodeResponse(&actors.Response{Status: resp.Status, Header: resp.Header, Body: resp.Body}), fetchLimit)
 	}, []api.ValueType{i32, i32}, []api.ValueType{i32})
 	// http_fetch_read(ptr, len) -> i32: copies the response of the last
 	// http_fetch into the buffer.
-	fn("http_fetch_read", func(ctx context.Context, mod api.Module, stack []uint64) {
-		ev := eventOf(ctx)
-		n := write(mod, api.DecodeU32(stack[0]), api.DecodeU32(stack[1]), ev.fetched)
-		ev.fetched = nil
-		stack[0] = api.EncodeU32(n)
-	}, []api.ValueType{i32, i32}, []api.ValueType{i32})
+	fn("http_fetch_read", readKept(func(ev *event) *[]byte { return &ev.fetched }), []api.ValueType{i32, i32}, []api.ValueType{i32})
 }
 
 // fetchCode is http_fetch's answer for a fetch that returned err.
