@@ -324,7 +324,7 @@ func TestErrorsInAnswers(t *testing.T) {
 		if dev {
 			assert.Contains(t, string(resp.Body), "the secret is 42", "a node for development says why")
 		} else {
-			assert.NotContains(t, string(resp.Body), "42", "the error stays in the log")
+			assert.NotContains(t, string(resp.Body), "secret", "the error stays in the log") // (the id is hex: "42" may be in it)
 		}
 	}
 }
