@@ -162,3 +162,17 @@ func BenchmarkRoomEcho(b *testing.B) {
 	n := nodetest.Start(b, nodetest.Options{Classes: map[string]actors.Class{"room-wasm": mod}})
 	n.Echo(b, "room-wasm", "bench", 100, b.N)
 }
+
+// TestRoomReminder: "/remind" sets an alarm of the wasm room, which posts
+// the reminder when it is due, waking the room where its people are
+// connected after it hibernated.
+func TestRoomReminder(t *testing.T) {
+	n := startRoomNode(t)
+	ada := n.Join(t, "room-wasm", "hall", "ada")
+	ada.AwaitHistory()
+	ada.AwaitPresence("ada")
+	ada.Say("/remind 1s stretch")
+	ada.AwaitSaid("reminder", "reminder set for 1s from now")
+	n.AwaitIdle(t, "room-wasm/hall")
+	ada.AwaitSaid("reminder", "ada: stretch")
+}

@@ -14,6 +14,10 @@
 // message starting with "all:" is broadcast to every socket of the room,
 // any other message, text or binary, is echoed back to its socket.
 //
+// A message "/remind 30s stretch" sets a reminder: an alarm of the room,
+// which posts "stretch" from "reminder" when it is due, waking the room
+// where its people are connected if it sleeps.
+//
 // It decodes and encodes its few JSON shapes itself (json.go), to keep
 // the module small and its start light. Its rooms share a few guests per
 // node (guest.IsolationClass, the SDK's default); it keeps nothing in
@@ -41,6 +45,50 @@ const historyKey = "history"
 func init() {
 	guest.Handle(serve)
 	guest.HandleSocket(onSocket)
+	guest.HandleAlarm(onAlarm)
+}
+
+// remind sets a reminder for a "/remind DURATION TEXT" message of from,
+// and returns what the room posts for it then.
+func remind(from, text string) (string, bool, error) {
+	rest, ok := strings.CutPrefix(text, "/remind ")
+	if !ok {
+		return "", false, nil
+	}
+	in, what, _ := strings.Cut(strings.TrimSpace(rest), " ")
+	d, err := time.ParseDuration(in)
+	if err != nil || d <= 0 || strings.TrimSpace(what) == "" {
+		return "reminders: /remind 30s stretch", true, nil
+	}
+	name := "remind-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if err := guest.Storage.Put("remind/"+name, []byte(from+": "+strings.TrimSpace(what))); err != nil {
+		return "", true, err
+	}
+	if err := guest.SetAlarm(name, time.Now().Add(d)); err != nil {
+		return "", true, err
+	}
+	return "reminder set for " + d.String() + " from now", true, nil
+}
+
+// onAlarm posts a reminder that came due to the room.
+func onAlarm(a guest.Alarm) error {
+	what, ok := guest.Storage.Get("remind/" + a.Name)
+	if !ok {
+		return nil
+	}
+	guest.Storage.Delete("remind/" + a.Name)
+	return post("reminder", string(what))
+}
+
+// post keeps a message in the history and sends it to every member.
+func post(from, text string) error {
+	m := encodeMessage(from, text, time.Now().UnixMilli())
+	if err := guest.Storage.Put(historyKey, appendHistory(m)); err != nil {
+		return err
+	}
+	b := append([]byte(`{"type":"said","message":`), m...)
+	toMembers(append(b, '}'))
+	return nil
 }
 
 // serve serves the page, or accepts the page's WebSocket.
@@ -105,12 +153,13 @@ func onSocket(ev *guest.SocketEvent) error {
 		if text == "" {
 			return nil
 		}
-		m := encodeMessage(string(from), text, time.Now().UnixMilli())
-		if err := guest.Storage.Put(historyKey, appendHistory(m)); err != nil {
-			return err
+		if note, ok, err := remind(string(from), text); ok || err != nil {
+			if err != nil {
+				return err
+			}
+			return post("reminder", note)
 		}
-		b := append([]byte(`{"type":"said","message":`), m...)
-		toMembers(append(b, '}'))
+		return post(string(from), text)
 	}
 	return nil
 }
