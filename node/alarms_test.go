@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -15,6 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/egress"
+	"github.com/wasmkeep/wasmkeep/examples/reminders"
 	"github.com/wasmkeep/wasmkeep/internal/nodetest"
 	"github.com/wasmkeep/wasmkeep/node"
 	"github.com/wasmkeep/wasmkeep/ownership"
@@ -241,4 +245,37 @@ func TestParkedRoomAlarmWakesOnItsNode(t *testing.T) {
 		nodetest.Wait, 5*time.Millisecond, "n1 fired it (counted once its event is answered)")
 	require.Zero(t, metricValue(t, n2, `wasmkeep_alarms_total{outcome="fired"}`))
 	require.Zero(t, n2.Status().Live, "n2 never held the room")
+}
+
+// TestReminderHook: examples/reminders posts a fired reminder's text to
+// its hook, a local service the node's egress allows, and notes a hook it
+// does not allow instead of retrying it.
+func TestReminderHook(t *testing.T) {
+	got := make(chan string, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- string(b)
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer srv.Close()
+	n := nodetest.Start(t, nodetest.Options{Classes: map[string]actors.Class{"reminders": reminders.Reminders{}},
+		Configure: func(c *node.Config) {
+			c.AlarmPoll = 20 * time.Millisecond
+			allow, err := egress.ParseAllow([]string{srv.Listener.Addr().String()})
+			require.NoError(t, err)
+			c.Egress.Allow = allow
+		}})
+	u := n.URL + "/actor/reminders/ada"
+	require.Equal(t, "201", post(t, u+"?in=100ms&text=stretch&hook="+url.QueryEscape(srv.URL+"/in"))[:3])
+	require.Equal(t, "201", post(t, u+"?in=100ms&text=water&hook="+url.QueryEscape("http://10.9.8.7/in"))[:3])
+	select {
+	case b := <-got:
+		require.Equal(t, "stretch", b)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the hook heard nothing")
+	}
+	require.Eventually(t, func() bool {
+		_, body := get(t, u)
+		return strings.Contains(body, "hook 202 stretch") && strings.Contains(body, "hook refused water")
+	}, 10*time.Second, 10*time.Millisecond)
 }

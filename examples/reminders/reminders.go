@@ -2,7 +2,10 @@
 // of reminders, each fired at its time by the node, whether the actor is
 // in memory then or not, on whichever node holds it.
 //
-//	POST   /actor/reminders/NAME?in=90s&text=stretch   set one (or at=RFC 3339 time)
+//	POST   /actor/reminders/NAME?in=90s&text=stretch   set one (or at=RFC 3339 time);
+//	                                                    &hook=URL: POST its text there too
+//	                                                    when it fires (a URL the node's
+//	                                                    --egress-allow allows)
 //	GET    /actor/reminders/NAME                        the fired ones, then those to come
 //	DELETE /actor/reminders/NAME?id=r3                  take one back
 //
@@ -13,6 +16,7 @@ package reminders
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -73,6 +77,11 @@ func set(ctx context.Context, req *actors.Request, st actors.Storage) (*actors.R
 	if err := st.Put("text/"+id, []byte(req.Query.Get("text"))); err != nil {
 		return nil, err
 	}
+	if hook := req.Query.Get("hook"); hook != "" {
+		if err := st.Put("hook/"+id, []byte(hook)); err != nil {
+			return nil, err
+		}
+	}
 	if err := actors.SetAlarm(ctx, id, at); err != nil {
 		return nil, err
 	}
@@ -100,10 +109,28 @@ func list(ctx context.Context, st actors.Storage) (*actors.Response, error) {
 }
 
 // HandleAlarm fires a reminder: its text moves to the fired list, under
-// the reminder's id, with the time it fired and how late.
-func (Reminders) HandleAlarm(_ context.Context, a actors.Alarm, st actors.Storage) error {
+// the reminder's id, with the time it fired and how late; with a hook, the
+// text is posted there first, and the hook's answer kept with it. A hook
+// that cannot be reached fails the event, and the alarm is delivered again
+// later (Alarm.Retry counts); one the node does not allow is noted, not
+// retried.
+func (Reminders) HandleAlarm(ctx context.Context, a actors.Alarm, st actors.Storage) error {
 	text, _ := st.Get("text/" + a.Name)
-	st.Delete("text/" + a.Name)
 	now := time.Now()
-	return st.Put("fired/"+a.Name, fmt.Appendf(nil, "%s late=%s %s", now.UTC().Format(time.RFC3339Nano), now.Sub(a.At).Round(time.Millisecond), text))
+	note := ""
+	if hook, ok := st.Get("hook/" + a.Name); ok {
+		resp, err := actors.Fetch(ctx, &actors.FetchRequest{Method: http.MethodPost, URL: string(hook),
+			Header: http.Header{"Content-Type": {"text/plain"}}, Body: text})
+		switch {
+		case errors.Is(err, actors.ErrFetchRefused), errors.Is(err, actors.ErrBadFetch):
+			note = " hook refused"
+		case err != nil:
+			return err
+		default:
+			note = fmt.Sprintf(" hook %d", resp.Status)
+		}
+		st.Delete("hook/" + a.Name)
+	}
+	st.Delete("text/" + a.Name)
+	return st.Put("fired/"+a.Name, fmt.Appendf(nil, "%s late=%s%s %s", now.UTC().Format(time.RFC3339Nano), now.Sub(a.At).Round(time.Millisecond), note, text))
 }
