@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/internal/actorhost"
 	"github.com/wasmkeep/wasmkeep/internal/actorstore"
 	"github.com/wasmkeep/wasmkeep/ownership"
@@ -22,16 +21,8 @@ import (
 func TestGuestAlarms(t *testing.T) {
 	for _, iso := range isolations {
 		t.Run(iso.String(), func(t *testing.T) {
-			r := newRuntime(t, Config{Isolation: map[string]Isolation{"": iso}})
+			reg := probeRegistry(t, Config{Isolation: map[string]Isolation{"": iso}})
 			ctx := context.Background()
-			probe, err := r.Compile(ctx, "probe", guest(t, probeGuest))
-			if err != nil {
-				t.Fatal(err)
-			}
-			reg := actors.NewRegistry()
-			if err := reg.Register("probe", probe); err != nil {
-				t.Fatal(err)
-			}
 			bucket := memstore.New(memstore.Faults{})
 			h, err := actorhost.New(actorhost.Config{Keeper: anyKeeper{}, Bucket: bucket, Registry: reg, System: keeper.NewSystem(nil),
 				AlarmRetry: time.Millisecond})

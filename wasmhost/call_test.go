@@ -40,16 +40,8 @@ func (c *hostCaller) Call(ctx context.Context, here *actorhost.Host, to ownershi
 // its writes before the call are durable as the call leaves; cycles,
 // unknown classes and refused calls come back as the SDK's errors.
 func TestGuestCall(t *testing.T) {
-	r := newRuntime(t, Config{})
+	reg := probeRegistry(t, Config{})
 	ctx := context.Background()
-	probe, err := r.Compile(ctx, "probe", guest(t, probeGuest))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := actors.NewRegistry()
-	if err := reg.Register("probe", probe); err != nil {
-		t.Fatal(err)
-	}
 	echo := func(_ context.Context, req *actors.Request, _ actors.Storage) (*actors.Response, error) {
 		resp := actors.Text(http.StatusAccepted, fmt.Sprintf("%s %s k=%s %s", req.Method, req.Path, req.Query.Get("k"), req.Body))
 		resp.Header.Set("X-Echo", req.Header.Get("X-Token"))
@@ -97,16 +89,8 @@ func TestGuestCall(t *testing.T) {
 // allow-list's refusals, bad requests, bodies over their bounds and
 // requests with no answer come back as the SDK's errors.
 func TestGuestFetch(t *testing.T) {
-	r := newRuntime(t, Config{})
+	reg := probeRegistry(t, Config{})
 	ctx := context.Background()
-	probe, err := r.Compile(ctx, "probe", guest(t, probeGuest))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := actors.NewRegistry()
-	if err := reg.Register("probe", probe); err != nil {
-		t.Fatal(err)
-	}
 	bucket := memstore.New(memstore.Faults{})
 	var seen []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -99,3 +99,19 @@ func TestClassInHost(t *testing.T) {
 	expect(a, "/events", "1") // a fresh guest
 	expect(b, "/events", "2")
 }
+
+// probeRegistry compiles the probe guest on a runtime of cfg and returns a
+// registry serving it as class "probe".
+func probeRegistry(t *testing.T, cfg Config) *actors.Registry {
+	t.Helper()
+	r := newRuntime(t, cfg)
+	probe, err := r.Compile(t.Context(), "probe", guest(t, probeGuest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := actors.NewRegistry()
+	if err := reg.Register("probe", probe); err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}

@@ -84,16 +84,8 @@ func TestGuestBatch(t *testing.T) {
 // events (actorhost.Host over a bucket): a refused batch leaves the event's
 // earlier write, which commits; nothing of the batch does.
 func TestGuestStorageInHost(t *testing.T) {
-	r := newRuntime(t, Config{})
+	reg := probeRegistry(t, Config{})
 	ctx := context.Background()
-	probe, err := r.Compile(ctx, "probe", guest(t, probeGuest))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := actors.NewRegistry()
-	if err := reg.Register("probe", probe); err != nil {
-		t.Fatal(err)
-	}
 	h, err := actorhost.New(actorhost.Config{Keeper: anyKeeper{}, Bucket: memstore.New(memstore.Faults{}), Registry: reg, System: keeper.NewSystem(nil)})
 	if err != nil {
 		t.Fatal(err)
