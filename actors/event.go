@@ -17,6 +17,7 @@ type event interface {
 	Sockets() Sockets
 	Call(ctx context.Context, to ownership.Actor, req *Request) (*Response, error)
 	Fetch(ctx context.Context, req *FetchRequest) (*FetchResponse, error)
+	DialSocket(ctx context.Context, d *SocketDial) (SocketID, error)
 	SetAlarm(name string, at time.Time) error
 	GetAlarm(name string) (time.Time, bool, error)
 	DeleteAlarm(name string) error

@@ -34,18 +34,21 @@ type FetchResponse struct {
 	Body   []byte
 }
 
-// ErrFetchRefused is matched (errors.Is) by a request the node's egress
-// allow-list does not allow (nothing was sent).
+// ErrFetchRefused is matched (errors.Is) by a request, or an outbound
+// socket (DialSocket), the node's egress allow-list does not allow
+// (nothing was sent).
 var ErrFetchRefused = errors.New("outbound request refused by the egress allow-list")
 
 // ErrBadFetch is matched (errors.Is) by a malformed request: its method,
-// its URL (http:// or https:// and a host), or since the event rolled
-// back. Nothing was sent.
+// its URL (http:// or https:// and a host; ws:// or wss:// for
+// DialSocket), a socket's tags, or since the event rolled back. Nothing
+// was sent.
 var ErrBadFetch = errors.New("bad outbound request")
 
-// ErrFetchFailed is matched (errors.Is) by a request that got no answer:
-// a connection, a timeout, a bound of redirects. It may have reached the
-// service.
+// ErrFetchFailed is matched (errors.Is) by a request that got no answer
+// (a connection, a timeout, a bound of redirects), or an outbound socket
+// that did not open (no connection, a handshake the service refused). It
+// may have reached the service.
 var ErrFetchFailed = errors.New("outbound request failed")
 
 // Fetch sends req and returns the whole response. ctx must be the context

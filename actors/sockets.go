@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"time"
 )
@@ -22,11 +23,21 @@ type SocketID uint64
 
 func (id SocketID) String() string { return strconv.FormatUint(uint64(id), 10) }
 
+// dialedBit marks the ID of a socket the actor dialed (DialSocket).
+const dialedBit = 1 << 62
+
+// Dialed says whether the socket is one the actor opened with DialSocket
+// (an outbound socket), not one it accepted.
+func (id SocketID) Dialed() bool { return id&dialedBit != 0 }
+
 // SocketInfo describes one of the actor's open sockets.
 type SocketInfo struct {
 	ID         SocketID
 	Tags       []string
 	Attachment []byte
+	// URL is the URL an outbound socket was dialed to, "" for a socket
+	// the actor accepted.
+	URL string
 }
 
 // SocketEventKind says what happened on a socket.
@@ -66,6 +77,13 @@ type SocketEvent struct {
 	Reason string // SocketClose
 	Clean  bool   // SocketClose: the close handshake ran
 	Err    string // SocketError
+	// URL and Tags are set on the SocketClose or SocketError of a socket
+	// the actor dialed (DialSocket): what it dialed, so that it can dial
+	// again. Such an event comes exactly once per socket DialSocket
+	// returned, on the node where the actor is when it comes (see
+	// DialSocket).
+	URL  string
+	Tags []string
 }
 
 // SocketHandler is implemented by the Handlers (a Class, or a Resident)
@@ -119,6 +137,53 @@ type Sockets interface {
 	// LastAutoResponse is when the node last auto-responded on the socket
 	// (zero if never).
 	LastAutoResponse(id SocketID) (time.Time, error)
+}
+
+// Outbound sockets. During an event, an actor may open a client WebSocket
+// to a service with DialSocket. The socket belongs to the node, as an
+// accepted one does: the actor may hibernate while it stays open, what
+// arrives on it comes back as a SocketEvent (waking the actor), and
+// SocketsOf reaches it (Send, Broadcast, Close, List, attachments; an
+// auto-response answers on it too). It counts against the node's socket
+// limit and is pinged as accepted sockets are.
+//
+// A socket lives on the node that opened it. When the actor leaves that
+// node (a drain, a move, a lost lease, the node's end), the socket is
+// closed, and the actor gets its SocketClose (code 1006 unless the close
+// was seen where the actor was) at its next wake, wherever that is, with
+// the URL and Tags it was dialed with, so that it can dial again. The
+// actor keeps a record of each of its outbound sockets in its storage
+// for that (a key of the node's, outside what List shows): the record is
+// written when the socket opens and deleted with its close event.
+
+// SocketDial is an outbound WebSocket to open.
+type SocketDial struct {
+	URL    string      // ws:// or wss://
+	Header http.Header // sent with the handshake
+	Tags   []string    // at most 10, each 1 to 256 bytes, as AcceptSocket's
+}
+
+// MaxDialed is the number of outbound sockets one actor may have open.
+const MaxDialed = 16
+
+// DialSocket opens an outbound WebSocket and returns its ID once it is
+// open; ctx must be the context of the calling event. Like a fetch it is
+// a commit point: the event's writes so far are made durable before the
+// service is dialed, and the socket's record after it opens, before
+// DialSocket returns. The node dials only the hosts its operator allows
+// (wasmkeep serve --egress-allow).
+//
+// Errors: ErrBadFetch (the URL or tags), ErrFetchRefused (the egress
+// allow-list: nothing was dialed), ErrLimit (the actor has MaxDialed
+// open), ErrFetchFailed (no connection, or the service refused the
+// handshake), ErrUnavailable (a commit did not land, or the node takes no
+// more sockets now), ErrNoSockets.
+func DialSocket(ctx context.Context, d *SocketDial) (SocketID, error) {
+	ev := eventOf(ctx)
+	if ev == nil {
+		return 0, ErrNotInEvent
+	}
+	return ev.DialSocket(ctx, d)
 }
 
 // ErrNoSockets: the node runs without a socket owner.

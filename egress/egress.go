@@ -201,7 +201,7 @@ func hostPort(u *url.URL) (string, int) {
 	port, err := strconv.Atoi(u.Port())
 	if err != nil || port == 0 {
 		port = 80
-		if u.Scheme == "https" {
+		if u.Scheme == "https" || u.Scheme == "wss" {
 			port = 443
 		}
 	}
@@ -332,6 +332,37 @@ func (c *Client) dial(ctx context.Context, network, addr string) (net.Conn, erro
 		return nil, &refusedError{what: fmt.Sprintf("%s port %d resolves to %v, none allowed; allowed: %s", host, port, ips, c.cfg.Allow)}
 	}
 	return nil, last
+}
+
+// CheckSocket reports whether an outbound WebSocket may be opened to raw
+// at all, without dialing or resolving anything: a ws:// or wss:// URL
+// with a host, and the allow-list's rules for that host and port (80 or
+// 443 by the scheme unless given). Errors match actors.ErrBadFetch or
+// actors.ErrFetchRefused. Dial checks the address dialed again.
+func (c *Client) CheckSocket(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		c.m.refused("invalid")
+		return fmt.Errorf("%w: %v", actors.ErrBadFetch, err)
+	}
+	if u.Scheme != "ws" && u.Scheme != "wss" || u.Host == "" {
+		c.m.refused("invalid")
+		return fmt.Errorf("%w: URL %q: want ws:// or wss:// and a host", actors.ErrBadFetch, redact(u))
+	}
+	return c.reachable(u)
+}
+
+// Dial connects an outbound WebSocket's connection to addr (host:port)
+// as a fetch's are dialed: each address a name resolves to is checked
+// against the allow-list, and only an allowed one is dialed, within the
+// connect timeout. A refusal matches actors.ErrFetchRefused and is
+// counted.
+func (c *Client) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	conn, err := c.dial(ctx, network, addr)
+	if re := (*refusedError)(nil); errors.As(err, &re) {
+		c.m.refused("allow-list")
+	}
+	return conn, err
 }
 
 // acquire takes one of a's request slots, waiting within ctx.

@@ -103,8 +103,8 @@ func (c Config) Validate() error {
 	if c.Egress.Metrics != nil {
 		errs = append(errs, errors.New("egress: the metrics registry is the node's"))
 	}
-	if so.Sink != nil || so.Logger != nil || so.Registerer != nil || so.Failed != nil {
-		errs = append(errs, errors.New("sockets: the wiring (sink, logger, registerer, failed) is the node's"))
+	if so.Sink != nil || so.Logger != nil || so.Registerer != nil || so.Failed != nil || so.Dial != nil {
+		errs = append(errs, errors.New("sockets: the wiring (sink, logger, registerer, failed, dial) is the node's"))
 	}
 	if h.Keeper != nil || h.Host != nil || h.Registry != nil || h.Gatherer != nil || h.Logger != nil || h.Sockets != nil ||
 		h.Peers != nil || h.Registerer != nil || h.Status != nil || h.PeerStatus != nil || h.Debug != nil || h.Node != "" || h.Instance != "" {
@@ -211,6 +211,12 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		tree.Stop()
 		return nil, err
 	}
+	ec := cfg.Egress
+	ec.Metrics = reg
+	fetcher, err := egress.New(ec)
+	if err != nil {
+		return fail(err)
+	}
 	sink, err := ingress.NewSocketEvents(k, log, reg)
 	var socketFailures atomic.Int64 // each closed one actor's sockets (1011)
 	if err == nil {
@@ -219,6 +225,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		sc := cfg.Sockets
 		sc.Sink, sc.Logger, sc.Registerer = sink, log, reg
+		sc.Dial = fetcher.Dial // outbound sockets reach what the egress allow-list allows
 		sc.Failed = func(ownership.Actor, string) {
 			socketFailures.Add(1)
 			tree.Contained(supervisors.RoleSockets)
@@ -241,12 +248,6 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	hc := cfg.HTTP
 	hc.Registry, hc.Peers = cfg.Registry, peers
 	caller, err := ingress.NewCaller(hc)
-	if err != nil {
-		return fail(err)
-	}
-	ec := cfg.Egress
-	ec.Metrics = reg
-	fetcher, err := egress.New(ec)
 	if err != nil {
 		return fail(err)
 	}

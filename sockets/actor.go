@@ -20,6 +20,9 @@ type SocketInfo struct {
 	ID         ID
 	Tags       []string
 	Attachment []byte
+	// URL is the URL an outbound socket was dialed to (Dial), "" for an
+	// accepted one.
+	URL string
 }
 
 // Send queues a message for socket id of a and returns at once; a writer
@@ -132,7 +135,7 @@ func (o *Owner) List(a ownership.Actor, tag string) []SocketInfo {
 		closing, att := s.closing, slices.Clone(s.attachment)
 		s.mu.Unlock()
 		if !closing {
-			out = append(out, SocketInfo{ID: s.id, Tags: slices.Clone(s.tags), Attachment: att})
+			out = append(out, SocketInfo{ID: s.id, Tags: slices.Clone(s.tags), Attachment: att, URL: s.url})
 		}
 	}
 	return out
@@ -282,7 +285,7 @@ func (o *Owner) broadcastTargets(a ownership.Actor, tag string, kind frameKind, 
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, p := range r.pending {
-		if tag == "" || slices.Contains(p.tags, tag) {
+		if !p.dial && (tag == "" || slices.Contains(p.tags, tag)) {
 			kept := p.bytes
 			p.keep(kind, data, o.cfg.SendQueue)
 			o.hold(p.bytes - kept)

@@ -14,6 +14,7 @@ type metrics struct {
 	open          prometheus.Gauge
 	queued        prometheus.Gauge // bytes held until written (queued.go)
 	accepted      prometheus.Counter
+	dials         *prometheus.CounterVec // result: opened, failed, invalid, max_sockets, shut_down
 	refused       *prometheus.CounterVec // reason: max_sockets, shut_down, handshake, invalid
 	closed        *prometheus.CounterVec // code
 	messagesIn    prometheus.Counter
@@ -61,6 +62,8 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 		open:        open,
 		queued:      queued,
 		accepted:    counter("wasmkeep_websocket_accepted_total", "WebSocket upgrades accepted."),
+		dials: vec("wasmkeep_websocket_dials_total",
+			"Outbound WebSockets actors asked for, by result: opened, failed (refused by the egress allow-list, no connection, or a failed handshake), invalid, max_sockets, shut_down.", "result"),
 		refused: vec("wasmkeep_websocket_refused_total",
 			"WebSocket upgrades refused before switching protocols, by reason (max_sockets, shut_down, handshake, invalid).", "reason"),
 		closed: vec("wasmkeep_websocket_closed_total",

@@ -2,10 +2,12 @@ package sockets
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"runtime/debug"
 	"slices"
@@ -130,6 +132,16 @@ type Config struct {
 	// Without io_uring (not Linux, refused by the kernel or a seccomp
 	// filter) the Owner does so anyway, and logs why once.
 	NoIOUring bool
+	// Dial, if set, connects an outbound socket (Owner.Dial) to the
+	// address of its URL ("host:port"); it is the node's egress dialer,
+	// which refuses any address its allow-list does not name. Nil: the
+	// node opens no outbound sockets (ErrNoDial).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// DialTLS configures the TLS of wss:// dials. Nil: the system's roots.
+	DialTLS *tls.Config
+	// DialTimeout bounds an outbound socket's dial and handshake. Zero:
+	// 10 s.
+	DialTimeout time.Duration
 	// Failed, if set, is told of each failure of the socket owner of one
 	// actor (a panic recovered while acting for a's sockets; op says
 	// where, as the metric's label: failure.go), once it is logged and
@@ -148,8 +160,8 @@ func (c Config) Validate() error {
 	if c.MaxSockets < 0 || c.MaxMessage < 0 || c.SendQueue < 0 || c.SendQueueTotal < 0 {
 		errs = append(errs, errors.New("max sockets, max message, send queue and send queue total must not be negative"))
 	}
-	if c.PingInterval < 0 || c.PongTimeout < 0 || c.WriteTimeout < 0 || c.RetryAfter < 0 {
-		errs = append(errs, errors.New("ping interval, pong timeout, write timeout and retry after must not be negative"))
+	if c.PingInterval < 0 || c.PongTimeout < 0 || c.WriteTimeout < 0 || c.RetryAfter < 0 || c.DialTimeout < 0 {
+		errs = append(errs, errors.New("ping interval, pong timeout, write timeout, retry after and dial timeout must not be negative"))
 	}
 	d := c.withDefaults()
 	if d.SendQueue < d.MaxMessage {
@@ -193,6 +205,9 @@ func (c Config) withDefaults() Config {
 	if c.RetryAfter == 0 {
 		c.RetryAfter = 5 * time.Second
 	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = 10 * time.Second
+	}
 	if c.Clock == nil {
 		c.Clock = time.Now
 	}
@@ -229,6 +244,8 @@ type Owner struct {
 	m        *metrics
 	upgrader websocket.Upgrader
 	nextID   atomic.Uint64
+	stamp    uint64         // see Stamp
+	nextDial atomic.Uint64  // the last outbound socket's ID, from a random start (DialedBit)
 	wg       sync.WaitGroup // readers, writers and aborts of every socket
 	stop     chan struct{}  // ends the ping loop
 	writers  *gopool.Pool   // runs socket.write: writers are reused
@@ -305,7 +322,9 @@ func New(cfg Config) (*Owner, error) {
 		pingDone: make(chan struct{}),
 		rooms:    newRoomIndex(),
 		faults:   cfg.faults,
+		stamp:    newStamp(),
 	}
+	o.nextDial.Store(newStamp() >> 8)
 	o.rings = newRings(cfg.NoIOUring, o.log)
 	for i := range o.wheel {
 		o.wheel[i].sockets = map[ID]*socket{}
@@ -437,6 +456,9 @@ type pendingAccept struct {
 	// failed: the room failed during the upgrade; closed with 1011 once
 	// open (failure.go).
 	failed bool
+	// dial: an outbound socket being opened (Dial), which keeps no
+	// broadcast.
+	dial bool
 }
 
 func (p *pendingAccept) closeWith(code int, reason string) {

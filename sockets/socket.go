@@ -114,6 +114,7 @@ type socket struct {
 	tags  []string
 	conn  *websocket.Conn
 	wc    *wireConn // conn's connection, for direct writes (direct.go)
+	url   string    // an outbound socket's (dial.go); "" for an accepted one
 
 	answered atomic.Bool  // something arrived since the last ping
 	pingTick atomic.Int64 // the wheel tick of the last ping

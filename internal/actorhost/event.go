@@ -40,6 +40,11 @@ func (ev *eventValues) Fetch(ctx context.Context, req *actors.FetchRequest) (*ac
 	return ev.call.fetch(ctx, req)
 }
 
+// DialSocket opens an outbound socket from the event (see dial.go).
+func (ev *eventValues) DialSocket(ctx context.Context, d *actors.SocketDial) (actors.SocketID, error) {
+	return ev.call.dial(ctx, ev.socks.owner, d)
+}
+
 // SQLExec is actors.SQLDB.Exec.
 func (ev *eventValues) SQLExec(ctx context.Context, query string, args []any) (actors.SQLResult, error) {
 	return ev.sqlDB(ctx).Exec(query, args...)

@@ -977,8 +977,20 @@ func (ra *residentActor) run(ctx context.Context, m *eventMsg, t *actorstore.Txn
 		return nil, ra.runAlarm(ctx, c, m.alarm, t)
 	}
 	if m.sock != nil {
+		ev := m.sock
+		if ev.Socket.Dialed() && ev.Kind != actors.SocketMessage {
+			stamp := m.dialStamp
+			if stamp == 0 && ra.h.cfg.Sockets != nil {
+				stamp = ra.h.cfg.Sockets.Stamp()
+			}
+			e, ok, err := dialEnded(t, stamp, ev)
+			if err != nil || !ok {
+				return nil, err // !ok: the actor was told of this close already
+			}
+			ev = e
+		}
 		if sc, ok := c.(actors.SocketHandler); ok {
-			return nil, sc.HandleSocket(ctx, m.sock, t)
+			return nil, sc.HandleSocket(ctx, ev, t)
 		}
 		return nil, nil // a class without socket events: dropped
 	}
@@ -1216,6 +1228,7 @@ func (ra *residentActor) loadDone(ctx actor.Context, res loaded) {
 		if ra.unsettled == res.gen {
 			ra.unsettled = 0 // the load sealed the state again: nothing of the hold's can land after it
 		}
+		ra.dialsGone()
 	}
 	for _, m := range stash {
 		ra.event(ctx, m) // held again if one starts another load
