@@ -76,7 +76,9 @@ func (o *Owner) Broadcast(a ownership.Actor, tag string, text bool, data []byte)
 	for _, s := range targets {
 		switch {
 		case tag != "" && !slices.Contains(s.tags, tag):
-		case !s.claimDirect(len(shared)):
+		case s.url != "" || !s.claimDirect(len(shared)):
+			// An outbound socket's frames are masked, each with its own
+			// key: not the one frame the batch writes to every socket.
 			b.queue = append(b.queue, s)
 		case !s.wc.claim():
 			b.unclaimed = append(b.unclaimed, s)

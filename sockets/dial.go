@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -24,9 +25,10 @@ import (
 // on it wakes the actor, on this node, as a client's message does.
 //
 // What differs is the connection's side: the node is the client, so its
-// frames are masked (gorilla writes them; there is no direct write of an
-// unmasked frame, direct.go), and the server's close frames are judged by
-// gorilla alone (closeframe.go judges the frames of a client). The dial
+// frames are masked, each with a fresh key (a direct write masks its
+// frame, direct.go; a broadcast writes each outbound socket on its own
+// rather than in its batch of one shared frame), and the service's close
+// frames are judged by gorilla alone (closeframe.go judges a client's). The dial
 // goes through Config.Dial, the node's egress dialer, which refuses any
 // address its allow-list does not name, at the address dialed.
 
@@ -134,7 +136,7 @@ func (o *Owner) Dial(ctx context.Context, a ownership.Actor, req DialRequest) (I
 	rm.mu.Unlock()
 	o.allMu.RUnlock()
 
-	conn, err := o.dial(ctx, u, req.Header)
+	conn, wc, err := o.dial(ctx, u, req.Header)
 	if err != nil {
 		rm.mu.Lock()
 		rm.dropPendingLocked(p)
@@ -145,7 +147,7 @@ func (o *Owner) Dial(ctx context.Context, a ownership.Actor, req DialRequest) (I
 		return 0, fmt.Errorf("dial socket for %s to %s: %w", a, u.Redacted(), err)
 	}
 	s := o.newSocket(ID(o.nextDial.Add(1))&(DialedBit-1)|DialedBit, rm, req.Tags, conn)
-	s.url = u.String()
+	s.url, s.wc = u.String(), wc
 	o.cfg.Sink.Opened(a)
 	o.m.dials.WithLabelValues("opened").Inc()
 	o.m.open.Inc()
@@ -173,11 +175,27 @@ func (o *Owner) Dial(ctx context.Context, a ownership.Actor, req DialRequest) (I
 }
 
 // dial connects to u and runs the client's handshake.
-func (o *Owner) dial(ctx context.Context, u *url.URL, header http.Header) (*websocket.Conn, error) {
+func (o *Owner) dial(ctx context.Context, u *url.URL, header http.Header) (*websocket.Conn, *wireConn, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.cfg.DialTimeout)
 	defer cancel()
+	// A ws:// socket's TCP connection is written directly as an accepted
+	// one's is (direct.go), its frames masked; wss:// has no direct
+	// writes (TLS is between).
+	var wc *wireConn
+	dial := o.cfg.Dial
+	if u.Scheme == "ws" {
+		dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := o.cfg.Dial(ctx, network, addr)
+			if err == nil {
+				if wc = newWireConn(c); wc != nil {
+					return clientWire{wc}, nil
+				}
+			}
+			return c, err
+		}
+	}
 	d := websocket.Dialer{
-		NetDialContext:   o.cfg.Dial,
+		NetDialContext:   dial,
 		Proxy:            nil, // what is dialed is what the dialer checks
 		HandshakeTimeout: o.cfg.DialTimeout,
 		ReadBufferSize:   readBufferSize,
@@ -200,12 +218,12 @@ func (o *Owner) dial(ctx context.Context, u *url.URL, header http.Header) (*webs
 	if err != nil {
 		o.m.dials.WithLabelValues("failed").Inc()
 		if resp != nil {
-			return nil, fmt.Errorf("%w: the service answered %s", ErrDialFailed, strings.TrimSpace(resp.Status))
+			return nil, nil, fmt.Errorf("%w: the service answered %s", ErrDialFailed, strings.TrimSpace(resp.Status))
 		}
 		// The dialer's refusal stays matchable (errors.Is) through it.
-		return nil, fmt.Errorf("%w: %w", ErrDialFailed, err)
+		return nil, nil, fmt.Errorf("%w: %w", ErrDialFailed, err)
 	}
-	return conn, nil
+	return conn, wc, nil
 }
 
 // Holds says whether socket id of a holds its slot here: open, or closing

@@ -108,6 +108,17 @@ func TestDialIsASocketOfTheRoom(t *testing.T) {
 	if got := readText(t, svc); got != "all" {
 		t.Fatalf("service read %q, want all", got)
 	}
+	// Frames of each length encoding, written directly (masked: gorilla's
+	// server fails an unmasked one) or, past the direct bound, by gorilla.
+	for _, size := range []int{125, 126, 200, 65535, 65536, 100_000} {
+		msg := strings.Repeat(string(rune('a'+size%26)), size)
+		if err := e.o.Send(a, id, true, []byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+		if got := readText(t, svc); got != msg {
+			t.Fatalf("service read %d bytes, want the %d sent", len(got), size)
+		}
+	}
 
 	// A release closes it as it closes the room's other sockets.
 	if n := e.o.CloseActor(a, 1012, "drain"); n != 1 {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/binary"
 	"errors"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"sync"
@@ -202,16 +203,22 @@ func (c *wireConn) wrote(b []byte, n int) (rest int, err error) {
 	return 0, nil
 }
 
-// tryWrite writes a data frame of data without waiting. It returns the
+// tryWrite writes a data frame of data without waiting, masked if the
+// node is the connection's client (an outbound socket). It returns the
 // length of the tail left for flush, or errNoDirect if it wrote nothing
 // (see claim and wrote).
-func (c *wireConn) tryWrite(kind frameKind, data []byte) (rest int, err error) {
+func (c *wireConn) tryWrite(kind frameKind, data []byte, masked bool) (rest int, err error) {
 	if !c.claim() {
 		return 0, errNoDirect
 	}
 	buf := directBuffers.Get().(*[]byte)
 	defer directBuffers.Put(buf)
-	b := appendFrame((*buf)[:0], kind, data)
+	var b []byte
+	if masked {
+		b = appendMaskedFrame((*buf)[:0], kind, data)
+	} else {
+		b = appendFrame((*buf)[:0], kind, data)
+	}
 	*buf = b[:0]
 	return c.wrote(b, writeFD(c.fd, b))
 }
@@ -221,6 +228,23 @@ var directBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 512); retur
 // appendFrame appends an unmasked, final frame of data.
 func appendFrame(b []byte, kind frameKind, data []byte) []byte {
 	return append(appendFrameHeader(b, kind, len(data)), data...)
+}
+
+// appendMaskedFrame appends a final frame of data masked with a fresh
+// key, as a client's frames are (RFC 6455 section 5.3: a key the server
+// cannot predict; math/rand/v2's generator is ChaCha8).
+func appendMaskedFrame(b []byte, kind frameKind, data []byte) []byte {
+	start := len(b)
+	b = appendFrameHeader(b, kind, len(data))
+	b[start+1] |= 0x80 // the mask bit
+	key := binary.LittleEndian.AppendUint32(nil, rand.Uint32())
+	b = append(b, key...)
+	p := len(b)
+	b = append(b, data...)
+	for i := range data {
+		b[p+i] ^= key[i&3]
+	}
+	return b
 }
 
 // appendFrameHeader appends the header of an unmasked, final frame of n
@@ -239,6 +263,15 @@ func appendFrameHeader(b []byte, kind frameKind, n int) []byte {
 	}
 	return binary.BigEndian.AppendUint64(append(b, 127), uint64(n))
 }
+
+// clientWire is an outbound socket's TCP connection as gorilla sees it:
+// its writes are a wireConn's, so that the node's direct writes and
+// gorilla's never interleave, and its reads are the TCPConn's own (the
+// close frames judged in wireConn.Read are a client's, masked; a
+// service's are gorilla's to judge).
+type clientWire struct{ *wireConn }
+
+func (c clientWire) Read(p []byte) (int, error) { return c.TCPConn.Read(p) }
 
 // hijackWriter hands gorilla the hijacked connection, wrapped in a
 // wireConn if it is a TCP connection (and sockets are written directly

@@ -9,6 +9,13 @@
 // auto-response) goes through the Owner, keyed by the actor, so it works the
 // same whether the actor was resident when the socket opened or not.
 //
+// # Outbound sockets
+//
+// An actor may also open a client WebSocket to a service (Owner.Dial,
+// dial.go), through the node's egress dialer. It is a socket of the
+// actor's room like an accepted one: the same Sink events, slots, pings,
+// sends and closes; its ID has DialedBit set.
+//
 // # One socket owner per actor
 //
 // The Owner keeps each actor's sockets in a room of their own (rooms.go):
@@ -145,7 +152,9 @@
 // while the queue is empty, no timer while idle, and a reader whose idle
 // stack fits 2 KiB (see read). A reader whose stack grew while handling a
 // message may keep 4 KiB after it (the runtime shrinks a stack only below
-// a quarter used): about 7 KB of RSS then.
+// a quarter used): about 7 KB of RSS then. An idle outbound socket costs
+// about 0.4 to 1.6 KB more (BenchmarkIdleDialedMemory: 4.2 to 5.4 KB),
+// of which about 0.4 KB heap (its URL, gorilla's client state).
 //
 // # Goroutines
 //

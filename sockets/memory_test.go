@@ -37,6 +37,9 @@ func TestMain(m *testing.M) {
 	if url := os.Getenv(clientEnv); url != "" {
 		os.Exit(runClients(url))
 	}
+	if os.Getenv(serverEnv) != "" {
+		os.Exit(runServer())
+	}
 	os.Exit(m.Run())
 }
 

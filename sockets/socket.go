@@ -344,7 +344,7 @@ func (s *socket) peerClosed(code int, _ string) error {
 // 1013.
 func (s *socket) send(kind frameKind, data []byte) error {
 	if s.claimDirect(len(data)) {
-		rest, err := s.wc.tryWrite(kind, data)
+		rest, err := s.wc.tryWrite(kind, data, s.url != "")
 		return s.directDone(kind, data, rest, err)
 	}
 	s.mu.Lock()
