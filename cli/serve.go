@@ -732,7 +732,7 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 	if err != nil {
 		return err
 	}
-	log.Info("actors' outbound HTTP requests may go to", slog.String("egress_allow", allow.String()))
+	log.Info("actors' outbound HTTP requests and WebSockets may go to", slog.String("egress_allow", allow.String()))
 	n, err := node.Start(ctx, node.Config{
 		Core: core, Bucket: b, Listener: lis, Registry: registry, Logger: log, Metrics: metrics,
 		Actors: actorhost.Config{IdleTimeout: cfg.IdleTimeout, MaxResident: cfg.MaxResident, MaxState: int(cfg.MaxState),
