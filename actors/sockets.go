@@ -154,7 +154,12 @@ type Sockets interface {
 // the URL and Tags it was dialed with, so that it can dial again. The
 // actor keeps a record of each of its outbound sockets in its storage
 // for that (a key of the node's, outside what List shows): the record is
-// written when the socket opens and deleted with its close event.
+// written when the socket opens and deleted with its close event (a
+// handler that fails leaves it, and the close comes again at the next
+// wake). DeleteAll keeps the records. When the commit of a record has an
+// unknown outcome, DialSocket fails (the socket is closed) and the record
+// may land all the same: the actor may then get the close of a socket it
+// never had the ID of.
 
 // SocketDial is an outbound WebSocket to open.
 type SocketDial struct {

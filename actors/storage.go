@@ -47,8 +47,10 @@ func GetMany(st Storage, keys ...string) map[string][]byte {
 // DeleteAll removes every key of the actor, the event's own writes so far
 // included; writes after it start from an empty storage. Like every write
 // it commits with the event's others or not at all: an event that fails or
-// rolls back after it leaves every key as it was. It fails only if st's
-// List does. A Storage with a DeleteAll method of its own (the node's)
+// rolls back after it leaves every key as it was. On the node it deletes
+// the actor's alarms and SQL database too; the records of its open
+// outbound sockets stay (DialSocket), as the sockets do. It fails only if
+// st's List does. A Storage with a DeleteAll method of its own (the node's)
 // is asked to do it.
 func DeleteAll(st Storage) error {
 	if d, ok := st.(interface{ DeleteAll() error }); ok {

@@ -211,9 +211,11 @@ func (t *Txn) DeleteAll() error {
 }
 
 // deleteAll removes every key, the node's too, without reading any but
-// the event keys the actor remembers (keys.go), which it keeps.
+// the event keys the actor remembers (keys.go) and the records of its
+// outbound sockets (dials.go), which it keeps: the sockets stay open, and
+// their close events must still find their records.
 func (t *Txn) deleteAll() {
-	keep := t.ledgerEntries()
+	keep := append(t.ledgerEntries(), t.nodeList(actors.ListOptions{Prefix: dialPrefix})...)
 	t.cleared, t.writes, t.size = true, make(map[string][]byte, len(keep)), 0
 	for _, e := range keep {
 		t.writes[e.Key] = append([]byte(nil), e.Value...)
