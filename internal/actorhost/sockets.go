@@ -51,7 +51,7 @@ func (s *eventSockets) List(tag string) []actors.SocketInfo {
 	list := s.owner.List(s.actor, tag)
 	out := make([]actors.SocketInfo, len(list))
 	for i, si := range list {
-		out[i] = actors.SocketInfo{ID: actors.SocketID(si.ID), Tags: si.Tags, Attachment: si.Attachment}
+		out[i] = actors.SocketInfo{ID: actors.SocketID(si.ID), Tags: si.Tags, Attachment: si.Attachment, URL: si.URL}
 	}
 	return out
 }
