@@ -172,6 +172,24 @@ func TestAlarmRetries(t *testing.T) {
 	require.Equal(t, 1.0, metricValue(t, n, `wasmkeep_alarms_total{outcome="fired"}`))
 }
 
+// TestAlarmGivesUp: an alarm whose event keeps failing is delivered
+// again after each of its retries, then given up and deleted: six
+// retries, one give-up, no fire.
+func TestAlarmGivesUp(t *testing.T) {
+	n := alarmNode(t, "", "")
+	u := n.URL + "/actor/clock/g"
+	post(t, u+"/fail?times=100")
+	t.Cleanup(func() { failing.Store(0) })
+	post(t, u+"/set?name=x&in=0s")
+	require.Eventually(t, func() bool { return metricValue(t, n, `wasmkeep_alarms_total{outcome="given_up"}`) == 1 },
+		20*time.Second, 10*time.Millisecond, "given up (retries after 20, 40, ... 640 ms)")
+	require.Equal(t, 6.0, metricValue(t, n, `wasmkeep_alarms_total{outcome="retried"}`))
+	require.Zero(t, metricValue(t, n, `wasmkeep_alarms_total{outcome="fired"}`))
+	failing.Store(0)
+	_, body := get(t, u)
+	require.Equal(t, "", body, "the alarm is deleted when given up")
+}
+
 // TestAlarmPastDueAfterRestart: an alarm that came due while no node ran
 // fires as soon as a node starts on the bucket.
 func TestAlarmPastDueAfterRestart(t *testing.T) {
