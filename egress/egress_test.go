@@ -267,3 +267,19 @@ func TestPerActorBound(t *testing.T) {
 	require.Equal(t, 2, most["ada"])
 	require.Equal(t, 1, most["bob"])
 }
+
+// TestSocketChecks: an outbound socket's URL is checked as a request's
+// is (ws:// and wss:// with their ports), and its dial checks the address
+// it dials, counting a refusal.
+func TestSocketChecks(t *testing.T) {
+	c, reg := client(t, egress.Config{}, "127.0.0.1:9000", "feeds.example.com")
+	require.NoError(t, c.CheckSocket("ws://127.0.0.1:9000/feed"))
+	require.NoError(t, c.CheckSocket("wss://feeds.example.com/ticks"), "443 by the scheme")
+	require.ErrorIs(t, c.CheckSocket("ws://127.0.0.1:9001/feed"), actors.ErrFetchRefused)
+	for _, bad := range []string{"http://127.0.0.1:9000/", "ws://", "%zz"} {
+		require.ErrorIs(t, c.CheckSocket(bad), actors.ErrBadFetch, bad)
+	}
+	_, err := c.Dial(t.Context(), "tcp", "127.0.0.2:9000")
+	require.ErrorIs(t, err, actors.ErrFetchRefused, "the address dialed is checked")
+	require.Equal(t, 2.0, value(t, reg, "wasmkeep_fetch_refusals_total", "allow-list"))
+}
