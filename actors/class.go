@@ -142,6 +142,9 @@ type Response struct {
 	// Accept, when set, upgrades the request to a WebSocket owned by the
 	// node (see AcceptSocket); Status, Header and Body are then not sent.
 	Accept *Accept
+	// Route, set by a front only (RouteTo), hands the request to an actor;
+	// Status, Header and Body are then not sent.
+	Route *Route
 }
 
 // Text returns a text/plain response.

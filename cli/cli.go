@@ -44,6 +44,8 @@ type env struct {
 	fetchStatus func(ctx context.Context, addr string, node ownership.NodeID, key []byte) (nodeNow, error)
 	// classes are Go-native classes added by an embedding program.
 	classes []namedClass
+	// front serves the requests outside /actor/ (WithFront); nil: none.
+	front actors.Front
 }
 
 // goClasses is the registry of Go-native classes: the built-in ones and
@@ -130,6 +132,12 @@ type Option func(*env)
 // ones; `serve` refuses to start when two classes share a name.
 func WithClass(name string, class actors.Class) Option {
 	return func(e *env) { e.classes = append(e.classes, namedClass{name, class}) }
+}
+
+// WithFront makes front serve every request outside /actor/ and the
+// node's own paths (actors.Front).
+func WithFront(front actors.Front) Option {
+	return func(e *env) { e.front = front }
 }
 
 type namedClass struct {

@@ -741,7 +741,7 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 			SendQueueTotal: int(cfg.WSQueueTotal), NoIOUring: !cfg.WSIOUring},
 		HTTP: ingress.Config{MaxBody: int64(cfg.MaxBody), ClusterKey: clusterKey, FailoverWait: cfg.FailoverWait, KeyWindow: cfg.KeyWindow,
 			MaxConns: fds.Conns, OverflowConns: fds.Overflow, HTTPIdleTimeout: cfg.HTTPIdle,
-			MaxBodyInflight: bodies, BodyTimeout: cfg.BodyTimeout, BodyMinRate: int64(cfg.BodyMinRate)},
+			MaxBodyInflight: bodies, BodyTimeout: cfg.BodyTimeout, BodyMinRate: int64(cfg.BodyMinRate), Front: e.front},
 		Peers:       peer.Config{PeerConns: max(8, fds.Reserve/4)},
 		Egress:      egress.Config{Allow: allow, Timeout: cfg.FetchTimeout, MaxResponseBody: int64(cfg.FetchMaxBody), MaxRequestBody: int64(cfg.MaxBody)},
 		PublicAdmin: cfg.PublicAdmin,

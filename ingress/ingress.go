@@ -82,6 +82,9 @@ type Config struct {
 	Keeper   Keeper
 	Host     Host
 	Registry *actors.Registry
+	// Front, if set, serves every request outside /actor/ and the node's
+	// own paths (front.go). Nil: those are 404.
+	Front actors.Front
 	// Gatherer is what /metrics serves: the registry the keeper registers
 	// its metrics in. Nil: no /metrics (404).
 	Gatherer prometheus.Gatherer
@@ -255,6 +258,9 @@ func New(cfg Config) (*Handler, error) {
 	} else if cfg.PeerStatus != nil && len(cfg.ClusterKey) > 0 {
 		h.mux.Handle("GET /status", h.signedOnly(cfg.PeerStatus))
 	}
+	if cfg.Front != nil {
+		h.mux.HandleFunc("/", h.serveFront)
+	}
 	return h, nil
 }
 
@@ -286,8 +292,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			text(w, http.StatusInternalServerError, "internal error")
 		}
 	}()
-	if r.ContentLength != 0 && !strings.HasPrefix(r.URL.Path, "/actor/") {
-		refuseBody(w) // no route but /actor/ reads a body
+	if r.ContentLength != 0 && !strings.HasPrefix(r.URL.Path, "/actor/") && h.cfg.Front == nil {
+		refuseBody(w) // no route but /actor/ and the front reads a body
 	}
 	// The answer, however large, must be taken at the least rate too: a
 	// client that never reads it would hold its handler. A WebSocket sets

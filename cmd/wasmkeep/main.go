@@ -8,5 +8,5 @@ import (
 )
 
 func main() {
-	cli.Main(cli.WithClass("chat", chat.Room{}), cli.WithClass("reminders", reminders.Reminders{}), cli.WithClass("relay", relay.Relay{}))
+	cli.Main(cli.WithClass("chat", chat.Room{}), cli.WithFront(chat.Front{}), cli.WithClass("reminders", reminders.Reminders{}), cli.WithClass("relay", relay.Relay{}))
 }

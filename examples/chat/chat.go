@@ -26,6 +26,7 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/examples/chat/page"
+	"github.com/wasmkeep/wasmkeep/ownership"
 )
 
 // Limits of one room (shared with the wasm room, in package page).
@@ -60,10 +61,22 @@ type outbound struct {
 
 const historyKey = "history"
 
-// Handle serves the page, or accepts the page's WebSocket.
-func (Room) Handle(_ context.Context, req *actors.Request, _ actors.Storage) (*actors.Response, error) {
+// Handle serves the page, accepts the page's WebSocket, or says what a
+// POST /say?from=NAME&text=TEXT asks (an announcement from outside the
+// room: its front calls it so).
+func (Room) Handle(ctx context.Context, req *actors.Request, st actors.Storage) (*actors.Response, error) {
 	if req.IsUpgrade() {
 		return actors.AcceptSocket("member"), nil
+	}
+	if req.Method == http.MethodPost && req.Path == "/say" {
+		from, text := page.Clean(req.Query.Get("from"), MaxName), page.Clean(req.Query.Get("text"), MaxText)
+		if from == "" || text == "" {
+			return actors.Text(http.StatusBadRequest, "from and text are required\n"), nil
+		}
+		if err := say(ctx, st, from, text); err != nil {
+			return nil, err
+		}
+		return actors.Text(http.StatusOK, "said\n"), nil
 	}
 	if req.Method != http.MethodGet || req.Path != "" {
 		return actors.Text(http.StatusNotFound, "not found\n"), nil
@@ -122,21 +135,53 @@ func (Room) HandleSocket(ctx context.Context, ev *actors.SocketEvent, st actors.
 		if text == "" {
 			return nil
 		}
-		m := Message{From: string(from), Text: text, At: time.Now().UnixMilli()}
-		hist := append(history(st), m)
-		if len(hist) > HistoryLen {
-			hist = hist[len(hist)-HistoryLen:]
-		}
-		b, err := json.Marshal(hist)
-		if err != nil {
-			return err
-		}
-		if err := st.Put(historyKey, b); err != nil {
-			return err
-		}
-		toMembers(ws, outbound{Type: "said", Message: &m})
+		return say(ctx, st, string(from), text)
 	}
 	return nil
+}
+
+// say keeps a message in the history and sends it to every member.
+func say(ctx context.Context, st actors.Storage, from, text string) error {
+	m := Message{From: from, Text: text, At: time.Now().UnixMilli()}
+	hist := append(history(st), m)
+	if len(hist) > HistoryLen {
+		hist = hist[len(hist)-HistoryLen:]
+	}
+	b, err := json.Marshal(hist)
+	if err != nil {
+		return err
+	}
+	if err := st.Put(historyKey, b); err != nil {
+		return err
+	}
+	toMembers(actors.SocketsOf(ctx), outbound{Type: "said", Message: &m})
+	return nil
+}
+
+// Front is the chat's front (actors.Front), registered by the wasmkeep
+// binary: it serves the lobby's page at /, each room's at /room/NAME
+// (their WebSockets too), and POST /room/NAME/say?from=F&text=T says T in
+// the room as F, calling the room wherever it is (it wakes where its
+// people's sockets are).
+type Front struct{}
+
+// ServeFront routes a request to its room.
+func (Front) ServeFront(ctx context.Context, req *actors.Request) (*actors.Response, error) {
+	parts := strings.Split(strings.Trim(req.Path, "/"), "/")
+	switch {
+	case req.Path == "/":
+		return actors.RouteTo(ownership.Actor{Class: "chat", Name: "lobby"}, ""), nil
+	case len(parts) == 2 && parts[0] == "room" && parts[1] != "":
+		return actors.RouteTo(ownership.Actor{Class: "chat", Name: parts[1]}, ""), nil
+	case len(parts) == 3 && parts[0] == "room" && parts[1] != "" && parts[2] == "say" && req.Method == http.MethodPost:
+		resp, err := actors.Call(ctx, ownership.Actor{Class: "chat", Name: parts[1]},
+			&actors.Request{Method: http.MethodPost, Path: "/say", Query: req.Query})
+		if err != nil {
+			return nil, err
+		}
+		return resp, nil
+	}
+	return actors.Text(http.StatusNotFound, "not found: / is the lobby, /room/NAME a room\n"), nil
 }
 
 func history(st actors.Storage) []Message {
