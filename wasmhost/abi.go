@@ -39,6 +39,7 @@ type event struct {
 	unwatch func() bool     // ends the watch of parent's Done, if any
 
 	actor     *actorRef // the actor the event is for
+	minor     uint32    // the ABI minor version of the guest's module: its encodings
 	leave     bool      // the actor left memory: a call of wasmkeep_on_leave
 	req       []byte    // encoded request; nil in a socket event
 	resp      []byte    // encoded response, once the guest handed it out
@@ -256,6 +257,7 @@ func instantiateABI(ctx context.Context, rt wazero.Runtime) error {
 	socketFunctions(fn)
 	callFunctions(fn)
 	fetchFunctions(fn)
+	dialFunctions(fn)
 	alarmFunctions(fn)
 	meterFunction(fn)
 	// abi_version() -> i32

@@ -183,7 +183,7 @@ func (m *Module) handleOn(ctx context.Context, run runner, ref *actorRef, req *a
 	if !m.onRequest {
 		return notImplemented(), nil
 	}
-	ev := &event{actor: ref, req: encodeRequest(req), request: true, st: st, ws: socketsOf(ctx)}
+	ev := &event{actor: ref, minor: m.minor, req: encodeRequest(req), request: true, st: st, ws: socketsOf(ctx)}
 	code, err := run.run(ctx, "request", requestEvent, ev)
 	if err != nil {
 		return nil, err
@@ -212,7 +212,7 @@ func (m *Module) handleSocketOn(ctx context.Context, run runner, ref *actorRef, 
 	if !m.onSocket {
 		return nil
 	}
-	ev := &event{actor: ref, sock: encodeSocketEvent(sev), st: st, ws: socketsOf(ctx)}
+	ev := &event{actor: ref, minor: m.minor, sock: encodeSocketEvent(sev, m.minor), st: st, ws: socketsOf(ctx)}
 	code, err := run.run(ctx, "socket event", socketEvent, ev)
 	if err != nil {
 		return err
@@ -232,7 +232,7 @@ func (m *Module) handleAlarmOn(ctx context.Context, run runner, ref *actorRef, a
 	if !m.onAlarm {
 		return actors.ErrAlarmsNotHandled
 	}
-	ev := &event{actor: ref, alarm: encodeAlarm(a), st: st, ws: socketsOf(ctx)}
+	ev := &event{actor: ref, minor: m.minor, alarm: encodeAlarm(a), st: st, ws: socketsOf(ctx)}
 	code, err := run.run(ctx, "alarm", alarmEvent, ev)
 	if err != nil {
 		return err

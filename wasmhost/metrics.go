@@ -56,6 +56,9 @@ type Stats struct {
 	Isolation Isolation
 	// Declared is what the module declares.
 	Declared Isolation
+	// Minor is the minor version of the guest ABI the module speaks (its
+	// export wasmkeep_abi_minor, 0 without it).
+	Minor int
 	// Failures counts guest failures, each of which discarded a guest.
 	Failures uint64
 	// Dropped counts the resident actors whose in-memory objects were
@@ -68,7 +71,7 @@ type Stats struct {
 
 // Stats returns the module's counts.
 func (m *Module) Stats() Stats {
-	st := Stats{Isolation: m.isolation, Declared: m.declared, Failures: m.stats.failures.Load(), Dropped: m.stats.dropped.Load()}
+	st := Stats{Isolation: m.isolation, Declared: m.declared, Minor: int(m.minor), Failures: m.stats.failures.Load(), Dropped: m.stats.dropped.Load()}
 	st.Shared, st.Placed = m.shared.counts()
 	return st
 }

@@ -373,6 +373,7 @@ type Module struct {
 	onAlarm   bool      // exports wasmkeep_on_alarm
 	isolation Isolation // as declared, or as Config.Isolation overrides it
 	declared  Isolation // as the module declares it
+	minor     uint32    // of the ABI, as the module declares it: its encodings
 	img       *image    // the data segments, not in compiled; nil if in it
 	dataEnd   uint64    // end of the data segments in memory, 0 if unknown
 	pool      pool
@@ -508,10 +509,14 @@ func (m *Module) check(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", exportABIMinor, err)
 		}
-		if v := api.DecodeU32(res[0]); v > wire.Minor {
+		v := api.DecodeU32(res[0])
+		if v > wire.Minor {
 			return fmt.Errorf("the module speaks guest ABI %d.%d, and this host serves %d.%d: run it on a newer node, or rebuild it with this host's SDK (wasmhost/guest, wasmhost/sdk/c)",
 				wire.Version, v, wire.Version, wire.Minor)
 		}
+		// Its events are laid out as its minor version has them: an older
+		// guest refuses the fields a newer one added.
+		m.minor = v
 	}
 	if fn := mod.ExportedFunction(exportIsolation); fn != nil {
 		res, err := fn.Call(ictx)

@@ -118,7 +118,7 @@ func socketFunctions(fn hostFunc) {
 	fn("ws_list_len", func(ctx context.Context, mod api.Module, stack []uint64) {
 		ev := eventOf(ctx)
 		tag := read(mod, api.DecodeU32(stack[0]), api.DecodeU32(stack[1]))
-		ev.wsList = encodeSocketList(ev.ws.List(string(tag)))
+		ev.wsList = encodeSocketList(ev.ws.List(string(tag)), ev.minor)
 		if len(ev.wsList) > math.MaxInt32 { // cannot happen: bounded by the node's sockets
 			ev.wsList = nil
 			panic(errors.New("wasmkeep ws_list_len: list over 2 GiB"))
@@ -213,32 +213,49 @@ func closeCodeSendable(code int) bool {
 }
 
 // encodeSocketList lays out the result of ws_list_len: a count, then each
-// socket's id, tags and attachment.
-func encodeSocketList(list []actors.SocketInfo) []byte {
+// socket's id, tags and attachment, and for a guest of minor version 2 or
+// later (wire.MinorDial) the URL it was dialed to ("" if accepted).
+func encodeSocketList(list []actors.SocketInfo, minor uint32) []byte {
+	dial := minor >= wire.MinorDial
 	n := 4
 	for _, s := range list {
 		n += 16 + len(s.Attachment)
 		for _, t := range s.Tags {
 			n += 4 + len(t)
 		}
+		if dial {
+			n += 4 + len(s.URL)
+		}
 	}
 	b := make([]byte, 0, n)
 	b = wire.AppendU32(b, uint32(len(list)))
 	for _, s := range list {
 		b = wire.AppendU64(b, uint64(s.ID))
-		b = wire.AppendU32(b, uint32(len(s.Tags)))
-		for _, t := range s.Tags {
-			b = wire.AppendString(b, t)
-		}
+		b = appendTags(b, s.Tags)
 		b = wire.AppendBytes(b, s.Attachment)
+		if dial {
+			b = wire.AppendString(b, s.URL)
+		}
+	}
+	return b
+}
+
+// appendTags lays tags out as a count, then each.
+func appendTags(b []byte, tags []string) []byte {
+	b = wire.AppendU32(b, uint32(len(tags)))
+	for _, t := range tags {
+		b = wire.AppendString(b, t)
 	}
 	return b
 }
 
 // encodeSocketEvent lays out a socket event as socket_event_read gives
 // it: kind, socket id, flags, code, then the message's data, the close
-// reason or the error text.
-func encodeSocketEvent(e *actors.SocketEvent) []byte {
+// reason or the error text; for a guest of minor version 2 or later
+// (wire.MinorDial), then the URL and tags of a dialed socket's close or
+// error ("" and none otherwise). An older guest gets the event as its
+// minor version has it: its decoder refuses bytes left over.
+func encodeSocketEvent(e *actors.SocketEvent, minor uint32) []byte {
 	var flags uint8
 	if e.Text {
 		flags |= wire.FlagText
@@ -255,10 +272,23 @@ func encodeSocketEvent(e *actors.SocketEvent) []byte {
 	case actors.SocketError:
 		data = []byte(e.Err)
 	}
-	b := make([]byte, 0, 1+8+1+4+4+len(data))
+	n := 1 + 8 + 1 + 4 + 4 + len(data)
+	dial := minor >= wire.MinorDial
+	if dial {
+		n += 8 + len(e.URL)
+		for _, t := range e.Tags {
+			n += 4 + len(t)
+		}
+	}
+	b := make([]byte, 0, n)
 	b = append(b, uint8(e.Kind))
 	b = wire.AppendU64(b, uint64(e.Socket))
 	b = append(b, flags)
 	b = wire.AppendU32(b, uint32(int32(e.Code)))
-	return wire.AppendBytes(b, data)
+	b = wire.AppendBytes(b, data)
+	if dial {
+		b = wire.AppendString(b, e.URL)
+		b = appendTags(b, e.Tags)
+	}
+	return b
 }

@@ -275,11 +275,69 @@ func TestSocketNotHandled(t *testing.T) {
 	}
 }
 
+// TestEncodeSocketEvent: a guest of minor version 2 gets a dialed
+// socket's URL and tags after the event's fields; an older one gets the
+// event as its minor version has it, with no byte left over (its SDK's
+// decoder refuses any).
 func TestEncodeSocketEvent(t *testing.T) {
-	b := encodeSocketEvent(&actors.SocketEvent{Kind: actors.SocketClose, Socket: 1<<33 + 5, Code: 1000, Reason: "bye", Clean: true})
+	ev := &actors.SocketEvent{Kind: actors.SocketClose, Socket: 1<<33 + 5, Code: 1000, Reason: "bye", Clean: true,
+		URL: "ws://feed/x", Tags: []string{"feed", "b"}}
+	for _, minor := range []uint32{0, 1} {
+		r := wire.NewReader(encodeSocketEvent(ev, minor))
+		if r.U8() != wire.SocketClose || r.U64() != 1<<33+5 || r.U8() != wire.FlagClean || r.U32() != 1000 || r.String() != "bye" || r.Err() {
+			t.Fatalf("encodeSocketEvent for minor %d = %v", minor, encodeSocketEvent(ev, minor))
+		}
+	}
+	b := encodeSocketEvent(ev, 2)
 	r := wire.NewReader(b)
-	if r.U8() != wire.SocketClose || r.U64() != 1<<33+5 || r.U8() != wire.FlagClean || r.U32() != 1000 || r.String() != "bye" || r.Err() {
-		t.Fatalf("encodeSocketEvent = %v", b)
+	if r.U8() != wire.SocketClose || r.U64() != 1<<33+5 || r.U8() != wire.FlagClean || r.U32() != 1000 || r.String() != "bye" ||
+		r.String() != "ws://feed/x" || r.Count(4) != 2 || r.String() != "feed" || r.String() != "b" || r.Err() {
+		t.Fatalf("encodeSocketEvent for minor 2 = %v", b)
+	}
+	if cap(b) != len(b) {
+		t.Errorf("encodeSocketEvent for minor 2: %d bytes in a buffer of %d", len(b), cap(b))
+	}
+	// A message, or the close of an accepted socket: an empty URL, no tags.
+	b = encodeSocketEvent(&actors.SocketEvent{Kind: actors.SocketMessage, Socket: 1, Text: true, Data: []byte("hi")}, 2)
+	r = wire.NewReader(b)
+	if r.U8() != wire.SocketMessage || r.U64() != 1 || r.U8() != wire.FlagText || r.U32() != 0 || r.String() != "hi" ||
+		r.String() != "" || r.Count(4) != 0 || r.Err() {
+		t.Fatalf("encodeSocketEvent of a message for minor 2 = %v", b)
+	}
+}
+
+// TestEncodeSocketList: a guest of minor version 2 gets each socket's URL
+// after its attachment; an older one the list as its minor version has it.
+func TestEncodeSocketList(t *testing.T) {
+	list := []actors.SocketInfo{
+		{ID: 1, Tags: []string{"member"}, Attachment: []byte("ada")},
+		{ID: 1<<62 | 2, Tags: []string{"feed"}, URL: "ws://feed/x"},
+	}
+	for _, minor := range []uint32{0, 1, 2} {
+		b := encodeSocketList(list, minor)
+		r := wire.NewReader(b)
+		if r.Count(16) != 2 {
+			t.Fatalf("minor %d: count", minor)
+		}
+		for _, s := range list {
+			if id := r.U64(); id != uint64(s.ID) {
+				t.Fatalf("minor %d: id %d, want %d", minor, id, s.ID)
+			}
+			if n := r.Count(4); n != 1 || r.String() != s.Tags[0] {
+				t.Fatalf("minor %d: tags of %d", minor, s.ID)
+			}
+			if att := r.String(); att != string(s.Attachment) {
+				t.Fatalf("minor %d: attachment %q", minor, att)
+			}
+			if minor >= 2 {
+				if u := r.String(); u != s.URL {
+					t.Fatalf("minor %d: URL %q, want %q", minor, u, s.URL)
+				}
+			}
+		}
+		if r.Err() || cap(b) != len(b) {
+			t.Fatalf("minor %d: bytes left over or a buffer sized wrong: %v (cap %d)", minor, b, cap(b))
+		}
 	}
 }
 

@@ -82,6 +82,8 @@ func httpFetch([]byte) int32 { panic(notWasm) }
 
 func httpFetchRead([]byte) { panic(notWasm) }
 
+func wsDial([]byte) int64 { panic(notWasm) }
+
 func alarmSet(string, int64) int32 { panic(notWasm) }
 
 func alarmGet(string) int64 { panic(notWasm) }

@@ -278,3 +278,8 @@ func wkHTTPFetchRead(ptr unsafe.Pointer, n uint32) uint32
 func httpFetch(req []byte) int32 { return wkHTTPFetch(bytesPtr(req), uint32(len(req))) }
 
 func httpFetchRead(b []byte) { wkHTTPFetchRead(bytesPtr(b), uint32(len(b))) }
+
+//go:wasmimport wasmkeep ws_dial
+func wkWSDial(req unsafe.Pointer, reqLen uint32) int64
+
+func wsDial(req []byte) int64 { return wkWSDial(bytesPtr(req), uint32(len(req))) }

@@ -127,6 +127,21 @@
 // lists the actor's sockets, and keeps a small attachment per socket that
 // outlives hibernation (SetAttachment, at once). See examples/room-wasm.
 //
+// DialSocket opens an outbound WebSocket to a service outside the cluster,
+// where the node's --egress-allow lets it go; like Fetch it is a commit
+// point. The socket belongs to the node as an accepted one does, and its
+// events come to the HandleSocket handler (SocketID.Dialed tells them
+// apart). Its close comes exactly once, with the URL and tags it was
+// dialed with, at the actor's next wake wherever it is if the socket
+// closed while the actor was away (code 1006), so that the actor can dial
+// again:
+//
+//	id, err := guest.DialSocket("wss://feed.example.com/news", nil, "feed")
+//	...
+//	if ev.Socket.Dialed() && ev.Kind != guest.SocketMessage {
+//		guest.DialSocket(ev.URL, nil, ev.Tags...) // follow it again
+//	}
+//
 // # Calls
 //
 // Call sends a request to another actor and waits for its response:

@@ -125,27 +125,45 @@ func TestEncodeBatch(t *testing.T) {
 	}
 }
 
+// TestDecodeSocketEvent: events as the host lays them out for minor
+// version 2, with a dialed socket's URL and tags last.
 func TestDecodeSocketEvent(t *testing.T) {
 	b := []byte{wire.SocketMessage}
 	b = wire.AppendU64(b, 1<<40|7)
 	b = append(b, wire.FlagText)
 	b = wire.AppendU32(b, 0)
 	b = wire.AppendString(b, "hi")
+	b = wire.AppendString(b, "")
+	b = wire.AppendU32(b, 0)
 	ev, ok := decodeSocketEvent(b)
-	if !ok || ev.Kind != SocketMessage || ev.Socket != 1<<40|7 || !ev.Text || string(ev.Data) != "hi" {
+	if !ok || ev.Kind != SocketMessage || ev.Socket != 1<<40|7 || !ev.Text || string(ev.Data) != "hi" || ev.URL != "" || ev.Tags != nil {
 		t.Fatalf("decodeSocketEvent(message) = %+v, %v", ev, ok)
 	}
+	if ev.Socket.Dialed() {
+		t.Fatal("an accepted socket's id is taken as dialed")
+	}
 	b = []byte{wire.SocketClose}
-	b = wire.AppendU64(b, 3)
+	b = wire.AppendU64(b, 1<<62|3)
 	b = append(b, wire.FlagClean)
 	b = wire.AppendU32(b, 1001)
 	b = wire.AppendString(b, "away")
+	b = wire.AppendString(b, "ws://feed/x")
+	b = wire.AppendU32(b, 2)
+	b = wire.AppendString(b, "feed")
+	b = wire.AppendString(b, "b")
 	ev, ok = decodeSocketEvent(b)
-	if !ok || ev.Kind != SocketClose || ev.Socket != 3 || !ev.Clean || ev.Code != 1001 || ev.Reason != "away" || ev.Data != nil {
+	if !ok || ev.Kind != SocketClose || ev.Socket != 1<<62|3 || !ev.Clean || ev.Code != 1001 || ev.Reason != "away" || ev.Data != nil ||
+		ev.URL != "ws://feed/x" || len(ev.Tags) != 2 || ev.Tags[0] != "feed" || ev.Tags[1] != "b" {
 		t.Fatalf("decodeSocketEvent(close) = %+v, %v", ev, ok)
+	}
+	if !ev.Socket.Dialed() {
+		t.Fatal("a dialed socket's id is not taken as dialed")
 	}
 	if _, ok := decodeSocketEvent(b[:len(b)-1]); ok {
 		t.Fatal("decodeSocketEvent accepted a truncated event")
+	}
+	if _, ok := decodeSocketEvent(append(b, 0)); ok {
+		t.Fatal("decodeSocketEvent accepted a byte left over")
 	}
 }
 
@@ -156,12 +174,15 @@ func TestDecodeSocketList(t *testing.T) {
 	b = wire.AppendString(b, "a")
 	b = wire.AppendString(b, "b")
 	b = wire.AppendString(b, "ada")
-	b = wire.AppendU64(b, 2)
+	b = wire.AppendString(b, "")
+	b = wire.AppendU64(b, 1<<62|2)
 	b = wire.AppendU32(b, 0)
 	b = wire.AppendString(b, "")
+	b = wire.AppendString(b, "wss://feed/y")
 	list, ok := decodeSocketList(b)
 	if !ok || len(list) != 2 || list[0].ID != 1 || len(list[0].Tags) != 2 || list[0].Tags[1] != "b" ||
-		string(list[0].Attachment) != "ada" || list[1].ID != 2 || list[1].Tags != nil || len(list[1].Attachment) != 0 {
+		string(list[0].Attachment) != "ada" || list[0].URL != "" || list[1].ID != 1<<62|2 || list[1].Tags != nil ||
+		len(list[1].Attachment) != 0 || list[1].URL != "wss://feed/y" {
 		t.Fatalf("decodeSocketList = %+v, %v", list, ok)
 	}
 	if _, ok := decodeSocketList(b[:len(b)-1]); ok {

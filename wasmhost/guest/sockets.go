@@ -17,6 +17,10 @@ import (
 // SocketID names one of the actor's sockets.
 type SocketID uint64
 
+// Dialed says whether the socket is one the actor opened with DialSocket
+// (an outbound socket), not one it accepted.
+func (id SocketID) Dialed() bool { return id&wire.SocketDialed != 0 }
+
 // SocketEventKind says what happened on a socket.
 type SocketEventKind uint8
 
@@ -42,6 +46,12 @@ type SocketEvent struct {
 	Reason string // SocketClose
 	Clean  bool   // SocketClose: the close handshake ran
 	Err    string // SocketError
+	// URL and Tags are set on the SocketClose or SocketError of a socket
+	// the actor dialed (DialSocket): what it dialed, so that it can dial
+	// again. That event comes exactly once per socket DialSocket
+	// returned, wherever the actor is when it comes.
+	URL  string
+	Tags []string
 }
 
 // SocketInfo describes one open socket of the actor.
@@ -49,6 +59,9 @@ type SocketInfo struct {
 	ID         SocketID
 	Tags       []string
 	Attachment []byte
+	// URL is the URL an outbound socket was dialed to, "" for a socket
+	// the actor accepted.
+	URL string
 }
 
 // socketHandler is the registered socket event handler. Invariant: set
@@ -140,7 +153,8 @@ func (SocketSet) Close(id SocketID, code int, reason string) {
 }
 
 // List returns the actor's open sockets carrying tag ("" for all), in
-// the order they were accepted.
+// the order they were accepted (those it dialed after those it
+// accepted).
 func (SocketSet) List(tag string) []SocketInfo {
 	buf := make([]byte, wsListLen(tag))
 	wsListRead(buf)
@@ -219,6 +233,9 @@ func decodeSocketEvent(b []byte) (*SocketEvent, bool) {
 	fl := r.U8()
 	ev.Code = int(int32(r.U32()))
 	data := r.Bytes()
+	// Minor version 2 (the SDK's): a dialed socket's URL and tags.
+	ev.URL = r.String()
+	ev.Tags = readTags(r)
 	if r.Err() {
 		return nil, false
 	}
@@ -235,16 +252,25 @@ func decodeSocketEvent(b []byte) (*SocketEvent, bool) {
 
 func decodeSocketList(b []byte) ([]SocketInfo, bool) {
 	r := wire.NewReader(b)
-	list := make([]SocketInfo, r.Count(16))
+	list := make([]SocketInfo, r.Count(20))
 	for i := range list {
 		list[i].ID = SocketID(r.U64())
-		if n := r.Count(4); n > 0 {
-			list[i].Tags = make([]string, n)
-			for j := range list[i].Tags {
-				list[i].Tags[j] = r.String()
-			}
-		}
+		list[i].Tags = readTags(r)
 		list[i].Attachment = r.Bytes()
+		list[i].URL = r.String() // minor version 2
 	}
 	return list, !r.Err()
+}
+
+// readTags reads a count of strings, then each; nil for none.
+func readTags(r *wire.Reader) []string {
+	n := r.Count(4)
+	if n == 0 {
+		return nil
+	}
+	tags := make([]string, n)
+	for i := range tags {
+		tags[i] = r.String()
+	}
+	return tags
 }

@@ -9,9 +9,16 @@ const Version = 2
 
 // Minor is the newest minor version of Version this layout has: 1 added
 // alarms (alarm_* host functions, wasmkeep_on_alarm) and outbound HTTP
-// (http_fetch). A guest says which it needs with wasmkeep_abi_minor; one
-// that does not needs 0.
-const Minor = 1
+// (http_fetch); 2 outbound WebSockets (ws_dial), and the URL and tags of
+// a dialed socket in the socket event and list encodings. A guest says
+// which it needs with wasmkeep_abi_minor; one that does not needs 0.
+const Minor = 2
+
+// MinorDial is the first minor version whose socket event and socket
+// list encodings carry a dialed socket's URL (and, in a close or error
+// event, its tags): the host lays them out so only for a guest that
+// speaks it, since an older guest's decoder refuses bytes left over.
+const MinorDial = 2
 
 // Isolations a module declares with its export wasmkeep_isolation.
 const (
@@ -44,6 +51,10 @@ const (
 	FlagText = 1 << 0
 	// FlagClean: the close handshake ran (close events).
 	FlagClean = 1 << 1
+
+	// SocketDialed is the bit set in the id of a socket the actor dialed
+	// (ws_dial), clear in one it accepted.
+	SocketDialed = 1 << 62
 )
 
 // SQL (sql_exec_len): the types of values, in a statement's arguments

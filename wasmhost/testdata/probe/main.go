@@ -141,6 +141,11 @@ func serve(r *guest.Request) *guest.Response {
 		return call(r)
 	case "/fetch":
 		return fetch(r)
+	case "/dial":
+		return dial(r)
+	case "/dial-raw":
+		// ws_dial with the body as the request encoding.
+		return guest.Text(200, strconv.FormatInt(rawDial(r.Body), 10))
 	case "/alarm":
 		return alarms(r)
 	}
@@ -225,6 +230,40 @@ func fetch(r *guest.Request) *guest.Response {
 		}
 	}
 	return guest.Text(200, strconv.Itoa(resp.Status)+" "+echo+" "+string(resp.Body))
+}
+
+// dial stores "before-dial", then dials the query's url (n times, for
+// ?n=N) with its X-Token header and the query's comma-separated tags
+// (after rolling the event back, for ?rollback), and answers the last
+// socket's id and whether it is dialed, or the error.
+func dial(r *guest.Request) *guest.Response {
+	guest.Storage.Put("before-dial", []byte("yes"))
+	url, _ := r.Query("url")
+	var tags []string
+	if t, _ := r.Query("tags"); t != "" {
+		tags = strings.Split(t, ",")
+	}
+	n := 1
+	if v, ok := r.Query("n"); ok {
+		n, _ = strconv.Atoi(v)
+	}
+	_, rollback := r.Query("rollback")
+	if rollback {
+		guest.Rollback(nil)
+	}
+	answer := ""
+	for range n {
+		id, err := guest.DialSocket(url, []guest.Field{{Name: "X-Token", Value: r.HeaderValue("X-Token")}}, tags...)
+		if err != nil {
+			answer = "error: " + err.Error()
+			break
+		}
+		answer = "socket " + strconv.FormatUint(uint64(id), 10) + " dialed=" + strconv.FormatBool(id.Dialed())
+	}
+	if rollback {
+		return guest.Rollback(guest.Text(200, answer))
+	}
+	return guest.Text(200, answer)
 }
 
 // list answers the entries that the query's prefix, start, end, limit and

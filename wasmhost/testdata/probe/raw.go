@@ -68,3 +68,10 @@ func rawClose(id uint64, code int32, reason string) uint32 {
 func rawSendOutOfRange(id uint64) {
 	wkRawSend(id, 1, 0xfffffff0, 64)
 }
+
+//go:wasmimport wasmkeep ws_dial
+func wkRawDial(ptr unsafe.Pointer, n uint32) int64
+
+func rawDial(b []byte) int64 {
+	return wkRawDial(unsafe.Pointer(unsafe.SliceData(b)), uint32(len(b)))
+}

@@ -9,8 +9,10 @@ import (
 )
 
 // Socket events: a text message is a command, "verb args", that exercises
-// one socket function and sends its outcome back to the socket. A close or
-// error event is recorded in storage under "closed/<id>".
+// one socket function and sends its outcome back to the socket (a dialed
+// socket's too: its service sends the commands). A close or error event is
+// recorded in storage under "closed/<id>", with a dialed socket's URL and
+// tags.
 
 func init() { guest.HandleSocket(onSocket) }
 
@@ -23,9 +25,9 @@ func onSocket(ev *guest.SocketEvent) error {
 		if ev.Clean {
 			clean = "clean"
 		}
-		return guest.Storage.Put("closed/"+id, []byte(strconv.Itoa(ev.Code)+" "+ev.Reason+" "+clean))
+		return guest.Storage.Put("closed/"+id, []byte(strconv.Itoa(ev.Code)+" "+ev.Reason+" "+clean+dialed(ev)))
 	case guest.SocketError:
-		return guest.Storage.Put("closed/"+id, []byte(strconv.Itoa(ev.Code)+" error "+ev.Err))
+		return guest.Storage.Put("closed/"+id, []byte(strconv.Itoa(ev.Code)+" error "+ev.Err+dialed(ev)))
 	}
 	if !ev.Text {
 		guest.Sockets.Send(ev.Socket, false, append([]byte("bin:"), ev.Data...))
@@ -46,7 +48,11 @@ func onSocket(ev *guest.SocketEvent) error {
 	case "list":
 		var parts []string
 		for _, s := range guest.Sockets.List(args) {
-			parts = append(parts, strconv.FormatUint(uint64(s.ID), 10)+":"+strings.Join(s.Tags, ",")+":"+string(s.Attachment))
+			part := strconv.FormatUint(uint64(s.ID), 10) + ":" + strings.Join(s.Tags, ",") + ":" + string(s.Attachment)
+			if s.URL != "" {
+				part += ":" + s.URL
+			}
+			parts = append(parts, part)
 		}
 		reply(strings.Join(parts, ";"))
 	case "att-set":
@@ -117,4 +123,13 @@ func onSocket(ev *guest.SocketEvent) error {
 		reply("unknown " + verb)
 	}
 	return nil
+}
+
+// dialed describes the dialed socket an event's URL and tags name: " url
+// tags", or "" for an accepted socket's event.
+func dialed(ev *guest.SocketEvent) string {
+	if !ev.Socket.Dialed() {
+		return ""
+	}
+	return " " + ev.URL + " " + strings.Join(ev.Tags, ",")
 }
