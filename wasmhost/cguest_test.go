@@ -269,8 +269,9 @@ func TestCGuestABIVersion(t *testing.T) {
 
 // cProbe uses what the examples do not: batches, lists, deletes, the
 // many-key puts and gets, delete-all, rollback, the storage limits, query
-// parameters and headers, calls, and the actors' objects (a count of each
-// actor's events in its data, freed as it leaves).
+// parameters and headers, calls, outbound HTTP and WebSockets, alarms, and
+// the actors' objects (a count of each actor's events in its data, freed
+// as it leaves).
 const cProbe = `#include "wasmkeep.h"
 
 #include <stdlib.h>
@@ -463,6 +464,23 @@ static wk_response *serve(const wk_request *req) {
 			wk_buf_write_int(&out, code);
 		}
 		wk_buf_write_byte(&out, '\n');
+	} else if (wk_str_eq(req->path, WK_STR("/dial"))) {
+		wk_str url;
+		if (!wk_query(req, "url", &url))
+			return wk_text(400, WK_STR("url?\n"));
+		wk_field token = {WK_STR("X-Token"), WK_STR("c")};
+		wk_str tags[] = {WK_STR("feed"), WK_STR("c")};
+		int64_t id = wk_ws_dial(url, &token, 1, tags, 2);
+		if (id > 0)
+			wk_buf_write_cstr(&out, wk_ws_dialed((uint64_t)id) ? "dialed" : "accepted?");
+		else
+			wk_buf_write_int(&out, id);
+		wk_buf_write_byte(&out, '\n');
+	} else if (wk_str_eq(req->path, WK_STR("/dial-closed"))) {
+		wk_str v;
+		if (wk_storage_get(WK_STR("dial-closed"), &v))
+			wk_buf_write_str(&out, v);
+		wk_buf_write_byte(&out, '\n');
 	} else {
 		return wk_text(404, WK_STR("no such probe\n"));
 	}
@@ -470,6 +488,41 @@ static wk_response *serve(const wk_request *req) {
 }
 
 WK_HANDLE_REQUEST(serve)
+
+/* A dialed socket's service gets "c:" and what it sent back, or for "list"
+ * the URLs of the sockets tagged feed; its close is kept under
+ * dial-closed, with the URL and tags. */
+static int on_socket(const wk_socket_event *ev) {
+	if (!wk_ws_dialed(ev->socket))
+		return 0;
+	wk_buf b = {0};
+	if (ev->kind == WK_SOCKET_MESSAGE) {
+		if (wk_str_eq(ev->data, WK_STR("list"))) {
+			const wk_socket *list;
+			size_t n = wk_ws_list(WK_STR("feed"), &list);
+			for (size_t i = 0; i < n; i++) {
+				if (i > 0)
+					wk_buf_write_byte(&b, ' ');
+				wk_buf_write_str(&b, list[i].url);
+			}
+		} else {
+			wk_buf_write_cstr(&b, "c:");
+			wk_buf_write_str(&b, ev->data);
+		}
+		wk_ws_send(ev->socket, true, wk_buf_str(&b));
+		return 0;
+	}
+	wk_buf_write_int(&b, ev->code);
+	wk_buf_write_byte(&b, ' ');
+	wk_buf_write_str(&b, ev->url);
+	for (size_t i = 0; i < ev->n_tags; i++) {
+		wk_buf_write_byte(&b, i == 0 ? ' ' : ',');
+		wk_buf_write_str(&b, ev->tags[i]);
+	}
+	return wk_storage_put(WK_STR("dial-closed"), wk_buf_str(&b)) == WK_STORED ? 0 : 1;
+}
+
+WK_HANDLE_SOCKET(on_socket)
 
 static int on_alarm(const wk_alarm *a) {
 	wk_buf v = {0};
@@ -500,8 +553,9 @@ func readmeClass(t *testing.T) string {
 }
 
 // TestCGuestProbe drives the rest of the SDK on a node: storage batches
-// and lists, the limits, query and header helpers, and a call to the C
-// counter; and the class of the SDK's README.
+// and lists, the limits, query and header helpers, a call to the C
+// counter, a fetch and an outbound socket to a local service, alarms; and
+// the class of the SDK's README.
 func TestCGuestProbe(t *testing.T) {
 	clang := cClang(t)
 	build := func(name, src string) []byte {
@@ -515,7 +569,18 @@ func TestCGuestProbe(t *testing.T) {
 		return buildC(t, clang, dir)
 	}
 	r := cRuntime(t)
+	feeds := make(chan *websocket.Conn, 4)
 	service := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if websocket.IsWebSocketUpgrade(r) {
+			if r.Header.Get("X-Token") != "c" {
+				http.Error(w, "no token", http.StatusForbidden)
+				return
+			}
+			if c, err := (&websocket.Upgrader{}).Upgrade(w, r, nil); err == nil {
+				feeds <- c
+			}
+			return
+		}
 		body, _ := io.ReadAll(r.Body)
 		fmt.Fprintf(w, "%s %s %s", r.Method, r.Header.Get("X-Token"), body)
 	}))
@@ -577,6 +642,34 @@ func TestCGuestProbe(t *testing.T) {
 	probe("/fetch?url="+url.QueryEscape(service.URL+"/x"), "200 POST c from c\n")
 	probe("/fetch?url="+url.QueryEscape("http://10.9.9.9/"), "-2\n")
 	probe("/fetch?url="+url.QueryEscape("gopher://x/"), "-1\n")
+	// An outbound socket: the service's messages reach the socket handler,
+	// which answers on the socket, and its close comes with the URL and
+	// tags.
+	feedURL := "ws" + strings.TrimPrefix(service.URL, "http") + "/feed"
+	probe("/dial?url="+url.QueryEscape(feedURL), "dialed\n")
+	var feed *websocket.Conn
+	select {
+	case feed = <-feeds:
+		defer feed.Close()
+	case <-time.After(nodetest.Wait):
+		t.Fatal("the C guest's socket did not reach the service")
+	}
+	for msg, want := range map[string]string{"hi": "c:hi", "list": feedURL} {
+		require.NoError(t, feed.WriteMessage(websocket.TextMessage, []byte(msg)))
+		require.NoError(t, feed.SetReadDeadline(time.Now().Add(nodetest.Wait)))
+		_, b, err := feed.ReadMessage()
+		require.NoError(t, err)
+		require.Equal(t, want, string(b), "the C guest's answer to %q", msg)
+	}
+	require.NoError(t, feed.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(4000, "bye"), time.Now().Add(time.Second)))
+	require.Eventually(t, func() bool {
+		resp := do(http.MethodGet, "c-probe/x/dial-closed", "", nil)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b) == "4000 "+feedURL+" feed,c\n"
+	}, nodetest.Wait, 10*time.Millisecond, "the C guest's close event, with the URL and tags")
+	probe("/dial?url="+url.QueryEscape("ws://10.9.9.9/"), "-2\n")
+	probe("/dial?url="+url.QueryEscape(service.URL+"/feed"), "-1\n") // http://
 	probe("/alarm-set", "0 -1 get 1000 tick\n")
 	require.Eventually(t, func() bool {
 		resp := do(http.MethodGet, "c-probe/x/alarm-fired", "", nil)
@@ -812,6 +905,34 @@ func TestCGuestRoom(t *testing.T) {
 	if resp, err := mod.Handle(t.Context(), &actors.Request{Method: http.MethodPost, Header: http.Header{}}, nil); err != nil ||
 		resp.Status != http.StatusNotFound || string(resp.Body) != "not found\n" {
 		t.Fatalf("POST = %+v, %v; want 404", resp, err)
+	}
+}
+
+// TestCGuestOldMinor: a module of minor version 1 (the C room built as
+// the SDK was before outbound sockets) gets socket events and lists as
+// minor 1 has them, which its decoder, refusing bytes left over, reads:
+// joins, messages and a close reach the room, and presence (the list)
+// follows.
+func TestCGuestOldMinor(t *testing.T) {
+	clang := cClang(t)
+	m := cCompile(t, cRuntime(t), "room-c", buildC(t, clang, cRoom, "-DWASMKEEP_ABI_MINOR=1"))
+	if got := m.Stats().Minor; got != 1 {
+		t.Fatalf("the room built for minor 1 speaks minor %d", got)
+	}
+	n := nodetest.Start(t, nodetest.Options{Classes: map[string]actors.Class{"room-c": m}, IdleTimeout: 150 * time.Millisecond})
+	ada := n.Join(t, "room-c", "old", "ada")
+	ada.AwaitHistory()
+	ada.AwaitPresence("ada")
+	bob := n.Join(t, "room-c", "old", "bob")
+	bob.AwaitHistory()
+	ada.AwaitPresence("ada", "bob")
+	bob.Say("hi")
+	ada.AwaitSaid("bob", "hi")
+	n.AwaitIdle(t, "room-c/old")
+	bob.Conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "bye"))
+	ada.AwaitPresence("ada")
+	if st := m.Stats(); st.Failures != 0 {
+		t.Fatalf("%d guest failures", st.Failures)
 	}
 }
 

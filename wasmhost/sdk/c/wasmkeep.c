@@ -530,23 +530,36 @@ void wk_ws_close(uint64_t id, int32_t code, wk_str reason) {
 		wasmkeep_host_ws_close(id, 1011, "", 0);
 }
 
+/* read_tags reads a count of strings, then each, into the arena. */
+static const wk_str *read_tags(wk_reader *r, size_t *n) {
+	uint32_t nt = wk_read_count(r, 4);
+	*n = nt;
+	if (nt == 0)
+		return NULL;
+	wk_str *tags = wk_alloc(nt * sizeof *tags);
+	for (uint32_t j = 0; j < nt; j++)
+		tags[j] = wk_read_string(r);
+	return tags;
+}
+
+/* Minor version 2 adds a dialed socket's URL (and tags) to the socket
+ * list and events; the host sends them to a module of that minor only. */
+#define WK_DIAL_FIELDS (WASMKEEP_ABI_MINOR >= 2)
+
 size_t wk_ws_list(wk_str tag, const wk_socket **list) {
 	wk_str in = read_host(wasmkeep_host_ws_list_len(tag.ptr, (uint32_t)tag.len), wasmkeep_host_ws_list_read);
 	wk_reader r = wk_reader_of(in);
-	/* A socket is at least an id, a tag count and an attachment length. */
-	uint32_t n = wk_read_count(&r, 16);
+	/* A socket is at least an id, a tag count and an attachment length
+	 * (and a URL length). */
+	uint32_t n = wk_read_count(&r, WK_DIAL_FIELDS ? 20 : 16);
 	wk_socket *s = n > 0 ? wk_alloc(n * sizeof *s) : NULL;
 	for (uint32_t i = 0; i < n; i++) {
 		s[i].id = wk_read_u64(&r);
-		uint32_t nt = wk_read_count(&r, 4);
-		if (nt > 0) {
-			wk_str *tags = wk_alloc(nt * sizeof *tags);
-			for (uint32_t j = 0; j < nt; j++)
-				tags[j] = wk_read_string(&r);
-			s[i].tags = tags;
-		}
-		s[i].n_tags = nt;
+		s[i].tags = read_tags(&r, &s[i].n_tags);
 		s[i].attachment = wk_read_string(&r);
+#if WK_DIAL_FIELDS
+		s[i].url = wk_read_string(&r);
+#endif
 	}
 	if (!wk_read_done(&r))
 		abort();
@@ -574,11 +587,16 @@ int64_t wk_ws_last_auto_response(uint64_t id) { return wasmkeep_host_ws_last_aut
 
 static bool read_socket_event(wk_str in, wk_socket_event *ev) {
 	wk_reader r = wk_reader_of(in);
+	*ev = (wk_socket_event){0};
 	ev->kind = wk_read_u8(&r);
 	ev->socket = wk_read_u64(&r);
 	uint8_t flags = wk_read_u8(&r);
 	ev->code = (int32_t)wk_read_u32(&r);
 	ev->data = wk_read_string(&r);
+#if WK_DIAL_FIELDS
+	ev->url = wk_read_string(&r);
+	ev->tags = read_tags(&r, &ev->n_tags);
+#endif
 	ev->text = ev->kind == WK_SOCKET_MESSAGE && (flags & FLAG_TEXT) != 0;
 	ev->clean = ev->kind == WK_SOCKET_CLOSE && (flags & FLAG_CLEAN) != 0;
 	return wk_read_done(&r);
@@ -874,6 +892,21 @@ int wk_call(wk_str class_name, wk_str name, const wk_request *req, wk_response *
 	*resp = r;
 	return 0;
 }
+
+int64_t wk_ws_dial(wk_str url, const wk_field *headers, size_t n_headers, const wk_str *tags, size_t n_tags) {
+	wk_buf enc = {0};
+	wk_buf_string(&enc, url);
+	write_fields(&enc, headers, n_headers);
+	wk_buf_u32(&enc, (uint32_t)n_tags);
+	for (size_t i = 0; i < n_tags; i++)
+		wk_buf_string(&enc, tags[i]);
+	int64_t id = wasmkeep_host_ws_dial(enc.ptr, (uint32_t)enc.len);
+	if (id < WK_DIAL_NO_SOCKETS)
+		return WK_DIAL_FAILED;
+	return id;
+}
+
+bool wk_ws_dialed(uint64_t id) { return (id & ((uint64_t)1 << 62)) != 0; }
 
 int wk_fetch(const wk_fetch_request *req, wk_response **resp) {
 	wk_buf enc = {0};

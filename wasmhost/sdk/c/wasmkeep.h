@@ -38,9 +38,15 @@
 #ifndef WASMKEEP_ABI_VERSION
 #define WASMKEEP_ABI_VERSION 2
 #endif
-/* The minor version: 1 has alarms and outbound HTTP (wasmkeep_abi_minor). */
+/*
+ * The minor version (wasmkeep_abi_minor): 1 has alarms and outbound HTTP,
+ * 2 outbound WebSockets (wk_ws_dial) and a dialed socket's URL and tags in
+ * socket events and lists. The host lays events out as the module's minor
+ * version has them; built with 1, the SDK reads them as minor 1 did (and
+ * the URL and tags stay empty).
+ */
 #ifndef WASMKEEP_ABI_MINOR
-#define WASMKEEP_ABI_MINOR 1
+#define WASMKEEP_ABI_MINOR 2
 #endif
 
 /* ---- Host functions: module "wasmkeep", as ABI.md lists them ---- */
@@ -89,6 +95,7 @@ int32_t wasmkeep_host_actor_call(const void *target, uint32_t target_len, const 
 WK_IMPORT(actor_call_read) int32_t wasmkeep_host_actor_call_read(void *ptr, uint32_t len);
 WK_IMPORT(http_fetch) int32_t wasmkeep_host_http_fetch(const void *req, uint32_t req_len);
 WK_IMPORT(http_fetch_read) int32_t wasmkeep_host_http_fetch_read(void *ptr, uint32_t len);
+WK_IMPORT(ws_dial) int64_t wasmkeep_host_ws_dial(const void *req, uint32_t req_len);
 WK_IMPORT(alarm_set) int32_t wasmkeep_host_alarm_set(const void *name, uint32_t name_len, int64_t at_ms);
 WK_IMPORT(alarm_get) int64_t wasmkeep_host_alarm_get(const void *name, uint32_t name_len);
 WK_IMPORT(alarm_delete) int32_t wasmkeep_host_alarm_delete(const void *name, uint32_t name_len);
@@ -249,6 +256,11 @@ typedef struct {
 	                 an error: the code the node closed the socket with */
 	wk_str data;  /* a message: its bytes; a close: the reason; an error:
 	                 what went wrong */
+	/* The close or error of a socket the actor dialed (wk_ws_dial): the URL
+	 * and tags it was dialed with, to dial again; empty otherwise. */
+	wk_str url;
+	const wk_str *tags;
+	size_t n_tags;
 } wk_socket_event;
 
 /* A socket handler returns 0, or anything else to fail the event. By the
@@ -268,6 +280,7 @@ typedef struct {
 	const wk_str *tags;
 	size_t n_tags;
 	wk_str attachment; /* empty if none */
+	wk_str url;        /* a dialed socket's URL; empty for an accepted one */
 } wk_socket;
 
 /* Sends, broadcasts and closes go out with the event's output, once its
@@ -280,7 +293,8 @@ void wk_ws_broadcast(wk_str tag, bool text, wk_str data);
  * a reason over WK_MAX_CLOSE_REASON bytes closes with 1011 and no reason. */
 void wk_ws_close(uint64_t id, int32_t code, wk_str reason);
 /* wk_ws_list lists the open sockets carrying tag (all for an empty tag),
- * in the order they were accepted, and returns how many. */
+ * in the order they were accepted (the dialed ones after), and returns how
+ * many. */
 size_t wk_ws_list(wk_str tag, const wk_socket **list);
 /* wk_ws_set_attachment keeps data with the socket until it closes, across
  * guests and hibernation; empty removes it. Immediate. Returns 0, or 1 if
@@ -296,6 +310,32 @@ int wk_ws_set_auto_response(wk_str req, wk_str resp);
 /* wk_ws_last_auto_response: Unix milliseconds of the socket's last
  * auto-response, 0 if never, -1 if the socket is gone. */
 int64_t wk_ws_last_auto_response(uint64_t id);
+
+/* Refusals and failures of wk_ws_dial (ABI.md, ws_dial). */
+enum {
+	WK_DIAL_BAD = -1,         /* a bad URL (ws:// or wss:// and a host) or tags, or the event rolled back */
+	WK_DIAL_REFUSED = -2,     /* the egress allow-list (wasmkeep serve --egress-allow) */
+	WK_DIAL_LIMIT = -3,       /* the actor has WK_MAX_DIALED outbound sockets open */
+	WK_DIAL_UNAVAILABLE = -4, /* the event's writes could not be committed first, or the
+	                             node takes no more sockets */
+	WK_DIAL_FAILED = -5,      /* no connection, or the service refused the handshake */
+	WK_DIAL_NO_SOCKETS = -6,  /* the node serves no WebSockets */
+};
+
+enum { WK_MAX_DIALED = 16 };
+
+/*
+ * wk_ws_dial opens an outbound WebSocket to url (ws:// or wss://), sending
+ * headers with the handshake, the socket carrying tags (as wk_accept's),
+ * and returns its id once it is open, or a WK_DIAL_ code. Like wk_fetch it
+ * commits the event's writes first. The socket belongs to the node as an
+ * accepted one does: its events come to the socket handler. Its close (or
+ * error) event comes exactly once, with the URL and tags, at the actor's
+ * next wake wherever it is if it closed while the actor was away (1006).
+ */
+int64_t wk_ws_dial(wk_str url, const wk_field *headers, size_t n_headers, const wk_str *tags, size_t n_tags);
+/* wk_ws_dialed says whether a socket id is one the actor dialed. */
+bool wk_ws_dialed(uint64_t id);
 
 /* ---- Storage: the actor's own; reads see the event's writes ---- */
 
