@@ -10,6 +10,7 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/internal/nodetest"
+	"github.com/wasmkeep/wasmkeep/node"
 )
 
 // The wasm chat room (examples/room-wasm) on a real node, with real
@@ -18,8 +19,9 @@ import (
 const roomGuest = "../examples/room-wasm"
 
 // startRoomNode starts a node serving the wasm room as class "room-wasm",
-// with a short idle timeout.
-func startRoomNode(t *testing.T) *nodetest.Node {
+// with a short idle timeout, its configuration changed by configure if
+// given.
+func startRoomNode(t *testing.T, configure ...func(*node.Config)) *nodetest.Node {
 	t.Helper()
 	r := newRuntime(t, Config{})
 	mod, err := r.Compile(t.Context(), "room-wasm", guest(t, roomGuest))
@@ -28,7 +30,11 @@ func startRoomNode(t *testing.T) *nodetest.Node {
 	}
 	// Cleanups run last first: the node (started after) stops before the
 	// runtime closes.
-	return nodetest.Start(t, nodetest.Options{Classes: map[string]actors.Class{"room-wasm": mod}, IdleTimeout: 150 * time.Millisecond})
+	o := nodetest.Options{Classes: map[string]actors.Class{"room-wasm": mod}, IdleTimeout: 150 * time.Millisecond}
+	if len(configure) > 0 {
+		o.Configure = configure[0]
+	}
+	return nodetest.Start(t, o)
 }
 
 // TestRoomHibernatesWithItsSockets: two people chat through the wasm room;
@@ -175,4 +181,61 @@ func TestRoomReminder(t *testing.T) {
 	ada.AwaitSaid("reminder", "reminder set for 1s from now")
 	n.AwaitIdle(t, "room-wasm/hall")
 	ada.AwaitSaid("reminder", "ada: stretch")
+}
+
+// TestRoomFollow: "/follow" has the wasm room dial a feed, whose messages
+// it posts from "feed", each waking the room after it hibernated; a feed
+// the node does not allow is refused; when the feed ends the socket, the
+// room dials the URL its close event names again; "/unfollow" closes it.
+func TestRoomFollow(t *testing.T) {
+	f := newFeed(t)
+	n := startRoomNode(t, allowFeed(t, f))
+	ada := n.Join(t, "room-wasm", "news", "ada")
+	ada.AwaitHistory()
+	ada.AwaitPresence("ada")
+	ada.Say("/follow ws://10.1.2.3/feed")
+	ada.AwaitSaid("feed", "cannot follow ws://10.1.2.3/feed: outbound socket refused by the egress allow-list")
+	u := f.url("/feed")
+	ada.Say("/follow " + u)
+	ada.AwaitSaid("feed", "following "+u)
+	c := f.next(t)
+	for _, msg := range []string{"breaking", "and more"} {
+		n.AwaitIdle(t, "room-wasm/news")
+		if err := c.WriteMessage(websocket.TextMessage, []byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+		ada.AwaitSaid("feed", msg)
+	}
+
+	// The feed ends the socket: the room dials it again.
+	if err := c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(4000, "rotate"), time.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	again := f.next(t)
+	if err := again.WriteMessage(websocket.TextMessage, []byte("after the rotation")); err != nil {
+		t.Fatal(err)
+	}
+	ada.AwaitSaid("feed", "after the rotation")
+
+	ada.Say("/unfollow")
+	ada.AwaitSaid("feed", "unfollowed "+u)
+	again.SetReadDeadline(time.Now().Add(nodetest.Wait))
+	for {
+		_, _, err := again.ReadMessage()
+		if err == nil {
+			continue
+		}
+		if !websocket.IsCloseError(err, websocket.CloseNormalClosure) {
+			t.Fatalf("the feed after /unfollow: %v, want close 1000", err)
+		}
+		break
+	}
+	ada.Say("still here")
+	ada.AwaitSaid("ada", "still here")
+	select {
+	case c := <-f.conns:
+		c.Close()
+		t.Fatal("the room dialed the feed again after /unfollow")
+	default:
+	}
 }

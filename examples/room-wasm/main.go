@@ -11,12 +11,19 @@
 // {"type":"presence","names":[...]} to every member when someone joins or
 // leaves; a message is {"from":N,"text":T,"at":unix milliseconds}. Any
 // other message is the peer benchmark's (bench/peer/workerd): a text
-// message starting with "all:" is broadcast to every socket of the room,
-// any other message, text or binary, is echoed back to its socket.
+// message starting with "all:" is broadcast to every socket of the room
+// (but a feed's), any other message, text or binary, is echoed back to its
+// socket.
 //
 // A message "/remind 30s stretch" sets a reminder: an alarm of the room,
 // which posts "stretch" from "reminder" when it is due, waking the room
 // where its people are connected if it sleeps.
+//
+// A message "/follow ws://host/feed" has the room follow a feed (feed.go):
+// it dials the feed, an outbound WebSocket (to a host the node's
+// --egress-allow allows), and posts each of the feed's text messages from
+// "feed", each waking the room if it sleeps; when the feed's socket
+// closes, the room dials the URL its close names again. "/unfollow" stops.
 //
 // It decodes and encodes its few JSON shapes itself (json.go), to keep
 // the module small and its start light. Its rooms share a few guests per
@@ -70,8 +77,12 @@ func remind(from, text string) (string, bool, error) {
 	return "reminder set for " + d.String() + " from now", true, nil
 }
 
-// onAlarm posts a reminder that came due to the room.
+// onAlarm posts a reminder that came due to the room, or dials its feed
+// again.
 func onAlarm(a guest.Alarm) error {
+	if a.Name == feedAlarm {
+		return onFeedAlarm()
+	}
 	what, ok := guest.Storage.Get("remind/" + a.Name)
 	if !ok {
 		return nil
@@ -108,6 +119,9 @@ func serve(r *guest.Request) *guest.Response {
 
 // onSocket runs the room.
 func onSocket(ev *guest.SocketEvent) error {
+	if ev.Socket.Dialed() {
+		return onFeed(ev)
+	}
 	switch ev.Kind {
 	case guest.SocketClose, guest.SocketError:
 		// The socket is gone from the list already: tell who is left.
@@ -119,7 +133,7 @@ func onSocket(ev *guest.SocketEvent) error {
 	}
 	if !ev.Text || len(ev.Data) == 0 || ev.Data[0] != '{' {
 		if ev.Text && strings.HasPrefix(string(ev.Data), "all:") {
-			guest.Sockets.Broadcast("", true, ev.Data)
+			guest.Sockets.Broadcast("member", true, ev.Data) // not to a feed
 		} else {
 			guest.Sockets.Send(ev.Socket, ev.Text, ev.Data)
 		}
@@ -158,6 +172,12 @@ func onSocket(ev *guest.SocketEvent) error {
 				return err
 			}
 			return post("reminder", note)
+		}
+		if note, ok, err := follow(text); ok || err != nil {
+			if err != nil {
+				return err
+			}
+			return post(feedFrom, note)
 		}
 		return post(string(from), text)
 	}
