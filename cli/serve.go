@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -28,6 +29,7 @@ import (
 	"github.com/wasmkeep/wasmkeep/ingress"
 	"github.com/wasmkeep/wasmkeep/internal/actorhost"
 	"github.com/wasmkeep/wasmkeep/internal/budget"
+	"github.com/wasmkeep/wasmkeep/internal/certfile"
 	"github.com/wasmkeep/wasmkeep/node"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/bucketcheck"
@@ -43,9 +45,10 @@ func serveCommand() *command {
 		summary: "run a node: serve /actor/<class>/<name> over HTTP",
 		detail: "Opens the bucket, refuses it unless it honours conditional writes (as 'bucket check'),\n" +
 			"takes the node's lease and serves /actor/<class>/<name>[/rest], /healthz, /readyz and\n" +
-			"/metrics. Built-in class: counter (GET increments, GET ?read reads); the wasmkeep binary adds\n" +
-			"chat (a chat room: open /actor/chat/ROOM in a browser), a program of your own the classes it\n" +
-			"registers (cli.WithClass). Every NAME.wasm file\n" +
+			"/metrics, and every other path through the front, if any. Built-in class: counter (GET\n" +
+			"increments, GET ?read reads); the wasmkeep binary adds chat (a chat room: open / or /room/ROOM\n" +
+			"in a browser, through its front), reminders and relay, a program of your own the classes it\n" +
+			"registers (cli.WithClass) and its front (cli.WithFront). Every NAME.wasm file\n" +
 			"in --classes is served as the wasm class NAME: a module built with GOOS=wasip1 GOARCH=wasm\n" +
 			"-buildmode=c-shared on wasmhost/guest ('make examples' builds examples/*-wasm there). A NAME\n" +
 			"that is a built-in class, or a file that cannot be read or compiled, stops the start.\n" +
@@ -85,6 +88,11 @@ func serveCommand() *command {
 type serveConfig struct {
 	Listen    string
 	Advertise string
+	// TLSCert and TLSKey, when set, serve the public and admin listeners
+	// over TLS, the pair read again when the files change; PeerCA is the
+	// cluster's CA the peers' certificates are checked against (unset:
+	// the system's roots).
+	TLSCert, TLSKey, PeerCA string
 	// AdminListen, when set, serves the admin pages there: the status
 	// page, the tree, the metrics and Go's profiles (net/http/pprof).
 	// PublicAdmin serves the status page and the tree on the public
@@ -445,6 +453,9 @@ func setupServe(fs *flag.FlagSet) action {
 	})
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "host:port to serve HTTP on (loopback unless told otherwise)")
 	fs.StringVar(&cfg.Advertise, "advertise", "", "host:port peers forward requests to (default: the address --listen bound)")
+	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate chain of the node: the public and admin listeners serve HTTPS and WSS (HTTP/1.1) with it, and it is read again when the file changes (with --tls-key), without a restart or a dropped socket; peers are then reached over TLS too")
+	fs.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
+	fs.StringVar(&cfg.PeerCA, "peer-ca", "", "PEM file of the cluster's CA: with --tls-cert, a peer's certificate must be signed by it (unset: by a CA of the system's roots); the peers' HMAC signatures are checked all the same")
 	fs.StringVar(&cfg.AdminListen, "admin-listen", "", "host:port of the admin listener, apart from the node's: the status page (/status, JSON with Accept: application/json), the supervision tree (/debug/tree), /metrics and Go's runtime profiles (/debug/pprof/); unset: not served. Keep it off the public network")
 	fs.StringVar(&cfg.AdminListen, "debug-listen", "", "the same as --admin-listen (its former name)")
 	fs.BoolVar(&cfg.Dev, "dev", false, "for development on your own machine: a failed event's 500 carries its error (a panic's value, a guest's output), not only the id of its log line. Never on a node that untrusted clients reach: an error may tell what a client must not read")
@@ -716,6 +727,10 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 	if bodies == 0 {
 		bodies = max(budget.Bodies(budget.Memory()), int64(cfg.MaxBody))
 	}
+	serverTLS, peerTLS, err := tlsConfigs(cfg, log)
+	if err != nil {
+		return err
+	}
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err
@@ -727,6 +742,12 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 			return fmt.Errorf("--admin-listen: %w", err)
 		}
 		defer admin.Close()
+	}
+	if serverTLS != nil {
+		lis = tls.NewListener(lis, serverTLS)
+		if admin != nil {
+			admin = tls.NewListener(admin, serverTLS)
+		}
 	}
 	allow, err := egress.ParseAllow(cfg.EgressAllow)
 	if err != nil {
@@ -742,7 +763,7 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 		HTTP: ingress.Config{MaxBody: int64(cfg.MaxBody), ClusterKey: clusterKey, FailoverWait: cfg.FailoverWait, KeyWindow: cfg.KeyWindow,
 			MaxConns: fds.Conns, OverflowConns: fds.Overflow, HTTPIdleTimeout: cfg.HTTPIdle,
 			MaxBodyInflight: bodies, BodyTimeout: cfg.BodyTimeout, BodyMinRate: int64(cfg.BodyMinRate), Front: e.front},
-		Peers:       peer.Config{PeerConns: max(8, fds.Reserve/4)},
+		Peers:       peer.Config{PeerConns: max(8, fds.Reserve/4), TLS: peerTLS},
 		Egress:      egress.Config{Allow: allow, Timeout: cfg.FetchTimeout, MaxResponseBody: int64(cfg.FetchMaxBody), MaxRequestBody: int64(cfg.MaxBody)},
 		PublicAdmin: cfg.PublicAdmin,
 	})
@@ -750,7 +771,11 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 		return err
 	}
 	if admin != nil {
-		defer serveAdmin(admin, n.AdminHandler(), log)()
+		scheme := "http"
+		if serverTLS != nil {
+			scheme = "https"
+		}
+		defer serveAdmin(admin, scheme, n.AdminHandler(), log)()
 	}
 	if rt != nil {
 		rt.Serving() // the known modules compile now (loadClasses)
@@ -860,7 +885,7 @@ func loopback(hostPort string) bool {
 
 // serveAdmin serves the admin pages and Go's runtime profiles on lis until
 // the returned function is called.
-func serveAdmin(lis net.Listener, pages http.Handler, log *slog.Logger) (stop func()) {
+func serveAdmin(lis net.Listener, scheme string, pages http.Handler, log *slog.Logger) (stop func()) {
 	mux := http.NewServeMux()
 	mux.Handle("/", pages)
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -871,6 +896,31 @@ func serveAdmin(lis net.Listener, pages http.Handler, log *slog.Logger) (stop fu
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(lis) }()
 	log.Info("serving the admin pages", slog.String("addr", lis.Addr().String()),
-		slog.String("status", "http://"+lis.Addr().String()+"/status"))
+		slog.String("status", scheme+"://"+lis.Addr().String()+"/status"))
 	return func() { _ = srv.Close() }
+}
+
+// tlsConfigs are the listeners' TLS (nil: plain HTTP) and the peer
+// client's, from --tls-cert, --tls-key and --peer-ca.
+func tlsConfigs(cfg serveConfig, log *slog.Logger) (server, peers *tls.Config, err error) {
+	switch {
+	case cfg.TLSCert == "" && cfg.TLSKey == "":
+		if cfg.PeerCA != "" {
+			return nil, nil, errors.New("--peer-ca needs --tls-cert and --tls-key: peers are reached over TLS only when the node serves it")
+		}
+		return nil, nil, nil
+	case cfg.TLSCert == "" || cfg.TLSKey == "":
+		return nil, nil, errors.New("--tls-cert and --tls-key go together")
+	}
+	r, err := certfile.New(cfg.TLSCert, cfg.TLSKey, log.With(slog.String("component", "tls")))
+	if err != nil {
+		return nil, nil, err
+	}
+	peers = &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
+	if cfg.PeerCA != "" {
+		if peers.RootCAs, err = certfile.Pool(cfg.PeerCA); err != nil {
+			return nil, nil, fmt.Errorf("--peer-ca: %w", err)
+		}
+	}
+	return r.ServerConfig(), peers, nil
 }

@@ -2,6 +2,7 @@ package peer
 
 import (
 	"cmp"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -49,6 +50,10 @@ type Config struct {
 	MaxBody int64
 	// Logger: nil logs nothing.
 	Logger *slog.Logger
+	// TLS, when set, reaches peers over TLS with it (https and a TLS
+	// relay), checking their certificates against its RootCAs; nil: plain
+	// HTTP. The nodes of a cluster all serve TLS or none does.
+	TLS *tls.Config
 }
 
 // DefaultPeerConns is the default of Config.PeerConns.
@@ -103,9 +108,18 @@ func New(cfg Config) (*Client, error) {
 		t.DialContext = (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext
 		t.ResponseHeaderTimeout = answerTimeout
 		t.MaxConnsPerHost, t.MaxIdleConnsPerHost = cfg.PeerConns, min(cfg.PeerConns, 64)
+		t.TLSClientConfig, t.ForceAttemptHTTP2 = cfg.TLS, false
 		cfg.Transport = t
 	}
 	return &Client{cfg: cfg, log: cfg.Logger.With(slog.String("component", "peer")), peers: newPeerLog(cfg.Logger)}, nil
+}
+
+// scheme is the peers' URL scheme.
+func (c *Client) scheme() string {
+	if c.cfg.TLS != nil {
+		return "https"
+	}
+	return "http"
 }
 
 // Sent is what became of an event sent to a peer.

@@ -47,7 +47,7 @@ func (c *Client) Forward(w http.ResponseWriter, r *http.Request, a ownership.Act
 	out = Answered
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.Out.URL.Scheme = "http"
+			pr.Out.URL.Scheme = c.scheme()
 			pr.Out.URL.Host = d.Addr
 			pr.Out.Host = d.Addr
 			pr.Out.Body = io.NopCloser(bytes.NewReader(body))
@@ -102,7 +102,7 @@ func (c *Client) Call(ctx context.Context, to ownership.Actor, d actorhost.Elsew
 	if d.Addr == "" {
 		return nil, Answered, &actorhost.UnavailableError{Actor: to, Reason: fmt.Sprintf("held by node %s, whose address is not known here", d.Node), RetryAfter: time.Second}
 	}
-	u := url.URL{Scheme: "http", Host: d.Addr, Path: actorPath(to) + req.Path, RawQuery: req.Query.Encode()}
+	u := url.URL{Scheme: c.scheme(), Host: d.Addr, Path: actorPath(to) + req.Path, RawQuery: req.Query.Encode()}
 	u.RawPath = actorEscapedPath(to) + (&url.URL{Path: req.Path}).EscapedPath()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -157,7 +157,7 @@ func (c *Client) Take(ctx context.Context, t ownership.Take) error {
 	if addr == "" {
 		return fmt.Errorf("take %s/%s: the address of node %s is not known here", a.Class, a.Name, target)
 	}
-	u := url.URL{Scheme: "http", Host: addr, Path: actorPath(a), RawPath: actorEscapedPath(a)}
+	u := url.URL{Scheme: c.scheme(), Host: addr, Path: actorPath(a), RawPath: actorEscapedPath(a)}
 	out, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), http.NoBody)
 	if err != nil {
 		return fmt.Errorf("take %s/%s: %w", a.Class, a.Name, err)

@@ -3,6 +3,7 @@ package peer
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -197,11 +198,18 @@ func (c *Client) Relay(w http.ResponseWriter, r *http.Request, a ownership.Actor
 		return Answered, nil
 	}
 	out := r.Clone(context.Background())
-	out.URL.Scheme, out.URL.Host, out.Host, out.RequestURI = "http", d.Addr, d.Addr, ""
+	out.URL.Scheme, out.URL.Host, out.Host, out.RequestURI = c.scheme(), d.Addr, d.Addr, ""
 	out.Body, out.ContentLength = http.NoBody, 0
 	c.header(out, d, nil)
+	var peer net.Conn
+	var err error
 	dialer := net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}
-	peer, err := dialer.DialContext(r.Context(), "tcp", d.Addr)
+	if c.cfg.TLS != nil {
+		td := tls.Dialer{NetDialer: &dialer, Config: c.cfg.TLS}
+		peer, err = td.DialContext(r.Context(), "tcp", d.Addr)
+	} else {
+		peer, err = dialer.DialContext(r.Context(), "tcp", d.Addr)
+	}
 	if err != nil {
 		c.cfg.Keeper.PeerUnreachable(d.Node)
 		c.cfg.Keeper.RouteFailed(a, d.Node)

@@ -6,8 +6,10 @@
 package cluster
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,7 +29,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	proctest.Main(m, cli.WithClass("chat", chat.Room{}), cli.WithClass("reminders", reminders.Reminders{}))
+	proctest.Main(m, cli.WithClass("chat", chat.Room{}), cli.WithClass("reminders", reminders.Reminders{}), cli.WithFront(chat.Front{}))
 }
 
 // lease are short lease durations: a dead node is fenced 5 s after its
@@ -254,4 +256,67 @@ func TestRestartAfterCrashServesAtOnce(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, body)
 	assert.Equal(t, "2", strings.TrimSpace(body))
 	t.Logf("served again %s after the crash", time.Since(start).Round(time.Millisecond))
+}
+
+// TestFrontCallWakesAParkedRoom: three node processes with the chat's
+// front. A room whose person is connected to n1 through its front parks
+// there; a call to it from n2's front and from n3's wakes it on n1, where
+// the person hears both, and neither n2 nor n3 ever holds it.
+func TestFrontCallWakesAParkedRoom(t *testing.T) {
+	ms := startCluster(t, 3, "--idle-timeout", "300ms")
+	ws, _, err := websocket.DefaultDialer.Dial("ws://"+ms[0].node().Addr+"/room/hall", nil)
+	require.NoError(t, err)
+	defer ws.Close()
+	require.NoError(t, ws.WriteJSON(map[string]string{"type": "join", "name": "ada"}))
+	heard := make(chan string, 8)
+	go func() {
+		for {
+			var f struct {
+				Type    string        `json:"type"`
+				Message *chat.Message `json:"message"`
+			}
+			if err := ws.ReadJSON(&f); err != nil {
+				close(heard)
+				return
+			}
+			if f.Type == "said" {
+				heard <- f.Message.Text
+			}
+		}
+	}()
+	parked := func(m *member) float64 {
+		_, body, err := m.node().Get("/metrics")
+		require.NoError(t, err)
+		for l := range strings.SplitSeq(body, "\n") {
+			if v, ok := strings.CutPrefix(l, "wasmkeep_parked_records "); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				require.NoError(t, err)
+				return f
+			}
+		}
+		return 0
+	}
+	for _, via := range ms[1:] {
+		require.Eventually(t, func() bool { return parked(ms[0]) == 1 }, 10*time.Second, 20*time.Millisecond, "the room parks on n1")
+		code, body, err := via.node().Post("/room/hall/say?from=ops&text=via+"+via.name, "")
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, code, body)
+		select {
+		case got := <-heard:
+			require.Equal(t, "via "+via.name, got)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the person on n1 did not hear the call from %s's front", via.name)
+		}
+	}
+	for _, m := range ms[1:] {
+		code, body, err := m.node().Get("/status?format=json")
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, code)
+		var st struct {
+			Held   int `json:"held"`
+			Parked int `json:"parked"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(body), &st))
+		require.Zero(t, st.Held+st.Parked, "%s holds nothing: %s", m.name, body)
+	}
 }
