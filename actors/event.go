@@ -18,6 +18,7 @@ type event interface {
 	Call(ctx context.Context, to ownership.Actor, req *Request) (*Response, error)
 	Fetch(ctx context.Context, req *FetchRequest) (*FetchResponse, error)
 	DialSocket(ctx context.Context, d *SocketDial) (SocketID, error)
+	Secret(name string) ([]byte, bool)
 	SetAlarm(name string, at time.Time) error
 	GetAlarm(name string) (time.Time, bool, error)
 	DeleteAlarm(name string) error

@@ -29,8 +29,10 @@ const (
 // env is what a command may use of the outside world. run fills it with the
 // real things; tests substitute their own.
 type env struct {
-	// out receives results, err diagnostics.
+	// out receives results, err diagnostics; in is standard input (a
+	// secret's value).
 	out, err io.Writer
+	in       io.Reader
 	// openBucket opens the bucket a URL names (bucketurl.Open).
 	openBucket func(ctx context.Context, rawURL string) (ownership.Bucket, func() error, error)
 	// now is this machine's clock; nil means time.Now.
@@ -108,6 +110,7 @@ func commands() *command {
 			bucketCommands(),
 			clusterCommands(),
 			actorsCommands(),
+			secretsCommands(),
 			versionCommand(),
 		},
 	}
@@ -156,7 +159,7 @@ func Main(opts ...Option) {
 
 // Run executes the command line args and returns the process exit code.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer, opts ...Option) int {
-	e := env{out: stdout, err: stderr, openBucket: bucketurl.Open}
+	e := env{out: stdout, err: stderr, in: os.Stdin, openBucket: bucketurl.Open}
 	for _, o := range opts {
 		o(&e)
 	}

@@ -245,7 +245,7 @@ func printStatus(w io.Writer, bucket string, st cluster.Status, now map[ownershi
 	} else {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "NODE\tINSTANCE\tSTATE\tADDRESS\tLEASE AGE\tHELD\tPARKED\tPENDING\tSOCKETS\tRECORDS HELD\tENDED**\tRECORDS FREE")
-		var unread []string
+		var unread, why []string
 		for _, n := range st.Nodes {
 			l := n.Lease
 			if l == nil {
@@ -259,6 +259,9 @@ func printStatus(w io.Writer, bucket string, st cluster.Status, now map[ownershi
 			state := string(l.State)
 			if n.DrainRequested && l.State != ownership.LeaseDraining {
 				state += " (drain requested)"
+			}
+			if n.DrainRequested && n.DrainBy != "" {
+				why = append(why, fmt.Sprintf("%s: drain requested by %s", n.Node, n.DrainBy))
 			}
 			counts := fmt.Sprintf("%d*\t%d*\t-\t-", l.Held, l.Parked)
 			if c, ok := now[n.Node]; ok && c.Err == "" {
@@ -282,6 +285,12 @@ func printStatus(w io.Writer, bucket string, st cluster.Status, now map[ownershi
 		fmt.Fprintln(w, "   negative age means the writer's clock is ahead.")
 		fmt.Fprintln(w, "** of the records held, those whose holder has ended (an earlier instance, or a lease fenced")
 		fmt.Fprintln(w, "   or released): any node may acquire them.")
+		if len(why) > 0 {
+			fmt.Fprintln(w, "\nDrains requested:")
+			for _, l := range why {
+				fmt.Fprintf(w, "   %s\n", l)
+			}
+		}
 		printClasses(w, st)
 	}
 	fmt.Fprintf(w, "\nownership records: %d held, %d free, %d unreadable\n", st.Held, st.Free, len(st.Unreadable))

@@ -30,6 +30,7 @@ import (
 	"github.com/wasmkeep/wasmkeep/internal/actorhost"
 	"github.com/wasmkeep/wasmkeep/internal/budget"
 	"github.com/wasmkeep/wasmkeep/internal/certfile"
+	"github.com/wasmkeep/wasmkeep/internal/secrets"
 	"github.com/wasmkeep/wasmkeep/node"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/bucketcheck"
@@ -93,6 +94,11 @@ type serveConfig struct {
 	// cluster's CA the peers' certificates are checked against (unset:
 	// the system's roots).
 	TLSCert, TLSKey, PeerCA string
+	// SecretsIdentity is the age identity file that opens the application's
+	// secrets (or WASMKEEP_SECRETS_IDENTITY); SecretsPoll how often they
+	// are read again.
+	SecretsIdentity string
+	SecretsPoll     time.Duration
 	// AdminListen, when set, serves the admin pages there: the status
 	// page, the tree, the metrics and Go's profiles (net/http/pprof).
 	// PublicAdmin serves the status page and the tree on the public
@@ -259,6 +265,9 @@ func (c serveConfig) Validate() error {
 	}
 	if _, err := egress.ParseAllow(c.EgressAllow); err != nil {
 		errs = append(errs, fmt.Errorf("--egress-allow: %w", err))
+	}
+	if c.SecretsPoll <= 0 {
+		errs = append(errs, fmt.Errorf("--secrets-poll %v: must be positive", c.SecretsPoll))
 	}
 	if c.CallTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--call-timeout %v: must be positive", c.CallTimeout))
@@ -455,6 +464,8 @@ func setupServe(fs *flag.FlagSet) action {
 	fs.StringVar(&cfg.Advertise, "advertise", "", "host:port peers forward requests to (default: the address --listen bound)")
 	fs.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate chain of the node: the public and admin listeners serve HTTPS and WSS (HTTP/1.1) with it, and it is read again when the file changes (with --tls-key), without a restart or a dropped socket; peers are then reached over TLS too")
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
+	fs.StringVar(&cfg.SecretsIdentity, "secrets-identity", "", "age identity file that opens the application's secrets ('wasmkeep secrets'), or its text in "+identityEnv+"; never stored in the bucket. A node that cannot open a secret drains (and 'cluster status' says why)")
+	fs.DurationVar(&cfg.SecretsPoll, "secrets-poll", 30*time.Second, "how often the node reads the secrets again (a list of them, and a read of each that changed)")
 	fs.StringVar(&cfg.PeerCA, "peer-ca", "", "PEM file of the cluster's CA: with --tls-cert, a peer's certificate must be signed by it (unset: by a CA of the system's roots); the peers' HMAC signatures are checked all the same")
 	fs.StringVar(&cfg.AdminListen, "admin-listen", "", "host:port of the admin listener, apart from the node's: the status page (/status, JSON with Accept: application/json), the supervision tree (/debug/tree), /metrics and Go's runtime profiles (/debug/pprof/); unset: not served. Keep it off the public network")
 	fs.StringVar(&cfg.AdminListen, "debug-listen", "", "the same as --admin-listen (its former name)")
@@ -731,6 +742,10 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 	if err != nil {
 		return err
 	}
+	ids, err := secrets.ReadIdentities(cfg.SecretsIdentity, os.Getenv(identityEnv))
+	if err != nil {
+		return err
+	}
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err
@@ -766,6 +781,8 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 		Peers:       peer.Config{PeerConns: max(8, fds.Reserve/4), TLS: peerTLS},
 		Egress:      egress.Config{Allow: allow, Timeout: cfg.FetchTimeout, MaxResponseBody: int64(cfg.FetchMaxBody), MaxRequestBody: int64(cfg.MaxBody)},
 		PublicAdmin: cfg.PublicAdmin,
+		Secrets:     secrets.NewVault(b, ids),
+		SecretsPoll: cfg.SecretsPoll,
 	})
 	if err != nil {
 		return err

@@ -20,6 +20,7 @@ import (
 	"github.com/wasmkeep/wasmkeep/egress"
 	"github.com/wasmkeep/wasmkeep/ingress"
 	"github.com/wasmkeep/wasmkeep/internal/actorhost"
+	"github.com/wasmkeep/wasmkeep/internal/secrets"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 	"github.com/wasmkeep/wasmkeep/peer"
@@ -73,6 +74,12 @@ type Config struct {
 	// AlarmPoll is how often the node lists the actors' due alarms (see
 	// alarms.go). Zero: DefaultAlarmPoll.
 	AlarmPoll time.Duration
+	// Secrets, when set, is the application's secrets as this node opens
+	// them (internal/secrets): classes and the front read them, and a node
+	// that cannot open one drains (secrets.go). SecretsPoll is how often
+	// they are read again; zero: DefaultSecretsPoll.
+	Secrets     *secrets.Vault
+	SecretsPoll time.Duration
 
 	// PublicAdmin serves the admin pages (/status, /debug/tree) on the
 	// public listener too; otherwise only AdminHandler serves them.
@@ -143,6 +150,7 @@ type Node struct {
 	directory *classDirectory
 	peers     *peer.Client
 	alarms    *alarmPoller
+	secrets   *secretsWatch
 }
 
 // Start starts the keeper (it returns once the node's lease is taken),
@@ -253,6 +261,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	ac := cfg.Actors
 	ac.Fetcher = fetcher
+	if cfg.Secrets != nil {
+		ac.Secrets = cfg.Secrets
+	}
 	ac.Keeper, ac.Bucket, ac.Registry, ac.System, ac.Logger = k, cfg.Bucket, cfg.Registry, system, log
 	ac.RetryAfter, ac.Supervision, ac.Sockets, ac.Caller = cfg.Core.LeasePeriod, sup, n.sockets, caller
 	ac.Parent = tree.Under(supervisors.RoleDirector, nil)
@@ -300,6 +311,12 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return fail(err)
 	}
 	n.alarms = startAlarms(n.host, cfg.Bucket, cmp.Or(cfg.AlarmPoll, DefaultAlarmPoll), alarmIO, am, log)
+	if cfg.Secrets != nil {
+		if n.secrets, err = startSecrets(cfg.Secrets, cfg.Bucket, cfg.Core.Node, cmp.Or(cfg.SecretsPoll, DefaultSecretsPoll), reg, log); err != nil {
+			n.alarms.stop()
+			return fail(err)
+		}
+	}
 	n.server = h.Server()
 	go n.watch()
 	go func() { n.served <- n.server.Serve(cfg.Listener) }()
@@ -466,6 +483,9 @@ func (n *Node) Err() error {
 func (n *Node) Stop(ctx context.Context) error {
 	var errs []error
 	n.alarms.stop() // no alarm's event starts from now on
+	if n.secrets != nil {
+		n.secrets.stop()
+	}
 	if err := n.server.Shutdown(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("http shutdown: %w", err))
 	}

@@ -45,6 +45,11 @@ func (ev *eventValues) DialSocket(ctx context.Context, d *actors.SocketDial) (ac
 	return ev.call.dial(ctx, ev.socks.owner, d)
 }
 
+// Secret is actors.Secret for the event.
+func (ev *eventValues) Secret(name string) ([]byte, bool) {
+	return ev.call.ra.h.secret(name)
+}
+
 // SQLExec is actors.SQLDB.Exec.
 func (ev *eventValues) SQLExec(ctx context.Context, query string, args []any) (actors.SQLResult, error) {
 	return ev.sqlDB(ctx).Exec(query, args...)

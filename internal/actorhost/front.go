@@ -49,6 +49,9 @@ func (f *frontEvent) Fetch(ctx context.Context, req *actors.FetchRequest) (*acto
 	return f.h.cfg.Fetcher.Fetch(ctx, frontActor, req)
 }
 
+// Secret is actors.Secret for the front.
+func (f *frontEvent) Secret(name string) ([]byte, bool) { return f.h.secret(name) }
+
 func (*frontEvent) DialSocket(context.Context, *actors.SocketDial) (actors.SocketID, error) {
 	return 0, actors.ErrNotInActor
 }
@@ -65,3 +68,11 @@ func (*frontEvent) SQLQuery(context.Context, string, []any) (*actors.SQLRows, er
 	return nil, actors.ErrNotInActor
 }
 func (*frontEvent) SQLTransaction(context.Context, func() error) error { return actors.ErrNotInActor }
+
+// secret is the node's secret name, if it has one open.
+func (h *Host) secret(name string) ([]byte, bool) {
+	if h.cfg.Secrets == nil {
+		return nil, false
+	}
+	return h.cfg.Secrets.Secret(name)
+}

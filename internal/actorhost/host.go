@@ -91,6 +91,11 @@ type Config struct {
 	// Caller, when set, routes the calls actors make with Call. Nil: every
 	// call fails.
 	Caller Caller
+	// Secrets, when set, are the application's secrets as this node opened
+	// them (actors.Secret). Nil: none.
+	Secrets interface {
+		Secret(name string) ([]byte, bool)
+	}
 	// Fetcher, when set, sends the outbound HTTP requests actors make with
 	// actors.Fetch (package egress). Nil: every fetch is refused.
 	Fetcher Fetcher

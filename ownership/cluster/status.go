@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -45,6 +46,8 @@ type Node struct {
 	// DrainRequested: an operator's drain request for the node is in the
 	// bucket (`cluster drain`); the node drains within a lease period.
 	DrainRequested bool `json:"drain_requested"`
+	// DrainBy is who asked for it, and why, as the request says.
+	DrainBy string `json:"drain_by,omitempty"`
 	// Classes are the classes the node serves, as it published them when
 	// it started (ownership.ClassesKey); ClassesInstance is the instance
 	// that published them, which is the lease's unless the node has not
@@ -119,6 +122,7 @@ func ReadStatus(ctx context.Context, b ownership.Bucket, now time.Time) (Status,
 	nodeReads := readAll(ctx, b, nodeKeys)
 	ownerReads := readAll(ctx, b, ownerKeys)
 	classReads := readAll(ctx, b, classKeys)
+	drainReads := readAll(ctx, b, drainKeys)
 	if err := ctx.Err(); err != nil {
 		// Reads cut short say nothing of the records: no status.
 		return Status{}, fmt.Errorf("read the bucket: %w", err)
@@ -193,14 +197,19 @@ func ReadStatus(ctx context.Context, b ownership.Bucket, now time.Time) (Status,
 		n.Classes, n.ClassesInstance = append([]string{}, c.Classes...), c.Instance
 	}
 
-	for _, key := range drainKeys {
+	for i, key := range drainKeys {
 		lease := strings.TrimSuffix(key, drainSuffix)
 		seg, err := ownership.UnescapeSegment(lease[len(ownership.NodesPrefix):])
 		if err != nil {
 			bad(key, fmt.Errorf("%w: a drain request for no node id: %w", ownership.ErrUnreadable, err))
 			continue
 		}
-		node(ownership.NodeID(seg)).DrainRequested = true
+		n := node(ownership.NodeID(seg))
+		n.DrainRequested = true
+		var req DrainRequest
+		if b, ok := body(key, drainReads[i]); ok && json.Unmarshal(b, &req) == nil {
+			n.DrainBy = req.By
+		}
 	}
 
 	for i, key := range ownerKeys {
