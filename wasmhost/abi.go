@@ -65,6 +65,8 @@ type event struct {
 	// fetched is the encoded response of the last http_fetch, for
 	// http_fetch_read.
 	fetched []byte
+	// secret is the value of the last secret_len, for secret_read.
+	secret []byte
 	// alarm is the encoded alarm of an alarm event (alarm_event_read);
 	// alarms the encoded list of the last alarm_list_len.
 	alarm, alarms []byte
@@ -258,6 +260,7 @@ func instantiateABI(ctx context.Context, rt wazero.Runtime) error {
 	callFunctions(fn)
 	fetchFunctions(fn)
 	dialFunctions(fn)
+	secretFunctions(fn)
 	alarmFunctions(fn)
 	meterFunction(fn)
 	// abi_version() -> i32

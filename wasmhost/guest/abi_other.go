@@ -82,6 +82,10 @@ func httpFetch([]byte) int32 { panic(notWasm) }
 
 func httpFetchRead([]byte) { panic(notWasm) }
 
+func secretLen(string) int32 { panic(notWasm) }
+
+func secretRead([]byte) { panic(notWasm) }
+
 func wsDial([]byte) int64 { panic(notWasm) }
 
 func alarmSet(string, int64) int32 { panic(notWasm) }

@@ -279,6 +279,16 @@ func httpFetch(req []byte) int32 { return wkHTTPFetch(bytesPtr(req), uint32(len(
 
 func httpFetchRead(b []byte) { wkHTTPFetchRead(bytesPtr(b), uint32(len(b))) }
 
+//go:wasmimport wasmkeep secret_len
+func wkSecretLen(name unsafe.Pointer, nameLen uint32) int32
+
+//go:wasmimport wasmkeep secret_read
+func wkSecretRead(ptr unsafe.Pointer, n uint32) uint32
+
+func secretLen(name string) int32 { return wkSecretLen(stringPtr(name), uint32(len(name))) }
+
+func secretRead(b []byte) { wkSecretRead(bytesPtr(b), uint32(len(b))) }
+
 //go:wasmimport wasmkeep ws_dial
 func wkWSDial(req unsafe.Pointer, reqLen uint32) int64
 

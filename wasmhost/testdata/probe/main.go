@@ -148,6 +148,8 @@ func serve(r *guest.Request) *guest.Response {
 		return guest.Text(200, strconv.FormatInt(rawDial(r.Body), 10))
 	case "/alarm":
 		return alarms(r)
+	case "/secret":
+		return secret(r)
 	}
 	return guest.Text(200, strconv.Itoa(events))
 }
@@ -230,6 +232,22 @@ func fetch(r *guest.Request) *guest.Response {
 		}
 	}
 	return guest.Text(200, strconv.Itoa(resp.Status)+" "+echo+" "+string(resp.Body))
+}
+
+// secret reads the secrets the lines of the body name, logging each name
+// it reads, and answers "NAME=VALUE" for each it has, "NAME -" for each
+// it has not.
+func secret(r *guest.Request) *guest.Response {
+	var b strings.Builder
+	for _, name := range strings.Split(string(r.Body), "\n") {
+		guest.Log(guest.LevelInfo, "reading secret "+name)
+		if v, ok := guest.Secret(name); ok {
+			b.WriteString(name + "=" + string(v) + "\n")
+		} else {
+			b.WriteString(name + " -\n")
+		}
+	}
+	return guest.Text(200, b.String())
 }
 
 // dial stores "before-dial", then dials the query's url (n times, for
