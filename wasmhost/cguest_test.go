@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"filippo.io/age"
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
@@ -28,6 +29,8 @@ import (
 	"github.com/wasmkeep/wasmkeep/egress"
 	"github.com/wasmkeep/wasmkeep/internal/actorhost"
 	"github.com/wasmkeep/wasmkeep/internal/nodetest"
+	"github.com/wasmkeep/wasmkeep/internal/secrets"
+	"github.com/wasmkeep/wasmkeep/internal/testlog"
 	"github.com/wasmkeep/wasmkeep/internal/wasmc"
 	"github.com/wasmkeep/wasmkeep/node"
 	"github.com/wasmkeep/wasmkeep/ownership"
@@ -269,7 +272,8 @@ func TestCGuestABIVersion(t *testing.T) {
 
 // cProbe uses what the examples do not: batches, lists, deletes, the
 // many-key puts and gets, delete-all, rollback, the storage limits, query
-// parameters and headers, calls, outbound HTTP and WebSockets, alarms, and
+// parameters and headers, calls, outbound HTTP and WebSockets, alarms,
+// secrets, and
 // the actors' objects (a count of each actor's events in its data, freed
 // as it leaves).
 const cProbe = `#include "wasmkeep.h"
@@ -464,6 +468,20 @@ static wk_response *serve(const wk_request *req) {
 			wk_buf_write_int(&out, code);
 		}
 		wk_buf_write_byte(&out, '\n');
+	} else if (wk_str_eq(req->path, WK_STR("/secret"))) {
+		wk_buf long_name = {0};
+		for (int i = 0; i < 129; i++)
+			wk_buf_write_byte(&long_name, 'k');
+		wk_str names[] = {WK_STR("api-key"), WK_STR("nope"), WK_STR(""), wk_buf_str(&long_name)};
+		for (size_t i = 0; i < 4; i++) {
+			wk_str v = WK_STR("kept");
+			bool found = wk_secret(names[i], &v);
+			wk_buf_write_int(&out, (int64_t)names[i].len);
+			wk_buf_write_cstr(&out, found ? " found " : " none ");
+			wk_buf_write_str(&out, v);
+			wk_buf_write_byte(&out, '\n');
+		}
+		wk_log(WK_INFO, WK_STR("c probe read its secrets"));
 	} else if (wk_str_eq(req->path, WK_STR("/dial"))) {
 		wk_str url;
 		if (!wk_query(req, "url", &url))
@@ -554,8 +572,9 @@ func readmeClass(t *testing.T) string {
 
 // TestCGuestProbe drives the rest of the SDK on a node: storage batches
 // and lists, the limits, query and header helpers, a call to the C
-// counter, a fetch and an outbound socket to a local service, alarms; and
-// the class of the SDK's README.
+// counter, a fetch and an outbound socket to a local service, alarms, a
+// secret sealed in the node's bucket (whose value the node's log never
+// holds); and the class of the SDK's README.
 func TestCGuestProbe(t *testing.T) {
 	clang := cClang(t)
 	build := func(name, src string) []byte {
@@ -568,7 +587,14 @@ func TestCGuestProbe(t *testing.T) {
 		}
 		return buildC(t, clang, dir)
 	}
-	r := cRuntime(t)
+	var log testlog.Log
+	logger := slog.New(&log)
+	r, err := wasmhost.NewRuntime(context.Background(), wasmhost.Config{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	const secretValue = "c-5ecr3t-77d2"
 	feeds := make(chan *websocket.Conn, 4)
 	service := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if websocket.IsWebSocketUpgrade(r) {
@@ -595,6 +621,22 @@ func TestCGuestProbe(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.Egress.Allow = allow
+		c.Logger = logger
+		// A secret sealed in the node's bucket, opened with its identity.
+		id, err := age.GenerateX25519Identity()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := secrets.SetRecipients(t.Context(), c.Bucket, []string{id.Recipient().String()}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := secrets.Set(t.Context(), c.Bucket, "api-key", []byte(secretValue)); err != nil {
+			t.Fatal(err)
+		}
+		c.Secrets = secrets.NewVault(c.Bucket, []age.Identity{id})
+		if _, err := c.Secrets.Refresh(t.Context()); err != nil {
+			t.Fatal(err)
+		}
 	}})
 	do := func(method, path string, body string, header http.Header) *http.Response {
 		t.Helper()
@@ -642,6 +684,9 @@ func TestCGuestProbe(t *testing.T) {
 	probe("/fetch?url="+url.QueryEscape(service.URL+"/x"), "200 POST c from c\n")
 	probe("/fetch?url="+url.QueryEscape("http://10.9.9.9/"), "-2\n")
 	probe("/fetch?url="+url.QueryEscape("gopher://x/"), "-1\n")
+	probe("/secret", "7 found "+secretValue+"\n4 none kept\n0 none kept\n129 none kept\n")
+	require.True(t, log.Has("c probe read its secrets", "guest=true"), "the C guest's log line is not in the log")
+	require.NotContains(t, log.String(), secretValue, "the node's log holds the secret's value")
 	// An outbound socket: the service's messages reach the socket handler,
 	// which answers on the socket, and its close comes with the URL and
 	// tags.

@@ -930,3 +930,13 @@ int64_t wk_now_ms(void) {
 		return 0;
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
+
+/* ---- Secrets ---- */
+
+bool wk_secret(wk_str name, wk_str *value) {
+	int32_t n = wasmkeep_host_secret_len(name.ptr, (uint32_t)name.len);
+	if (n < 0)
+		return false;
+	*value = read_host(n, wasmkeep_host_secret_read);
+	return true;
+}

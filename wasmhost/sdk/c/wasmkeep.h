@@ -103,6 +103,8 @@ WK_IMPORT(alarm_list_len) int32_t wasmkeep_host_alarm_list_len(void);
 WK_IMPORT(alarm_list_read) int32_t wasmkeep_host_alarm_list_read(void *ptr, uint32_t len);
 WK_IMPORT(alarm_event_len) int32_t wasmkeep_host_alarm_event_len(void);
 WK_IMPORT(alarm_event_read) int32_t wasmkeep_host_alarm_event_read(void *ptr, uint32_t len);
+WK_IMPORT(secret_len) int32_t wasmkeep_host_secret_len(const void *name, uint32_t name_len);
+WK_IMPORT(secret_read) int32_t wasmkeep_host_secret_read(void *ptr, uint32_t len);
 
 /* Return codes of the exports wasmkeep_on_request, wasmkeep_on_socket and
  * wasmkeep_on_leave. */
@@ -531,6 +533,19 @@ typedef int (*wk_alarm_handler)(const wk_alarm *alarm);
 
 /* wk_now_ms is the time in Unix milliseconds. */
 int64_t wk_now_ms(void);
+
+/* ---- Secrets ---- */
+
+/*
+ * wk_secret finds the application secret name (an API key, a token: set
+ * with `wasmkeep secrets set NAME`, kept sealed in the bucket) and puts its
+ * value, in the event's arena, in *value. Without one (none set, one the
+ * node cannot open, a name empty or over 128 bytes) it returns false and
+ * leaves *value as it was. The host never logs a value: do not log it
+ * either (wk_log, stdout and stderr reach the node's log), nor answer or
+ * store it.
+ */
+bool wk_secret(wk_str name, wk_str *value);
 
 /* ---- Actors ---- */
 
