@@ -3,6 +3,7 @@ module github.com/wasmkeep/wasmkeep
 go 1.26.0
 
 require (
+	filippo.io/age v1.3.2
 	github.com/Shopify/toxiproxy/v2 v2.5.0
 	github.com/asynkron/protoactor-go v0.0.0-20240822202345-3c0e61ca19c9
 	github.com/aws/aws-sdk-go-v2 v1.48.0
@@ -23,7 +24,6 @@ require (
 )
 
 require (
-	filippo.io/age v1.3.2 // indirect
 	filippo.io/hpke v0.4.0 // indirect
 	github.com/Workiva/go-datastructures v1.1.3 // indirect
 	github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream v1.7.27 // indirect

@@ -5,10 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/wasmkeep/wasmkeep/ownership"
 )
@@ -154,37 +157,67 @@ func Text(status int, body string) *Response {
 	return &Response{Status: status, Header: h, Body: []byte(body)}
 }
 
-// Registry maps class names to classes. Fill it before the node serves:
-// Register is not safe concurrently with Lookup; Lookup alone is.
+// Registry maps class names to classes. Register fills it before the node
+// serves; Replace changes a class while it serves (a deploy). Lookup is
+// safe concurrently with both: it reads the map of the moment, which a
+// change never modifies (it stores a new one).
 type Registry struct {
-	classes map[string]Class
+	mu      sync.Mutex // writers
+	classes atomic.Pointer[map[string]Class]
 }
 
 // NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{classes: map[string]Class{}} }
+func NewRegistry() *Registry {
+	r := &Registry{}
+	r.classes.Store(&map[string]Class{})
+	return r
+}
 
 // Register adds a class under name. A name may be registered once.
 func (r *Registry) Register(name string, c Class) error {
 	if name == "" || c == nil {
 		return fmt.Errorf("register class %q: empty name or nil class", name)
 	}
-	if _, dup := r.classes[name]; dup {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := (*r.classes.Load())[name]; dup {
 		return fmt.Errorf("register class %q: already registered", name)
 	}
-	r.classes[name] = c
+	r.store(name, c)
 	return nil
+}
+
+// Replace makes c the class under name, registered or not, for the events
+// that look it up from now on; an actor in memory goes on with the class it
+// was made with until it leaves memory (or is told to switch).
+func (r *Registry) Replace(name string, c Class) error {
+	if name == "" || c == nil {
+		return fmt.Errorf("replace class %q: empty name or nil class", name)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.store(name, c)
+	return nil
+}
+
+// store stores a copy of the map with name set to c; r.mu is held.
+func (r *Registry) store(name string, c Class) {
+	m := maps.Clone(*r.classes.Load())
+	m[name] = c
+	r.classes.Store(&m)
 }
 
 // Lookup returns the class registered under name.
 func (r *Registry) Lookup(name string) (Class, bool) {
-	c, ok := r.classes[name]
+	c, ok := (*r.classes.Load())[name]
 	return c, ok
 }
 
 // Names lists the registered classes in order.
 func (r *Registry) Names() []string {
-	names := make([]string, 0, len(r.classes))
-	for n := range r.classes {
+	classes := *r.classes.Load()
+	names := make([]string, 0, len(classes))
+	for n := range classes {
 		names = append(names, n)
 	}
 	sort.Strings(names)

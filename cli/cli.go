@@ -111,6 +111,9 @@ func commands() *command {
 			clusterCommands(),
 			actorsCommands(),
 			secretsCommands(),
+			deployCommand(),
+			versionsCommand(),
+			rollbackCommand(),
 			versionCommand(),
 		},
 	}

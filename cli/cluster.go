@@ -266,6 +266,11 @@ func printStatus(w io.Writer, bucket string, st cluster.Status, now map[ownershi
 			counts := fmt.Sprintf("%d*\t%d*\t-\t-", l.Held, l.Parked)
 			if c, ok := now[n.Node]; ok && c.Err == "" {
 				counts = fmt.Sprintf("%d\t%d\t%d\t%d", c.Held, c.Parked, c.Pending, c.Sockets)
+				for _, d := range c.Deploys {
+					if d.Failed != "" {
+						why = append(why, fmt.Sprintf("%s: deployed class %s does not compile there (%s); it serves version %s", n.Node, d.Class, d.Failed, orDash(d.Version)))
+					}
+				}
 				if c.DrainStuck {
 					state += " (stuck: no live peer)"
 				}
@@ -286,7 +291,7 @@ func printStatus(w io.Writer, bucket string, st cluster.Status, now map[ownershi
 		fmt.Fprintln(w, "** of the records held, those whose holder has ended (an earlier instance, or a lease fenced")
 		fmt.Fprintln(w, "   or released): any node may acquire them.")
 		if len(why) > 0 {
-			fmt.Fprintln(w, "\nDrains requested:")
+			fmt.Fprintln(w, "\nWhat the nodes say:")
 			for _, l := range why {
 				fmt.Fprintf(w, "   %s\n", l)
 			}

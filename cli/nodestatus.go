@@ -23,6 +23,13 @@ type nodeNow struct {
 	Sockets    int  `json:"sockets"`
 	Draining   bool `json:"draining"`
 	DrainStuck bool `json:"drain_stuck"`
+	// Deploys: the deployed classes the node serves, and the versions
+	// it could not compile.
+	Deploys []struct {
+		Class   string `json:"class"`
+		Version string `json:"version"`
+		Failed  string `json:"failed"`
+	} `json:"deploys"`
 	// Err says why the page was not read ("" when it was).
 	Err string `json:"error,omitempty"`
 }

@@ -99,6 +99,8 @@ type serveConfig struct {
 	// are read again.
 	SecretsIdentity string
 	SecretsPoll     time.Duration
+	// DeployPoll is how often the node looks for deploys.
+	DeployPoll time.Duration
 	// AdminListen, when set, serves the admin pages there: the status
 	// page, the tree, the metrics and Go's profiles (net/http/pprof).
 	// PublicAdmin serves the status page and the tree on the public
@@ -265,6 +267,9 @@ func (c serveConfig) Validate() error {
 	}
 	if _, err := egress.ParseAllow(c.EgressAllow); err != nil {
 		errs = append(errs, fmt.Errorf("--egress-allow: %w", err))
+	}
+	if c.DeployPoll <= 0 {
+		errs = append(errs, fmt.Errorf("--deploy-poll %v: must be positive", c.DeployPoll))
 	}
 	if c.SecretsPoll <= 0 {
 		errs = append(errs, fmt.Errorf("--secrets-poll %v: must be positive", c.SecretsPoll))
@@ -466,6 +471,7 @@ func setupServe(fs *flag.FlagSet) action {
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&cfg.SecretsIdentity, "secrets-identity", "", "age identity file that opens the application's secrets ('wasmkeep secrets'), or its text in "+identityEnv+"; never stored in the bucket. A node that cannot open a secret drains (and 'cluster status' says why)")
 	fs.DurationVar(&cfg.SecretsPoll, "secrets-poll", 30*time.Second, "how often the node reads the secrets again (a list of them, and a read of each that changed)")
+	fs.DurationVar(&cfg.DeployPoll, "deploy-poll", 5*time.Second, "how often the node looks for classes deployed through the bucket ('wasmkeep deploy'): one list of their records, a read of each that changed")
 	fs.StringVar(&cfg.PeerCA, "peer-ca", "", "PEM file of the cluster's CA: with --tls-cert, a peer's certificate must be signed by it (unset: by a CA of the system's roots); the peers' HMAC signatures are checked all the same")
 	fs.StringVar(&cfg.AdminListen, "admin-listen", "", "host:port of the admin listener, apart from the node's: the status page (/status, JSON with Accept: application/json), the supervision tree (/debug/tree), /metrics and Go's runtime profiles (/debug/pprof/); unset: not served. Keep it off the public network")
 	fs.StringVar(&cfg.AdminListen, "debug-listen", "", "the same as --admin-listen (its former name)")
@@ -670,13 +676,17 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 	// The node's metrics registry, made first: the wasm runtime registers
 	// its metrics there before the node starts.
 	metrics := prometheus.NewRegistry()
-	registry, wasmClasses, err := loadClasses(ctx, log, goClasses, cfg.Classes, cfg.ClassesSet, func() (*wasmhost.Runtime, error) {
+	newRuntime := func() (*wasmhost.Runtime, error) {
+		if rt != nil {
+			return rt, nil
+		}
 		var err error
 		wcfg := cfg.wasm(log)
 		wcfg.Registerer = metrics
 		rt, err = wasmhost.NewRuntime(ctx, wcfg)
 		return rt, err
-	})
+	}
+	registry, wasmClasses, err := loadClasses(ctx, log, goClasses, cfg.Classes, cfg.ClassesSet, newRuntime)
 	if err != nil {
 		return err
 	}
@@ -783,6 +793,8 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 		PublicAdmin: cfg.PublicAdmin,
 		Secrets:     secrets.NewVault(b, ids),
 		SecretsPoll: cfg.SecretsPoll,
+		Deploys:     &lazyCompiler{runtime: newRuntime},
+		DeployPoll:  cfg.DeployPoll,
 	})
 	if err != nil {
 		return err
@@ -940,4 +952,21 @@ func tlsConfigs(cfg serveConfig, log *slog.Logger) (server, peers *tls.Config, e
 		}
 	}
 	return r.ServerConfig(), peers, nil
+}
+
+// lazyCompiler compiles deployed modules on the node's wasm runtime, made
+// at the first deploy if no wasm class made it at the start.
+type lazyCompiler struct {
+	mu      sync.Mutex
+	runtime func() (*wasmhost.Runtime, error)
+}
+
+func (c *lazyCompiler) Compile(ctx context.Context, class string, wasm []byte) (actors.Class, error) {
+	c.mu.Lock()
+	rt, err := c.runtime()
+	c.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return rt.Compile(ctx, class, wasm)
 }

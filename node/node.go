@@ -80,6 +80,12 @@ type Config struct {
 	// they are read again; zero: DefaultSecretsPoll.
 	Secrets     *secrets.Vault
 	SecretsPoll time.Duration
+	// Deploys, when set, compiles the classes deployed through the bucket
+	// (wasmkeep deploy): the node serves their current versions
+	// (deploys.go). DeployPoll is how often it looks; zero:
+	// DefaultDeployPoll.
+	Deploys    Compiler
+	DeployPoll time.Duration
 
 	// PublicAdmin serves the admin pages (/status, /debug/tree) on the
 	// public listener too; otherwise only AdminHandler serves them.
@@ -151,6 +157,7 @@ type Node struct {
 	peers     *peer.Client
 	alarms    *alarmPoller
 	secrets   *secretsWatch
+	deploys   *deployWatch
 }
 
 // Start starts the keeper (it returns once the node's lease is taken),
@@ -309,6 +316,12 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	am, err := newAlarmMetrics(reg, n.host)
 	if err != nil {
 		return fail(err)
+	}
+	if cfg.Deploys != nil {
+		if n.deploys, err = newDeployWatch(cfg.Bucket, cfg.Registry, cfg.Deploys, n.host, cmp.Or(cfg.DeployPoll, DefaultDeployPoll), reg, log); err != nil {
+			return fail(err)
+		}
+		n.deploys.start(ctx)
 	}
 	n.alarms = startAlarms(n.host, cfg.Bucket, cmp.Or(cfg.AlarmPoll, DefaultAlarmPoll), alarmIO, am, log)
 	if cfg.Secrets != nil {
@@ -483,6 +496,9 @@ func (n *Node) Err() error {
 func (n *Node) Stop(ctx context.Context) error {
 	var errs []error
 	n.alarms.stop() // no alarm's event starts from now on
+	if n.deploys != nil {
+		n.deploys.stop()
+	}
 	if n.secrets != nil {
 		n.secrets.stop()
 	}

@@ -28,6 +28,7 @@ type statusPage struct {
 	Unresolved int                `json:"unresolved"`
 	Sockets    int                `json:"sockets"`
 	Classes    []string           `json:"classes"`
+	Deploys    []deployStatus     `json:"deploys"`
 	Peers      []statusPeer       `json:"peers"`
 	Tree       []supervisors.Line `json:"tree"`
 	At         time.Time          `json:"at"`
@@ -66,6 +67,10 @@ func (n *Node) statusPage(ctx context.Context) statusPage {
 		}
 		p.Peers = append(p.Peers, sp)
 	}
+	p.Deploys = []deployStatus{}
+	if n.deploys != nil {
+		p.Deploys = n.deploys.status()
+	}
 	return p
 }
 
@@ -100,6 +105,10 @@ lease {{if .LeaseValid}}<span class="ok">valid</span>{{else}}<span class="bad">n
 <table><tr><th>held</th><th>parked</th><th>pending releases</th><th>unresolved</th><th>WebSockets</th></tr>
 <tr><td>{{.Held}}</td><td>{{.Parked}}</td><td>{{.Pending}}</td><td>{{.Unresolved}}</td><td>{{.Sockets}}</td></tr></table>
 <p>classes served: {{range $i, $c := .Classes}}{{if $i}}, {{end}}<code>{{$c}}</code>{{end}}</p>
+{{if .Deploys}}<h2>Deployed classes</h2>
+<table><tr><th>class</th><th>version served</th><th>failed</th></tr>
+{{range .Deploys}}<tr><td><code>{{.Class}}</code></td><td><code>{{.Version}}</code></td><td>{{if .Failed}}<span class="bad">{{.Failed}}</span>{{end}}</td></tr>
+{{end}}</table>{{end}}
 <h2>Peers</h2>
 {{if .Peers}}<table id="peers"><tr><th>node</th><th>instance</th><th>lease</th><th>live</th><th>address</th><th>lease unchanged for</th><th>taken for dead in</th><th>held*</th><th>parked*</th><th>classes</th></tr>
 {{range .Peers}}<tr><td>{{.Node}}</td><td><code>{{.Instance}}</code></td><td>{{.State}}</td><td>{{if .Live}}<span class="ok">yes</span>{{else}}<span class="bad">no</span>{{end}}</td><td><code>{{.Addr}}</code></td><td>{{.Unchanged}}</td><td>{{.DeadIn}}</td><td>{{.Held}}</td><td>{{.Parked}}</td><td>{{range $i, $c := .Classes}}{{if $i}}, {{end}}<code>{{$c}}</code>{{end}}</td></tr>

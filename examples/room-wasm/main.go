@@ -15,6 +15,10 @@
 // (but a feed's), any other message, text or binary, is echoed back to its
 // socket.
 //
+// A message "/version" has the room post which build of it runs (set at
+// build time: -ldflags "-X main.version=2"; "1" otherwise): a deploy's new
+// version shows there.
+//
 // A message "/remind 30s stretch" sets a reminder: an alarm of the room,
 // which posts "stretch" from "reminder" when it is due, waking the room
 // where its people are connected if it sleeps.
@@ -54,6 +58,9 @@ func init() {
 	guest.HandleSocket(onSocket)
 	guest.HandleAlarm(onAlarm)
 }
+
+// version is this build's, as /version says (-ldflags "-X main.version=N").
+var version = "1"
 
 // remind sets a reminder for a "/remind DURATION TEXT" message of from,
 // and returns what the room posts for it then.
@@ -172,6 +179,9 @@ func onSocket(ev *guest.SocketEvent) error {
 				return err
 			}
 			return post("reminder", note)
+		}
+		if text == "/version" {
+			return post("room", "room-wasm version "+version)
 		}
 		if note, ok, err := follow(text); ok || err != nil {
 			if err != nil {

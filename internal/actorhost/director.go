@@ -308,7 +308,7 @@ func (d *director) event(ctx actor.Context, m *eventMsg) {
 
 // spawn makes a resident: its proto.actor actor and its entry.
 func (d *director) spawn(ctx actor.Context, a ownership.Actor, class actors.Class, gen ownership.Generation) *residentEntry {
-	ra := &residentActor{h: d.h, actor: a, class: class, ended: new(atomic.Bool)}
+	ra := &residentActor{h: d.h, actor: a, class: class, ended: new(atomic.Bool), classSeen: d.h.switches.Load()}
 	var opts []actor.PropsOption
 	if d.h.cfg.Supervision != nil {
 		opts = d.h.cfg.Supervision.Props(a.Class)

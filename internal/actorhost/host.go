@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -280,6 +282,25 @@ type Host struct {
 	alarms alarmCounts
 	// merges holds a token for each merge of runs under way (compact.go).
 	merges chan struct{}
+	// switches counts SwitchNow's calls; switchedAt holds, per class
+	// name, the count at the class's last one.
+	switches   atomic.Uint64
+	switchedAt sync.Map
+}
+
+// SwitchNow makes the resident actors of class switch to the class the
+// registry has for it now (a deploy's new version) at their next event,
+// rather than at their next hibernation: each closes what its class made
+// for it (its Resident) after the event before, and takes the new class.
+func (h *Host) SwitchNow(class string) {
+	h.switchedAt.Store(class, h.switches.Add(1))
+}
+
+// switchDue says whether a resident actor of class that last looked at
+// switch count seen must take the registry's class now.
+func (h *Host) switchDue(class string, seen uint64) bool {
+	v, ok := h.switchedAt.Load(class)
+	return ok && v.(uint64) > seen
 }
 
 // StorageStats is what the resident actors' storage read from the bucket,

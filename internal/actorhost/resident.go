@@ -34,6 +34,8 @@ type residentActor struct {
 	h     *Host
 	actor ownership.Actor
 	class actors.Class
+	// classSeen is the Host's switch count (SwitchNow) class was taken at.
+	classSeen uint64
 	ended *atomic.Bool // see residentEntry.ended
 	// per is the class's Resident for this residency when the class is a
 	// ResidentClass, made at the first event and closed when the actor
@@ -345,6 +347,15 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 	}
 	if ra.held(m) {
 		return
+	}
+	if n := ra.h.switches.Load(); n != ra.classSeen {
+		// A deploy with --now: the class in the registry when the event
+		// was sent is taken at this boundary between events.
+		if ra.h.switchDue(ra.actor.Class, ra.classSeen) && m.class != nil {
+			ra.closePer()
+			ra.class = m.class
+		}
+		ra.classSeen = n
 	}
 	if !ra.loaded || m.gen != ra.gen {
 		ra.switching = &grantSwitch{stash: []*eventMsg{m}}

@@ -183,7 +183,7 @@ func Set(ctx context.Context, b ownership.Bucket, name string, value []byte) err
 	if err != nil {
 		return fmt.Errorf("seal secret %q: %w", name, err)
 	}
-	if _, err := b.Put(ctx, valuePrefix+name, body, ownership.Condition{}); err != nil {
+	if _, err := b.Put(ctx, valuePrefix+name, body, ownership.Always()); err != nil {
 		return fmt.Errorf("write secret %q: %w", name, err)
 	}
 	return nil
@@ -197,7 +197,7 @@ func Delete(ctx context.Context, b ownership.Bucket, name string) error {
 	if _, err := b.Get(ctx, valuePrefix+name); errors.Is(err, ownership.ErrNotFound) {
 		return fmt.Errorf("secret %q: %w", name, ErrNotFound)
 	}
-	return b.Delete(ctx, valuePrefix+name, ownership.Condition{})
+	return b.Delete(ctx, valuePrefix+name, ownership.Always())
 }
 
 // Entry is a secret as the bucket lists it.
@@ -256,7 +256,7 @@ func SetRecipients(ctx context.Context, b ownership.Bucket, rs []string, ids []a
 		values[e.Name] = v
 	}
 	body := []byte(strings.Join(rs, "\n") + "\n")
-	if _, err := b.Put(ctx, recipientsKey, body, ownership.Condition{}); err != nil {
+	if _, err := b.Put(ctx, recipientsKey, body, ownership.Always()); err != nil {
 		return fmt.Errorf("write the secrets recipients: %w", err)
 	}
 	for name, v := range values {
@@ -264,7 +264,7 @@ func SetRecipients(ctx context.Context, b ownership.Bucket, rs []string, ids []a
 		if err != nil {
 			return fmt.Errorf("seal secret %q: %w", name, err)
 		}
-		if _, err := b.Put(ctx, valuePrefix+name, sealed, ownership.Condition{}); err != nil {
+		if _, err := b.Put(ctx, valuePrefix+name, sealed, ownership.Always()); err != nil {
 			return fmt.Errorf("write secret %q: %w", name, err)
 		}
 	}

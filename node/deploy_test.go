@@ -1,0 +1,121 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/internal/deploys"
+	"github.com/wasmkeep/wasmkeep/internal/nodetest"
+	"github.com/wasmkeep/wasmkeep/node"
+	"github.com/wasmkeep/wasmkeep/ownership/dirstore"
+	"github.com/wasmkeep/wasmkeep/wasmhost"
+)
+
+// buildRoom builds examples/room-wasm with its version set to v.
+func buildRoom(t *testing.T, v string) []byte {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "room-"+v+".wasm")
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-ldflags", "-X main.version="+v, "-o", out, "../examples/room-wasm")
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build room-wasm %s: %v\n%s", v, err, msg)
+	}
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	return b
+}
+
+// compiler is the node's wasm runtime, as serve gives it.
+type compiler struct{ rt *wasmhost.Runtime }
+
+func (c compiler) Compile(ctx context.Context, class string, wasm []byte) (actors.Class, error) {
+	return c.rt.Compile(ctx, class, wasm)
+}
+
+// TestDeployKeepsSockets: a wasm class deployed through the bucket is
+// served from the node's first event; a new version deployed with --now
+// is taken by the resident room at its next event, and one deployed
+// without it only at its next hibernation; either way the room's people
+// stay connected (no socket closes) and see the version that runs. A
+// version that does not compile is shown, counted, and the one before
+// served.
+func TestDeployKeepsSockets(t *testing.T) {
+	v1, v2 := buildRoom(t, "1"), buildRoom(t, "2")
+	ctx := t.Context()
+	dir := t.TempDir()
+	b, err := dirstore.Open(dir)
+	require.NoError(t, err)
+	t.Cleanup(func() { b.Close() })
+	rt, err := wasmhost.NewRuntime(ctx, wasmhost.Config{CacheDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(func() { rt.Close(context.Background()) })
+	_, err = deploys.Upload(ctx, b, "room", v1, deploys.Deploy{At: time.Now()})
+	require.NoError(t, err)
+	n := nodetest.Start(t, nodetest.Options{Dir: dir, IdleTimeout: time.Hour, Configure: func(c *node.Config) {
+		c.Deploys, c.DeployPoll = compiler{rt}, 20*time.Millisecond
+	}})
+
+	join := func(name string) *websocket.Conn {
+		ws := n.Dial(t, "room", "den")
+		require.NoError(t, ws.WriteJSON(map[string]string{"type": "join", "name": name}))
+		awaitFrame(t, ws, func(f nodetest.Frame) bool { return f.Type == "history" })
+		return ws
+	}
+	ada, bob := join("ada"), join("bob")
+	version := func() string {
+		t.Helper()
+		require.NoError(t, ada.WriteJSON(map[string]string{"type": "say", "text": "/version"}))
+		var got string
+		for _, ws := range []*websocket.Conn{ada, bob} {
+			f := awaitFrame(t, ws, func(f nodetest.Frame) bool { return f.Type == "said" && f.Message.From == "room" })
+			if got != "" {
+				require.Equal(t, got, f.Message.Text, "both people see the same room")
+			}
+			got = f.Message.Text
+		}
+		return got
+	}
+	applied := func(want float64) {
+		t.Helper()
+		require.Eventually(t, func() bool { return metricValue(t, n, "wasmkeep_deploys_applied_total") == want },
+			nodetest.Wait, 5*time.Millisecond, "the node applies deploy %v", want)
+	}
+	applied(1)
+	require.Equal(t, "room-wasm version 1", version(), "served from the node's first event")
+
+	_, err = deploys.Upload(ctx, b, "room", v2, deploys.Deploy{At: time.Now(), Now: true})
+	require.NoError(t, err)
+	applied(2)
+	require.Equal(t, "room-wasm version 2", version(), "--now: the resident room switched at its next event")
+
+	_, err = deploys.Rollback(ctx, b, "room", "", deploys.Deploy{At: time.Now()})
+	require.NoError(t, err)
+	applied(3)
+	require.Equal(t, "room-wasm version 2", version(), "without --now the resident room keeps its version until it hibernates")
+
+	_, err = deploys.Upload(ctx, b, "room", []byte("not a module"), deploys.Deploy{At: time.Now(), Now: true})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return metricValue(t, n, "wasmkeep_deploy_failures_total") == 1 }, nodetest.Wait, 5*time.Millisecond)
+	code, body := get(t, n.URL+"/status?format=json")
+	require.Equal(t, 200, code)
+	var st struct {
+		Deploys []struct{ Class, Version, Failed string } `json:"deploys"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &st))
+	require.Len(t, st.Deploys, 1)
+	require.Equal(t, deploys.Version(v1), st.Deploys[0].Version, "the version before is served")
+	require.Contains(t, st.Deploys[0].Failed, deploys.Version([]byte("not a module")))
+	require.Equal(t, "room-wasm version 2", version(), "the room goes on")
+	_, metrics := get(t, n.URL+"/metrics")
+	require.NotContains(t, metrics, "wasmkeep_websocket_closed_total{", "no socket closed")
+	require.Equal(t, 2.0, metricValue(t, n, "wasmkeep_websockets_open"))
+}
