@@ -29,7 +29,7 @@ type (
 		// dialStamp: sock is the close of an outbound socket of that
 		// socket owner, found gone at a wake (dial.go); 0 for any other.
 		dialStamp uint64
-		alarm  *alarmEvent         // instead of req: an alarm's delivery
+		alarm     *alarmEvent // instead of req: an alarm's delivery
 		// key: the request's event key (keys.go), if it has one.
 		key   *keyedEvent
 		reply chan result

@@ -36,7 +36,7 @@ type residentActor struct {
 	class actors.Class
 	// classSeen is the Host's switch count (SwitchNow) class was taken at.
 	classSeen uint64
-	ended *atomic.Bool // see residentEntry.ended
+	ended     *atomic.Bool // see residentEntry.ended
 	// per is the class's Resident for this residency when the class is a
 	// ResidentClass, made at the first event and closed when the actor
 	// stops being resident.
