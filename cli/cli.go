@@ -112,6 +112,7 @@ func commands() *command {
 			actorsCommands(),
 			secretsCommands(),
 			deployCommand(),
+			devCommand(),
 			versionsCommand(),
 			rollbackCommand(),
 			versionCommand(),

@@ -422,7 +422,11 @@ func (b *byteSize) Set(s string) error {
 	return nil
 }
 
-func setupServe(fs *flag.FlagSet) action {
+func setupServe(fs *flag.FlagSet) action { return setupServeWith(fs, nil) }
+
+// setupServeWith registers serve's flags on fs; its action runs the node
+// through around, when set (wasmkeep dev), which calls serve.
+func setupServeWith(fs *flag.FlagSet, around func(ctx context.Context, cfg *serveConfig, e env, serve func() error) error) action {
 	cfg := serveConfig{
 		Listen:       "127.0.0.1:8080",
 		BucketURL:    defaultBucketURL,
@@ -519,6 +523,14 @@ func setupServe(fs *flag.FlagSet) action {
 	fs.IntVar(&cfg.WasmShared, "wasm-shared-guests", 0, "how many guests serve the resident actors of each wasm class in isolation class (one more for an event whose every guest is held by an event waiting for it through calls); 0: as many as the cores the Go runtime uses (GOMAXPROCS)")
 	return func(ctx context.Context, e env, _ []string) error {
 		fs.Visit(func(f *flag.Flag) { cfg.ClassesSet = cfg.ClassesSet || f.Name == "classes" })
+		if around != nil {
+			return around(ctx, &cfg, e, func() error {
+				if err := cfg.Validate(); err != nil {
+					return usageError{err}
+				}
+				return runServe(ctx, cfg, e)
+			})
+		}
 		if err := cfg.Validate(); err != nil {
 			return usageError{err}
 		}
