@@ -94,6 +94,11 @@ examples:
 run: build examples
 	./$(BIN) serve $(ARGS)
 
+# dev runs a node that rebuilds and deploys each examples/*-wasm class as
+# its files change (wasmkeep dev); ARGS adds flags.
+dev: build
+	./$(BIN) dev $(ARGS)
+
 # check runs the conditional-write check against a fresh directory store.
 check: build
 	@dir="$$(mktemp -d)" && trap 'rm -rf "$$dir"' EXIT && ./$(BIN) bucket check --bucket "$$dir"

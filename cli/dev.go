@@ -191,4 +191,3 @@ func filesStamp(dir string) (string, error) {
 	})
 	return hex.EncodeToString(h.Sum(nil)), err
 }
-
