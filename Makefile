@@ -3,7 +3,7 @@
 GO ?= go
 BIN ?= bin/wasmkeep
 
-.PHONY: test vet versitygw chromium wasm-c build examples check sim-long soak run fuzz
+.PHONY: test vet versitygw chromium wasm-c build examples check sim-long soak run dev fuzz
 
 # Every package but the simulation runs under the race detector. The
 # simulation is single-threaded per run (it spreads seeds over the cores
