@@ -3,9 +3,13 @@ package node_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -118,4 +122,127 @@ func TestDeployKeepsSockets(t *testing.T) {
 	_, metrics := get(t, n.URL+"/metrics")
 	require.NotContains(t, metrics, "wasmkeep_websocket_closed_total{", "no socket closed")
 	require.Equal(t, 2.0, metricValue(t, n, "wasmkeep_websockets_open"))
+}
+
+// buildCounter builds examples/counter-wasm with its version set to v.
+func buildCounter(t *testing.T, v string) []byte {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "counter-"+v+".wasm")
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-ldflags", "-X main.version="+v, "-o", out, "../examples/counter-wasm")
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build counter-wasm %s: %v\n%s", v, err, msg)
+	}
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	return b
+}
+
+// TestDeployUnderLoad: counters take increments from four clients while
+// their class is deployed again and again (with and without --now): every
+// increment acknowledged is in the count at the end, none counted twice,
+// none refused for the deploys, and the versions did change under the load.
+func TestDeployUnderLoad(t *testing.T) {
+	v1, v2 := buildCounter(t, "1"), buildCounter(t, "2")
+	ctx := t.Context()
+	dir := t.TempDir()
+	b, err := dirstore.Open(dir)
+	require.NoError(t, err)
+	t.Cleanup(func() { b.Close() })
+	rt, err := wasmhost.NewRuntime(ctx, wasmhost.Config{CacheDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(func() { rt.Close(context.Background()) })
+	_, err = deploys.Upload(ctx, b, "tally", v1, deploys.Deploy{At: time.Now()})
+	require.NoError(t, err)
+	n := nodetest.Start(t, nodetest.Options{Dir: dir, IdleTimeout: 20 * time.Millisecond, Configure: func(c *node.Config) {
+		c.Deploys, c.DeployPoll = compiler{rt}, 10*time.Millisecond
+	}})
+
+	const clients, counters = 4, 8
+	stop := make(chan struct{})
+	acked := make([][counters]int, clients)
+	failed := make([]string, clients)
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				k := (c + i) % counters
+				res, err := http.Get(fmt.Sprintf("%s/actor/tally/c%d", n.URL, k))
+				if err != nil {
+					failed[c] = err.Error()
+					return
+				}
+				body, _ := io.ReadAll(res.Body)
+				res.Body.Close()
+				if res.StatusCode != http.StatusOK {
+					failed[c] = fmt.Sprintf("%d %s", res.StatusCode, body)
+					return
+				}
+				acked[c][k]++
+			}
+		})
+	}
+	versions := map[string]bool{}
+	for i := range 10 {
+		m := v1
+		if i%2 == 0 {
+			m = v2
+		}
+		_, err := deploys.Upload(ctx, b, "tally", m, deploys.Deploy{At: time.Now(), Now: i%3 == 0})
+		require.NoError(t, err)
+		want := float64(i + 2)
+		require.Eventually(t, func() bool { return metricValue(t, n, "wasmkeep_deploys_applied_total") >= want },
+			nodetest.Wait, 2*time.Millisecond)
+		_, body := get(t, n.URL+"/actor/tally/probe?version")
+		versions[body] = true
+	}
+	close(stop)
+	wg.Wait()
+	for c, f := range failed {
+		require.Empty(t, f, "client %d had an increment refused", c)
+	}
+	total := 0
+	for k := range counters {
+		want := 0
+		for c := range clients {
+			want += acked[c][k]
+		}
+		total += want
+		_, body := get(t, fmt.Sprintf("%s/actor/tally/c%d?read", n.URL, k))
+		require.Equal(t, fmt.Sprint(want), body, "counter c%d: every acknowledged increment, once", k)
+	}
+	require.Greater(t, total, 100, "the load ran through the deploys")
+	require.Len(t, versions, 2, "both versions served: %v", versions)
+}
+
+// TestDeployAtHibernation: a version deployed without --now is taken by
+// an actor at its next wake, once it hibernated.
+func TestDeployAtHibernation(t *testing.T) {
+	v1, v2 := buildCounter(t, "1"), buildCounter(t, "2")
+	ctx := t.Context()
+	dir := t.TempDir()
+	b, err := dirstore.Open(dir)
+	require.NoError(t, err)
+	t.Cleanup(func() { b.Close() })
+	rt, err := wasmhost.NewRuntime(ctx, wasmhost.Config{CacheDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(func() { rt.Close(context.Background()) })
+	_, err = deploys.Upload(ctx, b, "tally", v1, deploys.Deploy{At: time.Now()})
+	require.NoError(t, err)
+	n := nodetest.Start(t, nodetest.Options{Dir: dir, IdleTimeout: 100 * time.Millisecond, Configure: func(c *node.Config) {
+		c.Deploys, c.DeployPoll = compiler{rt}, 10*time.Millisecond
+	}})
+	_, body := get(t, n.URL+"/actor/tally/a?version")
+	require.Equal(t, "counter-wasm version 1", body)
+	_, err = deploys.Upload(ctx, b, "tally", v2, deploys.Deploy{At: time.Now()})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return metricValue(t, n, "wasmkeep_deploys_applied_total") == 2 }, nodetest.Wait, 5*time.Millisecond)
+	// Asked less often than it hibernates: each ask wakes it.
+	require.Eventually(t, func() bool { _, body = get(t, n.URL+"/actor/tally/a?version"); return body == "counter-wasm version 2" },
+		10*time.Second, 300*time.Millisecond, "the actor takes the new version once it hibernated: %s", body)
 }

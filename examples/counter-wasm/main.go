@@ -1,6 +1,7 @@
 // Command counter-wasm is the example wasm actor class: a counter kept in
 // the actor's storage. GET increments it and returns the new value as
-// text; GET with ?read returns it without writing; other methods get 405.
+// text; GET with ?read returns it without writing, GET with ?version the
+// build's version; other methods get 405.
 // It is the wasm twin of the Go-native actors.Counter. Its actors share a
 // few guests per node (guest.IsolationClass, the SDK's default): a
 // resident counter costs its object there, not a guest of its own.
@@ -20,7 +21,14 @@ func init() {
 	guest.Handle(serve)
 }
 
+// version is this build's (-ldflags "-X main.version=N"), answered to
+// GET ?version: a deploy's new version shows there.
+var version = "1"
+
 func serve(r *guest.Request) *guest.Response {
+	if _, ok := r.Query("version"); ok {
+		return guest.Text(200, "counter-wasm version "+version+"\n")
+	}
 	if r.Method != "GET" {
 		resp := guest.Text(405, "counter: only GET\n")
 		resp.Header = append(resp.Header, guest.Field{Name: "Allow", Value: "GET"})
