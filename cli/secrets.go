@@ -180,7 +180,11 @@ func runRecipientsChange(add bool) func(ctx context.Context, cfg secretsConfig, 
 		if !add {
 			verb = "removed"
 		}
-		fmt.Fprintf(e.out, "recipient %s %s; every secret sealed again to the %d recipients.\n", r, verb, len(rs))
+		plural := "s"
+		if len(rs) == 1 {
+			plural = ""
+		}
+		fmt.Fprintf(e.out, "recipient %s %s; every secret sealed again to the cluster's %d recipient%s.\n", r, verb, len(rs), plural)
 		return nil
 	}
 }
