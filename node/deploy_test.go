@@ -20,22 +20,46 @@ import (
 	"github.com/wasmkeep/wasmkeep/internal/deploys"
 	"github.com/wasmkeep/wasmkeep/internal/nodetest"
 	"github.com/wasmkeep/wasmkeep/node"
+	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/dirstore"
 	"github.com/wasmkeep/wasmkeep/wasmhost"
 )
 
-// buildRoom builds examples/room-wasm with its version set to v.
-func buildRoom(t *testing.T, v string) []byte {
+// buildGuest builds the example guest pkg (room-wasm, counter-wasm) with
+// its version set to v.
+func buildGuest(t *testing.T, pkg, v string) []byte {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "room-"+v+".wasm")
-	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-ldflags", "-X main.version="+v, "-o", out, "../examples/room-wasm")
+	out := filepath.Join(t.TempDir(), pkg+"-"+v+".wasm")
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-ldflags", "-X main.version="+v, "-o", out, "../examples/"+pkg)
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build room-wasm %s: %v\n%s", v, err, msg)
+		t.Fatalf("build %s %s: %v\n%s", pkg, v, err, msg)
 	}
 	b, err := os.ReadFile(out)
 	require.NoError(t, err)
 	return b
+}
+
+func buildRoom(t *testing.T, v string) []byte    { return buildGuest(t, "room-wasm", v) }
+func buildCounter(t *testing.T, v string) []byte { return buildGuest(t, "counter-wasm", v) }
+
+// deployNode starts a node that serves the classes deployed to its bucket,
+// looking every poll, with first deployed as class before it starts.
+func deployNode(t *testing.T, class string, first []byte, idle, poll time.Duration) (*nodetest.Node, ownership.Bucket) {
+	t.Helper()
+	dir := t.TempDir()
+	b, err := dirstore.Open(dir)
+	require.NoError(t, err)
+	t.Cleanup(func() { b.Close() })
+	rt, err := wasmhost.NewRuntime(t.Context(), wasmhost.Config{CacheDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(func() { rt.Close(context.Background()) })
+	_, err = deploys.Upload(t.Context(), b, class, first, deploys.Deploy{At: time.Now()})
+	require.NoError(t, err)
+	n := nodetest.Start(t, nodetest.Options{Dir: dir, IdleTimeout: idle, Configure: func(c *node.Config) {
+		c.Deploys, c.DeployPoll = compiler{rt}, poll
+	}})
+	return n, b
 }
 
 // compiler is the node's wasm runtime, as serve gives it.
@@ -55,18 +79,8 @@ func (c compiler) Compile(ctx context.Context, class string, wasm []byte) (actor
 func TestDeployKeepsSockets(t *testing.T) {
 	v1, v2 := buildRoom(t, "1"), buildRoom(t, "2")
 	ctx := t.Context()
-	dir := t.TempDir()
-	b, err := dirstore.Open(dir)
-	require.NoError(t, err)
-	t.Cleanup(func() { b.Close() })
-	rt, err := wasmhost.NewRuntime(ctx, wasmhost.Config{CacheDir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(func() { rt.Close(context.Background()) })
-	_, err = deploys.Upload(ctx, b, "room", v1, deploys.Deploy{At: time.Now()})
-	require.NoError(t, err)
-	n := nodetest.Start(t, nodetest.Options{Dir: dir, IdleTimeout: time.Hour, Configure: func(c *node.Config) {
-		c.Deploys, c.DeployPoll = compiler{rt}, 20*time.Millisecond
-	}})
+	n, b := deployNode(t, "room", v1, time.Hour, 20*time.Millisecond)
+	var err error
 
 	join := func(name string) *websocket.Conn {
 		ws := n.Dial(t, "room", "den")
@@ -124,20 +138,6 @@ func TestDeployKeepsSockets(t *testing.T) {
 	require.Equal(t, 2.0, metricValue(t, n, "wasmkeep_websockets_open"))
 }
 
-// buildCounter builds examples/counter-wasm with its version set to v.
-func buildCounter(t *testing.T, v string) []byte {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "counter-"+v+".wasm")
-	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-ldflags", "-X main.version="+v, "-o", out, "../examples/counter-wasm")
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build counter-wasm %s: %v\n%s", v, err, msg)
-	}
-	b, err := os.ReadFile(out)
-	require.NoError(t, err)
-	return b
-}
-
 // TestDeployUnderLoad: counters take increments from four clients while
 // their class is deployed again and again (with and without --now): every
 // increment acknowledged is in the count at the end, none counted twice,
@@ -145,18 +145,7 @@ func buildCounter(t *testing.T, v string) []byte {
 func TestDeployUnderLoad(t *testing.T) {
 	v1, v2 := buildCounter(t, "1"), buildCounter(t, "2")
 	ctx := t.Context()
-	dir := t.TempDir()
-	b, err := dirstore.Open(dir)
-	require.NoError(t, err)
-	t.Cleanup(func() { b.Close() })
-	rt, err := wasmhost.NewRuntime(ctx, wasmhost.Config{CacheDir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(func() { rt.Close(context.Background()) })
-	_, err = deploys.Upload(ctx, b, "tally", v1, deploys.Deploy{At: time.Now()})
-	require.NoError(t, err)
-	n := nodetest.Start(t, nodetest.Options{Dir: dir, IdleTimeout: 20 * time.Millisecond, Configure: func(c *node.Config) {
-		c.Deploys, c.DeployPoll = compiler{rt}, 10*time.Millisecond
-	}})
+	n, b := deployNode(t, "tally", v1, 20*time.Millisecond, 10*time.Millisecond)
 
 	const clients, counters = 4, 8
 	stop := make(chan struct{})
@@ -225,18 +214,8 @@ func TestDeployUnderLoad(t *testing.T) {
 func TestDeployAtHibernation(t *testing.T) {
 	v1, v2 := buildCounter(t, "1"), buildCounter(t, "2")
 	ctx := t.Context()
-	dir := t.TempDir()
-	b, err := dirstore.Open(dir)
-	require.NoError(t, err)
-	t.Cleanup(func() { b.Close() })
-	rt, err := wasmhost.NewRuntime(ctx, wasmhost.Config{CacheDir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(func() { rt.Close(context.Background()) })
-	_, err = deploys.Upload(ctx, b, "tally", v1, deploys.Deploy{At: time.Now()})
-	require.NoError(t, err)
-	n := nodetest.Start(t, nodetest.Options{Dir: dir, IdleTimeout: 100 * time.Millisecond, Configure: func(c *node.Config) {
-		c.Deploys, c.DeployPoll = compiler{rt}, 10*time.Millisecond
-	}})
+	n, b := deployNode(t, "tally", v1, 100*time.Millisecond, 10*time.Millisecond)
+	var err error
 	_, body := get(t, n.URL+"/actor/tally/a?version")
 	require.Equal(t, "counter-wasm version 1", body)
 	_, err = deploys.Upload(ctx, b, "tally", v2, deploys.Deploy{At: time.Now()})

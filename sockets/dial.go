@@ -150,27 +150,7 @@ func (o *Owner) Dial(ctx context.Context, a ownership.Actor, req DialRequest) (I
 	s.url, s.wc = u.String(), wc
 	o.cfg.Sink.Opened(a)
 	o.m.dials.WithLabelValues("opened").Inc()
-	o.m.open.Inc()
-
-	o.allMu.RLock()
-	rm.mu.Lock()
-	rm.dropPendingLocked(p)
-	rm.sockets[s.id] = s
-	code, reason := p.closeCode, p.closeReason
-	rm.mu.Unlock()
-	o.allMu.RUnlock()
-	ws := &o.wheel[s.id%wheelSlots]
-	ws.mu.Lock()
-	ws.sockets[s.id] = s
-	ws.mu.Unlock()
-
-	go s.read()
-	switch {
-	case p.failed:
-		s.fail(ErrInternal)
-	case code != 0:
-		_ = s.close(code, reason, reason)
-	}
+	o.admit(s, rm, p)
 	return s.id, nil
 }
 

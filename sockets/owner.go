@@ -391,8 +391,16 @@ func (o *Owner) Accept(w http.ResponseWriter, r *http.Request, a ownership.Actor
 	s.wc = hw.wc
 	o.cfg.Sink.Opened(a)
 	o.m.accepted.Inc()
-	o.m.open.Inc()
+	o.admit(s, rm, p)
+	return s.id, nil
+}
 
+// admit makes s, accepted or dialed while p kept its place in room rm,
+// visible: in its room, on the ping wheel, its reader started; then acts
+// on what happened to p meanwhile (a close, its room's failure, what was
+// broadcast to it).
+func (o *Owner) admit(s *socket, rm *actorSockets, p *pendingAccept) {
+	o.m.open.Inc()
 	o.allMu.RLock()
 	rm.mu.Lock()
 	rm.dropPendingLocked(p)
@@ -425,7 +433,6 @@ func (o *Owner) Accept(w http.ResponseWriter, r *http.Request, a ownership.Actor
 		}
 		s.mu.Unlock()
 	}
-	return s.id, nil
 }
 
 // takeSlots takes n slots of MaxSockets, unless they are not there or the

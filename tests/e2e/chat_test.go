@@ -143,6 +143,29 @@ func consoleText(o *cdpruntime.RemoteObject) string {
 	return string(o.Type)
 }
 
+// openPage opens the chat page at url as name in a new tab of the
+// browser bctx; stop, or chromedp.Cancel, closes it.
+func openPage(t *testing.T, bctx context.Context, url, name string) *chatPage {
+	t.Helper()
+	tab, _ := chromedp.NewContext(bctx)
+	c := &chatPage{t: t, name: name, ctx: tab}
+	// Listen opens the tab, so the page's first scripts are heard too.
+	if err := chromedp.Listen(tab, c.onEvent); err != nil {
+		t.Fatalf("open a tab for %s: %v", name, err)
+	}
+	nctx, ncancel := context.WithTimeout(tab, waitTimeout)
+	defer ncancel()
+	if err := chromedp.Do(nctx, chromedp.Navigate(url+"?name="+name)); err != nil {
+		t.Fatalf("%s's page: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s's console: %q", name, c.Console())
+		}
+	})
+	return c
+}
+
 func (c *chatPage) say(text string) {
 	c.t.Helper()
 	js, _ := json.Marshal(text)
@@ -186,26 +209,7 @@ func chatInBrowsers(t *testing.T, chromium, class string, c actors.Class) {
 		t.Fatal(err)
 	}
 	defer stop()
-	open := func(name string) *chatPage {
-		// A new tab; stop, or chromedp.Cancel, closes it.
-		tab, _ := chromedp.NewContext(bctx)
-		c := &chatPage{t: t, name: name, ctx: tab}
-		// Listen opens the tab, so the page's first scripts are heard too.
-		if err := chromedp.Listen(tab, c.onEvent); err != nil {
-			t.Fatalf("open a tab for %s: %v", name, err)
-		}
-		nctx, ncancel := context.WithTimeout(tab, waitTimeout)
-		defer ncancel()
-		if err := chromedp.Do(nctx, chromedp.Navigate(url+"/actor/"+class+"/lobby?name="+name)); err != nil {
-			t.Fatalf("%s's page: %v", name, err)
-		}
-		t.Cleanup(func() {
-			if t.Failed() {
-				t.Logf("%s's console: %q", name, c.Console())
-			}
-		})
-		return c
-	}
+	open := func(name string) *chatPage { return openPage(t, bctx, url+"/actor/"+class+"/lobby", name) }
 	ada := open("ada")
 	ada.waitFor("joining", "window.chat.joined")
 	bob := open("bob")

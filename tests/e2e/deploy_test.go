@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
-
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/internal/browser"
 	"github.com/wasmkeep/wasmkeep/internal/deploys"
@@ -74,24 +72,7 @@ func TestDeployInBrowsers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
-	open := func(name string) *chatPage {
-		tab, _ := chromedp.NewContext(bctx)
-		c := &chatPage{t: t, name: name, ctx: tab}
-		if err := chromedp.Listen(tab, c.onEvent); err != nil {
-			t.Fatalf("open a tab for %s: %v", name, err)
-		}
-		nctx, ncancel := context.WithTimeout(tab, waitTimeout)
-		defer ncancel()
-		if err := chromedp.Do(nctx, chromedp.Navigate(n.URL+"/actor/room/lobby?name="+name)); err != nil {
-			t.Fatalf("%s's page: %v", name, err)
-		}
-		t.Cleanup(func() {
-			if t.Failed() {
-				t.Logf("%s's console: %q", name, c.Console())
-			}
-		})
-		return c
-	}
+	open := func(name string) *chatPage { return openPage(t, bctx, n.URL+"/actor/room/lobby", name) }
 	ada := open("ada")
 	ada.waitFor("joining", "window.chat.joined")
 	bob := open("bob")

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
-
 	"github.com/wasmkeep/wasmkeep/cli"
 	"github.com/wasmkeep/wasmkeep/internal/browser"
 )
@@ -94,16 +92,7 @@ func TestDevLoopInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
-	tab, _ := chromedp.NewContext(bctx)
-	ada := &chatPage{t: t, name: "ada", ctx: tab}
-	if err := chromedp.Listen(tab, ada.onEvent); err != nil {
-		t.Fatal(err)
-	}
-	nctx, ncancel := context.WithTimeout(tab, waitTimeout)
-	defer ncancel()
-	if err := chromedp.Do(nctx, chromedp.Navigate("http://"+addr+"/actor/room-wasm/lobby?name=ada")); err != nil {
-		t.Fatal(err)
-	}
+	ada := openPage(t, bctx, "http://"+addr+"/actor/room-wasm/lobby", "ada")
 	ada.waitFor("joining", "window.chat.joined")
 	ada.say("/version")
 	ada.sees("room-wasm version 1")
