@@ -157,6 +157,7 @@ type clusterStatusConfig struct {
 	JSON           bool
 	Timeout        time.Duration
 	ClusterKeyFile string
+	PeerCA         string
 }
 
 func (c clusterStatusConfig) Validate() error { return validateClusterFlags(c.BucketURL, c.Timeout) }
@@ -178,9 +179,17 @@ func setupClusterStatus(fs *flag.FlagSet) action {
 	fs.BoolVar(&cfg.JSON, "json", false, "print the status as one JSON object (durations in milliseconds, times in RFC 3339)")
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound on the whole read")
 	fs.StringVar(&cfg.ClusterKeyFile, "cluster-key-file", "", "file holding the cluster key the nodes were given, to read each serving node's counts as they are now from its status page (unset: $"+clusterKeyEnv+"; without either, only nodes started with --public-admin answer, and the others' counts are their lease's)")
+	fs.StringVar(&cfg.PeerCA, "peer-ca", "", "PEM file of the cluster's CA, for nodes that serve TLS (serve --tls-cert): their status pages are read over HTTPS, checked against it")
 	return func(ctx context.Context, e env, _ []string) error {
 		if err := cfg.Validate(); err != nil {
 			return usageError{err}
+		}
+		if cfg.PeerCA != "" && e.fetchStatus == nil {
+			fetch, err := tlsStatusFetch(cfg.PeerCA)
+			if err != nil {
+				return usageError{err}
+			}
+			e.fetchStatus = fetch
 		}
 		return runClusterStatus(ctx, cfg, e)
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wasmkeep/wasmkeep/internal/certfile"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/cluster"
 	"github.com/wasmkeep/wasmkeep/peer"
@@ -41,9 +43,26 @@ const statusFetchTimeout = 2 * time.Second
 // node serves it on its public listener to a signed request only; without
 // a key, only a node started with --public-admin answers).
 func fetchNodeStatus(ctx context.Context, addr string, node ownership.NodeID, key []byte) (nodeNow, error) {
+	return fetchNodeStatusWith(ctx, http.DefaultClient, "http", addr, node, key)
+}
+
+// tlsStatusFetch reads the status pages of nodes that serve TLS, their
+// certificates checked against the cluster's CA (--peer-ca).
+func tlsStatusFetch(caFile string) (func(ctx context.Context, addr string, node ownership.NodeID, key []byte) (nodeNow, error), error) {
+	pool, err := certfile.Pool(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("--peer-ca: %w", err)
+	}
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	return func(ctx context.Context, addr string, node ownership.NodeID, key []byte) (nodeNow, error) {
+		return fetchNodeStatusWith(ctx, c, "https", addr, node, key)
+	}, nil
+}
+
+func fetchNodeStatusWith(ctx context.Context, client *http.Client, scheme, addr string, node ownership.NodeID, key []byte) (nodeNow, error) {
 	ctx, cancel := context.WithTimeout(ctx, statusFetchTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/status?format=json", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+addr+"/status?format=json", nil)
 	if err != nil {
 		return nodeNow{}, err
 	}
@@ -51,7 +70,7 @@ func fetchNodeStatus(ctx context.Context, addr string, node ownership.NodeID, ke
 	if len(key) > 0 {
 		peer.SignStatusRequest(req, node, key)
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := client.Do(req)
 	if err != nil {
 		return nodeNow{}, err
 	}

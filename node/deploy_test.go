@@ -224,4 +224,13 @@ func TestDeployAtHibernation(t *testing.T) {
 	// Asked less often than it hibernates: each ask wakes it.
 	require.Eventually(t, func() bool { _, body = get(t, n.URL+"/actor/tally/a?version"); return body == "counter-wasm version 2" },
 		10*time.Second, 300*time.Millisecond, "the actor takes the new version once it hibernated: %s", body)
+
+	// What learning of deploys costs: a list a pass; a record and a module
+	// read per deploy, none while nothing changes.
+	lists := metricValue(t, n, `wasmkeep_deploy_bucket_requests_total{op="list"}`)
+	require.Eventually(t, func() bool {
+		return metricValue(t, n, `wasmkeep_deploy_bucket_requests_total{op="list"}`) >= lists+10
+	}, nodetest.Wait, 5*time.Millisecond)
+	require.Equal(t, 2.0, metricValue(t, n, `wasmkeep_deploy_bucket_requests_total{op="record"}`))
+	require.Equal(t, 2.0, metricValue(t, n, `wasmkeep_deploy_bucket_requests_total{op="module"}`))
 }

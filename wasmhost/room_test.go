@@ -1,7 +1,9 @@
 package wasmhost
 
 import (
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/egress"
 	"github.com/wasmkeep/wasmkeep/internal/nodetest"
 	"github.com/wasmkeep/wasmkeep/node"
 )
@@ -238,4 +241,27 @@ func TestRoomFollow(t *testing.T) {
 		t.Fatal("the room dialed the feed again after /unfollow")
 	default:
 	}
+}
+
+// TestRoomAsk: "/ask URL" has the wasm room fetch a local service (one the
+// node's egress allows) and post the first line of its answer from "web";
+// a URL the node does not allow is said to be so.
+func TestRoomAsk(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "sunny, 21 degrees\nmore lines\n")
+	}))
+	defer srv.Close()
+	n := startRoomNode(t, func(c *node.Config) {
+		allow, err := egress.ParseAllow([]string{srv.Listener.Addr().String()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Egress.Allow = allow
+	})
+	ada := n.Join(t, "room-wasm", "weather", "ada")
+	ada.AwaitHistory()
+	ada.Say("/ask " + srv.URL + "/today")
+	ada.AwaitSaid("web", "200 sunny, 21 degrees")
+	ada.Say("/ask http://10.1.2.3/today")
+	ada.AwaitSaid("web", "not allowed: http://10.1.2.3/today (the node's --egress-allow)")
 }

@@ -23,6 +23,9 @@
 // which posts "stretch" from "reminder" when it is due, waking the room
 // where its people are connected if it sleeps.
 //
+// A message "/ask http://host/path" has the room fetch it (ask.go) and
+// post the first line of the answer from "web".
+//
 // A message "/follow ws://host/feed" has the room follow a feed (feed.go):
 // it dials the feed, an outbound WebSocket (to a host the node's
 // --egress-allow allows), and posts each of the feed's text messages from
@@ -182,6 +185,9 @@ func onSocket(ev *guest.SocketEvent) error {
 		}
 		if text == "/version" {
 			return post("room", "room-wasm version "+version)
+		}
+		if note, ok := ask(text); ok {
+			return post(askFrom, note)
 		}
 		if note, ok, err := follow(text); ok || err != nil {
 			if err != nil {

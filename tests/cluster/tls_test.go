@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wasmkeep/wasmkeep/cli"
 	"github.com/wasmkeep/wasmkeep/internal/certtest"
 	"github.com/wasmkeep/wasmkeep/internal/proctest"
 )
@@ -91,4 +92,9 @@ func TestTLSCluster(t *testing.T) {
 	echo("after the renewal: the relayed socket is open still")
 	code, body = get(nodes[1], "/actor/counter/c")
 	require.Equal(t, "200 3", fmt.Sprint(code, " ", body))
+
+	// cluster status reads the nodes' status pages over TLS.
+	var out, errOut strings.Builder
+	require.Equal(t, 0, cli.Run(t.Context(), []string{"cluster", "status", "--bucket", bucket, "--peer-ca", ca.File}, &out, &errOut), errOut.String())
+	require.NotContains(t, out.String(), "not read:", out.String())
 }
