@@ -101,6 +101,9 @@ type serveConfig struct {
 	SecretsPoll     time.Duration
 	// DeployPoll is how often the node looks for deploys.
 	DeployPoll time.Duration
+	// Front is a wasm module to serve the paths outside /actor/ with
+	// (wasmhost.Front); it replaces a front the program registered.
+	Front string
 	// AdminListen, when set, serves the admin pages there: the status
 	// page, the tree, the metrics and Go's profiles (net/http/pprof).
 	// PublicAdmin serves the status page and the tree on the public
@@ -475,6 +478,7 @@ func setupServeWith(fs *flag.FlagSet, around func(ctx context.Context, cfg *serv
 	fs.StringVar(&cfg.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&cfg.SecretsIdentity, "secrets-identity", "", "age identity file that opens the application's secrets ('wasmkeep secrets'), or its text in "+identityEnv+"; never stored in the bucket. A node that cannot open a secret drains (and 'cluster status' says why)")
 	fs.DurationVar(&cfg.SecretsPoll, "secrets-poll", 30*time.Second, "how often the node reads the secrets again (a list of them, and a read of each that changed)")
+	fs.StringVar(&cfg.Front, "front", "", "a wasm module (FILE.wasm) that serves every path outside /actor/ on this node, stateless: it calls actors (guest.Call) and hands a request, a WebSocket upgrade too, to an actor with the response header Wasmkeep-Route: CLASS/NAME[/PATH]; it replaces the front of the program (the wasmkeep binary's is the chat's)")
 	fs.DurationVar(&cfg.DeployPoll, "deploy-poll", 5*time.Second, "how often the node looks for classes deployed through the bucket ('wasmkeep deploy'): one list of their records, a read of each that changed")
 	fs.StringVar(&cfg.PeerCA, "peer-ca", "", "PEM file of the cluster's CA: with --tls-cert, a peer's certificate must be signed by it (unset: by a CA of the system's roots); the peers' HMAC signatures are checked all the same")
 	fs.StringVar(&cfg.AdminListen, "admin-listen", "", "host:port of the admin listener, apart from the node's: the status page (/status, JSON with Accept: application/json), the supervision tree (/debug/tree), /metrics and Go's runtime profiles (/debug/pprof/); unset: not served. Keep it off the public network")
@@ -715,6 +719,23 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 		}
 	}
 	log.Info("classes", slog.Any("go", goNames), slog.Any("wasm", wasmClasses), slog.String("dir", cfg.Classes))
+	front := e.front
+	if cfg.Front != "" {
+		b, err := os.ReadFile(cfg.Front)
+		if err != nil {
+			return fmt.Errorf("--front: %w", err)
+		}
+		r, err := newRuntime()
+		if err != nil {
+			return err
+		}
+		mod, err := r.Compile(ctx, "front", b)
+		if err != nil {
+			return fmt.Errorf("--front %s: %w", cfg.Front, err)
+		}
+		front = wasmhost.Front(mod)
+		log.Info("front", slog.String("wasm", cfg.Front))
+	}
 	target := describeBucket(cfg.BucketURL)
 	// The store logs through the node's logger: a torn tail it cuts off, damage it finds.
 	b, closeBucket, err := e.openBucket(bucketurl.WithLogger(ctx, log), cfg.BucketURL)
@@ -799,7 +820,7 @@ func runServe(ctx context.Context, cfg serveConfig, e env) (err error) {
 			SendQueueTotal: int(cfg.WSQueueTotal), NoIOUring: !cfg.WSIOUring},
 		HTTP: ingress.Config{MaxBody: int64(cfg.MaxBody), ClusterKey: clusterKey, FailoverWait: cfg.FailoverWait, KeyWindow: cfg.KeyWindow,
 			MaxConns: fds.Conns, OverflowConns: fds.Overflow, HTTPIdleTimeout: cfg.HTTPIdle,
-			MaxBodyInflight: bodies, BodyTimeout: cfg.BodyTimeout, BodyMinRate: int64(cfg.BodyMinRate), Front: e.front},
+			MaxBodyInflight: bodies, BodyTimeout: cfg.BodyTimeout, BodyMinRate: int64(cfg.BodyMinRate), Front: front},
 		Peers:       peer.Config{PeerConns: max(8, fds.Reserve/4), TLS: peerTLS},
 		Egress:      egress.Config{Allow: allow, Timeout: cfg.FetchTimeout, MaxResponseBody: int64(cfg.FetchMaxBody), MaxRequestBody: int64(cfg.MaxBody)},
 		PublicAdmin: cfg.PublicAdmin,
