@@ -21,8 +21,8 @@ import (
 func deployCommand() *command {
 	return &command{
 		name:    "deploy",
-		args:    "CLASS FILE.wasm",
-		summary: "deploy a wasm class through the bucket: every node serves it without a restart",
+		args:    "CLASS FILE.wasm | --front FILE.wasm",
+		summary: "deploy a wasm class (or the front) through the bucket: every node serves it without a restart",
 		detail: "Compiles FILE.wasm here with the nodes' checks (a module that does not compile, or speaks a guest\n" +
 			"ABI version this build does not serve, is refused and never reaches a node), uploads it as a\n" +
 			"version of CLASS named by its hash (deploys/modules/CLASS/HASH), and makes it current\n" +
@@ -30,7 +30,8 @@ func deployCommand() *command {
 			"the class takes it at its next wake, and a resident actor at its next hibernation, or at its\n" +
 			"next event with --now. A socket belongs to its node, not to the version: a room that wakes in\n" +
 			"the new version keeps its sockets, tags and attachments. A deployed class wins over a node's\n" +
-			"own class of the same name (--classes), and the node logs so once.",
+			"own class of the same name (--classes), and the node logs so once. With --front, the module is\n" +
+			"the nodes' front (as serve --front): it replaces each node's own from its next look.",
 		setup: setupDeploy,
 	}
 }
@@ -57,6 +58,7 @@ func rollbackCommand() *command {
 type deployConfig struct {
 	BucketURL string
 	Now       bool
+	Front     bool
 	Timeout   time.Duration
 	CacheDir  string
 }
@@ -65,6 +67,7 @@ func deployFlags(fs *flag.FlagSet) *deployConfig {
 	cfg := &deployConfig{BucketURL: defaultBucketURL, Timeout: 5 * time.Minute}
 	fs.StringVar(&cfg.BucketURL, "bucket", cfg.BucketURL, bucketURLHelp)
 	fs.BoolVar(&cfg.Now, "now", false, "resident actors of the class switch at their next event, not at their next hibernation")
+	fs.BoolVar(&cfg.Front, "front", false, "the module is the nodes' front (no CLASS argument): it serves the paths outside /actor/ on every node, in place of a node's own")
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound on the check, the upload and the record's write")
 	return cfg
 }
@@ -73,11 +76,14 @@ func setupDeploy(fs *flag.FlagSet) action {
 	cfg := deployFlags(fs)
 	fs.StringVar(&cfg.CacheDir, "cache-dir", "", "compilation cache of the check (unset: none)")
 	return func(ctx context.Context, e env, args []string) error {
+		if cfg.Front {
+			args = append([]string{deploys.FrontName}, args...)
+		}
 		if len(args) != 2 {
-			return usageError{fmt.Errorf("want CLASS and FILE.wasm, got %d arguments", len(args))}
+			return usageError{fmt.Errorf("want CLASS and FILE.wasm (FILE.wasm alone with --front), got %d arguments", len(args))}
 		}
 		class, file := args[0], args[1]
-		if err := ingress.ValidClassName(class); err != nil {
+		if err := ingress.ValidClassName(class); err != nil && !cfg.Front {
 			return usageError{err}
 		}
 		module, err := os.ReadFile(file)
@@ -117,10 +123,13 @@ func setupDeployLeaf(run func(ctx context.Context, cfg *deployConfig, e env, b o
 	return func(fs *flag.FlagSet) action {
 		cfg := deployFlags(fs)
 		return func(ctx context.Context, e env, args []string) error {
-			if len(args) < 1 || len(args) > 2 {
-				return usageError{fmt.Errorf("want CLASS, got %d arguments", len(args))}
+			if cfg.Front {
+				args = append([]string{deploys.FrontName}, args...)
 			}
-			if err := ingress.ValidClassName(args[0]); err != nil {
+			if len(args) < 1 || len(args) > 2 {
+				return usageError{fmt.Errorf("want CLASS (none with --front), got %d arguments", len(args))}
+			}
+			if err := ingress.ValidClassName(args[0]); err != nil && !cfg.Front {
 				return usageError{err}
 			}
 			ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)

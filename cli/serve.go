@@ -1003,3 +1003,11 @@ func (c *lazyCompiler) Compile(ctx context.Context, class string, wasm []byte) (
 	}
 	return rt.Compile(ctx, class, wasm)
 }
+
+func (c *lazyCompiler) Front(ctx context.Context, wasm []byte) (actors.Front, error) {
+	mod, err := c.Compile(ctx, "front", wasm)
+	if err != nil {
+		return nil, err
+	}
+	return wasmhost.Front(mod.(*wasmhost.Module)), nil
+}

@@ -29,8 +29,26 @@ type frontContexts interface {
 var frontMethods = map[string]bool{http.MethodGet: true, http.MethodHead: true, http.MethodPost: true, http.MethodPut: true,
 	http.MethodPatch: true, http.MethodDelete: true, http.MethodOptions: true}
 
-// serveFront serves r with the front.
+// frontBox holds the front a node serves now.
+type frontBox struct{ f actors.Front }
+
+// SetFront makes f the front from the next request on (a deployed front
+// replaces the one before; nil: none, the paths outside /actor/ are 404).
+func (h *Handler) SetFront(f actors.Front) {
+	if f == nil {
+		h.front.Store(nil)
+		return
+	}
+	h.front.Store(&frontBox{f})
+}
+
+// serveFront serves r with the front, if there is one.
 func (h *Handler) serveFront(w http.ResponseWriter, r *http.Request) {
+	fb := h.front.Load()
+	if fb == nil {
+		http.NotFound(w, r)
+		return
+	}
 	if !frontMethods[r.Method] {
 		if r.ContentLength != 0 {
 			refuseBody(w)
@@ -54,7 +72,7 @@ func (h *Handler) serveFront(w http.ResponseWriter, r *http.Request) {
 		ctx = fc.FrontContext(ctx)
 	}
 	req := &actors.Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), Header: r.Header.Clone(), Body: body}
-	resp, err := h.cfg.Front.ServeFront(ctx, req)
+	resp, err := fb.f.ServeFront(ctx, req)
 	h.bodies.release(reserved) // the route below reads (and holds) it again
 	switch {
 	case r.Context().Err() != nil:

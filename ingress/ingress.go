@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -147,6 +148,8 @@ type Handler struct {
 	log    *slog.Logger
 	mux    *http.ServeMux
 	bodies *bodies
+	// front serves the paths outside /actor/ (front.go); nil: none.
+	front atomic.Pointer[frontBox]
 	// writeTimeout bounds a request's time until its answer is written:
 	// the event's own time (calls wait up to their timeout) and MaxBody at
 	// BodyMinRate, past its body's deadline.
@@ -259,8 +262,9 @@ func New(cfg Config) (*Handler, error) {
 		h.mux.Handle("GET /status", h.signedOnly(cfg.PeerStatus))
 	}
 	if cfg.Front != nil {
-		h.mux.HandleFunc("/", h.serveFront)
+		h.SetFront(cfg.Front)
 	}
+	h.mux.HandleFunc("/", h.serveFront)
 	return h, nil
 }
 
@@ -292,7 +296,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			text(w, http.StatusInternalServerError, "internal error")
 		}
 	}()
-	if r.ContentLength != 0 && !strings.HasPrefix(r.URL.Path, "/actor/") && h.cfg.Front == nil {
+	if r.ContentLength != 0 && !strings.HasPrefix(r.URL.Path, "/actor/") && h.front.Load() == nil {
 		refuseBody(w) // no route but /actor/ and the front reads a body
 	}
 	// The answer, however large, must be taken at the least rate too: a

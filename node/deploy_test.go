@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -29,8 +30,11 @@ import (
 // its version set to v.
 func buildGuest(t *testing.T, pkg, v string) []byte {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), pkg+"-"+v+".wasm")
-	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-ldflags", "-X main.version="+v, "-o", out, "../examples/"+pkg)
+	out := filepath.Join(t.TempDir(), filepath.Base(pkg)+"-"+v+".wasm")
+	if !strings.Contains(pkg, "/") {
+		pkg = "../examples/" + pkg
+	}
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-ldflags", "-X main.version="+v, "-o", out, pkg)
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build %s %s: %v\n%s", pkg, v, err, msg)
@@ -67,6 +71,14 @@ type compiler struct{ rt *wasmhost.Runtime }
 
 func (c compiler) Compile(ctx context.Context, class string, wasm []byte) (actors.Class, error) {
 	return c.rt.Compile(ctx, class, wasm)
+}
+
+func (c compiler) Front(ctx context.Context, wasm []byte) (actors.Front, error) {
+	mod, err := c.rt.Compile(ctx, "front", wasm)
+	if err != nil {
+		return nil, err
+	}
+	return wasmhost.Front(mod), nil
 }
 
 // TestDeployKeepsSockets: a wasm class deployed through the bucket is
@@ -233,4 +245,19 @@ func TestDeployAtHibernation(t *testing.T) {
 	}, nodetest.Wait, 5*time.Millisecond)
 	require.Equal(t, 2.0, metricValue(t, n, `wasmkeep_deploy_bucket_requests_total{op="record"}`))
 	require.Equal(t, 2.0, metricValue(t, n, `wasmkeep_deploy_bucket_requests_total{op="module"}`))
+}
+
+// TestDeployFront: a front deployed through the bucket serves the paths
+// outside /actor/ from the node's next look, calling its actors.
+func TestDeployFront(t *testing.T) {
+	n, b := deployNode(t, "tally", buildCounter(t, "1"), time.Hour, 10*time.Millisecond)
+	code, _ := get(t, n.URL+"/hello")
+	require.Equal(t, 404, code, "no front yet")
+	_, err := deploys.Upload(t.Context(), b, deploys.FrontName, buildGuest(t, "../wasmhost/testdata/front", "1"), deploys.Deploy{At: time.Now()})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { _, body := get(t, n.URL+"/hello"); return body == "hello from the front" },
+		nodetest.Wait, 10*time.Millisecond)
+	get(t, n.URL+"/actor/counter/c")
+	_, body := get(t, n.URL+"/count")
+	require.Equal(t, "count 2", strings.TrimSpace(body))
 }

@@ -22,10 +22,11 @@ import (
 // configured.
 const DefaultDeployPoll = 5 * time.Second
 
-// Compiler makes a class of a deployed module (the node's wasm runtime,
-// whose compilation cache is keyed by the module's hash).
+// Compiler makes a class, or the front, of a deployed module (the node's
+// wasm runtime, whose compilation cache is keyed by the module's hash).
 type Compiler interface {
 	Compile(ctx context.Context, class string, wasm []byte) (actors.Class, error)
+	Front(ctx context.Context, wasm []byte) (actors.Front, error)
 }
 
 // deployStatus is what the node serves of one deployed class, for its
@@ -51,6 +52,8 @@ type deployWatch struct {
 	registry *actors.Registry
 	compiler Compiler
 	host     *actorhost.Host
+	// setFront serves a deployed front (deploys.FrontName).
+	setFront func(actors.Front)
 	every    time.Duration
 	log      *slog.Logger
 	// local are the classes the node serves of its own (--classes and Go
@@ -69,8 +72,8 @@ type deployWatch struct {
 	done   chan struct{}
 }
 
-func newDeployWatch(b ownership.Bucket, reg *actors.Registry, c Compiler, host *actorhost.Host, every time.Duration, metrics prometheus.Registerer, log *slog.Logger) (*deployWatch, error) {
-	w := &deployWatch{bucket: b, registry: reg, compiler: c, host: host, every: every, log: log.With(slog.String("component", "deploys")),
+func newDeployWatch(b ownership.Bucket, reg *actors.Registry, c Compiler, host *actorhost.Host, setFront func(actors.Front), every time.Duration, metrics prometheus.Registerer, log *slog.Logger) (*deployWatch, error) {
+	w := &deployWatch{bucket: b, registry: reg, compiler: c, host: host, setFront: setFront, every: every, log: log.With(slog.String("component", "deploys")),
 		local: reg.Names(), etags: map[string]ownership.ETag{}, serving: map[string]deployStatus{}, done: make(chan struct{})}
 	var errs [3]error
 	w.applied, errs[0] = metricreg.Register(metrics, prometheus.NewCounter(prometheus.CounterOpts{
@@ -176,6 +179,9 @@ func (w *deployWatch) apply(ctx context.Context, e deploys.Entry) error {
 	if err != nil {
 		return err
 	}
+	if e.Class == deploys.FrontName {
+		return w.applyFront(ctx, etag, st, cur, module)
+	}
 	class, err := w.compiler.Compile(ctx, e.Class, module)
 	if err != nil {
 		w.failures.Inc()
@@ -206,4 +212,23 @@ func (w *deployWatch) remember(etag ownership.ETag, st deployStatus) {
 	w.mu.Lock()
 	w.etags[st.Class], w.serving[st.Class] = etag, st
 	w.mu.Unlock()
+}
+
+// applyFront serves a deployed front's module, in place of the node's own
+// front; one that does not compile leaves the front before.
+func (w *deployWatch) applyFront(ctx context.Context, etag ownership.ETag, st deployStatus, cur deploys.Deploy, module []byte) error {
+	f, err := w.compiler.Front(ctx, module)
+	if err != nil {
+		w.failures.Inc()
+		st.Failed = fmt.Sprintf("version %s: %v", cur.Version, err)
+		w.log.Error("deployed front version does not compile here: the front before is served", slog.String("version", cur.Version), slog.Any("err", err))
+		w.remember(etag, st)
+		return nil
+	}
+	w.setFront(f)
+	w.applied.Inc()
+	w.log.Info("deployed front version served", slog.String("version", cur.Version), slog.Bool("rollback", cur.Rollback))
+	st.Version, st.Failed = cur.Version, ""
+	w.remember(etag, st)
+	return nil
 }

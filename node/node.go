@@ -318,7 +318,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return fail(err)
 	}
 	if cfg.Deploys != nil {
-		if n.deploys, err = newDeployWatch(cfg.Bucket, cfg.Registry, cfg.Deploys, n.host, cmp.Or(cfg.DeployPoll, DefaultDeployPoll), reg, log); err != nil {
+		if n.deploys, err = newDeployWatch(cfg.Bucket, cfg.Registry, cfg.Deploys, n.host, h.SetFront, cmp.Or(cfg.DeployPoll, DefaultDeployPoll), reg, log); err != nil {
 			return fail(err)
 		}
 		n.deploys.start(ctx)

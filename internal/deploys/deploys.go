@@ -36,6 +36,10 @@ const (
 	modulePrefix  = "deploys/modules/"
 )
 
+// FrontName is the name a deployed front (wasmkeep deploy --front) is kept
+// under, as if it were a class: no class can be named so.
+const FrontName = "~front"
+
 // MaxHistory bounds the deploys a record remembers.
 const MaxHistory = 100
 

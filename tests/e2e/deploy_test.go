@@ -40,6 +40,14 @@ func (c runtimeCompiler) Compile(ctx context.Context, class string, wasm []byte)
 	return c.rt.Compile(ctx, class, wasm)
 }
 
+func (c runtimeCompiler) Front(ctx context.Context, wasm []byte) (actors.Front, error) {
+	mod, err := c.rt.Compile(ctx, "front", wasm)
+	if err != nil {
+		return nil, err
+	}
+	return wasmhost.Front(mod), nil
+}
+
 // TestDeployInBrowsers: two pages chat in a wasm room deployed through the
 // bucket; the class is deployed again with a visible change (its /version
 // answer), and both pages, still on the sockets they opened, see the new
