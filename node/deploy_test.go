@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -260,4 +261,33 @@ func TestDeployFront(t *testing.T) {
 	get(t, n.URL+"/actor/counter/c")
 	_, body := get(t, n.URL+"/count")
 	require.Equal(t, "count 2", strings.TrimSpace(body))
+}
+
+// TestDeployedClassWinsOverLocal: a class deployed under the name of a
+// node's own class replaces it, and the node says so once.
+func TestDeployedClassWinsOverLocal(t *testing.T) {
+	dir := t.TempDir()
+	b, err := dirstore.Open(dir)
+	require.NoError(t, err)
+	t.Cleanup(func() { b.Close() })
+	rt, err := wasmhost.NewRuntime(t.Context(), wasmhost.Config{CacheDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(func() { rt.Close(context.Background()) })
+	logs := &lockedBuffer{}
+	local := actors.ClassFunc(func(context.Context, *actors.Request, actors.Storage) (*actors.Response, error) {
+		return actors.Text(http.StatusOK, "the node's own"), nil
+	})
+	n := nodetest.Start(t, nodetest.Options{Dir: dir, Classes: map[string]actors.Class{"tally": local}, Configure: func(c *node.Config) {
+		c.Deploys, c.DeployPoll = compiler{rt}, 10*time.Millisecond
+		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	}})
+	_, body := get(t, n.URL+"/actor/tally/a")
+	require.Equal(t, "the node's own", body)
+	for _, v := range []string{"1", "2"} {
+		_, err = deploys.Upload(t.Context(), b, "tally", buildCounter(t, v), deploys.Deploy{At: time.Now(), Now: true})
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { _, body = get(t, n.URL+"/actor/tally/a?version"); return body == "counter-wasm version "+v },
+			nodetest.Wait, 10*time.Millisecond)
+	}
+	require.Equal(t, 1, strings.Count(logs.String(), "a deployed class replaces this node's own class"), logs.String())
 }
