@@ -286,7 +286,10 @@ func TestDeployedClassWinsOverLocal(t *testing.T) {
 	for _, v := range []string{"1", "2"} {
 		_, err = deploys.Upload(t.Context(), b, "tally", buildCounter(t, v), deploys.Deploy{At: time.Now(), Now: true})
 		require.NoError(t, err)
-		require.Eventually(t, func() bool { _, body = get(t, n.URL+"/actor/tally/a?version"); return body == "counter-wasm version "+v },
+		require.Eventually(t, func() bool {
+			_, body = get(t, n.URL+"/actor/tally/a?version")
+			return body == "counter-wasm version "+v
+		},
 			nodetest.Wait, 10*time.Millisecond)
 	}
 	require.Equal(t, 1, strings.Count(logs.String(), "a deployed class replaces this node's own class"), logs.String())
