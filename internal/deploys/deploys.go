@@ -158,9 +158,16 @@ func Rollback(ctx context.Context, b ownership.Bucket, class, version string, d 
 	return d, appendDeploy(ctx, b, class, d)
 }
 
-// appendDeploy adds d to class's record, If-Match on the record read.
+// appendDeploy adds d to class's record, If-Match on the record read. A
+// write refused for its condition means another deploy's landed: it goes
+// again on top of it, as long as ctx lets it (each round one of the
+// deploys under way lands, so n at once take at most n rounds; the bound
+// is for a bucket that refuses every condition).
 func appendDeploy(ctx context.Context, b ownership.Bucket, class string, d Deploy) error {
-	for range 5 {
+	for range 1000 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		r, etag, err := Read(ctx, b, class)
 		cond := ownership.IfMatch(etag)
 		switch {
