@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -53,12 +54,11 @@ func startSecrets(v *secrets.Vault, b ownership.Bucket, node ownership.NodeID, e
 		return nil, err
 	}
 	// A drain request of an earlier start of this node for its secrets is
-	// this start's to take back.
-	if st, err := cluster.ReadStatus(context.Background(), b, time.Now()); err == nil {
-		for _, n := range st.Nodes {
-			if n.Node == node && n.DrainRequested && strings.HasPrefix(n.DrainBy, secretsDrainBy) {
-				w.drained = true
-			}
+	// this start's to take back (one read of the node's drain request).
+	if o, err := b.Get(context.Background(), ownership.DrainRequestKey(node)); err == nil {
+		var req cluster.DrainRequest
+		if json.Unmarshal(o.Body, &req) == nil && strings.HasPrefix(req.By, secretsDrainBy) {
+			w.drained = true
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())

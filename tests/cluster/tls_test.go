@@ -31,9 +31,13 @@ func TestTLSCluster(t *testing.T) {
 	ca.Issue(t, 100, cf, kf)
 	bucket := t.TempDir()
 	var nodes []*proctest.Node
+	admin := proctest.Free(t)
 	for i := range 2 {
 		args := append([]string{"--node", fmt.Sprintf("n%d", i+1), "--bucket", bucket, "--listen", proctest.Free(t), "--public-admin",
 			"--tls-cert", cf, "--tls-key", kf, "--peer-ca", ca.File}, lease...)
+		if i == 0 {
+			args = append(args, "--admin-listen", admin)
+		}
 		nodes = append(nodes, proctest.Start(t, proctest.Options{Args: args}))
 	}
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: ca.ClientConfig()}}
@@ -52,6 +56,10 @@ func TestTLSCluster(t *testing.T) {
 			return code == http.StatusOK && strings.Count(body, `"live":true`) >= 1
 		}, 30*time.Second, 50*time.Millisecond, "the nodes see each other")
 	}
+	res, err := client.Get("https://" + admin + "/debug/tree")
+	require.NoError(t, err, "the admin listener serves TLS too")
+	res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode)
 	if res, err := http.Get("http://" + nodes[0].Addr + "/healthz"); err == nil {
 		res.Body.Close()
 		require.Equal(t, http.StatusBadRequest, res.StatusCode, "plain HTTP is not served")

@@ -66,7 +66,13 @@ func TestDevLoopInBrowser(t *testing.T) {
 	}()
 	t.Cleanup(func() {
 		cancel()
-		if code := <-done; code != 0 {
+		code := <-done
+		if t.Failed() {
+			logw.mu.Lock()
+			t.Logf("dev's log:\n%s", log.String())
+			logw.mu.Unlock()
+		}
+		if code != 0 {
 			logw.mu.Lock()
 			defer logw.mu.Unlock()
 			t.Errorf("dev exited %d; its log:\n%s", code, log.String())
@@ -96,6 +102,9 @@ func TestDevLoopInBrowser(t *testing.T) {
 	ada.waitFor("joining", "window.chat.joined")
 	ada.say("/version")
 	ada.sees("room-wasm version 1")
+	// An alarm set before the reload fires after it.
+	ada.say("/remind 4s stretch")
+	ada.sees("reminder set for 4s from now")
 
 	main := filepath.Join(room, "main.go")
 	src, err := os.ReadFile(main)
@@ -121,6 +130,7 @@ func TestDevLoopInBrowser(t *testing.T) {
 			t.Fatalf("the page never saw the reloaded room; dev's log:\n%s", log.String())
 		}
 	}
+	ada.sees("ada: stretch")
 	ada.waitFor("no close", "window.chat.closed === null")
 }
 
