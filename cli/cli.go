@@ -300,8 +300,10 @@ func printHelp(w io.Writer, cmd *command, path []string) {
 		fmt.Fprintf(w, "\n%s\n", cmd.detail)
 	}
 	fmt.Fprintf(w, "\ncommands:\n")
+	width := 0
+	forEachLeaf(cmd, path, func(_ *command, leafPath []string) { width = max(width, len(strings.Join(leafPath, " "))) })
 	forEachLeaf(cmd, path, func(leaf *command, leafPath []string) {
-		fmt.Fprintf(w, "  %-24s %s\n", strings.Join(leafPath, " "), leaf.summary)
+		fmt.Fprintf(w, "  %-*s %s\n", width, strings.Join(leafPath, " "), leaf.summary)
 	})
 	fmt.Fprintf(w, "\n'%s help COMMAND...' or '%s COMMAND... --help' shows one command.\n", name, name)
 	fmt.Fprintf(w, "flags may be written -flag or --flag, with -flag=value or -flag value, before or after arguments.\n")

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/bucketurl"
 	"github.com/wasmkeep/wasmkeep/ownership/cluster"
@@ -510,4 +512,34 @@ func TestClusterStatusReadsNodesNow(t *testing.T) {
 	if _, err := fetchNodeStatus(t.Context(), s.addr, "n1", []byte("another-key-of-32-bytes-00000000")); err == nil || !strings.Contains(err.Error(), "401") {
 		t.Errorf("GET /status signed with another key: %v, want 401", err)
 	}
+}
+
+// TestClusterStatusSaysWhy: what a node's drain request says (a node that
+// cannot open the secrets writes its own) and a deployed version a node
+// cannot compile are printed under "What the nodes say".
+func TestClusterStatusSaysWhy(t *testing.T) {
+	mem := memstore.New(memstore.Faults{})
+	writeTestCluster(t, mem)
+	_, err := cluster.RequestDrain(t.Context(), mem, "n1", "the node itself: secrets: cannot open 1 of 1 (api-key)", clusterT0)
+	require.NoError(t, err)
+	var out, errOut bytes.Buffer
+	e := env{out: &out, err: &errOut, now: func() time.Time { return clusterT0.Add(4 * time.Second) },
+		fetchStatus: func(_ context.Context, addr string, node ownership.NodeID, key []byte) (nodeNow, error) {
+			now, err := statusPages(t.Context(), addr, node, key)
+			if err == nil {
+				now.Deploys = append(now.Deploys, struct {
+					Class   string `json:"class"`
+					Version string `json:"version"`
+					Failed  string `json:"failed"`
+				}{Class: "room", Version: "v1hash", Failed: "version v2hash: not a WebAssembly module"})
+			}
+			return now, err
+		},
+		openBucket: func(context.Context, string) (ownership.Bucket, func() error, error) {
+			return mem, func() error { return nil }, nil
+		}}
+	require.Equal(t, exitOK, runEnv(t.Context(), []string{"cluster", "status", "--bucket", "mem://"}, e), errOut.String())
+	require.Contains(t, out.String(), "What the nodes say:")
+	require.Contains(t, out.String(), "n1: drain requested by the node itself: secrets: cannot open 1 of 1 (api-key)")
+	require.Contains(t, out.String(), "n1: deployed class room does not compile there (version v2hash: not a WebAssembly module); it serves version v1hash")
 }
