@@ -23,11 +23,12 @@ import (
 //     before DialSocket returns; the close or error event of a dialed
 //     socket deletes it, and is dropped if it finds none (it was told
 //     already).
-//   - When the actor's state loads (it wakes, here or elsewhere), each
-//     record whose socket is not open in this node's socket owner names a
-//     socket that closed while the actor was away (a drain, a move, a
-//     lost lease, a node that ended): its close event is delivered then,
-//     with code 1006 and the URL and tags it was dialed with.
+//   - When the actor's state loads (it wakes, here or elsewhere), its
+//     first event reads its records: each whose socket is not open in this
+//     node's socket owner names a socket that closed while the actor was
+//     away (a drain, a move, a lost lease, a node that ended): its close
+//     event is delivered then, with code 1006 and the URL and tags it was
+//     dialed with.
 
 // SocketChecker is what DialSocket asks of the node's egress before
 // anything is committed: whether a socket may be dialed to the URL at all
@@ -135,22 +136,21 @@ func dialEnded(t *actorstore.Txn, stamp uint64, ev *actors.SocketEvent) (*actors
 	return &out, true, nil
 }
 
-// dialsGone finds, once the actor's state loaded, the outbound sockets
-// its records name that are not open in this node's socket owner, and
-// delivers each one's close event, after the events waiting for the load.
-func (ra *residentActor) dialsGone() {
+// dialsGone finds, in the first event after the actor's state loaded
+// (through that event's reads, as the class's own would: a record in a run
+// may need the bucket), the outbound sockets its records name that are not
+// open in this node's socket owner, and delivers each one's close event,
+// after the events waiting for the load. A read that fails tries again at
+// the next event.
+func (ra *residentActor) dialsGone(t *actorstore.Txn) {
 	owner := ra.h.cfg.Sockets
-	if owner == nil || ra.state == nil {
+	if owner == nil {
 		return
 	}
-	t := actorstore.NewEventTxn(context.Background(), ra.state, ra.h.cfg.MaxState)
 	dials, err := t.Dials()
-	t.Discard()
-	if err != nil {
-		ra.log().Error("outbound socket records unreadable", slog.Any("err", err))
-		return
-	}
-	if len(dials) == 0 {
+	if err != nil || t.Fault() != nil {
+		ra.dialCheck = true
+		ra.log().Warn("outbound socket records not read; read again at the next event", slog.Any("err", errors.Join(err, t.Fault())))
 		return
 	}
 	for _, d := range dials {

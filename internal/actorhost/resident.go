@@ -36,6 +36,9 @@ type residentActor struct {
 	class actors.Class
 	// classSeen is the Host's switch count (SwitchNow) class was taken at.
 	classSeen uint64
+	// dialCheck: the next event reads the records of the actor's outbound
+	// sockets first (set at each load; dial.go).
+	dialCheck bool
 	ended     *atomic.Bool // see residentEntry.ended
 	// per is the class's Resident for this residency when the class is a
 	// ResidentClass, made at the first event and closed when the actor
@@ -368,6 +371,10 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 	t := actorstore.NewEventTxn(ioCtx, ra.state, ra.h.cfg.MaxState)
 	if m.key != nil && !m.key.Fresh && ra.replay(ctx, m, t) {
 		return
+	}
+	if ra.dialCheck {
+		ra.dialCheck = false
+		ra.dialsGone(t)
 	}
 	// What ActorOf, SocketsOf and Call reach through the event's context:
 	// one value.
@@ -1239,7 +1246,7 @@ func (ra *residentActor) loadDone(ctx actor.Context, res loaded) {
 		if ra.unsettled == res.gen {
 			ra.unsettled = 0 // the load sealed the state again: nothing of the hold's can land after it
 		}
-		ra.dialsGone()
+		ra.dialCheck = true // the first event reads the records of outbound sockets (dial.go)
 	}
 	for _, m := range stash {
 		ra.event(ctx, m) // held again if one starts another load
