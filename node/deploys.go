@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -124,12 +125,7 @@ func (w *deployWatch) status() []deployStatus {
 	for _, s := range w.serving {
 		out = append(out, s)
 	}
-	slices.SortFunc(out, func(a, b deployStatus) int {
-		if a.Class < b.Class {
-			return -1
-		}
-		return 1
-	})
+	slices.SortFunc(out, func(a, b deployStatus) int { return strings.Compare(a.Class, b.Class) })
 	return out
 }
 

@@ -504,6 +504,12 @@ func checkAccept(a ownership.Actor, tags []string) error {
 	if a.Class == "" || a.Name == "" {
 		return fmt.Errorf("%w: actor %q has an empty class or name", ErrInvalid, a)
 	}
+	return CheckTags(tags)
+}
+
+// CheckTags refuses tags a socket may not carry (ErrInvalid): over MaxTags,
+// or one empty or over MaxTagBytes.
+func CheckTags(tags []string) error {
 	if len(tags) > MaxTags {
 		return fmt.Errorf("%w: %d tags, at most %d allowed", ErrInvalid, len(tags), MaxTags)
 	}

@@ -58,8 +58,8 @@ func (ec *eventCall) dial(ctx context.Context, owner *sockets.Owner, d *actors.S
 	if err := check.CheckSocket(d.URL); err != nil {
 		return 0, err
 	}
-	if err := checkTags(d.Tags); err != nil {
-		return 0, err
+	if err := sockets.CheckTags(d.Tags); err != nil {
+		return 0, fmt.Errorf("%w: %w", actors.ErrBadFetch, err)
 	}
 	dials, err := ec.t.Dials()
 	if err != nil {
@@ -104,20 +104,6 @@ func dialError(h *Host, a ownership.Actor, err error) error {
 		return fmt.Errorf("%w: %w", actors.ErrFetchRefused, err)
 	}
 	return fmt.Errorf("%w: %w", actors.ErrFetchFailed, err)
-}
-
-// checkTags refuses tags the socket owner would (sockets.MaxTags,
-// MaxTagBytes) before anything is committed.
-func checkTags(tags []string) error {
-	if len(tags) > sockets.MaxTags {
-		return fmt.Errorf("%w: %d tags, at most %d", actors.ErrBadFetch, len(tags), sockets.MaxTags)
-	}
-	for i, t := range tags {
-		if t == "" || len(t) > sockets.MaxTagBytes {
-			return fmt.Errorf("%w: tag %d is %d bytes, a tag has 1 to %d", actors.ErrBadFetch, i, len(t), sockets.MaxTagBytes)
-		}
-	}
-	return nil
 }
 
 // dialEnded prepares the close or error event ev of a dialed socket for
