@@ -74,6 +74,13 @@
 // (a hold already live may still commit over it), the hold stays, and every
 // later event reads it again. Other actors are served as before.
 //
+// A run or manifest found gone or failing its checksum by a hold that has
+// ended (Keeper.MayAct asked after the read) is not damage: a later
+// holder's merge deletes what its own head no longer lists, and a node
+// that lost the actor without knowing it yet (stopped, then fenced) may
+// still read by the head it loaded. The event is refused as unavailable,
+// and the holder after it, reading the current head, finds real damage.
+//
 // # Calls
 //
 // During an event an actor may call another with Call (call.go), wherever

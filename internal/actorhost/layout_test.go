@@ -583,6 +583,52 @@ func TestLayoutRunReadFailures(t *testing.T) {
 	}
 }
 
+// A run that the hold's head lists and the bucket no longer holds is not
+// damage once the hold has ended: a later holder's merge deletes what its
+// own head no longer lists, and a node that lost the actor (stopped, then
+// fenced) may still be running an event on the head it read. The event
+// fails as unavailable, and the keeper is not told of damage.
+func TestLayoutRunGoneAfterTheHoldEnded(t *testing.T) {
+	inner := memstore.New(memstore.Faults{})
+	h := bulkHost(t, inner)
+	m := model{}
+	m.fill(t, h, 1, 0, 20, 300, "r")
+	if err := h.HibernateAll(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	listed := head(t, inner).Listed
+	if len(listed) != 1 {
+		t.Fatalf("runs %v, want one", listed)
+	}
+	reg := actors.BuiltIn()
+	if err := reg.Register("bulk", bulk{}); err != nil {
+		t.Fatal(err)
+	}
+	o := &fakeKeeper{}
+	h2 := hostOf(t, actorhost.Config{Bucket: inner, Registry: reg, RunPart: bulkPart, Keeper: o})
+	// The wake at generation 2 reads the head, not the run.
+	if r := send(t, h2, 2, http.MethodPut, "/fresh", "", []byte("v")); r.Status != http.StatusOK {
+		t.Fatalf("PUT at 2: %d %s", r.Status, r.Body)
+	}
+	// A later holder took over and merged the run away.
+	o.revoke(2)
+	if err := inner.Delete(t.Context(), listed[0], ownership.Always()); err != nil {
+		t.Fatal(err)
+	}
+	r := &actors.Request{Method: http.MethodGet, Path: "/k0000003", Header: http.Header{}}
+	_, err := h2.Deliver(t.Context(), bulkActor, 2, r)
+	var de *actorhost.DamagedError
+	if errors.As(err, &de) || !errors.Is(err, actors.ErrUnavailable) || !strings.Contains(err.Error(), "hold ended") {
+		t.Fatalf("a read of a run gone after the hold ended: %v, want unavailable", err)
+	}
+	o.mu.Lock()
+	told := o.damaged
+	o.mu.Unlock()
+	if len(told) != 0 {
+		t.Fatalf("the keeper was told of damage: %q", told)
+	}
+}
+
 // A manifest whose read fails fails the load as unavailable; one the head
 // lists but the bucket lost is damage, and the head is left as it is.
 func TestLayoutManifestReadFailures(t *testing.T) {
@@ -615,7 +661,27 @@ func TestLayoutManifestReadFailures(t *testing.T) {
 		if err := inner.Delete(t.Context(), hd.Manifests[0], ownership.Always()); err != nil {
 			t.Fatal(err)
 		}
+		// A hold that has ended by the time its load finds the manifest
+		// gone does not call that damage (a later holder may have merged
+		// it away): the event is refused as not run.
+		reg := actors.BuiltIn()
+		if err := reg.Register("bulk", bulk{}); err != nil {
+			t.Fatal(err)
+		}
+		ended := &fakeKeeper{}
+		// The hold ends as the load reads the manifest.
+		eb := &onReadBucket{Bucket: inner, key: hd.Manifests[0], read: func() { ended.revoke(4) }}
+		hEnded := hostOf(t, actorhost.Config{Bucket: eb, Registry: reg, RunPart: bulkPart, Keeper: ended})
 		var de *actorhost.DamagedError
+		if _, err := hEnded.Deliver(t.Context(), bulkActor, 4, r); errors.As(err, &de) || !errors.Is(err, actors.ErrUnavailable) || !strings.Contains(err.Error(), "hold ended") {
+			t.Fatalf("a wake of an ended hold whose listed manifest is gone: %v, want unavailable", err)
+		}
+		ended.mu.Lock()
+		told := ended.damaged
+		ended.mu.Unlock()
+		if len(told) != 0 {
+			t.Fatalf("the keeper of an ended hold was told of damage: %q", told)
+		}
 		if _, err := bulkHost(t, inner).Deliver(t.Context(), bulkActor, 4, r); !errors.As(err, &de) || !strings.Contains(err.Error(), "manifest") {
 			t.Fatalf("a wake whose listed manifest is gone: %v, want damaged, naming the manifest", err)
 		}
@@ -642,6 +708,20 @@ type readFailBucket struct {
 func (b *readFailBucket) Get(ctx context.Context, key string) (ownership.Object, error) {
 	if key == b.key {
 		return ownership.Object{}, fmt.Errorf("get %s: %w", key, ownership.ErrUnknownOutcome)
+	}
+	return b.Bucket.Get(ctx, key)
+}
+
+// onReadBucket calls read before each read of one key.
+type onReadBucket struct {
+	ownership.Bucket
+	key  string
+	read func()
+}
+
+func (b *onReadBucket) Get(ctx context.Context, key string) (ownership.Object, error) {
+	if key == b.key {
+		b.read()
 	}
 	return b.Bucket.Get(ctx, key)
 }

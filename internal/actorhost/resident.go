@@ -1023,6 +1023,9 @@ func (ra *residentActor) run(ctx context.Context, m *eventMsg, t *actorstore.Txn
 // actor being unavailable for now.
 func (ra *residentActor) readFailed(err error) error {
 	if errors.Is(err, ownership.ErrDamaged) {
+		if ra.heldNoMore(ra.gen) {
+			return ra.h.unavailable(ra.actor, "its hold ended while it read its storage")
+		}
 		return ra.damaged(actorstore.StateKey(ra.actor), err)
 	}
 	ra.log().Warn("actor storage read failed", slog.Any("err", err))
@@ -1186,7 +1189,11 @@ func (ra *residentActor) opened(ctx context.Context, key string, res loaded, eta
 	o := ra.h.runs()
 	if err := st.LoadManifests(ctx, ra.actor, o); err != nil {
 		if errors.Is(err, ownership.ErrDamaged) {
-			res.err = ra.damaged(key, err)
+			if ra.heldNoMore(res.gen) {
+				res.err = ra.h.notRun(ra.actor, "its hold ended while it read its storage")
+			} else {
+				res.err = ra.damaged(key, err)
+			}
 			return res
 		}
 		ra.log().Warn("actor state read failed", slog.String("key", key), slog.Any("err", err))
@@ -1408,6 +1415,24 @@ func (ra *residentActor) endLoad(ctx actor.Context, why string) {
 // for a person to restore, and the next event reads it again (one read,
 // the same answer, until then). The keeper counts it and logs it once per
 // key.
+// heldNoMore judges damage found in what the head of the hold at gen
+// lists (a run or a manifest missing, or failing its checksum): once the
+// hold has ended it is no damage, and heldNoMore says so: the event is
+// refused as not served here, which a retry elsewhere cures. A later holder merges
+// runs and deletes those its own head no longer lists, and a node that
+// lost the actor without knowing it yet (stopped, then fenced) may still
+// read by the head it loaded; the hold that has ended cannot vouch for
+// what it read, and the holder after it, reading the head that is
+// current, finds real damage. Asked after the read failed: if the hold
+// may still act, no later holder existed when it read.
+func (ra *residentActor) heldNoMore(gen ownership.Generation) bool {
+	if ra.h.cfg.Keeper.MayAct(ra.actor, gen) {
+		return false
+	}
+	ra.log().Info("a read of the actor's storage failed after its hold ended: not damage", slog.Uint64("gen", uint64(gen)))
+	return true
+}
+
 func (ra *residentActor) damaged(key string, err error) error {
 	ra.h.cfg.Keeper.DamageFound(key, err)
 	return &actorstore.DamagedError{Actor: ra.actor, Key: key, Err: err}
