@@ -42,6 +42,9 @@ type (
 		// answer (director.HandleFailure). Set on the actor's goroutine,
 		// read on the director's.
 		stage atomic.Int32
+		// answered: the event's caller has its answer (answerEvent); set
+		// once, by whichever goroutine answers first.
+		answered atomic.Bool
 	}
 	// doneMsg: a resident actor finished one event (key: its event key's
 	// name, if it had one).

@@ -2,7 +2,9 @@ package actorhost_test
 
 import (
 	"context"
+	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,7 +12,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
 
+	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/internal/actorhost"
+	"github.com/wasmkeep/wasmkeep/internal/actorstore"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/keeper"
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
@@ -158,4 +162,96 @@ func TestGrantSwitchWaitsByMessage(t *testing.T) {
 	body, err = count(t, h, 2, "")
 	require.NoError(t, err)
 	require.Equal(t, "5", body, "the revoked grant's event did not run")
+}
+
+// heldPuts holds each write of one key, while armed, until the test lets
+// it go; entered says that one is held.
+type heldPuts struct {
+	ownership.Bucket
+	key     string
+	armed   atomic.Bool
+	entered chan struct{}
+	land    chan struct{}
+}
+
+func (b *heldPuts) Put(ctx context.Context, key string, body []byte, c ownership.Condition) (ownership.ETag, error) {
+	if key == b.key && b.armed.Load() {
+		b.entered <- struct{}{}
+		<-b.land
+	}
+	return b.Bucket.Put(ctx, key, body, c)
+}
+
+// TestWriteAnsweredAtItsLanding: a write is answered as soon as the
+// commit that carries it lands, by the commit's own goroutine, not after
+// the actor's mailbox takes the commit's answer: while a later event of
+// the actor still runs (so that the mailbox cannot), the write's caller
+// has its answer. The later event is answered once it ends.
+func TestWriteAnsweredAtItsLanding(t *testing.T) {
+	a := ownership.Actor{Class: "slow", Name: "s"}
+	running, unblock := make(chan struct{}, 1), make(chan struct{})
+	var unblockOnce sync.Once
+	letGo := func() { unblockOnce.Do(func() { close(unblock) }) }
+	reg := actors.BuiltIn()
+	require.NoError(t, reg.Register("slow", actors.ClassFunc(func(_ context.Context, r *actors.Request, st actors.Storage) (*actors.Response, error) {
+		if r.Path == "/block" {
+			running <- struct{}{}
+			<-unblock
+			v, _ := st.Get("k")
+			return actors.Text(http.StatusOK, string(v)), nil
+		}
+		return actors.Text(http.StatusOK, "written"), st.Put("k", []byte(r.Path))
+	})))
+	b := &heldPuts{Bucket: memstore.New(memstore.Faults{}), key: actorstore.StateKey(a),
+		entered: make(chan struct{}, 1), land: make(chan struct{})}
+	h := newHost(t, b, &fakeKeeper{}, reg)
+	t.Cleanup(letGo) // before the host's: a failure must not leave the event running
+	deliver := func(path string) <-chan *actors.Response {
+		ch := make(chan *actors.Response, 1)
+		go func() {
+			resp, err := h.Deliver(t.Context(), a, 1, &actors.Request{Method: http.MethodPost, Path: path, Header: http.Header{}})
+			if err != nil {
+				t.Errorf("%s: %v", path, err)
+			}
+			ch <- resp
+		}()
+		return ch
+	}
+	wait := func(what string, ch <-chan struct{}) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: not within 10 s", what)
+		}
+	}
+	first := <-deliver("/first") // the load, and a first commit
+	require.Equal(t, http.StatusOK, first.Status)
+
+	b.armed.Store(true)
+	write := deliver("/second")
+	wait("the write's commit", b.entered)
+	block := deliver("/block")
+	wait("the later event runs", running)
+	close(b.land)
+	select {
+	case resp := <-write:
+		require.Equal(t, http.StatusOK, resp.Status)
+		require.Equal(t, "written", string(resp.Body))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the write was not answered at its landing while a later event ran")
+	}
+	select {
+	case resp := <-block:
+		t.Fatalf("the later event was answered while it ran: %+v", resp)
+	default:
+	}
+	letGo()
+	select {
+	case resp := <-block:
+		require.Equal(t, http.StatusOK, resp.Status)
+		require.Equal(t, "/second", string(resp.Body))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the later event was not answered")
+	}
 }

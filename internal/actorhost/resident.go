@@ -123,6 +123,15 @@ type waiter struct {
 	gated   ownership.Gated // release's verdict, while it decides
 }
 
+// releasedByLanding says whether the gate releases w once the commit that
+// carries its writes lands, whatever else holds then: it took effect
+// (ownership.Gate releases it without asking whether the hold may act),
+// and its answer carries no socket output and accepts no WebSocket, which
+// go out only while the hold may act.
+func (w *waiter) releasedByLanding() bool {
+	return (w.wrote || w.earlier) && len(w.r.out) == 0 && (w.r.resp == nil || w.r.resp.Accept == nil)
+}
+
 // commitJob is one commit in flight: the state as of version, encoded.
 type commitJob struct {
 	version uint64
@@ -131,6 +140,14 @@ type commitJob struct {
 	body    []byte               // the state object written (resolve compares it)
 	garbage []actorstore.RunName // what the head lists as garbage
 	done    chan commitResult    // buffered: the writer never blocks
+	// early are the first waiting events, carried by this commit, that
+	// its landing releases whatever else holds (releasedByLanding): the
+	// commit's goroutine answers them as soon as it lands, before its
+	// answer goes back to the actor's mailbox, which saves them that
+	// hand-off. Their results are final (done) when the job starts. The
+	// actor answers them again by the gate's rule when it takes the
+	// commit's answer; answerEvent keeps only the first answer.
+	early []waiter
 }
 
 type commitResult struct {
@@ -332,7 +349,19 @@ func (ra *residentActor) log() *slog.Logger {
 // director answers the event whose panic reached it), this answer is
 // dropped.
 func (ra *residentActor) answer(ctx actor.Context, m *eventMsg, r result) {
-	ctx.Send(ctx.Parent(), &doneMsg{actor: ra.actor, pid: ctx.Self(), id: m.id, key: m.keyName()})
+	answerEvent(ctx, ctx.Parent(), ctx.Self(), ra.actor, m, r)
+}
+
+// answerEvent answers m with r, once: the first answer of an event wins
+// (an event released early by its commit's goroutine, see commitJob.early,
+// may be answered again by the actor's restart), and only the first is
+// counted done. s sends to the director (parent) for the resident actor
+// self.
+func answerEvent(s actor.SenderContext, parent, self *actor.PID, a ownership.Actor, m *eventMsg, r result) {
+	if !m.answered.CompareAndSwap(false, true) {
+		return
+	}
+	s.Send(parent, &doneMsg{actor: a, pid: self, id: m.id, key: m.keyName()})
 	select {
 	case m.reply <- r:
 	default:
@@ -585,9 +614,27 @@ func (ra *residentActor) startCommit(ctx actor.Context) {
 	hd, err := ra.state.EncodeHead(ra.gen, ra.version)
 	job := &commitJob{version: ra.version, seq: seq, head: hd, garbage: ra.state.Garbage(), done: make(chan commitResult, 1)}
 	ra.inflight = job
+	if ra.asking == nil {
+		// The events in front of the output gate that this commit
+		// carries and its landing alone releases (none waits for an
+		// answer of the keeper's: those in front stay in front).
+		n := 0
+		for n < len(ra.waiting) {
+			w := &ra.waiting[n]
+			if w.upto <= ra.durable || w.upto > job.version || !w.releasedByLanding() {
+				break
+			}
+			w.r = done(w.r)
+			n++
+		}
+		// The job shares their slots with the waiting list: the actor
+		// changes a waiter in place only in its gated field (verdicts),
+		// and takes the list apart by copying what is left of it.
+		job.early = ra.waiting[:n:n]
+	}
 	index := ra.index
 	ra.index = nil
-	self, root, bucket, timeout := ctx.Self(), ra.h.cfg.System.Root, ra.h.cfg.Bucket, ra.h.cfg.IOTimeout
+	self, parent, root, bucket, timeout := ctx.Self(), ctx.Parent(), ra.h.cfg.System.Root, ra.h.cfg.Bucket, ra.h.cfg.IOTimeout
 	if err != nil {
 		job.done <- commitResult{err: err}
 		root.Send(self, &commitDoneMsg{job: job})
@@ -603,7 +650,16 @@ func (ra *residentActor) startCommit(ctx actor.Context) {
 		var res commitResult
 		defer func() {
 			job.done <- res
+			// The actor hears of the landing before the early answers go
+			// out, so that a caller's next event finds no commit in flight
+			// ahead of it in the mailbox.
 			root.Send(self, &commitDoneMsg{job: job})
+			if res.err == nil {
+				for i := range job.early {
+					w := &job.early[i]
+					answerEvent(root, parent, self, a, w.m, w.r)
+				}
+			}
 		}()
 		// The alarm index's entries first: no alarm is in a state that
 		// landed without its entry. Then the run: the head that lists it
