@@ -1,5 +1,3 @@
-// Package groupcommit is how the embedded stores take the next batch of
-// writes from their queue of writes waiting to commit.
 package groupcommit
 
 // Next splits queue into the next batch and what is left of the queue:
