@@ -3,38 +3,32 @@ package dirstore
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/internal/groupcommit"
 )
 
-// Group commit. A write (Put or Delete) that finds no batch running
-// commits alone, on its caller's goroutine. Otherwise it queues: when the
-// running batch ends, a committer goroutine (gone again once the queue is
-// empty) takes the queued writes as the next batch. Under the write lock a
-// batch catches up with the segment, checks each write's condition in
+// Group commit: Put and Delete go through the Store's queue of writes
+// (ownership/internal/groupcommit), which commits a lone write on its
+// caller's goroutine and queued writes in batches. Under the write lock
+// a batch catches up with the segment, checks each write's condition in
 // queue order (against the index, and against earlier writes of the same
 // batch), appends the records of those that pass as one frame with one
 // pwrite, fdatasyncs the segment, and only then answers every write of
-// the batch. Nothing waits for a batch to fill.
-
-// The states of a write. The committer claims a pending write under the
-// lock before acting on it; a caller whose context ends abandons it if it
-// is still pending, and is answered at once with nothing written.
-const (
-	pending int32 = iota
-	claimed
-	abandoned
-)
+// the batch.
 
 // maxBatchBytes bounds the records of one batch (a single larger write is
 // a batch of its own), and so the frame held in memory.
 const maxBatchBytes = 8 << 20
 
+// smallWrite is the size up to which a queued write goes into the next
+// batch ahead of bigger ones that queued before it.
+const smallWrite = 64 << 10
+
 // write is one Put or Delete waiting to be committed.
 type write struct {
+	groupcommit.Write
+
 	ctx  context.Context
 	op   string // "put" or "delete", for errors
 	kind byte
@@ -43,96 +37,30 @@ type write struct {
 	cond ownership.Condition
 	etag etagBits
 
-	state atomic.Int32 // pending, claimed or abandoned
-
-	// Set by the committer for a claimed write, read by its caller once
-	// done is closed.
+	// Set by the batch for a claimed write, read by its caller once it
+	// is answered.
 	err error
 	// decided: the answer rests on what the batch read or wrote, so a
 	// failed sync makes it unknown.
 	decided bool
-	done    chan struct{}
 }
 
 func (w *write) size() int { return recordLen(w.key, len(w.body)) }
 
 func (w *write) fail(err error) error { return fmt.Errorf("dirstore: %s %q: %w", w.op, w.key, err) }
 
-// committer is a Store's queue of writes.
-type committer struct {
-	mu      sync.Mutex
-	queue   []*write
-	running bool // a batch is running; new writes queue
-}
-
 // commit commits w and returns its answer. If ctx ends while w is queued,
 // w is abandoned: the caller learns ErrUnknownOutcome and nothing is
-// written. Once claimed, w runs to completion whatever ctx does.
+// written. Once claimed, w runs to completion whatever ctx does, and its
+// caller waits for the answer.
 func (s *Store) commit(ctx context.Context, w *write) error {
-	q := &s.committer
-	q.mu.Lock()
-	if !q.running {
-		q.running = true
-		q.mu.Unlock()
-		s.commitBatch(ctx, []*write{w})
-		s.drain()
-		return w.err
-	}
-	q.queue = append(q.queue, w)
-	q.mu.Unlock()
-	select {
-	case <-w.done:
-		return w.err
-	case <-ctx.Done():
-	}
-	if w.state.CompareAndSwap(pending, abandoned) {
+	switch s.committer.Commit(ctx, w) {
+	case groupcommit.Abandoned:
 		return unknown(w.op, w.key, ctx.Err())
+	case groupcommit.Claimed:
+		w.Wait()
 	}
-	<-w.done
 	return w.err
-}
-
-// drain is called when a lone write is done: it hands the writes queued
-// meanwhile to a committer goroutine, or marks the Store idle.
-func (s *Store) drain() {
-	q := &s.committer
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if len(q.queue) == 0 {
-		q.running = false
-		return
-	}
-	go s.runCommitter()
-}
-
-// runCommitter commits batches until the queue is empty.
-func (s *Store) runCommitter() {
-	q := &s.committer
-	for {
-		q.mu.Lock()
-		batch := q.next()
-		if len(batch) == 0 {
-			q.queue = nil
-			q.running = false
-			q.mu.Unlock()
-			return
-		}
-		q.mu.Unlock()
-		s.commitBatch(context.Background(), batch)
-	}
-}
-
-// smallWrite is the size up to which a queued write goes into the next
-// batch ahead of bigger ones that queued before it.
-const smallWrite = 64 << 10
-
-// next takes the next batch from the queue (groupcommit.Next: the oldest
-// write, the small ones, then big ones while the batch stays within
-// maxBatchBytes). The caller holds q.mu.
-func (q *committer) next() []*write {
-	var batch []*write
-	batch, q.queue = groupcommit.Next(q.queue, (*write).size, smallWrite, maxBatchBytes)
-	return batch
 }
 
 // commitBatch commits a batch under one hold of the write lock, with one
@@ -143,7 +71,7 @@ func (s *Store) commitBatch(ctx context.Context, batch []*write) {
 	unlockFn, err := s.lock(ctx)
 	if err != nil {
 		for _, w := range batch {
-			if !w.state.CompareAndSwap(pending, claimed) {
+			if !w.Claim() {
 				continue
 			}
 			if ctx.Err() != nil {
@@ -152,23 +80,18 @@ func (s *Store) commitBatch(ctx context.Context, batch []*write) {
 				w.err = w.fail(err)
 			}
 		}
-		answer(batch)
 		return
 	}
 	defer unlockFn()
 	caughtUp := s.runBatch(batch)
-	answer(batch)
+	// Callers waiting in the queue are answered before the compaction,
+	// not after it (a lone write's caller runs it).
+	groupcommit.Answer(batch)
 	// Invariant: only a Store whose index holds every whole frame of the
 	// segment compacts it; one that could not catch up (damage, say)
 	// would drop the writes it did not see.
 	if caughtUp {
 		s.maybeCompact()
-	}
-}
-
-func answer(batch []*write) {
-	for _, w := range batch {
-		close(w.done)
 	}
 }
 
@@ -180,7 +103,7 @@ func (s *Store) runBatch(batch []*write) bool {
 		err = s.fatal(err, s.segPath())
 		s.mu.RUnlock()
 		for _, w := range batch {
-			if w.state.CompareAndSwap(pending, claimed) {
+			if w.Claim() {
 				w.err = w.fail(err)
 			}
 		}
@@ -269,7 +192,7 @@ func (s *Store) appendBatch(batch []*write) bool {
 	}
 	var recs []placed
 	for _, w := range batch {
-		if !w.state.CompareAndSwap(pending, claimed) {
+		if !w.Claim() {
 			continue // abandoned: its caller has been answered
 		}
 		// Appending is the commit point: a caller whose deadline passed

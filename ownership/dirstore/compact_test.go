@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/internal/groupcommit"
 )
 
 // model is what a test expects the store to hold.
@@ -287,28 +288,34 @@ func TestCompactionStartedElsewhere(t *testing.T) {
 	}
 }
 
-// TestNextBatchTakesSmallWritesFirst: the next batch is the oldest write,
-// every small write queued, and big ones in queue order while they fit.
+// TestNextBatchTakesSmallWritesFirst: with this store's sizes and
+// bounds, the next batch is the oldest write, every small write queued,
+// and big ones in queue order while they fit.
 func TestNextBatchTakesSmallWritesFirst(t *testing.T) {
 	big := func(k string) *write { return &write{key: k, body: make([]byte, 3<<20)} }
 	small := func(k string) *write { return &write{key: k, body: make([]byte, 100)} }
-	q := &committer{queue: []*write{big("b0"), big("b1"), small("s0"), big("b2"), big("b3"), small("s1")}}
+	queue := []*write{big("b0"), big("b1"), small("s0"), big("b2"), big("b3"), small("s1")}
+	next := func() []*write {
+		var batch []*write
+		batch, queue = groupcommit.Next(queue, (*write).size, smallWrite, maxBatchBytes)
+		return batch
+	}
 	keys := func(ws []*write) (ks []string) {
 		for _, w := range ws {
 			ks = append(ks, w.key)
 		}
 		return ks
 	}
-	if got, want := keys(q.next()), []string{"b0", "s0", "s1", "b1"}; !slices.Equal(got, want) {
+	if got, want := keys(next()), []string{"b0", "s0", "s1", "b1"}; !slices.Equal(got, want) {
 		t.Fatalf("first batch %q, want %q", got, want)
 	}
-	if got, want := keys(q.queue), []string{"b2", "b3"}; !slices.Equal(got, want) {
+	if got, want := keys(queue), []string{"b2", "b3"}; !slices.Equal(got, want) {
 		t.Fatalf("left %q, want %q", got, want)
 	}
-	if got, want := keys(q.next()), []string{"b2", "b3"}; !slices.Equal(got, want) {
+	if got, want := keys(next()), []string{"b2", "b3"}; !slices.Equal(got, want) {
 		t.Fatalf("second batch %q, want %q", got, want)
 	}
-	if got := q.next(); len(got) != 0 || len(q.queue) != 0 {
-		t.Fatalf("third batch %q, queue %q, want both empty", keys(got), keys(q.queue))
+	if got := next(); len(got) != 0 || len(queue) != 0 {
+		t.Fatalf("third batch %q, queue %q, want both empty", keys(got), keys(queue))
 	}
 }

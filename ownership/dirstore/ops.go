@@ -95,7 +95,7 @@ func (s *Store) Put(ctx context.Context, key string, body []byte, cond ownership
 	if len(body) > maxBodyLen {
 		return "", fmt.Errorf("dirstore: put %q: body of %d bytes, over %d", key, len(body), maxBodyLen)
 	}
-	w := &write{ctx: ctx, op: "put", kind: kindPut, key: key, body: body, cond: cond, etag: newETagBits(), done: make(chan struct{})}
+	w := &write{ctx: ctx, op: "put", kind: kindPut, key: key, body: body, cond: cond, etag: newETagBits()}
 	if err := s.submit(ctx, w); err != nil {
 		return "", err
 	}
@@ -112,7 +112,7 @@ func (s *Store) Delete(ctx context.Context, key string, cond ownership.Condition
 	if cond.Kind != ownership.Unconditional && cond.Kind != ownership.ReplaceOnly {
 		return fmt.Errorf("dirstore: delete %q with %s: %w", key, cond, errBadCondition)
 	}
-	w := &write{ctx: ctx, op: "delete", kind: kindDelete, key: key, cond: cond, etag: newETagBits(), done: make(chan struct{})}
+	w := &write{ctx: ctx, op: "delete", kind: kindDelete, key: key, cond: cond, etag: newETagBits()}
 	return s.submit(ctx, w)
 }
 

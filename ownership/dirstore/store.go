@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 
 	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/internal/groupcommit"
 )
 
 // Layout of a store directory (see doc.go).
@@ -69,7 +70,7 @@ type Store struct {
 
 	// committer queues writes for group commit (commit.go); it has a
 	// mutex of its own.
-	committer committer
+	committer *groupcommit.Queue[*write]
 
 	// sums holds the block sums of the large records that range reads
 	// have checked (ranges.go); it has a mutex of its own.
@@ -155,6 +156,7 @@ func OpenWith(dir string, opts Options) (*Store, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Store{dir: abs, log: log, sem: make(chan struct{}, 1), compactMin: defaultCompactMin, compactRound: finalRound, sys: sysHooks}
+	s.committer = groupcommit.NewQueue((*write).size, smallWrite, maxBatchBytes, s.commitBatch)
 	if err := s.open(); err != nil {
 		s.release()
 		return nil, fmt.Errorf("dirstore: open %s: %w", dir, err)

@@ -510,10 +510,10 @@ func concurrentConditionalPuts(t *testing.T, compactMin int64) {
 func TestBatchOrder(t *testing.T) {
 	s := openTemp(t)
 	release := (&heldStore{s}).HoldWrites(t)
-	first := &write{ctx: t.Context(), op: "put", kind: kindPut, key: "k", body: []byte("1"), cond: ownership.IfAbsent(), etag: newETagBits(), done: make(chan struct{})}
-	second := &write{ctx: t.Context(), op: "put", kind: kindPut, key: "k", body: []byte("2"), cond: ownership.IfMatch(first.etag.ETag()), etag: newETagBits(), done: make(chan struct{})}
-	third := &write{ctx: t.Context(), op: "put", kind: kindPut, key: "k", body: []byte("3"), cond: ownership.IfAbsent(), etag: newETagBits(), done: make(chan struct{})}
-	del := &write{ctx: t.Context(), op: "delete", kind: kindDelete, key: "gone", cond: ownership.Always(), etag: newETagBits(), done: make(chan struct{})}
+	first := &write{ctx: t.Context(), op: "put", kind: kindPut, key: "k", body: []byte("1"), cond: ownership.IfAbsent(), etag: newETagBits()}
+	second := &write{ctx: t.Context(), op: "put", kind: kindPut, key: "k", body: []byte("2"), cond: ownership.IfMatch(first.etag.ETag()), etag: newETagBits()}
+	third := &write{ctx: t.Context(), op: "put", kind: kindPut, key: "k", body: []byte("3"), cond: ownership.IfAbsent(), etag: newETagBits()}
+	del := &write{ctx: t.Context(), op: "delete", kind: kindDelete, key: "gone", cond: ownership.Always(), etag: newETagBits()}
 	batch := []*write{first, second, third, del}
 	done := make(chan struct{})
 	go func() { s.commitBatch(t.Context(), batch); close(done) }()

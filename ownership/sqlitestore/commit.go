@@ -4,31 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/internal/groupcommit"
 )
 
-// Group commit. A write (Put or Delete) that finds no batch running
-// commits alone, on its caller's goroutine. Otherwise it queues: when the
-// running batch ends, a committer goroutine (gone again once the queue is
-// empty) takes the queued writes as the next batch. Under the write lock
+// Group commit: Put and Delete go through the Store's queue of writes
+// (ownership/internal/groupcommit), which commits a lone write on its
+// caller's goroutine and queued writes in batches. Under the write lock
 // a batch opens one transaction (BEGIN IMMEDIATE), checks each write's
 // condition in batch order (against the database as the transaction sees
-// it, earlier writes of the batch included), writes those that pass,
-// commits, and only then answers every write of the batch. Nothing waits
-// for a batch to fill.
-
-// The states of a write. The committer claims a pending write under the
-// lock before acting on it; a caller whose context ends abandons it if it
-// is still pending, and is answered at once with nothing written.
-const (
-	pending int32 = iota
-	claimed
-	abandoned
-)
+// it, earlier writes of the batch included), writes those that pass, and
+// commits; only then is every write of the batch answered.
 
 // maxBatchBytes bounds the bodies of one batch (a single larger write is
 // a batch of its own).
@@ -40,6 +27,8 @@ const smallWrite = 64 << 10
 
 // write is one Put or Delete waiting to be committed.
 type write struct {
+	groupcommit.Write
+
 	ctx  context.Context
 	del  bool
 	key  string
@@ -49,15 +38,12 @@ type write struct {
 	cond ownership.Condition
 	etag etagBits
 
-	state atomic.Int32 // pending, claimed or abandoned
-
-	// Set by the committer for a claimed write, read by its caller once
-	// done is closed.
+	// Set by the batch for a claimed write, read by its caller once it
+	// is answered.
 	err error
 	// decided: the answer rests on what the batch read or wrote, so a
 	// failed commit makes it unknown.
 	decided bool
-	done    chan struct{}
 }
 
 func (w *write) op() string {
@@ -73,88 +59,29 @@ func (w *write) fail(err error) error {
 	return fmt.Errorf("sqlitestore: %s %q: %w", w.op(), w.key, err)
 }
 
-// committer is a Store's queue of writes.
-type committer struct {
-	mu      sync.Mutex
-	queue   []*write
-	running bool // a batch is running; new writes queue
-}
-
 // commit commits w and returns its answer. If ctx ends while w is queued,
 // w is abandoned: the caller learns ErrUnknownOutcome and nothing is
 // written. Once claimed, w runs to completion whatever ctx does, but its
 // caller is answered ErrUnknownOutcome as soon as ctx ends.
 func (s *Store) commit(ctx context.Context, w *write) error {
-	q := &s.committer
-	q.mu.Lock()
-	if !q.running {
-		q.running = true
-		q.mu.Unlock()
-		s.commitBatch(ctx, []*write{w})
-		s.drain()
-		return w.err
-	}
-	q.queue = append(q.queue, w)
-	q.mu.Unlock()
-	select {
-	case <-w.done:
-		return w.err
-	case <-ctx.Done():
-	}
-	if w.state.CompareAndSwap(pending, abandoned) {
+	switch s.committer.Commit(ctx, w) {
+	case groupcommit.Abandoned:
+		return unknown(w.op(), w.key, ctx.Err())
+	case groupcommit.Claimed:
+		// It may land yet, and nothing that would tell is known.
 		return unknown(w.op(), w.key, ctx.Err())
 	}
-	// Claimed: it may land yet, and nothing that would tell is known.
-	return unknown(w.op(), w.key, ctx.Err())
-}
-
-// drain is called when a lone write is done: it hands the writes queued
-// meanwhile to a committer goroutine, or marks the Store idle.
-func (s *Store) drain() {
-	q := &s.committer
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if len(q.queue) == 0 {
-		q.running = false
-		return
-	}
-	go s.runCommitter()
-}
-
-// runCommitter commits batches until the queue is empty.
-func (s *Store) runCommitter() {
-	q := &s.committer
-	for {
-		q.mu.Lock()
-		batch := q.next()
-		if len(batch) == 0 {
-			q.queue = nil
-			q.running = false
-			q.mu.Unlock()
-			return
-		}
-		q.mu.Unlock()
-		s.commitBatch(context.Background(), batch)
-	}
-}
-
-// next takes the next batch from the queue (groupcommit.Next: the oldest
-// write, the small ones, then big ones while the batch stays within
-// maxBatchBytes). The caller holds q.mu.
-func (q *committer) next() []*write {
-	var batch []*write
-	batch, q.queue = groupcommit.Next(q.queue, (*write).size, smallWrite, maxBatchBytes)
-	return batch
+	return w.err
 }
 
 // commitBatch commits a batch in one transaction under one hold of the
-// write lock, then answers every write in it. ctx bounds only the wait
-// for the lock.
+// write lock; the queue answers every write in it once it returns. ctx
+// bounds only the wait for the lock.
 func (s *Store) commitBatch(ctx context.Context, batch []*write) {
 	unlockFn, err := s.lock(ctx)
 	if err != nil {
 		for _, w := range batch {
-			if !w.state.CompareAndSwap(pending, claimed) {
+			if !w.Claim() {
 				continue
 			}
 			if ctx.Err() != nil {
@@ -163,18 +90,10 @@ func (s *Store) commitBatch(ctx context.Context, batch []*write) {
 				w.err = w.fail(err)
 			}
 		}
-		answer(batch)
 		return
 	}
 	defer unlockFn()
 	s.runBatch(batch)
-	answer(batch)
-}
-
-func answer(batch []*write) {
-	for _, w := range batch {
-		close(w.done)
-	}
 }
 
 // runBatch does a batch's work. The caller holds the write lock.
@@ -194,7 +113,7 @@ func (s *Store) runBatch(batch []*write) {
 		return
 	}
 	for _, x := range batch {
-		if !x.state.CompareAndSwap(pending, claimed) {
+		if !x.Claim() {
 			continue // abandoned: its caller has been answered
 		}
 		// Claiming is the commit point: a caller whose deadline passed
@@ -237,7 +156,7 @@ func (s *Store) runBatch(batch []*write) {
 // nothing written; a write whose context has ended with unknown.
 func (s *Store) failAll(batch []*write, err error) {
 	for _, x := range batch {
-		if !x.state.CompareAndSwap(pending, claimed) {
+		if !x.Claim() {
 			continue
 		}
 		if cerr := x.ctx.Err(); cerr != nil {

@@ -231,7 +231,7 @@ func (s *Store) Put(ctx context.Context, key string, body []byte, cond ownership
 	if len(body) > maxBodyLen {
 		return "", fmt.Errorf("sqlitestore: put %q: body of %d bytes, over %d", key, len(body), maxBodyLen)
 	}
-	w := &write{ctx: ctx, key: key, body: body, cond: cond, etag: newETagBits(), done: make(chan struct{})}
+	w := &write{ctx: ctx, key: key, body: body, cond: cond, etag: newETagBits()}
 	if len(body) > inlineMax {
 		// The chunks' sums are taken here, on the caller's goroutine,
 		// not in the batch, which holds the write lock.
@@ -256,7 +256,7 @@ func (s *Store) Delete(ctx context.Context, key string, cond ownership.Condition
 	if cond.Kind != ownership.Unconditional && cond.Kind != ownership.ReplaceOnly {
 		return fmt.Errorf("sqlitestore: delete %q with %s: %w", key, cond, errBadCondition)
 	}
-	w := &write{ctx: ctx, del: true, key: key, cond: cond, done: make(chan struct{})}
+	w := &write{ctx: ctx, del: true, key: key, cond: cond}
 	return s.submit(ctx, w)
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/ncruces/go-sqlite3"
 
 	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/internal/groupcommit"
 )
 
 // Layout of a store directory (see doc.go).
@@ -111,7 +112,9 @@ type Store struct {
 	// w is the writer's connection; it belongs to whoever holds sem.
 	w *writer
 
-	committer committer
+	// committer queues writes for group commit (commit.go); it has a
+	// mutex of its own.
+	committer *groupcommit.Queue[*write]
 
 	// readers are the idle read connections; nreaders counts them all,
 	// idle or not, under readersMu.
@@ -164,6 +167,7 @@ func open(dir string, opts Options, synchronous string) (*Store, error) {
 		maxReaders: opts.Readers, synchronous: synchronous,
 		checkpoint: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
+	s.committer = groupcommit.NewQueue((*write).size, smallWrite, maxBatchBytes, s.commitBatch)
 	if s.busy <= 0 {
 		s.busy = defaultBusyTimeout
 	}
