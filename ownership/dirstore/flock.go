@@ -9,9 +9,8 @@ import (
 
 // The store's flocks, as every embedded store takes them (package flock).
 var (
-	tryLock  = flock.TryLock
-	waitLock = flock.WaitLock
-	unlock   = flock.Unlock
+	tryLock = flock.TryLock
+	unlock  = flock.Unlock
 )
 
 // Claim takes the claim on name beside the store, without waiting: free

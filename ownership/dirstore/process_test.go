@@ -2,18 +2,15 @@ package dirstore
 
 import (
 	"bufio"
-	"bytes"
-	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/internal/storetest"
 )
 
 // The multi-process tests re-execute this test binary, each child running
@@ -26,66 +23,9 @@ const (
 	raceRounds      = 150
 )
 
-// child is a running TestChild. It reads one command per line on stdin and
-// answers each with lines on stdout, the last of which is "end".
-type child struct {
-	cmd    *exec.Cmd
-	in     io.WriteCloser
-	out    *bufio.Scanner
-	stderr bytes.Buffer
-}
-
-func startChild(t *testing.T, id int, dir string, env ...string) *child {
+func startChild(t *testing.T, id int, dir string, env ...string) *storetest.Child {
 	t.Helper()
-	c := &child{cmd: exec.Command(os.Args[0], "-test.run=^TestChild$", "-test.count=1")}
-	c.cmd.Env = append(append(os.Environ(), childEnv+"="+strconv.Itoa(id), childDirEnv+"="+dir), env...)
-	c.cmd.Stderr = &c.stderr
-	var err error
-	if c.in, err = c.cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := c.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.out = bufio.NewScanner(stdout)
-	c.out.Buffer(nil, 1<<20)
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c.in.Close()
-		if err := c.cmd.Wait(); err != nil {
-			t.Errorf("child %d: %v\n%s", id, err, c.stderr.String())
-		}
-	})
-	return c
-}
-
-func (c *child) send(t *testing.T, cmd string) {
-	t.Helper()
-	if _, err := io.WriteString(c.in, cmd+"\n"); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// answer reads the child's answer to one command, skipping anything the
-// test framework prints.
-func (c *child) answer(t *testing.T) [][]string {
-	t.Helper()
-	var lines [][]string
-	for c.out.Scan() {
-		line, ok := strings.CutPrefix(c.out.Text(), "> ")
-		if !ok {
-			continue
-		}
-		if line == "end" {
-			return lines
-		}
-		lines = append(lines, strings.Fields(line))
-	}
-	t.Fatalf("child ended early: %v\n%s", c.out.Err(), c.stderr.String())
-	return nil
+	return storetest.StartChild(t, append([]string{childEnv + "=" + strconv.Itoa(id), childDirEnv + "=" + dir}, env...)...)
 }
 
 // TestTwoProcessRace: two OS processes, each with its own Store on one
@@ -103,16 +43,16 @@ func TestTwoProcessRace(t *testing.T) {
 	for r := range etags {
 		etags[r] = mustPut(t, s, fmt.Sprintf("match/%d", r), "initial", ownership.IfAbsent())
 	}
-	children := []*child{startChild(t, 0, dir), startChild(t, 1, dir)}
+	children := []*storetest.Child{startChild(t, 0, dir), startChild(t, 1, dir)}
 	var wins [2]int
 	for r := range raceRounds {
 		for i := range children {
 			// Alternate which child hears "race" first.
-			children[(r+i)%2].send(t, fmt.Sprintf("race %d %s", r, etags[r]))
+			children[(r+i)%2].Send(t, fmt.Sprintf("race %d %s", r, etags[r]))
 		}
 		var create, match [2]string
 		for i, c := range children {
-			a := c.answer(t)
+			a := c.Answer(t)
 			if len(a) != 1 || len(a[0]) != 2 {
 				t.Fatalf("round %d: child %d answered %q", r, i, a)
 			}
@@ -149,10 +89,10 @@ func TestTwoProcessRace(t *testing.T) {
 }
 
 // get asks a child for the body of key ("-" if missing).
-func get(t *testing.T, c *child, key string) string {
+func get(t *testing.T, c *storetest.Child, key string) string {
 	t.Helper()
-	c.send(t, "get "+key)
-	a := c.answer(t)
+	c.Send(t, "get "+key)
+	a := c.Answer(t)
 	if len(a) != 1 || len(a[0]) != 3 {
 		t.Fatalf("get %q: child answered %q", key, a)
 	}
@@ -175,9 +115,9 @@ func TestCompactionAcrossProcesses(t *testing.T) {
 	compare := func(when string) {
 		t.Helper()
 		m.check(t, s)
-		c.send(t, "dump")
+		c.Send(t, "dump")
 		got := map[string]string{}
-		for _, f := range c.answer(t) {
+		for _, f := range c.Answer(t) {
 			got[f[0]] = f[1]
 		}
 		if len(got) != len(m) {
@@ -200,8 +140,8 @@ func TestCompactionAcrossProcesses(t *testing.T) {
 
 	// The child overwrites every key many times, compacting as it goes.
 	before := segmentPath(t, dir)
-	c.send(t, "churn 20")
-	for _, f := range c.answer(t) {
+	c.Send(t, "churn 20")
+	for _, f := range c.Answer(t) {
 		k := f[0]
 		if f[1] == "-" {
 			delete(m, k)
@@ -233,46 +173,7 @@ func TestKilledWriter(t *testing.T) {
 	}
 	dir := t.TempDir()
 	s := openDir(t, dir)
-	c := &child{cmd: exec.Command(os.Args[0], "-test.run=^TestChild$", "-test.count=1")}
-	c.cmd.Env = append(os.Environ(), childEnv+"=0", childDirEnv+"="+dir)
-	stdout, err := c.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdin, err := c.cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.WriteString(stdin, "spam\n"); err != nil {
-		t.Fatal(err)
-	}
-	acked := map[string]ownership.ETag{}
-	out := bufio.NewScanner(stdout)
-	for len(acked) < 300 && out.Scan() {
-		if f := strings.Fields(strings.TrimPrefix(out.Text(), "> ")); len(f) == 2 {
-			acked[f[0]] = ownership.ETag(f[1])
-		}
-	}
-	c.cmd.Process.Kill()
-	c.cmd.Wait()
-	if len(acked) < 300 {
-		t.Fatalf("the child acknowledged only %d writes", len(acked))
-	}
-	check := func(s *Store) {
-		t.Helper()
-		for k, etag := range acked {
-			obj, err := s.Get(t.Context(), k)
-			if err != nil || obj.ETag != etag {
-				t.Fatalf("get %q: %s, %v; want the acknowledged write %s", k, obj.ETag, err, etag)
-			}
-		}
-	}
-	check(s)
-	mustPut(t, s, "after", "a", ownership.IfAbsent())
-	check(openDir(t, dir))
+	storetest.KilledWriter(t, startChild(t, 0, dir), s, func() ownership.Bucket { return openDir(t, dir) })
 }
 
 // TestChild is the other process of the tests above; it does nothing
@@ -282,6 +183,8 @@ func TestKilledWriter(t *testing.T) {
 //	race R ETAG  create-only put of create/R, then if-match ETAG put of
 //	             match/R; answers "<outcome> <outcome>"
 //	get KEY      answers "KEY ETAG BODY", or "KEY - -" if missing
+//	spam         writes new keys from eight goroutines until killed,
+//	             answering "KEY ETAG" for each acknowledged write
 //	dump         answers "KEY ETAG" for every key
 //	churn N      N rounds of overwrites and deletes (see churn); answers
 //	             "KEY ETAG BODY" for what it leaves, with '_' for ' ',
@@ -305,15 +208,7 @@ func TestChild(t *testing.T) {
 		f := strings.Fields(in.Text())
 		switch f[0] {
 		case "race":
-			body := []byte(fmt.Sprintf("child-%s-round-%s", id, f[1]))
-			_, errCreate := s.Put(t.Context(), "create/"+f[1], body, ownership.IfAbsent())
-			_, errMatch := s.Put(t.Context(), "match/"+f[1], body, ownership.IfMatch(ownership.ETag(f[2])))
-			for _, err := range []error{errCreate, errMatch} {
-				if o := ownership.OutcomeOf(err); o != ownership.Landed && o != ownership.Refused {
-					fmt.Fprintf(os.Stderr, "round %s: %v\n", f[1], err)
-				}
-			}
-			fmt.Printf("> %v %v\n", ownership.OutcomeOf(errCreate), ownership.OutcomeOf(errMatch))
+			storetest.Race(t, s, id, f[1], f[2])
 		case "get":
 			obj, err := s.Get(t.Context(), f[1])
 			switch {
@@ -333,21 +228,7 @@ func TestChild(t *testing.T) {
 				fmt.Printf("> %s %s\n", k, obj.ETag)
 			}
 		case "spam":
-			// Writers that never stop: the parent kills this process.
-			for w := range 8 {
-				go func() {
-					for i := 0; ; i++ {
-						k := fmt.Sprintf("spam/%d/%d", w, i)
-						etag, err := s.Put(context.Background(), k, bytes.Repeat([]byte{'s'}, 100+i%5000), ownership.IfAbsent())
-						if err != nil {
-							fmt.Fprintln(os.Stderr, err)
-							return
-						}
-						fmt.Printf("> %s %s\n", k, etag)
-					}
-				}()
-			}
-			select {}
+			storetest.Spam(s, func(i int) int { return 100 + i%5000 })
 		case "churn":
 			n, _ := strconv.Atoi(f[1])
 			m := model{}
@@ -398,9 +279,9 @@ func TestSuspectAcrossProcesses(t *testing.T) {
 	}
 	s.sys.datasync = fdatasync
 
-	c.send(t, "churn 1")
+	c.Send(t, "churn 1")
 	m := model{}
-	for _, f := range c.answer(t) {
+	for _, f := range c.Answer(t) {
 		if f[1] != "-" {
 			m[f[0]] = struct {
 				body string

@@ -1,12 +1,12 @@
 package sqlitestore
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/buckettest"
+	"github.com/wasmkeep/wasmkeep/ownership/internal/storetest"
 )
 
 // TestContract holds the store to the strictest contract: a new ETag for
@@ -47,17 +47,5 @@ var _ ownership.RangeReader = (*heldStore)(nil)
 
 func (h *heldStore) HoldWrites(t *testing.T) (release func()) {
 	t.Helper()
-	f, err := os.OpenFile(filepath.Join(h.Dir(), lockName), os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := waitLock(f); err != nil {
-		t.Fatal(err)
-	}
-	return func() {
-		if err := unlock(f); err != nil {
-			t.Error(err)
-		}
-		f.Close()
-	}
+	return storetest.HoldLock(t, filepath.Join(h.Dir(), lockName))
 }

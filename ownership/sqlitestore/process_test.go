@@ -2,17 +2,14 @@ package sqlitestore
 
 import (
 	"bufio"
-	"bytes"
-	"context"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/internal/storetest"
 )
 
 // The multi-process tests re-execute this test binary, each child running
@@ -23,70 +20,9 @@ const (
 	raceRounds  = 100
 )
 
-// child is a running TestChild. It reads one command per line on stdin and
-// answers each with lines on stdout, the last of which is "end".
-type child struct {
-	cmd    *exec.Cmd
-	in     io.WriteCloser
-	out    *bufio.Scanner
-	stderr bytes.Buffer
-}
-
-func startChild(t *testing.T, id int, dir string) *child {
+func startChild(t *testing.T, id int, dir string) *storetest.Child {
 	t.Helper()
-	c := &child{cmd: exec.Command(os.Args[0], "-test.run=^TestChild$", "-test.count=1")}
-	c.cmd.Env = append(os.Environ(), childEnv+"="+strconv.Itoa(id), childDirEnv+"="+dir)
-	c.cmd.Stderr = &c.stderr
-	var err error
-	if c.in, err = c.cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := c.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.out = bufio.NewScanner(stdout)
-	c.out.Buffer(nil, 1<<20)
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c.in.Close()
-		if err := c.cmd.Wait(); err != nil && c.cmd.ProcessState != nil && !c.killed() {
-			t.Errorf("child %d: %v\n%s", id, err, c.stderr.String())
-		}
-	})
-	return c
-}
-
-func (c *child) killed() bool {
-	return c.cmd.ProcessState != nil && strings.Contains(c.cmd.ProcessState.String(), "killed")
-}
-
-func (c *child) send(t *testing.T, cmd string) {
-	t.Helper()
-	if _, err := io.WriteString(c.in, cmd+"\n"); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// answer reads the child's answer to one command, skipping anything the
-// test framework prints.
-func (c *child) answer(t *testing.T) [][]string {
-	t.Helper()
-	var lines [][]string
-	for c.out.Scan() {
-		line, ok := strings.CutPrefix(c.out.Text(), "> ")
-		if !ok {
-			continue
-		}
-		if line == "end" {
-			return lines
-		}
-		lines = append(lines, strings.Fields(line))
-	}
-	t.Fatalf("child ended early: %v\n%s", c.out.Err(), c.stderr.String())
-	return nil
+	return storetest.StartChild(t, childEnv+"="+strconv.Itoa(id), childDirEnv+"="+dir)
 }
 
 // TestProcessRace: three OS processes, each with its own Store on one
@@ -104,16 +40,16 @@ func TestProcessRace(t *testing.T) {
 	for r := range etags {
 		etags[r] = mustPut(t, s, fmt.Sprintf("match/%d", r), "initial", ownership.IfAbsent())
 	}
-	children := []*child{startChild(t, 0, dir), startChild(t, 1, dir), startChild(t, 2, dir)}
+	children := []*storetest.Child{startChild(t, 0, dir), startChild(t, 1, dir), startChild(t, 2, dir)}
 	wins := make([]int, len(children))
 	for r := range raceRounds {
 		for i := range children {
 			// Rotate which child hears "race" first.
-			children[(r+i)%len(children)].send(t, fmt.Sprintf("race %d %s", r, etags[r]))
+			children[(r+i)%len(children)].Send(t, fmt.Sprintf("race %d %s", r, etags[r]))
 		}
 		outcomes := make([][2]string, len(children))
 		for i, c := range children {
-			a := c.answer(t)
+			a := c.Answer(t)
 			if len(a) != 1 || len(a[0]) != 2 {
 				t.Fatalf("round %d: child %d answered %q", r, i, a)
 			}
@@ -152,31 +88,7 @@ func TestKilledWriter(t *testing.T) {
 	}
 	dir := t.TempDir()
 	s := openDir(t, dir)
-	c := startChild(t, 0, dir)
-	c.send(t, "spam")
-	acked := map[string]ownership.ETag{}
-	for len(acked) < 300 && c.out.Scan() {
-		if f := strings.Fields(strings.TrimPrefix(c.out.Text(), "> ")); len(f) == 2 {
-			acked[f[0]] = ownership.ETag(f[1])
-		}
-	}
-	c.cmd.Process.Kill()
-	c.cmd.Wait()
-	if len(acked) < 300 {
-		t.Fatalf("the child acknowledged only %d writes", len(acked))
-	}
-	check := func(s *Store) {
-		t.Helper()
-		for k, etag := range acked {
-			obj, err := s.Get(t.Context(), k)
-			if err != nil || obj.ETag != etag {
-				t.Fatalf("get %q: %s, %v; want the acknowledged write %s", k, obj.ETag, err, etag)
-			}
-		}
-	}
-	check(s)
-	mustPut(t, s, "after", "a", ownership.IfAbsent())
-	check(openDir(t, dir))
+	storetest.KilledWriter(t, startChild(t, 0, dir), s, func() ownership.Bucket { return openDir(t, dir) })
 }
 
 // TestClaimOfAProcess: a claim another process holds is held until that
@@ -188,15 +100,14 @@ func TestClaimOfAProcess(t *testing.T) {
 	dir := t.TempDir()
 	s := openDir(t, dir)
 	c := startChild(t, 0, dir)
-	c.send(t, "claim node/n1")
-	if a := c.answer(t); len(a) != 1 || a[0][0] != "free" {
+	c.Send(t, "claim node/n1")
+	if a := c.Answer(t); len(a) != 1 || a[0][0] != "free" {
 		t.Fatalf("the child's claim: %q, want free", a)
 	}
 	if _, free, err := s.Claim("node/n1"); err != nil || free {
 		t.Fatalf("claim held by a live process: free %v, %v; want held", free, err)
 	}
-	c.cmd.Process.Kill()
-	c.cmd.Wait()
+	c.Kill()
 	release, free, err := s.Claim("node/n1")
 	if err != nil || !free {
 		t.Fatalf("claim of a killed process: free %v, %v; want free", free, err)
@@ -228,31 +139,10 @@ func TestChild(t *testing.T) {
 		f := strings.Fields(in.Text())
 		switch f[0] {
 		case "race":
-			body := []byte(fmt.Sprintf("child-%s-round-%s", id, f[1]))
-			_, errCreate := s.Put(t.Context(), "create/"+f[1], body, ownership.IfAbsent())
-			_, errMatch := s.Put(t.Context(), "match/"+f[1], body, ownership.IfMatch(ownership.ETag(f[2])))
-			for _, err := range []error{errCreate, errMatch} {
-				if o := ownership.OutcomeOf(err); o != ownership.Landed && o != ownership.Refused {
-					fmt.Fprintf(os.Stderr, "round %s: %v\n", f[1], err)
-				}
-			}
-			fmt.Printf("> %v %v\n", ownership.OutcomeOf(errCreate), ownership.OutcomeOf(errMatch))
+			storetest.Race(t, s, id, f[1], f[2])
 		case "spam":
-			// Writers that never stop: the parent kills this process.
-			for w := range 8 {
-				go func() {
-					for i := 0; ; i++ {
-						k := fmt.Sprintf("spam/%d/%d", w, i)
-						etag, err := s.Put(context.Background(), k, bytes.Repeat([]byte{'s'}, 100+(i*997)%200000), ownership.IfAbsent())
-						if err != nil {
-							fmt.Fprintln(os.Stderr, err)
-							return
-						}
-						fmt.Printf("> %s %s\n", k, etag)
-					}
-				}()
-			}
-			select {}
+			// Bodies of up to 200 KB: most are chunked.
+			storetest.Spam(s, func(i int) int { return 100 + (i*997)%200000 })
 		case "claim":
 			_, free, err := s.Claim(f[1])
 			if err != nil {

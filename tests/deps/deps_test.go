@@ -93,7 +93,7 @@ func matches(dep, path string) bool { return dep == path || strings.HasPrefix(de
 
 // testOnly are the packages only tests import (helpers of tests), with
 // everything under examples/, tests/ and bench/.
-var testOnly = []string{"internal/nodetest", "internal/s3test", "internal/damagetest", "internal/testlog", "internal/browser", "internal/wasmc"}
+var testOnly = []string{"internal/nodetest", "internal/s3test", "internal/damagetest", "internal/testlog", "internal/browser", "internal/wasmc", "ownership/internal/storetest"}
 
 // actorPackages are where proto.actor actors live.
 var actorPackages = []string{"internal/actorhost", "ownership/keeper", "supervisors", "node"}
