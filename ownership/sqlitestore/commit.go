@@ -138,6 +138,9 @@ func (s *Store) runBatch(batch []*write) {
 				y.err, y.decided = y.fail(err), false
 			}
 		}
+		// The writes after x are not claimed yet, and nothing of them is
+		// written either.
+		s.failAll(batch, err)
 		return
 	}
 	if err := w.commit.Exec(); err != nil {

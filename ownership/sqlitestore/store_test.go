@@ -133,6 +133,47 @@ func TestBatchOutcomesAreTheirOwn(t *testing.T) {
 	wantBody(t, s, "big", writes[5].body, results[5].etag)
 }
 
+// TestFailedStatementFailsTheBatch: when SQLite fails a write of a batch
+// (a trigger stands in for a full disk here), the transaction is rolled
+// back, and every write of the batch, those queued after the failing one
+// too, fails with nothing written.
+func TestFailedStatementFailsTheBatch(t *testing.T) {
+	s := openTemp(t)
+	c, err := sqlite3.Open(filepath.Join(s.Dir(), dbName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Exec("CREATE TRIGGER fail BEFORE INSERT ON objects WHEN NEW.key = CAST('bad' AS BLOB) BEGIN SELECT RAISE(ABORT, 'injected'); END")
+	c.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := (&heldStore{s}).HoldWrites(t)
+	keys := []string{"first", "before", "bad", "after"}
+	errs := make([]error, len(keys))
+	var wg sync.WaitGroup
+	for i, k := range keys {
+		wg.Go(func() { _, errs[i] = s.Put(t.Context(), k, []byte(k), ownership.IfAbsent()) })
+		// The first write waits for the lock; the others queue behind it
+		// in this order, and form the next batch.
+		time.Sleep(20 * time.Millisecond)
+	}
+	release()
+	wg.Wait()
+	if errs[0] != nil {
+		t.Fatalf("put %q: %v", keys[0], errs[0])
+	}
+	wantBody(t, s, keys[0], keys[0], "")
+	for i, k := range keys[1:] {
+		if o := ownership.OutcomeOf(errs[i+1]); o != ownership.Failed {
+			t.Errorf("put %q: %v (%v), want failed", k, o, errs[i+1])
+		}
+		if _, err := s.Get(t.Context(), k); !errors.Is(err, ownership.ErrNotFound) {
+			t.Errorf("get %q: %v, want not found", k, err)
+		}
+	}
+}
+
 // TestAbandonedWriteNeverLands: a write whose context ends while it waits
 // for the lock is answered unknown and never lands.
 func TestAbandonedWriteNeverLands(t *testing.T) {
