@@ -107,6 +107,18 @@ type keyedEvent struct {
 	absent bool
 }
 
+// tryAnswer gives the event's caller r unless the event has its answer
+// already, and reports whether it did: the first answer of an event is the
+// one its caller gets, whoever gives it (the resident actor, its commit's
+// goroutine, the director when the actor failed or stopped).
+func (m *eventMsg) tryAnswer(r result) bool {
+	if !m.answered.CompareAndSwap(false, true) {
+		return false
+	}
+	m.reply <- r // buffered for one answer, and this is the one
+	return true
+}
+
 // keyName is the name of the event's key, or "" without one.
 func (m *eventMsg) keyName() string {
 	if m.key == nil {
@@ -134,9 +146,10 @@ type residentEntry struct {
 	pid     *actor.PID
 	gen     ownership.Generation // highest generation an event was sent with
 	pending int                  // events sent and not done
-	// replies of the events sent and not done, by event id: answered here
-	// if the actor stops without running them (its supervisor stopped it).
-	replies map[uint64]chan result
+	// replies: the events sent and not done, by event id: answered here
+	// if the actor stops without answering them (its supervisor stopped
+	// it).
+	replies map[uint64]*eventMsg
 	seq     uint64 // events sent so far; names the idle timer
 	merging bool   // see mergingMsg
 	timer   *time.Timer
@@ -180,10 +193,7 @@ func (d *director) Receive(ctx actor.Context) {
 	defer func() {
 		if p := recover(); p != nil {
 			if m, ok := ctx.Message().(*eventMsg); ok {
-				select {
-				case m.reply <- result{err: d.h.notRun(m.actor, "director failed")}:
-				default:
-				}
+				m.tryAnswer(result{err: d.h.notRun(m.actor, "director failed")})
 			}
 			panic(p)
 		}
@@ -260,11 +270,10 @@ func (d *director) Receive(ctx actor.Context) {
 			// durable; the next event spawns it anew. The events
 			// still queued for it were dropped with it: answer their callers.
 			e := d.entries[a]
-			for id, reply := range e.replies {
-				select {
-				case reply <- result{err: d.h.notRun(a, "actor stopped by its supervisor")}:
-				default: // answered already
-				}
+			for id, m := range e.replies {
+				// One answered already (a write its commit's goroutine
+				// answered, say) keeps its answer.
+				m.tryAnswer(result{err: d.h.notRun(a, "actor stopped by its supervisor")})
 				delete(e.replies, id)
 			}
 			d.remove(ctx, a, e, "stopped by supervisor", true)
@@ -275,7 +284,7 @@ func (d *director) Receive(ctx actor.Context) {
 
 func (d *director) event(ctx actor.Context, m *eventMsg) {
 	if d.closed {
-		m.reply <- result{err: d.h.notRun(m.actor, "node stopping")}
+		m.tryAnswer(result{err: d.h.notRun(m.actor, "node stopping")})
 		return
 	}
 	e := d.entries[m.actor]
@@ -284,7 +293,7 @@ func (d *director) event(ctx actor.Context, m *eventMsg) {
 			// The first event with the key has not been answered yet.
 			resp := actors.Text(http.StatusConflict, "a request with this "+IdempotencyHeader+" is still running\n")
 			resp.Header.Set(OutcomeHeader, "running")
-			m.reply <- result{resp: resp}
+			m.tryAnswer(result{resp: resp})
 			return
 		}
 	}
@@ -302,7 +311,7 @@ func (d *director) event(ctx actor.Context, m *eventMsg) {
 	e.pending++
 	e.seq++
 	m.id = e.seq
-	e.replies[m.id] = m.reply
+	e.replies[m.id] = m
 	if m.key != nil {
 		e.keys[m.key.name()] = struct{}{}
 	}
@@ -317,7 +326,7 @@ func (d *director) spawn(ctx actor.Context, a ownership.Actor, class actors.Clas
 		opts = d.h.cfg.Supervision.Props(a.Class)
 	}
 	e := &residentEntry{pid: ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return ra }, opts...)), ended: ra.ended,
-		replies: map[uint64]chan result{}, keys: map[string]struct{}{}}
+		replies: map[uint64]*eventMsg{}, keys: map[string]struct{}{}}
 	d.byPID[e.pid.Id] = a
 	e.elem = d.lru.PushFront(a)
 	d.entries[a] = e
@@ -372,10 +381,7 @@ func (d *director) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, c
 			err = unknownOutcome(ev.actor, "actor failed after the event called another actor")
 		}
 		if err != nil {
-			select {
-			case ev.reply <- result{err: err}:
-			default: // answered already
-			}
+			ev.tryAnswer(result{err: err})
 		}
 		if ctx, ok := sup.(actor.Context); ok {
 			d.done(ctx, &doneMsg{actor: ev.actor, pid: child, id: ev.id, key: ev.keyName()})

@@ -165,7 +165,7 @@ func TestGrantSwitchWaitsByMessage(t *testing.T) {
 }
 
 // heldPuts holds each write of one key, while armed, until the test lets
-// it go; entered says that one is held.
+// it go (land); entered says that one is held.
 type heldPuts struct {
 	ownership.Bucket
 	key     string
@@ -185,13 +185,13 @@ func (b *heldPuts) Put(ctx context.Context, key string, body []byte, c ownership
 // TestWriteAnsweredAtItsLanding: a write is answered as soon as the
 // commit that carries it lands, by the commit's own goroutine, not after
 // the actor's mailbox takes the commit's answer: while a later event of
-// the actor still runs (so that the mailbox cannot), the write's caller
-// has its answer. The later event is answered once it ends.
+// the actor still runs (so that the mailbox cannot), the writes' callers
+// have their answers. So too for writes that ran while an earlier commit
+// was in flight, whose commit starts as that one lands (back to back).
+// The later event is answered once it ends, and reads the last write.
 func TestWriteAnsweredAtItsLanding(t *testing.T) {
 	a := ownership.Actor{Class: "slow", Name: "s"}
-	running, unblock := make(chan struct{}, 1), make(chan struct{})
-	var unblockOnce sync.Once
-	letGo := func() { unblockOnce.Do(func() { close(unblock) }) }
+	ran, running, unblock := make(chan string, 8), make(chan struct{}, 1), make(chan struct{})
 	reg := actors.BuiltIn()
 	require.NoError(t, reg.Register("slow", actors.ClassFunc(func(_ context.Context, r *actors.Request, st actors.Storage) (*actors.Response, error) {
 		if r.Path == "/block" {
@@ -200,12 +200,21 @@ func TestWriteAnsweredAtItsLanding(t *testing.T) {
 			v, _ := st.Get("k")
 			return actors.Text(http.StatusOK, string(v)), nil
 		}
-		return actors.Text(http.StatusOK, "written"), st.Put("k", []byte(r.Path))
+		ran <- r.Path
+		return actors.Text(http.StatusOK, "written "+r.Path), st.Put("k", []byte(r.Path))
 	})))
 	b := &heldPuts{Bucket: memstore.New(memstore.Faults{}), key: actorstore.StateKey(a),
 		entered: make(chan struct{}, 1), land: make(chan struct{})}
 	h := newHost(t, b, &fakeKeeper{}, reg)
-	t.Cleanup(letGo) // before the host's: a failure must not leave the event running
+	var once sync.Once
+	letAllGo := func() {
+		once.Do(func() {
+			b.armed.Store(false)
+			close(b.land)
+			close(unblock)
+		})
+	}
+	t.Cleanup(letAllGo) // before the host's: a failure must leave nothing held
 	deliver := func(path string) <-chan *actors.Response {
 		ch := make(chan *actors.Response, 1)
 		go func() {
@@ -225,33 +234,43 @@ func TestWriteAnsweredAtItsLanding(t *testing.T) {
 			t.Fatalf("%s: not within 10 s", what)
 		}
 	}
-	first := <-deliver("/first") // the load, and a first commit
-	require.Equal(t, http.StatusOK, first.Status)
+	answered := func(what string, ch <-chan *actors.Response, want string) {
+		t.Helper()
+		select {
+		case resp := <-ch:
+			require.Equal(t, http.StatusOK, resp.Status, what)
+			require.Equal(t, want, string(resp.Body), what)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: not answered within 10 s", what)
+		}
+	}
+	first := deliver("/w0") // the load, and a first commit
+	<-ran
+	answered("the first write", first, "written /w0")
 
 	b.armed.Store(true)
-	write := deliver("/second")
-	wait("the write's commit", b.entered)
+	w1 := deliver("/w1")
+	<-ran
+	wait("the commit of /w1", b.entered)
+	// Two writes run while that commit is in flight: the next commit
+	// carries them, starting as it lands.
+	w2 := deliver("/w2")
+	<-ran
+	w3 := deliver("/w3")
+	<-ran
+	b.land <- struct{}{}
+	answered("/w1", w1, "written /w1")
+	wait("the commit of /w2 and /w3", b.entered)
 	block := deliver("/block")
 	wait("the later event runs", running)
-	close(b.land)
-	select {
-	case resp := <-write:
-		require.Equal(t, http.StatusOK, resp.Status)
-		require.Equal(t, "written", string(resp.Body))
-	case <-time.After(10 * time.Second):
-		t.Fatal("the write was not answered at its landing while a later event ran")
-	}
+	b.land <- struct{}{}
+	answered("/w2, while a later event runs", w2, "written /w2")
+	answered("/w3, while a later event runs", w3, "written /w3")
 	select {
 	case resp := <-block:
 		t.Fatalf("the later event was answered while it ran: %+v", resp)
 	default:
 	}
-	letGo()
-	select {
-	case resp := <-block:
-		require.Equal(t, http.StatusOK, resp.Status)
-		require.Equal(t, "/second", string(resp.Body))
-	case <-time.After(10 * time.Second):
-		t.Fatal("the later event was not answered")
-	}
+	letAllGo()
+	answered("the later event", block, "/w3")
 }

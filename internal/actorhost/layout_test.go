@@ -93,11 +93,18 @@ const bulkPart = 16 << 10
 
 func bulkHost(t *testing.T, b ownership.Bucket) *actorhost.Host {
 	t.Helper()
+	return bulkHostOf(t, b, nil)
+}
+
+// bulkHostOf is bulkHost with the keeper o (a fake one that lets every
+// hold act when nil).
+func bulkHostOf(t *testing.T, b ownership.Bucket, o actorhost.Keeper) *actorhost.Host {
+	t.Helper()
 	reg := actors.BuiltIn()
 	if err := reg.Register("bulk", bulk{}); err != nil {
 		t.Fatal(err)
 	}
-	return hostOf(t, actorhost.Config{Bucket: b, Registry: reg, RunPart: bulkPart})
+	return hostOf(t, actorhost.Config{Bucket: b, Registry: reg, RunPart: bulkPart, Keeper: o})
 }
 
 // moveOn hibernates h's actors and returns another host on b, for the
@@ -535,9 +542,10 @@ func TestLayoutReadsFormat1(t *testing.T) {
 	m.check(t, bulkHost(t, b), 3)
 }
 
-// A run that cannot be read fails the event as unavailable, never as a
-// missing key; one the head lists but the bucket lost is damage.
-func TestLayoutRunReadFailures(t *testing.T) {
+// oneRun returns an in-memory bucket where the bulk actor, hibernated,
+// lists one run, and that run's key.
+func oneRun(t *testing.T) (*memstore.Store, []string) {
+	t.Helper()
 	inner := memstore.New(memstore.Faults{})
 	h := bulkHost(t, inner)
 	m := model{}
@@ -549,6 +557,13 @@ func TestLayoutRunReadFailures(t *testing.T) {
 	if len(listed) != 1 {
 		t.Fatalf("runs %v, want one", listed)
 	}
+	return inner, listed
+}
+
+// A run that cannot be read fails the event as unavailable, never as a
+// missing key; one the head lists but the bucket lost is damage.
+func TestLayoutRunReadFailures(t *testing.T) {
+	inner, listed := oneRun(t)
 	fb := &readFailBucket{Bucket: inner, key: listed[0]}
 	h2 := bulkHost(t, fb)
 	r := &actors.Request{Method: http.MethodGet, Path: "/k0000003", Header: http.Header{}}
@@ -589,23 +604,9 @@ func TestLayoutRunReadFailures(t *testing.T) {
 // fenced) may still be running an event on the head it read. The event
 // fails as unavailable, and the keeper is not told of damage.
 func TestLayoutRunGoneAfterTheHoldEnded(t *testing.T) {
-	inner := memstore.New(memstore.Faults{})
-	h := bulkHost(t, inner)
-	m := model{}
-	m.fill(t, h, 1, 0, 20, 300, "r")
-	if err := h.HibernateAll(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	listed := head(t, inner).Listed
-	if len(listed) != 1 {
-		t.Fatalf("runs %v, want one", listed)
-	}
-	reg := actors.BuiltIn()
-	if err := reg.Register("bulk", bulk{}); err != nil {
-		t.Fatal(err)
-	}
+	inner, listed := oneRun(t)
 	o := &fakeKeeper{}
-	h2 := hostOf(t, actorhost.Config{Bucket: inner, Registry: reg, RunPart: bulkPart, Keeper: o})
+	h2 := bulkHostOf(t, inner, o)
 	// The wake at generation 2 reads the head, not the run.
 	if r := send(t, h2, 2, http.MethodPut, "/fresh", "", []byte("v")); r.Status != http.StatusOK {
 		t.Fatalf("PUT at 2: %d %s", r.Status, r.Body)
@@ -664,14 +665,10 @@ func TestLayoutManifestReadFailures(t *testing.T) {
 		// A hold that has ended by the time its load finds the manifest
 		// gone does not call that damage (a later holder may have merged
 		// it away): the event is refused as not run.
-		reg := actors.BuiltIn()
-		if err := reg.Register("bulk", bulk{}); err != nil {
-			t.Fatal(err)
-		}
 		ended := &fakeKeeper{}
 		// The hold ends as the load reads the manifest.
 		eb := &onReadBucket{Bucket: inner, key: hd.Manifests[0], read: func() { ended.revoke(4) }}
-		hEnded := hostOf(t, actorhost.Config{Bucket: eb, Registry: reg, RunPart: bulkPart, Keeper: ended})
+		hEnded := bulkHostOf(t, eb, ended)
 		var de *actorhost.DamagedError
 		if _, err := hEnded.Deliver(t.Context(), bulkActor, 4, r); errors.As(err, &de) || !errors.Is(err, actors.ErrUnavailable) || !strings.Contains(err.Error(), "hold ended") {
 			t.Fatalf("a wake of an ended hold whose listed manifest is gone: %v, want unavailable", err)

@@ -121,6 +121,10 @@ type waiter struct {
 	wrote   bool
 	earlier bool
 	gated   ownership.Gated // release's verdict, while it decides
+	// early: a commit's goroutine answers it when the commit lands
+	// (commitJob.early); its result is final, and the actor reads nothing
+	// of it after the commit started, since the caller may own it by then.
+	early bool
 }
 
 // releasedByLanding says whether the gate releases w once the commit that
@@ -358,14 +362,14 @@ func (ra *residentActor) answer(ctx actor.Context, m *eventMsg, r result) {
 // counted done. s sends to the director (parent) for the resident actor
 // self.
 func answerEvent(s actor.SenderContext, parent, self *actor.PID, a ownership.Actor, m *eventMsg, r result) {
-	if !m.answered.CompareAndSwap(false, true) {
+	if m.answered.Load() {
 		return
 	}
+	// Counted done before its caller can send the next event (see
+	// answer); a doneMsg of an event the director answered is dropped
+	// there.
 	s.Send(parent, &doneMsg{actor: a, pid: self, id: m.id, key: m.keyName()})
-	select {
-	case m.reply <- r:
-	default:
-	}
+	m.tryAnswer(r)
 }
 
 func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
@@ -571,10 +575,13 @@ const timedPass = 32
 // pump starts a commit when writes wait and none is in flight, and
 // releases what the durable version covers.
 func (ra *residentActor) pump(ctx actor.Context) {
+	// Released first: the commit's goroutine answers the events in front
+	// of the gate that its landing releases (startCommit), so what the
+	// durable version releases leaves the front before it starts.
+	ra.release(ctx)
 	if ra.inflight == nil && ra.version > ra.durable && !ra.stalled() {
 		ra.startCommit(ctx)
 	}
-	ra.release(ctx)
 }
 
 // MaxRuns is how many runs an actor lists before its commits wait for the
@@ -624,7 +631,7 @@ func (ra *residentActor) startCommit(ctx actor.Context) {
 			if w.upto <= ra.durable || w.upto > job.version || !w.releasedByLanding() {
 				break
 			}
-			w.r = done(w.r)
+			w.r, w.early = done(w.r), true
 			n++
 		}
 		// The job shares their slots with the waiting list: the actor
@@ -903,8 +910,8 @@ func (ra *residentActor) verdicts(n int, mayAct func() bool) {
 	for i := range ra.waiting[:n] {
 		w := &ra.waiting[i]
 		w.gated = ownership.Gate(ownership.EventEnd{Wrote: w.wrote, Earlier: w.earlier, Commit: ownership.Landed, MayAct: mayAct})
-		if w.gated != ownership.GateRelease {
-			continue
+		if w.gated != ownership.GateRelease || w.early {
+			continue // an early one has no socket output and accepts nothing
 		}
 		if len(w.r.out) > 0 {
 			mayAct()
@@ -931,6 +938,10 @@ func (ra *residentActor) answerReady(ctx actor.Context, n int, may bool) {
 			ra.answer(ctx, w.m, result{err: ra.h.notRun(ra.actor, "hold no longer live or node lease not valid")})
 			continue
 		}
+		if w.early {
+			ra.answer(ctx, w.m, w.r) // its commit's goroutine did, most likely
+			continue
+		}
 		if len(w.r.out) > 0 && may {
 			flushSockets(ra.h.cfg.Sockets, ra.actor, w.r.out, ra.log)
 		}
@@ -955,6 +966,10 @@ func (ra *residentActor) gateAll(ctx actor.Context, through uint64, outcome owne
 		}
 		switch ownership.Gate(ownership.EventEnd{Wrote: w.wrote, Earlier: w.earlier, Commit: o, MayAct: never}) {
 		case ownership.GateRelease:
+			if w.early {
+				ra.answer(ctx, w.m, w.r)
+				continue
+			}
 			ra.answer(ctx, w.m, done(w.r))
 		case ownership.GateUnknown:
 			ra.answer(ctx, w.m, result{err: unknownOutcome(ra.actor, reason)})
