@@ -49,7 +49,7 @@ type Config struct {
 	// lapse) waits for the shell to confirm its instance ended before it is
 	// released anyway. It should exceed the per-event time limit.
 	EndWait time.Duration
-	// MoveLook is how long the owner side of a move keeps reading the record
+	// MoveLook is how long the holder's side of a move keeps reading the record
 	// of a moved room whose sockets are still here.
 	MoveLook time.Duration
 	// TakeOver lets this instance replace a lease still live under another

@@ -61,7 +61,7 @@ type Acquire struct {
 	Ref   uint64
 }
 
-// Idle says the actor's instance dropped out of memory (the idle timeout or
+// Idle says the resident actor left memory (the idle timeout or
 // an eviction) while its hold at Gen was live: the core parks the hold when
 // the rules allow, and releases it otherwise.
 type Idle struct {
@@ -123,7 +123,7 @@ type PeerUnreachable struct{ Node NodeID }
 // SecretsLost says the app's secrets cannot be opened here: the node drains.
 type SecretsLost struct{}
 
-// DamageFound says a reader outside the core (an actor instance loading its
+// DamageFound says a reader outside the core (a resident actor loading its
 // state) found the object at Key damaged (ErrDamaged; Err says how). The
 // core counts it and reports it, once per key, as it does the damage its
 // own reads find; nothing else changes.
@@ -209,7 +209,7 @@ type Refuse struct {
 	PeerInstance InstanceID
 }
 
-// StopActing: the hold at Gen is no longer live; drop the actor's instance
+// StopActing: the hold at Gen is no longer live; drop the resident actor
 // and release nothing it produces.
 type StopActing struct {
 	Actor  Actor

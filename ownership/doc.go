@@ -4,7 +4,7 @@
 // interface (Bucket, with typed outcomes: landed, not found, refused,
 // unknown), the records kept in it, and Core: one node's ownership protocol
 // as a deterministic state machine. Stores live in the sub-packages
-// dirstore, s3store and memstore; the proto.actor shell that runs a Core
+// dirstore, sqlitestore, s3store and memstore; the proto.actor shell that runs a Core
 // against a real bucket and clock is keeper.
 //
 // # Glossary

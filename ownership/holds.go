@@ -380,7 +380,7 @@ func (c *Core) expireWaiters(e *entry) bool {
 	kept := e.acq.waiters[:0]
 	for _, w := range e.acq.waiters {
 		if c.now.Sub(w.since) >= c.cfg.FailoverWait {
-			c.emit(Refuse{Actor: e.actor, Ref: w.ref, Reason: "owner unreachable past the failover wait", RetryAfter: c.cfg.LeasePeriod})
+			c.emit(Refuse{Actor: e.actor, Ref: w.ref, Reason: "holder unreachable past the failover wait", RetryAfter: c.cfg.LeasePeriod})
 			continue
 		}
 		kept = append(kept, w)

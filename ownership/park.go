@@ -70,7 +70,7 @@ func (c *Core) acquire(in Acquire) {
 func (c *Core) idle(in Idle) {
 	e := c.entries[in.Actor]
 	if e != nil && c.confirmEnded(e, in.Gen) {
-		// The instance of a hold that stopped acting has ended.
+		// The resident actor of a hold that stopped acting has ended.
 		c.advance(e)
 		return
 	}

@@ -9,8 +9,8 @@ import "time"
 // commit of an older hold is conditioned on a version from before the seal,
 // so none can land after it, however late it arrives; and the seal lands
 // before the record, so no commit of an older hold lands once hold g exists.
-// An instance that finds the object stamped above its own generation was
-// superseded, and ends its hold.
+// A resident actor that finds the object stamped above its own generation
+// was superseded, and ends its hold.
 // Fencing at the first event of the new hold instead would leave a window
 // between the record write and that fence in which an old commit with a
 // lost answer could still land.

@@ -64,7 +64,8 @@
 // goroutines whose replies come back as messages; the drivers ask the
 // keeper with RequestStatus and get a StatusAnswer, and close sockets and
 // send take calls on goroutines of their own. A resident actor waits in
-// its Receive only for its class's code (with the calls it makes), a
+// its Receive only for its class's code (with its storage reads and the
+// calls it makes), a
 // background compile of its wasm class, and a restart's or a supervisor
 // stop's commit in flight; its commits, state reads, gates and finish come
 // back as messages (package internal/actorhost, "Blocking", says why none

@@ -127,10 +127,14 @@
 // Four waits stay inside Receive, each holding back that one actor alone:
 //
 //   - the class's code itself, which is synchronous (a Go Handle, a wasm
-//     guest up to --wasm-event-timeout), with the calls it makes: the
-//     working state is committed and Keeper.MayAct asked before the
-//     request leaves, and the event waits for the callee's answer, as an
-//     awaited call does (up to --call-timeout). The actor's next events
+//     guest up to --wasm-event-timeout), with what it asks of the node: its
+//     storage reads of runs not in the block cache (ranged reads of the
+//     bucket, each within the I/O timeout; when one finds damage,
+//     Keeper.MayAct is asked whether the hold still lives, see Damage),
+//     and the calls it makes: the working state is committed and
+//     Keeper.MayAct asked before the request leaves, and the event waits
+//     for the callee's answer, as an awaited call does (up to
+//     --call-timeout). The actor's next events
 //     could not run meanwhile anyway (one event at a time); running the
 //     class on a goroutine of its own would add two hand-offs to every
 //     event to free the actor only for messages that can wait;

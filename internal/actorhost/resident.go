@@ -362,14 +362,13 @@ func (ra *residentActor) answer(ctx actor.Context, m *eventMsg, r result) {
 // counted done. s sends to the director (parent) for the resident actor
 // self.
 func answerEvent(s actor.SenderContext, parent, self *actor.PID, a ownership.Actor, m *eventMsg, r result) {
-	if m.answered.Load() {
+	if !m.answered.CompareAndSwap(false, true) {
 		return
 	}
 	// Counted done before its caller can send the next event (see
-	// answer); a doneMsg of an event the director answered is dropped
-	// there.
+	// answer).
 	s.Send(parent, &doneMsg{actor: a, pid: self, id: m.id, key: m.keyName()})
-	m.tryAnswer(r)
+	m.reply <- r // buffered for one answer, and this is the one
 }
 
 func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
@@ -939,7 +938,13 @@ func (ra *residentActor) answerReady(ctx actor.Context, n int, may bool) {
 			continue
 		}
 		if w.early {
-			ra.answer(ctx, w.m, w.r) // its commit's goroutine did, most likely
+			// Its commit landed, so its goroutine answers it; but a
+			// supervisor's stop answers what is left as not run once
+			// the actor has stopped, so an ending actor answers it here
+			// (the first answer wins), before it stops.
+			if ra.ending {
+				ra.answer(ctx, w.m, w.r)
+			}
 			continue
 		}
 		if len(w.r.out) > 0 && may {

@@ -12,7 +12,7 @@ import "github.com/wasmkeep/wasmkeep/ownership"
 // Embed NopHooks to implement only some of them.
 type Hooks interface {
 	// StopActing: the hold at the given generation is no longer live. Drop
-	// the actor's instance and release nothing it produces from now on.
+	// the resident actor and release nothing it produces from now on.
 	StopActing(ownership.StopActing)
 	// CloseSockets: close sockets with the given code, every socket of the
 	// node when All is set, else those of the actor.
@@ -30,8 +30,8 @@ type Hooks interface {
 	LeaseChanged(ownership.LeaseChanged)
 	// Abandoned: an acquisition was granted after its caller stopped
 	// waiting (Acquire's context ended). The hold is live at gen and
-	// nobody runs an event under it: unless an instance of the actor is
-	// resident here at that generation, end it with Idle, or it stays live
+	// nobody runs an event under it: unless the actor is resident here
+	// at that generation, end it with Idle, or it stays live
 	// until the node stops.
 	Abandoned(actor ownership.Actor, gen ownership.Generation)
 	// Exit: the keeper has ended. A clean exit follows Stop, with every
