@@ -87,3 +87,27 @@ func BenchmarkEventHandOff(b *testing.B) {
 		b.Fatal("no event ran")
 	}
 }
+
+// BenchmarkOneHotActor: increments of one counter from 32 callers at once,
+// on an in-memory bucket: the group commit of one busy actor, what the
+// HTTP benchmark with one name drives without HTTP. heads/op is the
+// commits per event (the smaller, the bigger the groups).
+func BenchmarkOneHotActor(b *testing.B) {
+	h := newHost(b, memstore.New(memstore.Faults{}), &fakeKeeper{}, nil)
+	if _, err := h.Deliver(b.Context(), room, 1, get("")); err != nil {
+		b.Fatal(err)
+	}
+	before := h.StorageStats().HeadWrites
+	b.ReportAllocs()
+	b.SetParallelism(16) // 32 callers on two cores
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := h.Deliver(b.Context(), room, 1, get("")); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(h.StorageStats().HeadWrites-before)/float64(b.N), "heads/op")
+}

@@ -56,7 +56,7 @@
 // The events at the front of the gate that a commit's landing alone
 // releases (they took effect, and carry no socket output and no WebSocket
 // to accept) are answered by the commit's goroutine as soon as it lands,
-// after it has sent the landing to the actor's mailbox: a write's answer
+// before it sends the landing to the actor's mailbox: a write's answer
 // does not wait for the actor to take the landing (commitJob.early). The
 // actor's own release, or a restart's, may answer them again; the first
 // answer of an event is the one kept (answerEvent).

@@ -655,17 +655,19 @@ func (ra *residentActor) startCommit(ctx actor.Context) {
 		defer cancel()
 		var res commitResult
 		defer func() {
-			job.done <- res
-			// The actor hears of the landing before the early answers go
-			// out, so that a caller's next event finds no commit in flight
-			// ahead of it in the mailbox.
-			root.Send(self, &commitDoneMsg{job: job})
+			// The early answers first, then the landing to the actor: in
+			// the other order the HTTP benchmarks lost 4 to 5% (the
+			// actor, woken by the landing, ran beside the answers on two
+			// cores); in this one a lone caller's next event may reach
+			// the actor before the landing does, and waits for it there.
 			if res.err == nil {
 				for i := range job.early {
 					w := &job.early[i]
 					answerEvent(root, parent, self, a, w.m, w.r)
 				}
 			}
+			job.done <- res
+			root.Send(self, &commitDoneMsg{job: job})
 		}()
 		// The alarm index's entries first: no alarm is in a state that
 		// landed without its entry. Then the run: the head that lists it
