@@ -618,15 +618,22 @@ func TestLayoutRunGoneAfterTheHoldEnded(t *testing.T) {
 	}
 	r := &actors.Request{Method: http.MethodGet, Path: "/k0000003", Header: http.Header{}}
 	_, err := h2.Deliver(t.Context(), bulkActor, 2, r)
+	notDamage(t, "a read of a run gone after the hold ended", err, o)
+}
+
+// notDamage wants err to refuse an event of a hold that ended as
+// unavailable, not as damage, and o, its keeper, told of no damage.
+func notDamage(t *testing.T, what string, err error, o *fakeKeeper) {
+	t.Helper()
 	var de *actorhost.DamagedError
 	if errors.As(err, &de) || !errors.Is(err, actors.ErrUnavailable) || !strings.Contains(err.Error(), "hold ended") {
-		t.Fatalf("a read of a run gone after the hold ended: %v, want unavailable", err)
+		t.Fatalf("%s: %v, want unavailable", what, err)
 	}
 	o.mu.Lock()
 	told := o.damaged
 	o.mu.Unlock()
 	if len(told) != 0 {
-		t.Fatalf("the keeper was told of damage: %q", told)
+		t.Fatalf("%s: the keeper was told of damage: %q", what, told)
 	}
 }
 
@@ -669,16 +676,9 @@ func TestLayoutManifestReadFailures(t *testing.T) {
 		// The hold ends as the load reads the manifest.
 		eb := &onReadBucket{Bucket: inner, key: hd.Manifests[0], read: func() { ended.revoke(4) }}
 		hEnded := bulkHostOf(t, eb, ended)
+		_, err = hEnded.Deliver(t.Context(), bulkActor, 4, r)
+		notDamage(t, "a wake of an ended hold whose listed manifest is gone", err, ended)
 		var de *actorhost.DamagedError
-		if _, err := hEnded.Deliver(t.Context(), bulkActor, 4, r); errors.As(err, &de) || !errors.Is(err, actors.ErrUnavailable) || !strings.Contains(err.Error(), "hold ended") {
-			t.Fatalf("a wake of an ended hold whose listed manifest is gone: %v, want unavailable", err)
-		}
-		ended.mu.Lock()
-		told := ended.damaged
-		ended.mu.Unlock()
-		if len(told) != 0 {
-			t.Fatalf("the keeper of an ended hold was told of damage: %q", told)
-		}
 		if _, err := bulkHost(t, inner).Deliver(t.Context(), bulkActor, 4, r); !errors.As(err, &de) || !strings.Contains(err.Error(), "manifest") {
 			t.Fatalf("a wake whose listed manifest is gone: %v, want damaged, naming the manifest", err)
 		}
