@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmkeep/wasmkeep/actors"
@@ -116,16 +117,20 @@ func TestBodiesInFlightBounded(t *testing.T) {
 		c.HTTP.MaxBody, c.HTTP.MaxBodyInflight, c.HTTP.BodyTimeout = 1000, 1500, 10*time.Second
 	})
 	// One body of 1000 bytes stalls with 999 sent: its 1000 bytes stay
-	// reserved.
+	// reserved. It asks for 100 Continue, which the server sends at the
+	// body's first read, after its bytes were reserved: the answer is the
+	// sign that they are.
 	stalled := dialRaw(t, n)
-	stalled.send("POST /actor/size/a HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" + strings.Repeat("a", 999))
-	// Once its bytes are reserved, a second one of 1000 does not fit
-	// beside it: 503 before it is read.
-	require.Eventually(t, func() bool { return metric(t, n, "wasmkeep_http_body_inflight_bytes") == "1000" },
-		10*time.Second, 10*time.Millisecond, "the stalled body's bytes were not reserved")
+	stalled.send("POST /actor/size/a HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\nExpect: 100-continue\r\n\r\n")
+	res, _, err := stalled.response(5 * time.Second)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusContinue, res.StatusCode)
+	require.Equal(t, "1000", metric(t, n, "wasmkeep_http_body_inflight_bytes"), "the stalled body's bytes were not reserved")
+	stalled.send(strings.Repeat("a", 999))
+	// A second one of 1000 does not fit beside it: 503 before it is read.
 	c := dialRaw(t, n)
 	c.send("POST /actor/size/b HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" + strings.Repeat("a", 1000))
-	res, _, err := c.response(5 * time.Second)
+	res, _, err = c.response(5 * time.Second)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
 	require.NotEmpty(t, res.Header.Get("Retry-After"))
@@ -163,6 +168,9 @@ func TestSlowBodyCut(t *testing.T) {
 			if _, err := c.conn.Write([]byte("a")); err != nil {
 				return
 			}
+			// The client's pace over real TCP is what is tested: a body
+			// that keeps arriving, too slowly, against the server's
+			// deadline on its socket.
 			time.Sleep(200 * time.Millisecond)
 		}
 	}()
@@ -182,6 +190,7 @@ func TestSlowBodyCut(t *testing.T) {
 			if _, err := c.conn.Write([]byte("1\r\na\r\n")); err != nil {
 				return
 			}
+			// The client's pace, as above.
 			time.Sleep(200 * time.Millisecond)
 		}
 	}()
@@ -191,7 +200,18 @@ func TestSlowBodyCut(t *testing.T) {
 }
 
 func TestConnectionBudget(t *testing.T) {
-	n := bodyNode(t, func(c *node.Config) { c.HTTP.MaxConns, c.HTTP.OverflowConns = 4, 2 })
+	metrics := prometheus.NewRegistry()
+	n := bodyNode(t, func(c *node.Config) { c.HTTP.MaxConns, c.HTTP.OverflowConns, c.Metrics = 4, 2, metrics })
+	// overflowEmpty waits for the server's books to count no connection in
+	// the overflow band. net/http reports a connection closed to the
+	// server's hook only after it closed the socket, so a client sees the
+	// close first, and nothing marks the moment after: the band's gauge is
+	// read, in the process, until it is zero.
+	overflowEmpty := func() {
+		t.Helper()
+		require.Eventually(t, func() bool { return connections(t, metrics, "overflow") == 0 }, 5*time.Second, time.Millisecond,
+			"connections the server closed still count in the overflow band")
+	}
 	get := func(c *raw, path string) (*http.Response, string) {
 		t.Helper()
 		c.send("GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -214,6 +234,8 @@ func TestConnectionBudget(t *testing.T) {
 	res, _, err := c.response(5 * time.Second)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusServiceUnavailable, res.StatusCode, "a fifth connection with the band's quiet for under a second")
+	// The server measures quietMin (a second) on its wall clock, against
+	// connections over real TCP: no fake clock reaches it from here.
 	time.Sleep(1100 * time.Millisecond)
 	c = dialRaw(t, n)
 	res, _ = get(c, "/actor/size/a")
@@ -233,16 +255,24 @@ func TestConnectionBudget(t *testing.T) {
 	var busy []*raw
 	for range 4 {
 		b := dialRaw(t, n)
-		b.send("POST /actor/size/a HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n")
+		b.send("POST /actor/size/a HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\nExpect: 100-continue\r\n\r\n")
 		busy = append(busy, b)
 	}
-	require.Eventually(t, func() bool {
-		o := dialRaw(t, n)
-		o.send("GET /actor/size/a HTTP/1.1\r\nHost: x\r\n\r\n")
-		res, _, err := o.response(5 * time.Second)
-		return err == nil && res.StatusCode == http.StatusServiceUnavailable
-	}, 5*time.Second, 20*time.Millisecond, "an actor request past the band was not refused")
+	// Each is busy in the served band once its 100 Continue comes (sent
+	// at its body's first read). A busy one the server admitted while it
+	// still counted a connection closed above waits in the overflow band
+	// for that place, which frees as the server sees the close.
+	for _, b := range busy {
+		res, _, err := b.response(5 * time.Second)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusContinue, res.StatusCode, "a busy connection was not served")
+	}
 	o := dialRaw(t, n)
+	o.send("GET /actor/size/a HTTP/1.1\r\nHost: x\r\n\r\n")
+	res, _, err = o.response(5 * time.Second)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusServiceUnavailable, res.StatusCode, "an actor request past the band was not refused")
+	o = dialRaw(t, n)
 	res, _ = get(o, "/readyz")
 	require.Equal(t, http.StatusOK, res.StatusCode)
 	require.True(t, res.Close, "an overflow connection is kept after its answer")
@@ -250,13 +280,23 @@ func TestConnectionBudget(t *testing.T) {
 
 	// Two requests waiting in the overflow band for a place (a second)
 	// fill it; a connection past it is closed at once.
+	overflowEmpty()
 	held := []*raw{dialRaw(t, n), dialRaw(t, n)}
 	for _, h := range held {
 		h.send("GET /actor/size/a HTTP/1.1\r\nHost: x\r\n\r\n")
 	}
+	// Until the server has read a held request, its connection is a
+	// silent one, which a newcomer may take the place of after 200 ms (on
+	// a loaded machine): nothing the client can see says it was read, so
+	// a newcomer kept is closed and another tried, within the held
+	// requests' second.
 	require.Eventually(t, func() bool {
 		x := dialRaw(t, n)
-		return x.closed(100 * time.Millisecond)
+		if x.closed(100 * time.Millisecond) {
+			return true
+		}
+		x.conn.Close()
+		return false
 	}, 900*time.Millisecond, 20*time.Millisecond, "a connection past every band was not closed at once")
 	// The held requests get their 503 after their second, or, where the
 	// server had not read them yet when a newcomer came, give way to it as
@@ -271,7 +311,10 @@ func TestConnectionBudget(t *testing.T) {
 
 	// Silent connections in the overflow band give way to a newcomer
 	// once quiet for 200 ms.
+	overflowEmpty()
 	silent := []*raw{dialRaw(t, n), dialRaw(t, n)}
+	// The server measures overflowQuiet (200 ms) on its wall clock, as
+	// quietMin above.
 	time.Sleep(300 * time.Millisecond)
 	o = dialRaw(t, n)
 	res, _ = get(o, "/healthz")
@@ -289,10 +332,18 @@ func TestConnectionBudget(t *testing.T) {
 func TestOverflowRequestTakesAFreedPlace(t *testing.T) {
 	n := bodyNode(t, func(c *node.Config) { c.HTTP.MaxConns, c.HTTP.OverflowConns = 1, 1 })
 	busy := dialRaw(t, n)
-	busy.send("POST /actor/size/a HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n")
-	time.Sleep(50 * time.Millisecond) // admitted first
+	busy.send("POST /actor/size/a HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\nExpect: 100-continue\r\n\r\n")
+	// Its 100 Continue (at its body's first read) says it was admitted
+	// first, and is busy in the served band.
+	res, _, err := busy.response(5 * time.Second)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusContinue, res.StatusCode)
 	waiting := dialRaw(t, n)
 	waiting.send("GET /actor/size/b HTTP/1.1\r\nHost: x\r\n\r\n")
+	// Nothing the client can see says that the server has read the
+	// waiting request and holds it for a place: it is given 200 ms of the
+	// second it may wait. Had the server not read it yet, it would find
+	// the freed place when it does, and be served all the same.
 	time.Sleep(200 * time.Millisecond)
 	busy.conn.Close() // its place frees while the other waits
 	res, body, err := waiting.response(5 * time.Second)
@@ -326,13 +377,16 @@ func TestUnreadBodyDoesNotHoldItsConnection(t *testing.T) {
 // announced size: an honest body still fits beside them.
 func TestAnnouncedBodiesDoNotLockOut(t *testing.T) {
 	n := bodyNode(t, func(c *node.Config) { c.HTTP.MaxBody, c.HTTP.MaxBodyInflight = 100<<10, 150<<10 })
+	// Each of the four asks for 100 Continue, which the server sends at
+	// its body's first read, once its first step is reserved: the honest
+	// one comes after all four hold theirs.
 	for range 4 {
 		c := dialRaw(t, n)
-		c.send(fmt.Sprintf("POST /actor/size/s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", 100<<10))
+		c.send(fmt.Sprintf("POST /actor/size/s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n", 100<<10))
+		res, _, err := c.response(5 * time.Second)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusContinue, res.StatusCode)
 	}
-	// The four reach the handler asynchronously; an honest one must be
-	// served however far they got.
-	time.Sleep(100 * time.Millisecond)
 	c := dialRaw(t, n)
 	c.send("POST /actor/size/h HTTP/1.1\r\nHost: x\r\nContent-Length: 10000\r\n\r\n" + strings.Repeat("a", 10000))
 	res, body, err := c.response(5 * time.Second)
@@ -351,6 +405,8 @@ func TestChunkedBodyAboveTheRateTaken(t *testing.T) {
 	chunk := strings.Repeat("a", 12000)
 	for range 15 {
 		c.send(fmt.Sprintf("%x\r\n%s\r\n", len(chunk), chunk))
+		// The client's pace over real TCP is what is tested: a body that
+		// keeps to the rate against the server's deadline on its socket.
 		time.Sleep(100 * time.Millisecond)
 	}
 	c.send("0\r\n\r\n")
@@ -403,6 +459,28 @@ func metric(t *testing.T, n *nodetest.Node, sample string) string {
 		}
 	}
 	return ""
+}
+
+// connections reads the server's count of connections in band (served
+// or overflow) from its metrics registry.
+func connections(t *testing.T, reg *prometheus.Registry, band string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != "wasmkeep_http_connections" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "band" && l.GetValue() == band {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no wasmkeep_http_connections{band=%q}", band)
+	return 0
 }
 
 // countClosed counts the connections the server closed: each is given a

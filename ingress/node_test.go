@@ -160,7 +160,11 @@ func TestRequestsRacingTheIdleTimeout(t *testing.T) {
 	for i := 1; i <= 3000; i++ {
 		n.mustGet(t, "/actor/counter/racing", strconv.Itoa(i))
 		if i%3 == 0 {
-			time.Sleep(time.Millisecond) // now and then, past the timeout
+			// Now and then, about the idle timeout: the actor's idle timer
+			// (a real one, in a node over real TCP) then fires about when
+			// the next request arrives, which is the race sought. Awaiting
+			// the hibernation instead would take the race away.
+			time.Sleep(time.Millisecond)
 		}
 	}
 }
