@@ -59,15 +59,24 @@ func (o *heldKeeper) RequestMayAct(a ownership.Actor, gen ownership.Generation, 
 	o.held <- func() { o.sys.Root.Send(replyTo, &keeper.MayActAnswer{Actor: a, Gen: gen, Tag: tag, May: may}) }
 }
 
-// putCount counts the bucket's writes.
+// putCount counts the bucket's writes, and sends the count of each on
+// done (if set) once it returned.
 type putCount struct {
 	ownership.Bucket
 	puts atomic.Int64
+	done chan int64
 }
 
 func (b *putCount) Put(ctx context.Context, key string, body []byte, c ownership.Condition) (ownership.ETag, error) {
-	b.puts.Add(1)
-	return b.Bucket.Put(ctx, key, body, c)
+	n := b.puts.Add(1)
+	etag, err := b.Bucket.Put(ctx, key, body, c)
+	if b.done != nil {
+		select {
+		case b.done <- n:
+		default: // far more writes than a test waits for
+		}
+	}
+	return etag, err
 }
 
 // TestGateQuestionDoesNotHoldTheActor: while the gate waits for the
@@ -77,7 +86,7 @@ func (b *putCount) Put(ctx context.Context, key string, body []byte, c ownership
 // order, and the actor stops.
 func TestGateQuestionDoesNotHoldTheActor(t *testing.T) {
 	o := &heldKeeper{held: make(chan func(), 4)}
-	b := &putCount{Bucket: memstore.New(memstore.Faults{})}
+	b := &putCount{Bucket: memstore.New(memstore.Faults{}), done: make(chan int64, 64)}
 	h := newHost(t, b, o, nil)
 	_, err := count(t, h, 1, "") // loaded, and 1 written
 	require.NoError(t, err)
@@ -103,8 +112,14 @@ func TestGateQuestionDoesNotHoldTheActor(t *testing.T) {
 		body, err := count(t, h, 1, "")
 		write <- answer{body, err}
 	}()
-	require.Eventually(t, func() bool { return b.puts.Load() > puts }, 10*time.Second, time.Millisecond,
-		"the write behind the question ran and was committed")
+	for committed := false; !committed; {
+		select {
+		case n := <-b.done:
+			committed = n > puts
+		case <-time.After(10 * time.Second):
+			t.Fatal("the write behind the question did not run and commit")
+		}
+	}
 	stopped := make(chan struct{})
 	go func() {
 		h.StopActing(room, 1)
