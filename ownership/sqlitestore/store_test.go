@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/ncruces/go-sqlite3"
@@ -88,11 +89,16 @@ func TestStoresRace(t *testing.T) {
 
 // TestBatchOutcomesAreTheirOwn: writes that queue while the lock is held
 // commit as one batch, in which a refused condition refuses that write
-// alone; the others land.
+// alone; the others land. Time is synctest's: each write is in its place
+// in the queue once the bubble is idle.
 func TestBatchOutcomesAreTheirOwn(t *testing.T) {
+	synctest.Test(t, testBatchOutcomesAreTheirOwn)
+}
+
+func testBatchOutcomesAreTheirOwn(t *testing.T) {
 	s := openTemp(t)
 	etag := mustPut(t, s, "k", "v1", ownership.IfAbsent())
-	release := (&heldStore{s}).HoldWrites(t)
+	release := holdSem(s)
 	type result struct {
 		etag ownership.ETag
 		err  error
@@ -118,7 +124,7 @@ func TestBatchOutcomesAreTheirOwn(t *testing.T) {
 		})
 		// The first write waits for the lock; the others queue behind it
 		// in this order.
-		time.Sleep(20 * time.Millisecond)
+		synctest.Wait()
 	}
 	release()
 	wg.Wait()
@@ -136,8 +142,13 @@ func TestBatchOutcomesAreTheirOwn(t *testing.T) {
 // TestFailedStatementFailsTheBatch: when SQLite fails a write of a batch
 // (a trigger stands in for a full disk here), the transaction is rolled
 // back, and every write of the batch, those queued after the failing one
-// too, fails with nothing written.
+// too, fails with nothing written. Time is synctest's, as in
+// TestBatchOutcomesAreTheirOwn.
 func TestFailedStatementFailsTheBatch(t *testing.T) {
+	synctest.Test(t, testFailedStatementFailsTheBatch)
+}
+
+func testFailedStatementFailsTheBatch(t *testing.T) {
 	s := openTemp(t)
 	c, err := sqlite3.Open(filepath.Join(s.Dir(), dbName))
 	if err != nil {
@@ -148,7 +159,7 @@ func TestFailedStatementFailsTheBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	release := (&heldStore{s}).HoldWrites(t)
+	release := holdSem(s)
 	keys := []string{"first", "before", "bad", "after"}
 	errs := make([]error, len(keys))
 	var wg sync.WaitGroup
@@ -156,7 +167,7 @@ func TestFailedStatementFailsTheBatch(t *testing.T) {
 		wg.Go(func() { _, errs[i] = s.Put(t.Context(), k, []byte(k), ownership.IfAbsent()) })
 		// The first write waits for the lock; the others queue behind it
 		// in this order, and form the next batch.
-		time.Sleep(20 * time.Millisecond)
+		synctest.Wait()
 	}
 	release()
 	wg.Wait()
@@ -172,6 +183,15 @@ func TestFailedStatementFailsTheBatch(t *testing.T) {
 			t.Errorf("get %q: %v, want not found", k, err)
 		}
 	}
+}
+
+// holdSem takes the in-process half of s's write lock, as a write of s
+// would, and returns what lets it go: the writes of s wait for it on a
+// channel, which, unlike a held flock, a synctest bubble sees them blocked
+// on.
+func holdSem(s *Store) (release func()) {
+	s.sem <- struct{}{}
+	return func() { <-s.sem }
 }
 
 // TestAbandonedWriteNeverLands: a write whose context ends while it waits
