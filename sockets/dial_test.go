@@ -221,10 +221,11 @@ func TestDialClosedByACloseDuringItsHandshake(t *testing.T) {
 	e := newEnv(t, Config{Dial: plainDial})
 	a := ownership.Actor{Class: "relay", Name: "r5"}
 	// A service that waits for the test before it answers the handshake.
-	release := make(chan struct{})
+	reached, release := make(chan struct{}, 1), make(chan struct{})
 	got := make(chan *websocket.Conn, 1)
 	up := websocket.Upgrader{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached <- struct{}{}
 		<-release
 		if c, err := up.Upgrade(w, r, nil); err == nil {
 			got <- c
@@ -236,20 +237,21 @@ func TestDialClosedByACloseDuringItsHandshake(t *testing.T) {
 		_, err := e.o.Dial(context.Background(), a, DialRequest{URL: "ws" + strings.TrimPrefix(srv.URL, "http")})
 		done <- err
 	}()
-	deadline := time.Now().Add(wait)
-	for {
-		if r := e.o.rooms.find(a); r != nil {
-			r.mu.Lock()
-			n := len(r.pending)
-			r.mu.Unlock()
-			if n == 1 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the dial never became pending")
-		}
-		time.Sleep(time.Millisecond)
+	// The dial is pending from before it connects: once its handshake
+	// reached the service, it is pending still, until the service answers.
+	select {
+	case <-reached:
+	case <-time.After(wait):
+		t.Fatal("the dial never reached the service")
+	}
+	pending := 0
+	if r := e.o.rooms.find(a); r != nil {
+		r.mu.Lock()
+		pending = len(r.pending)
+		r.mu.Unlock()
+	}
+	if pending != 1 {
+		t.Fatalf("%d dials pending while the handshake waits, want 1", pending)
 	}
 	e.o.CloseActor(a, 1012, "drain")
 	close(release)
