@@ -707,6 +707,9 @@ func TestCGuestProbe(t *testing.T) {
 		require.Equal(t, want, string(b), "the C guest's answer to %q", msg)
 	}
 	require.NoError(t, feed.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(4000, "bye"), time.Now().Add(time.Second)))
+	// The close travels over a real WebSocket to a node over real TCP,
+	// and reaches the guest as an event of its own: nothing the test
+	// holds says when it has run, so its record is read until it is there.
 	require.Eventually(t, func() bool {
 		resp := do(http.MethodGet, "c-probe/x/dial-closed", "", nil)
 		defer resp.Body.Close()
@@ -716,6 +719,8 @@ func TestCGuestProbe(t *testing.T) {
 	probe("/dial?url="+url.QueryEscape("ws://10.9.9.9/"), "-2\n")
 	probe("/dial?url="+url.QueryEscape(service.URL+"/feed"), "-1\n") // http://
 	probe("/alarm-set", "0 -1 get 1000 tick\n")
+	// The node delivers the alarm from its own poller, on the wall clock
+	// of a node over real TCP: its record is read until it fired.
 	require.Eventually(t, func() bool {
 		resp := do(http.MethodGet, "c-probe/x/alarm-fired", "", nil)
 		defer resp.Body.Close()
@@ -778,6 +783,11 @@ func TestCGuestActors(t *testing.T) {
 	}
 	gone := func() {
 		t.Helper()
+		// The actors hibernate on their idle timers (real ones: the guest
+		// runs compiled code on real goroutines), and each one's object
+		// leaves the guest after that, on whichever goroutine holds the
+		// guest then: no event marks the last, so the counts are read
+		// until they are zero.
 		deadline := time.Now().Add(nodetest.Wait)
 		for h.Resident() > 0 || m.Stats().Placed > 0 {
 			if time.Now().After(deadline) {

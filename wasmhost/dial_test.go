@@ -147,6 +147,9 @@ func TestGuestDial(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := fmt.Sprintf("closed/%d=4000 rotate clean %s feed,x\n", id, u)
+	// The close travels over a real WebSocket to a node over real TCP, and
+	// reaches the guest as an event of its own: nothing the test holds
+	// says when it has run, so its record is read until it is there.
 	deadline := time.Now().Add(nodetest.Wait)
 	for {
 		resp, err := http.Get(n.URL + "/actor/probe/a/list?prefix=closed/")

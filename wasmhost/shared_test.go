@@ -104,6 +104,10 @@ func (ts *tenants) expect(name, path, rawQuery, body string) {
 // idle.
 func (ts *tenants) awaitGone() {
 	ts.t.Helper()
+	// The actors hibernate on their idle timers (real ones: the guest runs
+	// compiled code on real goroutines), and each one's object leaves the
+	// guest after that, on whichever goroutine holds the guest then: no
+	// event marks the last, so the counts are read until they are zero.
 	deadline := time.Now().Add(nodetest.Wait)
 	for ts.h.Resident() > 0 || ts.m.Stats().Placed > 0 {
 		if time.Now().After(deadline) {
@@ -446,7 +450,8 @@ func TestSharedLimits(t *testing.T) {
 				status, _ := ts.call("a", path, "")
 				spun <- status
 			}()
-			// Once a's event holds the guest, b's waits for it.
+			// Once a's event holds the guest, b's waits for it. Nothing
+			// signals the hold, so it is read until it is there.
 			s := ts.m.shared.slots[0]
 			for !s.heldBy([]ownership.Actor{{Class: "tenant", Name: "a"}}) {
 				if time.Since(start) > nodetest.Wait {
