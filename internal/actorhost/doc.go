@@ -58,8 +58,9 @@
 // to accept) are answered by the commit's goroutine as soon as it lands,
 // before it sends the landing to the actor's mailbox: a write's answer
 // does not wait for the actor to take the landing (commitJob.early). The
-// actor's own release, or a restart's, may answer them again; the first
-// answer of an event is the one kept (answerEvent).
+// actor answers them itself only if the commit does not land; every answer
+// of an event goes through one claim, so the first is the one kept
+// (answerEvent, eventMsg.tryAnswer).
 //
 // # Event keys
 //

@@ -149,8 +149,10 @@ type commitJob struct {
 	// commit's goroutine answers them as soon as it lands, before its
 	// answer goes back to the actor's mailbox, which saves them that
 	// hand-off. Their results are final (done) when the job starts. The
-	// actor answers them again by the gate's rule when it takes the
-	// commit's answer; answerEvent keeps only the first answer.
+	// actor, which takes the landing only after those answers, leaves
+	// them to the goroutine; should the commit not land, the actor
+	// answers them by the gate's rule (answerEvent keeps the first answer
+	// of an event, whoever gives it).
 	early []waiter
 }
 
@@ -654,13 +656,14 @@ func (ra *residentActor) startCommit(ctx actor.Context) {
 		cctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		var res commitResult
+		finished := false // false in a panic: nothing is answered as landed
 		defer func() {
 			// The early answers first, then the landing to the actor: in
 			// the other order the HTTP benchmarks lost 4 to 5% (the
 			// actor, woken by the landing, ran beside the answers on two
 			// cores); in this one a lone caller's next event may reach
 			// the actor before the landing does, and waits for it there.
-			if res.err == nil {
+			if finished && res.err == nil {
 				for i := range job.early {
 					w := &job.early[i]
 					answerEvent(root, parent, self, a, w.m, w.r)
@@ -692,6 +695,7 @@ func (ra *residentActor) startCommit(ctx actor.Context) {
 		if res.err != nil && res.outcome() == ownership.Unknown {
 			res = ra.resolve(job, res, gen, etag)
 		}
+		finished = true
 	}()
 }
 
@@ -930,7 +934,26 @@ func (ra *residentActor) verdicts(n int, mayAct func() bool) {
 func (ra *residentActor) answerReady(ctx actor.Context, n int, may bool) {
 	ready := ra.waiting[:n]
 	ra.waiting = append([]waiter(nil), ra.waiting[n:]...)
-	for _, w := range ready {
+	at := 0
+	defer func() {
+		if p := recover(); p != nil {
+			// Out of the waiting list, the ready events would be left to
+			// a supervisor's stop, which answers them as not run: a write
+			// that landed must not be, as a retry would run it again.
+			// Each is answered by its verdict, without its socket output,
+			// before the panic goes on.
+			for _, w := range ready[at:] {
+				if w.gated == ownership.GateRelease {
+					ra.answer(ctx, w.m, done(w.r))
+				} else {
+					ra.answer(ctx, w.m, result{err: ra.h.unavailable(ra.actor, "actor failed")})
+				}
+			}
+			panic(p)
+		}
+	}()
+	for i, w := range ready {
+		at = i
 		switch w.gated {
 		case ownership.GateUnknown:
 			ra.answer(ctx, w.m, result{err: unknownOutcome(ra.actor, "the event took effect, but its hold ended before its WebSocket could be accepted")})
@@ -940,14 +963,7 @@ func (ra *residentActor) answerReady(ctx actor.Context, n int, may bool) {
 			continue
 		}
 		if w.early {
-			// Its commit landed, so its goroutine answers it; but a
-			// supervisor's stop answers what is left as not run once
-			// the actor has stopped, so an ending actor answers it here
-			// (the first answer wins), before it stops.
-			if ra.ending {
-				ra.answer(ctx, w.m, w.r)
-			}
-			continue
+			continue // its commit landed, and its goroutine answered it
 		}
 		if len(w.r.out) > 0 && may {
 			flushSockets(ra.h.cfg.Sockets, ra.actor, w.r.out, ra.log)
