@@ -21,6 +21,8 @@
 #   WS_SOCKETS, WS_MSGS, WS_BCAST   echo and broadcast sizes 100, 300, 1000
 #   IDLE_SOCKETS  idle sockets (over 50 rooms), held 8 s     2000
 #   A_FLAGS, B_FLAGS  more flags of each side's node (split on spaces)   none
+#   BUCKET    mem (mem://) or dir (a fresh directory bucket per side, the
+#             embedded store a node runs on by default)            mem
 #   SCENARIOS which to run (default all): http-1name http-1000names ws-echo ws-echo-wasm ws-bcast ws-bcast-wasm ws-idle
 # Scenarios: http-1name, http-1000names (class counter), ws-echo and ws-bcast
 # (class chat), ws-echo-wasm and ws-bcast-wasm (class room-wasm, the wasm chat room,
@@ -80,10 +82,18 @@ say "$(uname -r); cpus $(nproc); $(go version)"
 declare -A PID PORT BIN
 PORT[A]=8796; PORT[B]=8797; BIN[A]=$BIN_A; BIN[B]=$BIN_B
 declare -A FLAGS; FLAGS[A]=${A_FLAGS:-}; FLAGS[B]=${B_FLAGS:-}
+BUCKET=${BUCKET:-mem}
+declare -A BUCKETS
+case "$BUCKET" in
+mem) BUCKETS[A]=mem://; BUCKETS[B]=mem:// ;;
+dir) for s in A B; do BUCKETS[$s]=$OUT/bucket-$s; rm -rf "${BUCKETS[$s]}"; done ;;
+*) die "BUCKET=$BUCKET: want mem or dir" ;;
+esac
+say "bucket: $BUCKET"
 start() { # side [flags...]
   local s=$1; shift
   # shellcheck disable=SC2086 # the side's flags are words
-  "${BIN[$s]}" serve ${FLAGS[$s]} --listen 127.0.0.1:${PORT[$s]} --node ab$s --bucket mem:// --classes "$(dirname "${BIN[$s]}")/classes" --cache-dir "" "$@" \
+  "${BIN[$s]}" serve ${FLAGS[$s]} --listen 127.0.0.1:${PORT[$s]} --node ab$s --bucket "${BUCKETS[$s]}" --classes "$(dirname "${BIN[$s]}")/classes" --cache-dir "" "$@" \
     >>"$OUT/node-$s.log" 2>&1 &
   PID[$s]=$!
   "$LG" wait-ready -url "http://127.0.0.1:${PORT[$s]}/readyz" >/dev/null 2>&1 || die "node $s did not start"
