@@ -69,13 +69,12 @@ type deployWatch struct {
 	etags   map[string]ownership.ETag
 	serving map[string]deployStatus
 
-	cancel func()
-	done   chan struct{}
+	passes *repeater // nil until start
 }
 
 func newDeployWatch(b ownership.Bucket, reg *actors.Registry, c Compiler, host *actorhost.Host, setFront func(actors.Front), every time.Duration, metrics prometheus.Registerer, log *slog.Logger) (*deployWatch, error) {
 	w := &deployWatch{bucket: b, registry: reg, compiler: c, host: host, setFront: setFront, every: every, log: log.With(slog.String("component", "deploys")),
-		local: reg.Names(), etags: map[string]ownership.ETag{}, serving: map[string]deployStatus{}, done: make(chan struct{})}
+		local: reg.Names(), etags: map[string]ownership.ETag{}, serving: map[string]deployStatus{}}
 	var errs [3]error
 	w.applied, errs[0] = metricreg.Register(metrics, prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "wasmkeep_deploys_applied_total", Help: "Deployed class versions this node compiled and serves (the events after take them)."}))
@@ -93,27 +92,12 @@ func newDeployWatch(b ownership.Bucket, reg *actors.Registry, c Compiler, host *
 // versions from its first event) and the others every period.
 func (w *deployWatch) start(ctx context.Context) {
 	w.pass(ctx)
-	ctx, cancel := context.WithCancel(context.Background())
-	w.cancel = cancel
-	go func() {
-		defer close(w.done)
-		t := time.NewTicker(w.every)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				w.pass(ctx)
-			}
-		}
-	}()
+	w.passes = startRepeater(w.every, w.every, w.pass)
 }
 
 func (w *deployWatch) stop() {
-	if w.cancel != nil {
-		w.cancel()
-		<-w.done
+	if w.passes != nil {
+		w.passes.stop()
 	}
 }
 

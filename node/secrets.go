@@ -37,14 +37,13 @@ type secretsWatch struct {
 	every  time.Duration
 	log    *slog.Logger
 	m      struct{ open, unopened prometheus.Gauge }
-	cancel func()
-	done   chan struct{}
+	passes *repeater
 	// drained: this node's drain request for the secrets is in the bucket.
 	drained bool
 }
 
 func startSecrets(v *secrets.Vault, b ownership.Bucket, node ownership.NodeID, every time.Duration, reg prometheus.Registerer, log *slog.Logger) (*secretsWatch, error) {
-	w := &secretsWatch{vault: v, bucket: b, node: node, every: every, log: log.With(slog.String("component", "secrets")), done: make(chan struct{})}
+	w := &secretsWatch{vault: v, bucket: b, node: node, every: every, log: log.With(slog.String("component", "secrets"))}
 	var err1, err2 error
 	w.m.open, err1 = metricreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "wasmkeep_secrets_open", Help: "Application secrets this node holds open (their names and values are never exported)."}))
@@ -61,31 +60,11 @@ func startSecrets(v *secrets.Vault, b ownership.Bucket, node ownership.NodeID, e
 			w.drained = true
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	w.cancel = cancel
-	go w.run(ctx)
+	w.passes = startRepeater(0, w.every, w.pass)
 	return w, nil
 }
 
-func (w *secretsWatch) stop() {
-	w.cancel()
-	<-w.done
-}
-
-func (w *secretsWatch) run(ctx context.Context) {
-	defer close(w.done)
-	t := time.NewTimer(0)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		w.pass(ctx)
-		t.Reset(w.every)
-	}
-}
+func (w *secretsWatch) stop() { w.passes.stop() }
 
 // pass reads the secrets once and drains, or takes its drain back, as it
 // finds them.
