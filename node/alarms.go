@@ -59,8 +59,9 @@ type alarmPoller struct {
 	// would be delivered again only to be found gone.
 	deleted map[string]time.Time
 	slots   chan struct{}
-	cancel  context.CancelFunc
-	done    chan struct{}
+	passes  *repeater
+	// deliveries are the deliveries a pass started, which stop waits for.
+	deliveries sync.WaitGroup
 }
 
 type alarmMetrics struct {
@@ -111,42 +112,30 @@ func (m *alarmMetrics) ended(o actorhost.AlarmOutcome, due time.Time) {
 // startAlarms starts the poller; stop ends it and waits for its
 // deliveries.
 func startAlarms(host *actorhost.Host, bucket ownership.Bucket, every, io time.Duration, m *alarmMetrics, log *slog.Logger) *alarmPoller {
-	ctx, cancel := context.WithCancel(context.Background())
 	p := &alarmPoller{host: host, bucket: bucket, every: every, io: io, log: log, m: m,
-		inflight: map[string]bool{}, deleted: map[string]time.Time{}, slots: make(chan struct{}, alarmDeliveries), cancel: cancel, done: make(chan struct{})}
-	go p.run(ctx)
+		inflight: map[string]bool{}, deleted: map[string]time.Time{}, slots: make(chan struct{}, alarmDeliveries)}
+	p.passes = startRepeater(0, p.run)
 	return p
 }
 
+// stop ends the passes, then waits for the deliveries they started.
 func (p *alarmPoller) stop() {
-	p.cancel()
-	<-p.done
+	p.passes.stop()
+	p.deliveries.Wait()
 }
 
-func (p *alarmPoller) run(ctx context.Context) {
-	var wg sync.WaitGroup
-	defer close(p.done)
-	defer wg.Wait()
-	t := time.NewTimer(0)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		start := time.Now()
-		wait := p.every
-		if next := p.pass(ctx, &wg); !next.IsZero() {
-			// The first entry not due yet comes due before the next pass:
-			// a pass then instead, so that an alarm waits for its time,
-			// not for the period; passes stay a quarter of the period
-			// apart, so at most four a period, and only while alarms
-			// come due.
-			wait = min(wait, max(time.Until(next), 0))
-		}
-		t.Reset(max(wait, p.every/4-time.Since(start)))
+// run makes a pass and says when the next is due.
+func (p *alarmPoller) run(ctx context.Context) time.Duration {
+	start := time.Now()
+	wait := p.every
+	if next := p.pass(ctx, &p.deliveries); !next.IsZero() {
+		// The first entry not due yet comes due before the next pass:
+		// a pass then instead, so that an alarm waits for its time, not
+		// for the period; passes stay a quarter of the period apart, so
+		// at most four a period, and only while alarms come due.
+		wait = min(wait, max(time.Until(next), 0))
 	}
+	return max(wait, p.every/4-time.Since(start))
 }
 
 // pass lists the start of the index and delivers what is due, page after

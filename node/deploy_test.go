@@ -52,6 +52,23 @@ func buildCounter(t *testing.T, v string) []byte { return buildGuest(t, "counter
 // looking every poll, with first deployed as class before it starts.
 func deployNode(t *testing.T, class string, first []byte, idle, poll time.Duration) (*nodetest.Node, ownership.Bucket) {
 	t.Helper()
+	dir, b, comp := deployParts(t)
+	_, err := deploys.Upload(t.Context(), b, class, first, deploys.Deploy{At: time.Now()})
+	require.NoError(t, err)
+	n := nodetest.Start(t, nodetest.Options{Dir: dir, IdleTimeout: idle, Configure: func(c *node.Config) {
+		c.Deploys, c.DeployPoll = comp, poll
+	}})
+	return n, b
+}
+
+// compiler is the node's wasm runtime, as serve gives it.
+type compiler struct{ rt *wasmhost.Runtime }
+
+// deployParts makes what a node that serves deployed classes is made of:
+// a directory bucket (its directory, for the node) and a compiler of
+// wasm classes.
+func deployParts(t *testing.T) (string, ownership.Bucket, compiler) {
+	t.Helper()
 	dir := t.TempDir()
 	b, err := dirstore.Open(dir)
 	require.NoError(t, err)
@@ -59,16 +76,8 @@ func deployNode(t *testing.T, class string, first []byte, idle, poll time.Durati
 	rt, err := wasmhost.NewRuntime(t.Context(), wasmhost.Config{CacheDir: t.TempDir()})
 	require.NoError(t, err)
 	t.Cleanup(func() { rt.Close(context.Background()) })
-	_, err = deploys.Upload(t.Context(), b, class, first, deploys.Deploy{At: time.Now()})
-	require.NoError(t, err)
-	n := nodetest.Start(t, nodetest.Options{Dir: dir, IdleTimeout: idle, Configure: func(c *node.Config) {
-		c.Deploys, c.DeployPoll = compiler{rt}, poll
-	}})
-	return n, b
+	return dir, b, compiler{rt}
 }
-
-// compiler is the node's wasm runtime, as serve gives it.
-type compiler struct{ rt *wasmhost.Runtime }
 
 func (c compiler) Compile(ctx context.Context, class string, wasm []byte) (actors.Class, error) {
 	return c.rt.Compile(ctx, class, wasm)
@@ -266,25 +275,19 @@ func TestDeployFront(t *testing.T) {
 // TestDeployedClassWinsOverLocal: a class deployed under the name of a
 // node's own class replaces it, and the node says so once.
 func TestDeployedClassWinsOverLocal(t *testing.T) {
-	dir := t.TempDir()
-	b, err := dirstore.Open(dir)
-	require.NoError(t, err)
-	t.Cleanup(func() { b.Close() })
-	rt, err := wasmhost.NewRuntime(t.Context(), wasmhost.Config{CacheDir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(func() { rt.Close(context.Background()) })
+	dir, b, comp := deployParts(t)
 	logs := &lockedBuffer{}
 	local := actors.ClassFunc(func(context.Context, *actors.Request, actors.Storage) (*actors.Response, error) {
 		return actors.Text(http.StatusOK, "the node's own"), nil
 	})
 	n := nodetest.Start(t, nodetest.Options{Dir: dir, Classes: map[string]actors.Class{"tally": local}, Configure: func(c *node.Config) {
-		c.Deploys, c.DeployPoll = compiler{rt}, 10*time.Millisecond
+		c.Deploys, c.DeployPoll = comp, 10*time.Millisecond
 		c.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	}})
 	_, body := get(t, n.URL+"/actor/tally/a")
 	require.Equal(t, "the node's own", body)
 	for _, v := range []string{"1", "2"} {
-		_, err = deploys.Upload(t.Context(), b, "tally", buildCounter(t, v), deploys.Deploy{At: time.Now(), Now: true})
+		_, err := deploys.Upload(t.Context(), b, "tally", buildCounter(t, v), deploys.Deploy{At: time.Now(), Now: true})
 		require.NoError(t, err)
 		require.Eventually(t, func() bool {
 			_, body = get(t, n.URL+"/actor/tally/a?version")

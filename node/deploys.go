@@ -92,7 +92,7 @@ func newDeployWatch(b ownership.Bucket, reg *actors.Registry, c Compiler, host *
 // versions from its first event) and the others every period.
 func (w *deployWatch) start(ctx context.Context) {
 	w.pass(ctx)
-	w.passes = startRepeater(w.every, w.every, w.pass)
+	w.passes = startRepeater(w.every, periodic(w.every, w.pass))
 }
 
 func (w *deployWatch) stop() {

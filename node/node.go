@@ -530,7 +530,7 @@ func (n *Node) Stop(ctx context.Context) error {
 // Abort ends a node whose keeper has ended without a clean stop: it closes
 // the server and every connection at once and drops the resident actors.
 func (n *Node) Abort() {
-	n.alarms.cancel()
+	n.alarms.passes.cancel()
 	n.server.Close()
 	n.sockets.CloseAll(1012, "lapse")
 	n.peers.CloseRelays(1012, "node exits")

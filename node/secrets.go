@@ -60,7 +60,7 @@ func startSecrets(v *secrets.Vault, b ownership.Bucket, node ownership.NodeID, e
 			w.drained = true
 		}
 	}
-	w.passes = startRepeater(0, w.every, w.pass)
+	w.passes = startRepeater(0, periodic(w.every, w.pass))
 	return w, nil
 }
 
