@@ -59,10 +59,7 @@ func (p startPath) compile(tb testing.TB, cfg Config) *Module {
 	} else if a, ok := r.alloc.(interface{ setKeep(int) }); ok && !p.reuse {
 		a.setKeep(0)
 	}
-	m, err := r.Compile(context.Background(), "bench", guest(tb, counterGuest))
-	if err != nil {
-		tb.Fatal(err)
-	}
+	m := mustCompile(tb, r, "bench", guest(tb, counterGuest))
 	return m
 }
 
@@ -114,10 +111,7 @@ func BenchmarkStart(b *testing.B) {
 // back by each event.
 func BenchmarkRequest(b *testing.B) {
 	b.Run("shared", func(b *testing.B) {
-		m, err := newRuntime(b, Config{}).Compile(context.Background(), "bench", guest(b, counterGuest))
-		if err != nil {
-			b.Fatal(err)
-		}
+		m := mustCompile(b, newRuntime(b, Config{}), "bench", guest(b, counterGuest))
 		a := m.NewResident(ownership.Actor{Class: "bench", Name: "hot"})
 		defer a.Close()
 		ctx, req, st := context.Background(), get("", ""), memStorage{}
@@ -292,10 +286,7 @@ func BenchmarkIdle(b *testing.B) {
 	var idle, trimmed float64
 	for b.Loop() {
 		r := newRuntime(b, Config{TrimInterval: -1}) // trim steps by hand
-		m, err := r.Compile(ctx, "bench", wasm)
-		if err != nil {
-			b.Fatal(err)
-		}
+		m := mustCompile(b, r, "bench", wasm)
 		debug.FreeOSMemory()
 		before := rss(b)
 		gs := make([]*Guest, n)

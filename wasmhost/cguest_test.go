@@ -108,15 +108,6 @@ func cRuntime(t *testing.T) *wasmhost.Runtime {
 	return r
 }
 
-func cCompile(t *testing.T, r *wasmhost.Runtime, class string, wasm []byte) *wasmhost.Module {
-	t.Helper()
-	m, err := r.Compile(t.Context(), class, wasm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
 // TestCGuestSDKWarnings: the SDK compiles with no warning under strict C11
 // and the stricter warnings, and the examples' modules are WASI reactors
 // exporting what the ABI names and importing only the host and WASI.
@@ -202,7 +193,7 @@ func TestCGuestCounter(t *testing.T) {
 	start := func() *actorhost.Host {
 		t.Helper()
 		reg := actors.NewRegistry()
-		if err := reg.Register("counter-c", cCompile(t, cRuntime(t), "counter-c", wasm)); err != nil {
+		if err := reg.Register("counter-c", wasmhost.MustCompile(t, cRuntime(t), "counter-c", wasm)); err != nil {
 			t.Fatal(err)
 		}
 		h, err := actorhost.New(actorhost.Config{Keeper: grantAll{}, Bucket: bucket, Registry: reg, System: keeper.NewSystem(nil)})
@@ -265,7 +256,7 @@ func TestCGuestABIVersion(t *testing.T) {
 			t.Fatalf("compile a version %s guest: err = %v", v, err)
 		}
 	}
-	if m := cCompile(t, r, "counter-c", buildC(t, clang, cCounter)); m.Stats().Declared != wasmhost.IsolationClass {
+	if m := wasmhost.MustCompile(t, r, "counter-c", buildC(t, clang, cCounter)); m.Stats().Declared != wasmhost.IsolationClass {
 		t.Fatalf("counter-c declares isolation %v, want class", m.Stats().Declared)
 	}
 }
@@ -612,9 +603,9 @@ func TestCGuestProbe(t *testing.T) {
 	}))
 	defer service.Close()
 	n := nodetest.Start(t, nodetest.Options{Classes: map[string]actors.Class{
-		"c-probe":   cCompile(t, r, "c-probe", build("probe", cProbe)),
-		"c-readme":  cCompile(t, r, "c-readme", build("readme", readmeClass(t))),
-		"counter-c": cCompile(t, r, "counter-c", buildC(t, clang, cCounter)),
+		"c-probe":   wasmhost.MustCompile(t, r, "c-probe", build("probe", cProbe)),
+		"c-readme":  wasmhost.MustCompile(t, r, "c-readme", build("readme", readmeClass(t))),
+		"counter-c": wasmhost.MustCompile(t, r, "counter-c", buildC(t, clang, cCounter)),
 	}, Configure: func(c *node.Config) {
 		allow, err := egress.ParseAllow([]string{service.Listener.Addr().String()})
 		if err != nil {
@@ -758,7 +749,7 @@ func TestCGuestActors(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Close(context.Background()) })
-	m := cCompile(t, r, "c-probe", buildC(t, clang, dir))
+	m := wasmhost.MustCompile(t, r, "c-probe", buildC(t, clang, dir))
 	reg := actors.NewRegistry()
 	if err := reg.Register("c-probe", m); err != nil {
 		t.Fatal(err)
@@ -829,9 +820,9 @@ func TestCGuestActors(t *testing.T) {
 func startCRoom(t *testing.T, clang string, more map[string][]byte) *nodetest.Node {
 	t.Helper()
 	r := cRuntime(t)
-	classes := map[string]actors.Class{"room-c": cCompile(t, r, "room-c", buildC(t, clang, cRoom))}
+	classes := map[string]actors.Class{"room-c": wasmhost.MustCompile(t, r, "room-c", buildC(t, clang, cRoom))}
 	for name, wasm := range more {
-		classes[name] = cCompile(t, r, name, wasm)
+		classes[name] = wasmhost.MustCompile(t, r, name, wasm)
 	}
 	return nodetest.Start(t, nodetest.Options{Classes: classes, IdleTimeout: 150 * time.Millisecond})
 }
@@ -952,7 +943,7 @@ func TestCGuestRoom(t *testing.T) {
 
 	// The tag the room accepts its sockets with, as the host hands it to
 	// the node.
-	mod := cCompile(t, cRuntime(t), "room-c", buildC(t, clang, cRoom))
+	mod := wasmhost.MustCompile(t, cRuntime(t), "room-c", buildC(t, clang, cRoom))
 	up, err := mod.Handle(t.Context(), &actors.Request{Method: http.MethodGet, Header: http.Header{"Upgrade": {"WebSocket"}, "Connection": {"Upgrade"}}}, nil)
 	if err != nil || up.Accept == nil || !slices.Equal(up.Accept.Tags, []string{"member"}) {
 		t.Fatalf("upgrade = %+v, %v; want accepted with tag member", up, err)
@@ -970,7 +961,7 @@ func TestCGuestRoom(t *testing.T) {
 // follows.
 func TestCGuestOldMinor(t *testing.T) {
 	clang := cClang(t)
-	m := cCompile(t, cRuntime(t), "room-c", buildC(t, clang, cRoom, "-DWASMKEEP_ABI_MINOR=1"))
+	m := wasmhost.MustCompile(t, cRuntime(t), "room-c", buildC(t, clang, cRoom, "-DWASMKEEP_ABI_MINOR=1"))
 	if got := m.Stats().Minor; got != 1 {
 		t.Fatalf("the room built for minor 1 speaks minor %d", got)
 	}

@@ -166,7 +166,7 @@ func TestCGuestSQL(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = r.Close(t.Context()) })
-		m = cCompile(t, r, "c-sql", wasm)
+		m = wasmhost.MustCompile(t, r, "c-sql", wasm)
 		reg := actors.NewRegistry()
 		if err := reg.Register("c-sql", m); err != nil {
 			t.Fatal(err)

@@ -87,10 +87,7 @@ func allowFeed(t *testing.T, f *feed) func(*node.Config) {
 func TestGuestDial(t *testing.T) {
 	f := newFeed(t)
 	r := newRuntime(t, Config{})
-	mod, err := r.Compile(t.Context(), "probe", guest(t, probeGuest))
-	if err != nil {
-		t.Fatal(err)
-	}
+	mod := mustCompile(t, r, "probe", guest(t, probeGuest))
 	if st := mod.Stats(); st.Minor != wire.Minor {
 		t.Fatalf("the probe speaks minor version %d, want the SDK's %d", st.Minor, wire.Minor)
 	}

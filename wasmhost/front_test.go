@@ -19,10 +19,7 @@ import (
 // room with its route header, and has no storage.
 func TestWasmFront(t *testing.T) {
 	r := newRuntime(t, Config{})
-	mod, err := r.Compile(t.Context(), "front", guest(t, "./testdata/front"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	mod := mustCompile(t, r, "front", guest(t, "./testdata/front"))
 	n := nodetest.Start(t, nodetest.Options{Classes: map[string]actors.Class{"chat": chat.Room{}},
 		Configure: func(c *node.Config) { c.HTTP.Front = Front(mod) }})
 	get := func(path string) (int, string) {

@@ -17,10 +17,7 @@ import (
 // after a restart on the same bucket.
 func TestGuestbookGuest(t *testing.T) {
 	r := newRuntime(t, Config{})
-	m, err := r.Compile(t.Context(), "guestbook-wasm", guest(t, "./testdata/guestbook"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := mustCompile(t, r, "guestbook-wasm", guest(t, "./testdata/guestbook"))
 	reg := actors.NewRegistry()
 	if err := reg.Register("guestbook-wasm", m); err != nil {
 		t.Fatal(err)

@@ -39,14 +39,8 @@ func (anyKeeper) DamageFound(string, error)                               {}
 func TestClassInHost(t *testing.T) {
 	r := newRuntime(t, Config{})
 	ctx := context.Background()
-	counter, err := r.Compile(ctx, "counter-wasm", guest(t, counterGuest))
-	if err != nil {
-		t.Fatal(err)
-	}
-	probe, err := r.Compile(ctx, "probe", guest(t, probeGuest))
-	if err != nil {
-		t.Fatal(err)
-	}
+	counter := mustCompile(t, r, "counter-wasm", guest(t, counterGuest))
+	probe := mustCompile(t, r, "probe", guest(t, probeGuest))
 	reg := actors.NewRegistry()
 	if err := reg.Register("counter-wasm", counter); err != nil {
 		t.Fatal(err)
@@ -105,10 +99,7 @@ func TestClassInHost(t *testing.T) {
 func probeRegistry(t *testing.T, cfg Config) *actors.Registry {
 	t.Helper()
 	r := newRuntime(t, cfg)
-	probe, err := r.Compile(t.Context(), "probe", guest(t, probeGuest))
-	if err != nil {
-		t.Fatal(err)
-	}
+	probe := mustCompile(t, r, "probe", guest(t, probeGuest))
 	reg := actors.NewRegistry()
 	if err := reg.Register("probe", probe); err != nil {
 		t.Fatal(err)

@@ -19,9 +19,7 @@ func TestKnownModules(t *testing.T) {
 	if r.Known(wasm) {
 		t.Fatal("known before any compile")
 	}
-	if _, err := r.Compile(t.Context(), "counter", wasm); err != nil {
-		t.Fatal(err)
-	}
+	mustCompile(t, r, "counter", wasm)
 	if !r.Known(wasm) {
 		t.Fatal("not known after its compile")
 	}

@@ -19,10 +19,7 @@ func TestMappingKept(t *testing.T) {
 	ctx := context.Background()
 	r := newRuntime(t, Config{TrimInterval: -1})
 	a := r.alloc.(*mmapAllocator)
-	m, err := r.Compile(ctx, "mem", wasmModule(memorySection(2)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := mustCompile(t, r, "mem", wasmModule(memorySection(2)))
 	mod, mem, err := m.instantiate(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -58,10 +55,7 @@ func TestMappingKept(t *testing.T) {
 func TestImage(t *testing.T) {
 	ctx := context.Background()
 	r := newRuntime(t, Config{TrimInterval: -1})
-	a, err := r.Compile(ctx, "a", wasmModule(memorySection(2), dataSection(segment{70000, []byte("data")})))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := mustCompile(t, r, "a", wasmModule(memorySection(2), dataSection(segment{70000, []byte("data")})))
 	if a.img == nil {
 		t.Fatal("no image")
 	}
@@ -97,10 +91,7 @@ func TestImage(t *testing.T) {
 	closeModule(ctx, mod, mem)
 
 	// No data: no image, and the reused mapping reads as zeros.
-	b, err := r.Compile(ctx, "b", wasmModule(memorySection(2)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := mustCompile(t, r, "b", wasmModule(memorySection(2)))
 	mod, mem, err = b.instantiate(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -152,10 +143,7 @@ func TestTrimMappings(t *testing.T) {
 	ctx := context.Background()
 	r := newRuntime(t, Config{Prestart: -1, TrimInterval: -1}) // trim steps by hand
 	a := r.alloc.(*mmapAllocator)
-	m, err := r.Compile(ctx, "mem", wasmModule(memorySection(4)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := mustCompile(t, r, "mem", wasmModule(memorySection(4)))
 	// use starts a guest, writes into two pages of its memory and
 	// closes it; it returns the mapping, kept for reuse.
 	use := func() *mapping {
@@ -235,10 +223,7 @@ func TestTrimLoop(t *testing.T) {
 			t.Fatal(err)
 		}
 		a := r.alloc.(*mmapAllocator)
-		m, err := r.Compile(ctx, "mem", wasmModule(memorySection(2)))
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := mustCompile(t, r, "mem", wasmModule(memorySection(2)))
 		mod, mem, err := m.instantiate(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -276,10 +261,7 @@ func TestWarmth(t *testing.T) {
 	ctx := context.Background()
 	r := newRuntime(t, Config{Prestart: -1, TrimInterval: -1})
 	a := r.alloc.(*mmapAllocator)
-	m, err := r.Compile(ctx, "counter", guest(t, counterGuest))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := mustCompile(t, r, "counter", guest(t, counterGuest))
 	if m.img == nil {
 		t.Fatal("want an image")
 	}
@@ -372,13 +354,9 @@ func TestWarmth(t *testing.T) {
 // steps), and not before; that its guests' memory is unmapped, not
 // kept; and that the next start fills the pool again.
 func TestTrimPool(t *testing.T) {
-	ctx := context.Background()
 	r := newRuntime(t, Config{Prestart: 2, TrimInterval: -1}) // trim steps by hand
 	a := r.alloc.(*mmapAllocator)
-	m, err := r.Compile(ctx, "probe", guest(t, probeGuest))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := mustCompile(t, r, "probe", guest(t, probeGuest))
 	steps := func(n int) {
 		for range n {
 			r.trim()

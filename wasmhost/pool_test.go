@@ -20,10 +20,7 @@ func waitPool(tb testing.TB, m *Module) {
 func TestPool(t *testing.T) {
 	ctx := context.Background()
 	r := newRuntime(t, Config{Prestart: 2})
-	m, err := r.Compile(ctx, "probe", guest(t, probeGuest))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := mustCompile(t, r, "probe", guest(t, probeGuest))
 	if len(m.pool.ready) != 0 || m.pool.filling {
 		t.Fatal("pool filled before the class was used")
 	}
@@ -59,10 +56,7 @@ func TestPool(t *testing.T) {
 
 func TestNoPool(t *testing.T) {
 	r := newRuntime(t, Config{Prestart: -1})
-	m, err := r.Compile(context.Background(), "probe", guest(t, probeGuest))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := mustCompile(t, r, "probe", guest(t, probeGuest))
 	g := m.NewGuest(nil)
 	defer g.Close()
 	body(t, g, "/events")
@@ -75,10 +69,7 @@ func TestNoPool(t *testing.T) {
 // filled: Close waits for the background starts.
 func TestCloseWhileFilling(t *testing.T) {
 	r := newRuntime(t, Config{Prestart: 4})
-	m, err := r.Compile(context.Background(), "probe", guest(t, probeGuest))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := mustCompile(t, r, "probe", guest(t, probeGuest))
 	g := m.NewGuest(nil)
 	body(t, g, "/events")
 	g.Close()
@@ -94,10 +85,7 @@ func TestCloseWhileFilling(t *testing.T) {
 // filled: Close waits for the start under way and closes what it made.
 func TestModuleCloseWhileFilling(t *testing.T) {
 	r := newRuntime(t, Config{Prestart: 4})
-	m, err := r.Compile(context.Background(), "probe", guest(t, probeGuest))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := mustCompile(t, r, "probe", guest(t, probeGuest))
 	g := m.NewGuest(nil)
 	body(t, g, "/events")
 	g.Close()

@@ -112,10 +112,7 @@ func TestRollbackSockets(t *testing.T) {
 	for _, iso := range isolations {
 		t.Run(iso.String(), func(t *testing.T) {
 			r := newRuntime(t, Config{Isolation: map[string]Isolation{"probe": iso}, SharedGuests: 1})
-			m, err := r.Compile(t.Context(), "probe", guest(t, probeGuest))
-			if err != nil {
-				t.Fatal(err)
-			}
+			m := mustCompile(t, r, "probe", guest(t, probeGuest))
 			n := nodetest.Start(t, nodetest.Options{Classes: map[string]actors.Class{"probe": m}})
 			url := "ws" + strings.TrimPrefix(n.URL, "http") + "/actor/probe/r/ws"
 			conn, _, err := websocket.DefaultDialer.DialContext(t.Context(), url, nil)

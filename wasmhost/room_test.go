@@ -27,10 +27,7 @@ const roomGuest = "../examples/room-wasm"
 func startRoomNode(t *testing.T, configure ...func(*node.Config)) *nodetest.Node {
 	t.Helper()
 	r := newRuntime(t, Config{})
-	mod, err := r.Compile(t.Context(), "room-wasm", guest(t, roomGuest))
-	if err != nil {
-		t.Fatal(err)
-	}
+	mod := mustCompile(t, r, "room-wasm", guest(t, roomGuest))
 	// Cleanups run last first: the node (started after) stops before the
 	// runtime closes.
 	o := nodetest.Options{Classes: map[string]actors.Class{"room-wasm": mod}, IdleTimeout: 150 * time.Millisecond}
@@ -164,10 +161,7 @@ func TestRoomEcho(t *testing.T) {
 // BenchmarkRoomEcho: ingress's BenchmarkRoomEcho through the wasm room.
 func BenchmarkRoomEcho(b *testing.B) {
 	r := newRuntime(b, Config{})
-	mod, err := r.Compile(b.Context(), "room-wasm", guest(b, roomGuest))
-	if err != nil {
-		b.Fatal(err)
-	}
+	mod := mustCompile(b, r, "room-wasm", guest(b, roomGuest))
 	n := nodetest.Start(b, nodetest.Options{Classes: map[string]actors.Class{"room-wasm": mod}})
 	n.Echo(b, "room-wasm", "bench", 100, b.N)
 }

@@ -133,10 +133,7 @@ func TestSleb32(t *testing.T) {
 func TestMemoryReuse(t *testing.T) {
 	ctx := context.Background()
 	r := newRuntime(t, Config{})
-	m, err := r.Compile(ctx, "mem", wasmModule(memorySection(2), dataSection(segment{70000, []byte("data")})))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := mustCompile(t, r, "mem", wasmModule(memorySection(2), dataSection(segment{70000, []byte("data")})))
 	dirty := func() {
 		mod, mem, err := m.instantiate(ctx)
 		if err != nil {

@@ -46,10 +46,7 @@ func benchNode(b *testing.B, c benchClass) *nodetest.Node {
 	classes := map[string]actors.Class{}
 	if c.pkg != "" {
 		r := newRuntime(b, Config{Isolation: map[string]Isolation{c.class: c.iso}})
-		m, err := r.Compile(b.Context(), c.class, guest(b, c.pkg))
-		if err != nil {
-			b.Fatal(err)
-		}
+		m := mustCompile(b, r, c.class, guest(b, c.pkg))
 		classes[c.class] = m
 	}
 	return nodetest.Start(b, nodetest.Options{Classes: classes, IdleTimeout: time.Hour, Configure: func(cfg *node.Config) {

@@ -55,10 +55,7 @@ func newTenantsIdle(t *testing.T, iso Isolation, cfg Config, idle time.Duration)
 	if cfg.SharedGuests == 0 {
 		cfg.SharedGuests = 1
 	}
-	m, err := newRuntime(t, cfg).Compile(t.Context(), "tenant", guest(t, tenantGuest))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := mustCompile(t, newRuntime(t, cfg), "tenant", guest(t, tenantGuest))
 	if st := m.Stats(); st.Isolation != iso || st.Declared != IsolationClass {
 		t.Fatalf("tenant compiled in isolation %v, declared %v; want %v, declared class", st.Isolation, st.Declared, iso)
 	}
@@ -206,10 +203,7 @@ func TestSocketsIsolated(t *testing.T) {
 	for _, iso := range isolations {
 		t.Run(iso.String(), func(t *testing.T) {
 			r := newRuntime(t, Config{Isolation: map[string]Isolation{"tenant": iso}, SharedGuests: 1})
-			m, err := r.Compile(t.Context(), "tenant", guest(t, tenantGuest))
-			if err != nil {
-				t.Fatal(err)
-			}
+			m := mustCompile(t, r, "tenant", guest(t, tenantGuest))
 			n := nodetest.Start(t, nodetest.Options{Classes: map[string]actors.Class{"tenant": m}})
 			a := socketClient{t, n.Dial(t, "tenant", "a")}
 			aid := a.ask("id")
@@ -481,10 +475,7 @@ func TestSharedLimits(t *testing.T) {
 // TestSharedTimeoutError: a Resident of isolation class reports the event
 // timeout as a Guest does.
 func TestSharedTimeoutError(t *testing.T) {
-	m, err := newRuntime(t, Config{EventTimeout: 100 * time.Millisecond, SharedGuests: 1}).Compile(t.Context(), "tenant", guest(t, tenantGuest))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := mustCompile(t, newRuntime(t, Config{EventTimeout: 100 * time.Millisecond, SharedGuests: 1}), "tenant", guest(t, tenantGuest))
 	a := m.NewResident(ownership.Actor{Class: "tenant", Name: "a"})
 	defer a.Close()
 	if _, err := a.Handle(t.Context(), get("/loop", ""), memStorage{}); !errors.Is(err, ErrTimeout) {
@@ -499,7 +490,7 @@ func TestSharedTimeoutError(t *testing.T) {
 	defer b.Close()
 	s := m.shared.slots[0]
 	s.sem <- struct{}{} // held, as by another event
-	_, err = b.Handle(ctx, get("/id", ""), memStorage{})
+	_, err := b.Handle(ctx, get("/id", ""), memStorage{})
 	s.unlock()
 	if !errors.Is(err, ErrWait) {
 		t.Fatalf("a caller gone while waiting: %v, want ErrWait", err)
@@ -538,10 +529,7 @@ func TestPlacementStable(t *testing.T) {
 // it left is told.
 func TestCallChainMoves(t *testing.T) {
 	r := newRuntime(t, Config{SharedGuests: 1})
-	m, err := r.Compile(t.Context(), "tenant", guest(t, tenantGuest))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := mustCompile(t, r, "tenant", guest(t, tenantGuest))
 	n := nodetest.Start(t, nodetest.Options{Classes: map[string]actors.Class{"tenant": m}})
 	get := func(path string) string {
 		t.Helper()

@@ -316,10 +316,7 @@ func TestSnapshotSharesSeeds(t *testing.T) {
 	ctx := context.Background()
 	r := newRuntime(t, Config{Prestart: -1})
 	wasm := mergeDataSegments(guest(t, probeGuest))
-	m, err := r.Compile(ctx, "probe", wasm)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := mustCompile(t, r, "probe", wasm)
 	s := newSnapshot(t, r, wasm)
 	draw := func(mod api.Module, mem experimental.LinearMemory) string {
 		defer closeModule(ctx, mod, mem)

@@ -415,10 +415,7 @@ func newProbeHost(t *testing.T, iso Isolation) *probeHost {
 func newBoundProbeHost(t *testing.T, iso Isolation, maxState int) *probeHost {
 	t.Helper()
 	r := newRuntime(t, Config{Isolation: map[string]Isolation{"probe": iso}, SharedGuests: 1})
-	m, err := r.Compile(t.Context(), "probe", guest(t, probeGuest))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := mustCompile(t, r, "probe", guest(t, probeGuest))
 	reg := actors.NewRegistry()
 	if err := reg.Register("probe", m); err != nil {
 		t.Fatal(err)

@@ -68,6 +68,21 @@ func guest(tb testing.TB, pkg string) []byte {
 	return wasm
 }
 
+// mustCompile compiles wasm as the module of class on r, failing tb if it
+// does not compile (Compile's error names the class).
+func mustCompile(tb testing.TB, r *Runtime, class string, wasm []byte) *Module {
+	tb.Helper()
+	m, err := r.Compile(tb.Context(), class, wasm)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}
+
+// MustCompile is mustCompile for the package's external tests (cguest_test.go,
+// csql_test.go), which cannot see it otherwise.
+var MustCompile = mustCompile
+
 const (
 	counterGuest = "../examples/counter-wasm"
 	probeGuest   = "./testdata/probe"
@@ -92,10 +107,7 @@ func newRuntime(tb testing.TB, cfg Config) *Runtime {
 func newGuest(tb testing.TB, cfg Config, pkg string) *Guest {
 	tb.Helper()
 	r := newRuntime(tb, cfg)
-	m, err := r.Compile(context.Background(), "test", guest(tb, pkg))
-	if err != nil {
-		tb.Fatal(err)
-	}
+	m := mustCompile(tb, r, "test", guest(tb, pkg))
 	g := m.NewGuest(nil)
 	tb.Cleanup(g.Close)
 	return g
@@ -468,17 +480,12 @@ func TestGuestOutBounded(t *testing.T) {
 // choose the other.
 func TestGoGuestSharesByDefault(t *testing.T) {
 	r := newRuntime(t, Config{})
-	m, err := r.Compile(context.Background(), "probe", guest(t, probeGuest))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := mustCompile(t, r, "probe", guest(t, probeGuest))
 	if st := m.Stats(); st.Declared != IsolationClass || st.Isolation != IsolationClass {
 		t.Fatalf("stats %+v, want a declared and served IsolationClass", st)
 	}
 	r = newRuntime(t, Config{Isolation: map[string]Isolation{"": IsolationActor}})
-	if m, err = r.Compile(context.Background(), "probe", guest(t, probeGuest)); err != nil {
-		t.Fatal(err)
-	}
+	m = mustCompile(t, r, "probe", guest(t, probeGuest))
 	if st := m.Stats(); st.Declared != IsolationClass || st.Isolation != IsolationActor {
 		t.Fatalf("stats %+v, want IsolationActor as the node chose", st)
 	}
