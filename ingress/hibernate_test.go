@@ -26,7 +26,7 @@ func TestHibernationReleasesRecord(t *testing.T) {
 		system := keeper.NewSystem(nil)
 		k, err := keeper.Start(t.Context(), keeper.Config{
 			Core: ownership.DefaultConfig("n1", "i1"), Bucket: b, System: system,
-		})
+		}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

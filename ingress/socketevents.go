@@ -74,7 +74,9 @@ func NewSocketEvents(k SocketKeeper, log *slog.Logger, reg prometheus.Registerer
 }
 
 // SetParts gives s the node's actors and socket owner. Call it once,
-// before the node serves.
+// before the node serves. It is set apart from NewSocketEvents because
+// the three make a loop: the owner delivers through s, s to the actors,
+// and the actors write to the owner's sockets.
 func (s *SocketEvents) SetParts(host *actorhost.Host, owner *sockets.Owner) {
 	s.host, s.owner = host, owner
 }

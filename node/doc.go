@@ -6,11 +6,14 @@
 // resident actors (package internal/actorhost), the drivers of the keeper's passes
 // (drivers.go), the peer client (package peer) and the HTTP entry (package
 // ingress) with its server, in the order they use each other: the keeper
-// is made first but begins (takes the lease, calls its hooks) only once the
-// socket owner and the resident actors its hooks reach are made; the
-// drivers, whose passes are inputs to a running Core, follow the lease.
-// Nothing is bound late but the drivers the hooks reach. It gives the
-// node a clean Stop:
+// is made first but begins (takes the lease, is given its hooks) only once
+// the socket owner, the resident actors and the drivers its hooks reach
+// are made, and the hooks are made of them, whole. One link closes a loop
+// and is set after: the socket owner delivers to the resident actors,
+// which write to its sockets, so the socket events' entry is given the
+// actors once they exist (ingress.SocketEvents.SetParts), before the
+// server serves, since a socket, and with it every call of the entry,
+// exists only after. It gives the node a clean Stop:
 // stop accepting and finish in-flight requests, close the sockets with
 // 1012, hibernate every resident actor, then stop the keeper (every hold
 // released, the lease written released). Node is safe for concurrent use.

@@ -137,21 +137,23 @@ func (c Config) Validate() error {
 // resident actors, sweeper, drainer, mover), the socket owner and the HTTP
 // server, sharing one actor system and one metrics registry.
 type Node struct {
-	tree    *supervisors.Tree
-	keeper  *keeper.Keeper
-	host    *actorhost.Host
-	sockets *sockets.Owner
-	server  *http.Server
-	addr    string
-	served  chan error // the server's end
-	system  *actor.ActorSystem
-	drainer *actor.PID
-	drain   *drainState
-	mover   *actor.PID
-	done    chan struct{} // the keeper ended, or the tree failed
-	metrics http.Handler  // the registry's /metrics
-	ingress *ingress.Handler
-	classes []string // the classes served, by name, for the status page
+	tree *supervisors.Tree
+	// residents counts the resident actors by class for the tree's lines.
+	residents *supervisors.Metrics
+	keeper    *keeper.Keeper
+	host      *actorhost.Host
+	sockets   *sockets.Owner
+	server    *http.Server
+	addr      string
+	served    chan error // the server's end
+	system    *actor.ActorSystem
+	drainer   *actor.PID
+	drain     *drainState
+	mover     *actor.PID
+	done      chan struct{} // the keeper ended, or the tree failed
+	metrics   http.Handler  // the registry's /metrics
+	ingress   *ingress.Handler
+	classes   []string // the classes served, by name, for the status page
 	// directory knows what the peers serve (classes.go).
 	directory *classDirectory
 	peers     *peer.Client
@@ -203,14 +205,13 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	// The parts are made in the order they use each other: the keeper
-	// (not begun: it reads, writes and calls its hooks only from Begin),
-	// the socket owner and the resident actors that use it, and then,
-	// with everything they reach made, the keeper begins and takes the
-	// lease. Only the drivers come after the lease (their passes are
-	// inputs to a running Core): hooks for them wait for them (drivers).
-	hooks := &nodeHooks{system: system}
+	// (not begun: it reads, writes and has no hooks until Begin), the
+	// socket owner, the resident actors that use it and the drivers; then
+	// the keeper begins with hooks made of them and takes the lease. A
+	// driver's pass asked before the lease is taken finds nothing to do
+	// (the Core acts only once running) and the next one runs.
 	k, err := keeper.New(keeper.Config{
-		Core: cfg.Core, Bucket: cfg.Bucket, System: system, Logger: cfg.Logger, Registerer: reg, Hooks: hooks,
+		Core: cfg.Core, Bucket: cfg.Bucket, System: system, Logger: cfg.Logger, Registerer: reg,
 		Parent: tree.Under(supervisors.RoleKeeper, nil),
 	})
 	if err != nil {
@@ -219,7 +220,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{tree: tree, keeper: k, addr: cfg.Core.Addr, served: make(chan error, 1), system: system, done: make(chan struct{}),
-		classes: cfg.Registry.Names()}
+		classes: cfg.Registry.Names(), residents: sm}
 	fail := func(err error) (*Node, error) {
 		cfg.Listener.Close()
 		err = errors.Join(err, n.stopParts(ctx))
@@ -280,12 +281,15 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return fail(err)
 	}
-	// Written before Begin and before the server serves: the keeper's
-	// goroutine and the sockets' read them only after.
+	// Written before the server serves: a socket, and with it every call
+	// of the sink, exists only after.
 	sink.SetParts(n.host, n.sockets)
-	hooks.host, hooks.sockets = n.host, n.sockets
+	d, err := n.spawnDrivers(cfg, k, peers.Take, log)
+	if err != nil {
+		return fail(err)
+	}
 	stopStarting := startingServer(cfg.Listener, log)
-	err = k.Begin(ctx)
+	err = k.Begin(ctx, &nodeHooks{system: system, host: n.host, sockets: n.sockets, drivers: d})
 	if err == nil {
 		err = publishClasses(ctx, cfg.Bucket, cfg.Core.Node, cfg.Core.Instance, n.classes, cfg.Core.AttemptTimeout)
 	}
@@ -296,10 +300,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err := registerStorage(reg, n.host); err != nil {
 		return fail(err)
 	}
-	tree.SetResidents(func() []supervisors.ResidentCount { return sm.Residents(n.host.ResidentByClass()) })
 	var debug, status http.Handler
 	if cfg.PublicAdmin {
-		debug, status = debugHandler(tree), n.statusHandler()
+		debug, status = debugHandler(n.Tree), n.statusHandler()
 	}
 	hc.Debug, hc.Status, hc.PeerStatus = debug, status, n.statusHandler()
 	hc.Node, hc.Instance, hc.Keeper, hc.Host = cfg.Core.Node, cfg.Core.Instance, k, n.host
@@ -310,9 +313,6 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	n.ingress = h
-	if err := n.spawnDrivers(cfg, k, peers.Take, hooks, log); err != nil {
-		return fail(err)
-	}
 	am, err := newAlarmMetrics(reg, n.host)
 	if err != nil {
 		return fail(err)
@@ -337,15 +337,15 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	return n, nil
 }
 
-// spawnDrivers spawns the sweeper, drainer and mover, and routes the
-// keeper's effects for them to them.
-func (n *Node) spawnDrivers(cfg Config, k *keeper.Keeper, take TakeFunc, hooks *nodeHooks, log *slog.Logger) error {
+// spawnDrivers spawns the sweeper, drainer and mover, and returns where
+// the keeper's effects for them go.
+func (n *Node) spawnDrivers(cfg Config, k *keeper.Keeper, take TakeFunc, log *slog.Logger) (drivers, error) {
 	sw := &sweepState{}
 	sweeperPID, err := n.tree.Spawn(supervisors.RoleSweeper, "sweeper", actor.PropsFromProducer(func() actor.Actor {
 		return &sweeper{st: sw, k: k, sockets: n.sockets, period: cfg.Core.SweepPeriod}
 	}), sw.progress)
 	if err != nil {
-		return err
+		return drivers{}, err
 	}
 	n.drain = &drainState{state: "serving"}
 	dlog := log.With(slog.String("component", "drainer"))
@@ -353,7 +353,7 @@ func (n *Node) spawnDrivers(cfg Config, k *keeper.Keeper, take TakeFunc, hooks *
 		return &drainer{st: n.drain, k: k, sockets: n.sockets, poll: cfg.Core.LeasePeriod, log: dlog}
 	}), n.drain.progress)
 	if err != nil {
-		return err
+		return drivers{}, err
 	}
 	mv := &moveState{pending: map[ownership.Actor]*pendingMove{}, requests: map[ownership.Actor]string{}, handled: map[string]bool{}}
 	mlog := log.With(slog.String("component", "mover"))
@@ -369,10 +369,9 @@ func (n *Node) spawnDrivers(cfg Config, k *keeper.Keeper, take TakeFunc, hooks *
 			bucket: cfg.Bucket, self: cfg.Core.Node, takeHere: takeHere}
 	}), mv.progress)
 	if err != nil {
-		return err
+		return drivers{}, err
 	}
-	hooks.drivers.Store(&drivers{sweeper: sweeperPID, drainer: n.drainer, mover: n.mover, moves: mv})
-	return nil
+	return drivers{sweeper: sweeperPID, drainer: n.drainer, mover: n.mover, moves: mv}, nil
 }
 
 // watch closes done once the keeper has ended or the tree has failed. A
@@ -459,8 +458,11 @@ func (n *Node) Move(ctx context.Context, a ownership.Actor, target ownership.Nod
 	}
 }
 
-// Tree lists the node's tree, one actor a line (see Tree.Lines).
-func (n *Node) Tree() []supervisors.Line { return n.tree.Lines() }
+// Tree lists the node's tree, one actor a line (see Tree.Lines), then its
+// resident actors, one line a class.
+func (n *Node) Tree() []supervisors.Line {
+	return append(n.tree.Lines(), n.residents.ResidentLines(n.host.ResidentByClass())...)
+}
 
 // Status is what the node's ownership core holds now.
 func (n *Node) Status() ownership.Status { return n.keeper.Status() }
@@ -538,18 +540,14 @@ func (n *Node) Abort() {
 }
 
 // nodeHooks passes the keeper's effects to the resident actors and the
-// drivers. Every method only sends a message.
+// drivers, which are all made before the keeper begins. Every method only
+// sends a message.
 type nodeHooks struct {
 	keeper.NopHooks
-	system *actor.ActorSystem
-	// host and sockets are set before the keeper begins (nil only in a
-	// node that failed before making them, whose keeper never begins).
+	system  *actor.ActorSystem
 	host    *actorhost.Host
 	sockets *sockets.Owner
-	// drivers are spawned once the lease is taken (their passes are
-	// inputs to a running Core): nil until then, and an effect for them
-	// meanwhile goes to the socket owner, or to the driver's resumption.
-	drivers atomic.Pointer[drivers]
+	drivers drivers
 }
 
 // drivers are the PIDs the keeper's effects for a pass go to.
@@ -562,69 +560,51 @@ type drivers struct {
 // (a stop, a lapse) on a goroutine of its own: closing writes close
 // frames, and a hook must not block.
 func (h *nodeHooks) CloseSockets(c ownership.CloseSockets) {
-	if d := h.drivers.Load(); d != nil {
-		var to *actor.PID
-		switch c.Reason {
-		case "sweep":
-			to = d.sweeper
-		case "drain":
-			to = d.drainer
-		case "move":
-			to = d.mover
-		}
-		if to != nil {
-			h.system.Root.Send(to, &closeMsg{c: c})
-			return
-		}
+	var to *actor.PID
+	switch c.Reason {
+	case "sweep":
+		to = h.drivers.sweeper
+	case "drain":
+		to = h.drivers.drainer
+	case "move":
+		to = h.drivers.mover
 	}
-	if h.sockets != nil {
-		closeSockets(h.sockets, c)
+	if to != nil {
+		h.system.Root.Send(to, &closeMsg{c: c})
+		return
 	}
+	closeSockets(h.sockets, c)
 }
 
 // Take hands a move's take call to the mover.
 func (h *nodeHooks) Take(t ownership.Take) {
-	if d := h.drivers.Load(); d != nil {
-		d.moves.released(t)
-		h.system.Root.Send(d.mover, &takeMsg{t: t})
-	}
+	h.drivers.moves.released(t)
+	h.system.Root.Send(h.drivers.mover, &takeMsg{t: t})
 }
 
 // DrainChanged tells the drainer.
 func (h *nodeHooks) DrainChanged(c ownership.DrainChanged) {
-	if d := h.drivers.Load(); d != nil {
-		h.system.Root.Send(d.drainer, &drainSeenMsg{c: c})
-	}
+	h.system.Root.Send(h.drivers.drainer, &drainSeenMsg{c: c})
 }
 
 // MoveRequests tells the mover.
 func (h *nodeHooks) MoveRequests(m ownership.MoveRequests) {
-	if d := h.drivers.Load(); d != nil {
-		h.system.Root.Send(d.mover, &moveRequestsMsg{keys: m.Keys})
-	}
+	h.system.Root.Send(h.drivers.mover, &moveRequestsMsg{keys: m.Keys})
 }
 
 // Drained tells the drainer.
 func (h *nodeHooks) Drained() {
-	if d := h.drivers.Load(); d != nil {
-		h.system.Root.Send(d.drainer, &drainedMsg{})
-	}
+	h.system.Root.Send(h.drivers.drainer, &drainedMsg{})
 }
 
-func (h *nodeHooks) StopActing(s ownership.StopActing) {
-	if h.host != nil {
-		h.host.StopActing(s.Actor, s.Gen)
-	}
-}
+func (h *nodeHooks) StopActing(s ownership.StopActing) { h.host.StopActing(s.Actor, s.Gen) }
 
 func (h *nodeHooks) Abandoned(a ownership.Actor, gen ownership.Generation) {
-	if h.host != nil {
-		h.host.Abandoned(a, gen)
-	}
+	h.host.Abandoned(a, gen)
 }
 
 func (h *nodeHooks) Exit(e ownership.Exit) {
-	if !e.Clean && h.host != nil {
+	if !e.Clean {
 		h.host.DropAll()
 		go h.sockets.CloseAll(1012, "lapse")
 	}

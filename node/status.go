@@ -55,7 +55,7 @@ func (n *Node) statusPage(ctx context.Context) statusPage {
 	classes := n.directory.peerClassList(ctx)
 	p := statusPage{Node: string(st.Node), Instance: string(st.Instance), Addr: n.addr, Phase: st.Phase, LeaseValid: st.LeaseValid,
 		Draining: st.Draining, DrainStuck: st.DrainStuck, Held: st.Live, Parked: st.Parked, Pending: st.Pending,
-		Unresolved: st.Unresolved, Sockets: n.sockets.Held(), Classes: n.classes, Peers: []statusPeer{}, Tree: n.tree.Lines(), At: time.Now().UTC()}
+		Unresolved: st.Unresolved, Sockets: n.sockets.Held(), Classes: n.classes, Peers: []statusPeer{}, Tree: n.Tree(), At: time.Now().UTC()}
 	for _, q := range st.Peers {
 		sp := statusPeer{Node: string(q.Node), Instance: string(q.Instance), State: string(q.State), Live: q.Live, Addr: q.Addr,
 			Unchanged: q.Unchanged.Truncate(100 * time.Millisecond).String(), Held: q.Held, Parked: q.Parked, Classes: classes[q.Node]}
@@ -127,7 +127,7 @@ lease {{if .LeaseValid}}<span class="ok">valid</span>{{else}}<span class="bad">n
 func (n *Node) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /status", n.statusHandler())
-	mux.Handle("GET /debug/tree", debugHandler(n.tree))
+	mux.Handle("GET /debug/tree", debugHandler(n.Tree))
 	mux.Handle("GET /metrics", n.metrics)
 	return mux
 }

@@ -86,19 +86,20 @@ func (m *Metrics) class(class string) classMetrics {
 	}
 }
 
-// Residents turns the director's counts by class into the tree's lines,
-// with each class's restarts and mailbox depth from the metrics.
-func (m *Metrics) Residents(counts map[string]int) []ResidentCount {
+// ResidentLines turns the director's counts of resident actors by class
+// into lines that follow the tree's (Tree.Lines), one a class, with each
+// class's restarts and mailbox depth from the metrics.
+func (m *Metrics) ResidentLines(counts map[string]int) []Line {
 	classes := make([]string, 0, len(counts))
 	for c := range counts {
 		classes = append(classes, c)
 	}
 	sort.Strings(classes)
-	out := make([]ResidentCount, 0, len(classes))
+	out := make([]Line, 0, len(classes))
 	for _, c := range classes {
 		cm := m.class(c)
-		out = append(out, ResidentCount{Class: c, Resident: counts[c],
-			Restarts: int(value(cm.restarts)), Mailbox: int(value(cm.depth))})
+		out = append(out, Line{Role: "resident", Name: c, State: fmt.Sprintf("%d resident", counts[c]),
+			Restarts: int(value(cm.restarts)), Mailbox: int64(value(cm.depth))})
 	}
 	return out
 }

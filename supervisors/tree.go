@@ -83,17 +83,6 @@ type Tree struct {
 	// faults, set only by tests (before any spawn), is called before each
 	// user message of a child: a panic in it is that child's failure.
 	faults func(Role, any)
-	// residents, when set, reports the resident actors by class for
-	// Lines (the director's children, supervised by the director).
-	residents func() []ResidentCount
-}
-
-// ResidentCount is one class's resident actors, as the tree shows them.
-type ResidentCount struct {
-	Class    string
-	Resident int
-	Restarts int
-	Mailbox  int
 }
 
 // child is one actor of the tree.
@@ -216,13 +205,6 @@ func (s *Spawner) SpawnChild(props *actor.Props, name string) (*actor.PID, error
 	return s.t.Spawn(s.role, name, props, s.progress)
 }
 
-// SetResidents makes Lines show the resident actors that f reports.
-func (t *Tree) SetResidents(f func() []ResidentCount) {
-	t.mu.Lock()
-	t.residents = f
-	t.mu.Unlock()
-}
-
 func (t *Tree) handleFailure(sup actor.Supervisor, who *actor.PID, rs *actor.RestartStatistics, reason any) {
 	t.mu.Lock()
 	c := t.children[who.Id]
@@ -343,8 +325,9 @@ type Line struct {
 	Progress string `json:"progress,omitempty"`
 }
 
-// Lines lists the tree: its children in role order, then the resident
-// actors by class (under the director).
+// Lines lists the tree's children in role order. The resident actors,
+// children of the director, are counted by class apart
+// (Metrics.ResidentLines).
 func (t *Tree) Lines() []Line {
 	t.mu.Lock()
 	var out []Line
@@ -357,7 +340,6 @@ func (t *Tree) Lines() []Line {
 			progress[c.name] = c.progress
 		}
 	}
-	residents := t.residents
 	t.mu.Unlock()
 	rank := map[string]int{}
 	for i, r := range roles {
@@ -374,20 +356,15 @@ func (t *Tree) Lines() []Line {
 			out[i].Progress = f()
 		}
 	}
-	if residents != nil {
-		for _, r := range residents() {
-			out = append(out, Line{Role: "resident", Name: r.Class, State: fmt.Sprintf("%d resident", r.Resident),
-				Restarts: r.Restarts, Mailbox: int64(r.Mailbox)})
-		}
-	}
 	return out
 }
 
-// Text renders Lines as aligned text, one actor a line.
-func (t *Tree) Text() string {
+// Text renders lines (Tree.Lines, then Metrics.ResidentLines) as
+// aligned text, one actor a line.
+func Text(lines []Line) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-9s %-28s %-12s %8s %8s  %s\n", "ROLE", "NAME", "STATE", "RESTARTS", "MAILBOX", "PROGRESS")
-	for _, l := range t.Lines() {
+	for _, l := range lines {
 		name := l.Name
 		if l.Role != "resident" && l.Role != string(RoleSockets) { // the actors of the tree
 			name = "node/" + name

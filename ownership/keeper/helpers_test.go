@@ -60,12 +60,11 @@ func tryStart(t *testing.T, b ownership.Bucket, nodeName, instance string, opts 
 		Bucket:     b,
 		Logger:     slog.New(n.logs),
 		Registerer: n.reg,
-		Hooks:      n.hooks,
 	}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	k, err := keeper.Start(t.Context(), cfg)
+	k, err := keeper.Start(t.Context(), cfg, n.hooks)
 	n.Keeper = k
 	return n, err
 }

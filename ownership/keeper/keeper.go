@@ -36,9 +36,6 @@ type Config struct {
 	// Registerer is where the keeper's metrics are registered. Nil: they
 	// are kept but not exported.
 	Registerer prometheus.Registerer
-	// Hooks receives the effects meant for the rest of the node. Nil:
-	// NopHooks.
-	Hooks Hooks
 	// Parent, when set, spawns the keeper's actor as its child (a
 	// supervisor of the node's tree). Nil: it is spawned at the system's
 	// root.
@@ -102,30 +99,31 @@ type Keeper struct {
 	done    chan struct{} // closed when everything has ended
 }
 
-// Start is New then Begin: it validates cfg, spawns the keeper and
-// returns once the Core has taken the node's lease (it may still have to
+// Start is New then Begin: it validates cfg, spawns the keeper, gives it
+// hooks (nil: NopHooks) and returns once the Core has taken the node's lease (it may still have to
 // wait before acting: after a take-over, a full TTL). If the Core ends
 // first (a twin is live, the lease record cannot be read), Start returns
 // its error. If ctx ends first, Start stops the keeper, waits for it to
 // end and returns ctx's error.
-func Start(ctx context.Context, cfg Config) (*Keeper, error) {
+func Start(ctx context.Context, cfg Config, hooks Hooks) (*Keeper, error) {
 	k, err := New(cfg)
 	if err != nil {
 		return nil, err
 	}
-	if err := k.Begin(ctx); err != nil {
+	if err := k.Begin(ctx, hooks); err != nil {
 		return nil, err
 	}
 	return k, nil
 }
 
-// beginMsg starts the Core of a keeper that New spawned.
-type beginMsg struct{}
+// beginMsg starts the Core of a keeper that New spawned, with the hooks
+// its effects go to.
+type beginMsg struct{ hooks Hooks }
 
 // New validates cfg and spawns the keeper without starting its Core:
-// until Begin it reads and writes nothing and calls no hook, so that the
+// until Begin it reads and writes nothing and has no hooks, so that the
 // parts of a node that use the keeper (and that its hooks reach) can be
-// made with it first, and the hooks given everything before they run.
+// made after it, and the hooks made of them, whole, for Begin.
 // Stop ends a keeper that has not begun at once.
 func New(cfg Config) (*Keeper, error) {
 	if err := cfg.Validate(); err != nil {
@@ -140,9 +138,6 @@ func New(cfg Config) (*Keeper, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Hooks == nil {
-		cfg.Hooks = NopHooks{}
 	}
 	log := cfg.Logger.With(slog.String("node", string(cfg.Core.Node)))
 	m, err := newMetrics(cfg.Registerer, log)
@@ -182,11 +177,14 @@ func New(cfg Config) (*Keeper, error) {
 	return k, nil
 }
 
-// Begin starts the Core of a keeper New made, and returns once it has
-// taken the node's lease, as Start does, with Start's errors. Call it
-// once.
-func (k *Keeper) Begin(ctx context.Context) error {
-	k.post(&beginMsg{})
+// Begin starts the Core of a keeper New made, its effects going to hooks
+// (nil: NopHooks), and returns once it has taken the node's lease, as
+// Start does, with Start's errors. Call it once.
+func (k *Keeper) Begin(ctx context.Context, hooks Hooks) error {
+	if hooks == nil {
+		hooks = NopHooks{}
+	}
+	k.post(&beginMsg{hooks: hooks})
 	select {
 	case <-k.taken:
 		return nil

@@ -491,7 +491,7 @@ func TestStartCancelled(t *testing.T) {
 		n1 := startNode(t, newChecked(t, b), "n1", "n1-i1")
 		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 		defer cancel()
-		_, err := keeper.Start(ctx, keeper.Config{Core: coreConfig("n1", "n1-i2"), Bucket: newChecked(t, b)})
+		_, err := keeper.Start(ctx, keeper.Config{Core: coreConfig("n1", "n1-i2"), Bucket: newChecked(t, b)}, nil)
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("Start = %v, want the deadline", err)
 		}
@@ -506,7 +506,7 @@ func TestConfig(t *testing.T) {
 		{Core: coreConfig("n1", "i1")},
 		{Core: bad, Bucket: memstore.New(memstore.Faults{})},
 	} {
-		if _, err := keeper.Start(t.Context(), cfg); err == nil {
+		if _, err := keeper.Start(t.Context(), cfg, nil); err == nil {
 			t.Errorf("Start(%+v) succeeded", cfg.Core)
 		}
 	}
@@ -767,7 +767,7 @@ func TestNewWaitsForBegin(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := newChecked(t, memstore.New(memstore.Faults{}))
 		hooks := &recorder{}
-		k, err := keeper.New(keeper.Config{Core: coreConfig("n1", "n1-i1"), Bucket: b, Hooks: hooks})
+		k, err := keeper.New(keeper.Config{Core: coreConfig("n1", "n1-i1"), Bucket: b})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -778,7 +778,7 @@ func TestNewWaitsForBegin(t *testing.T) {
 		if h := hooks.snapshot(); len(h.leases) != 0 || len(h.exits) != 0 {
 			t.Fatalf("hooks called before Begin: %d lease changes, %d exits", len(h.leases), len(h.exits))
 		}
-		if err := k.Begin(t.Context()); err != nil {
+		if err := k.Begin(t.Context(), hooks); err != nil {
 			t.Fatal(err)
 		}
 		if l, _ := readLease(t, b, "n1"); l.Instance != "n1-i1" || l.State != ownership.LeaseLive {

@@ -124,7 +124,7 @@ func newShell(k *Keeper, core *ownership.Core, cfg Config, log *slog.Logger, m *
 		attempt:   cfg.Core.AttemptTimeout,
 		heartbeat: cfg.Core.LeasePeriod / 2,
 		log:       log,
-		hooks:     cfg.Hooks,
+		hooks:     NopHooks{}, // until Begin's
 		metrics:   m,
 		base:      base,
 		cancel:    cancel,
@@ -151,7 +151,7 @@ func (s *shell) Receive(ctx actor.Context) {
 		if s.started || s.ended {
 			return
 		}
-		s.started = true
+		s.started, s.hooks = true, m.hooks
 		s.step(ctx, ownership.Start{})
 	case *actor.Restarting:
 		// Unreachable while Receive recovers every panic; should it happen,
