@@ -45,6 +45,9 @@ type (
 		// answered: the event's caller has its answer (answerEvent); set
 		// once, by whichever goroutine answers first.
 		answered atomic.Bool
+		// values: what the event's context carries while it runs, set by
+		// its resident actor (event).
+		values eventValues
 	}
 	// doneMsg: a resident actor finished one event (key: its event key's
 	// name, if it had one).

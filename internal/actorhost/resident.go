@@ -411,8 +411,9 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 		ra.dialsGone(t)
 	}
 	// What ActorOf, SocketsOf and Call reach through the event's context:
-	// one value.
-	ev := &eventValues{
+	// one value, kept in the event's message (one allocation fewer).
+	ev := &m.values
+	*ev = eventValues{
 		actor: ra.actor,
 		socks: eventSockets{owner: ra.h.cfg.Sockets, actor: ra.actor},
 		call:  eventCall{ra: ra, actx: ctx, t: t, outer: CallChain(m.ctx), m: m},
@@ -933,7 +934,18 @@ func (ra *residentActor) verdicts(n int, mayAct func() bool) {
 // is the hold's, for their socket output.
 func (ra *residentActor) answerReady(ctx actor.Context, n int, may bool) {
 	ready := ra.waiting[:n]
-	ra.waiting = append([]waiter(nil), ra.waiting[n:]...)
+	if n < len(ra.waiting) {
+		// A commit in flight may share the slots behind them (its early
+		// answers, startCommit): what is left is copied out.
+		ra.waiting = append([]waiter(nil), ra.waiting[n:]...)
+	} else {
+		// Nothing is left, so no commit in flight shares a slot (an early
+		// answer's event is ready only once its commit's landing is back,
+		// after the commit's goroutine read it): the list starts over in
+		// the same array, its slots cleared once answered.
+		ra.waiting = ra.waiting[:0]
+		defer clear(ready)
+	}
 	at := 0
 	defer func() {
 		if p := recover(); p != nil {
