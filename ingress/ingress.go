@@ -633,6 +633,33 @@ func damagedState(w http.ResponseWriter, a ownership.Actor, key string) {
 
 // answer writes the outcome of a request's event.
 func (h *Handler) answer(w http.ResponseWriter, r *http.Request, a ownership.Actor, resp *actors.Response, err error) {
+	if err != nil {
+		h.answerError(w, r, a, err)
+		return
+	}
+	if replayed(resp) {
+		h.answers.replayed.Inc()
+	} else {
+		h.answers.success.Inc()
+	}
+	if r.Context().Err() != nil {
+		return // the client went away
+	}
+	if resp.Accept != nil {
+		h.accept(w, r, a, resp.Accept)
+		return
+	}
+	for k, vs := range resp.Header {
+		w.Header()[k] = vs
+	}
+	w.WriteHeader(resp.Status)
+	w.Write(resp.Body)
+}
+
+// answerError writes the answer of a request whose event failed. (Apart
+// from answer: the targets of errors.As escape, which a success need not
+// pay for.)
+func (h *Handler) answerError(w http.ResponseWriter, r *http.Request, a ownership.Actor, err error) {
 	var ua *actorhost.UnavailableError
 	var unknown *actorhost.OutcomeUnknownError
 	var damaged *actorhost.DamagedError
@@ -651,39 +678,21 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, a ownership.Act
 		}
 		outcomeUnknown(w, unknown.Reason)
 		return
-	case err != nil && r.Context().Err() == nil:
+	case r.Context().Err() == nil:
 		h.answers.failed.Inc()
-	case err == nil && replayed(resp):
-		h.answers.replayed.Inc()
-	case err == nil:
-		h.answers.success.Inc()
 	}
 	switch {
 	case errors.As(err, &damaged):
 		damagedState(w, a, damaged.Key)
-		return
 	case errors.Is(err, actors.ErrUnknownClass):
 		text(w, http.StatusNotFound, err.Error())
-		return
 	case errors.Is(err, ownership.ErrInvalidActor):
 		text(w, http.StatusBadRequest, err.Error())
-		return
 	case r.Context().Err() != nil:
-		return
-	case err != nil:
+	default:
 		h.log.Error("deliver failed", slog.String("class", a.Class), slog.String("name", a.Name), slog.Any("err", err))
 		text(w, http.StatusInternalServerError, "internal error")
-		return
 	}
-	if resp.Accept != nil {
-		h.accept(w, r, a, resp.Accept)
-		return
-	}
-	for k, vs := range resp.Header {
-		w.Header()[k] = vs
-	}
-	w.WriteHeader(resp.Status)
-	w.Write(resp.Body)
 }
 
 // accept upgrades the request to a WebSocket the node owns, as the actor
