@@ -324,9 +324,9 @@ func (d *director) event(ctx actor.Context, m *eventMsg) {
 // spawn makes a resident: its proto.actor actor and its entry.
 func (d *director) spawn(ctx actor.Context, a ownership.Actor, class actors.Class, gen ownership.Generation) *residentEntry {
 	ra := &residentActor{h: d.h, actor: a, class: class, ended: new(atomic.Bool), classSeen: d.h.switches.Load()}
-	var opts []actor.PropsOption
+	opts := []actor.PropsOption{actor.WithDispatcher(d.h.mailboxes)}
 	if d.h.cfg.Supervision != nil {
-		opts = d.h.cfg.Supervision.Props(a.Class)
+		opts = append(opts, d.h.cfg.Supervision.Props(a.Class)...)
 	}
 	e := &residentEntry{pid: ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return ra }, opts...)), ended: ra.ended,
 		replies: map[uint64]*eventMsg{}, keys: map[string]struct{}{}}

@@ -653,7 +653,7 @@ func (ra *residentActor) startCommit(ctx actor.Context) {
 	body, key, etag, a := ownership.EncodeState(ownership.StateHeader{Gen: gen, Seq: seq}, hd.Payload()), actorstore.StateKey(ra.actor), ra.etag, ra.actor
 	job.body = body
 	runs, reads := ra.h.runs(), &ra.h.reads
-	go func() {
+	ra.h.goroutines.Go(func() {
 		cctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		var res commitResult
@@ -697,7 +697,7 @@ func (ra *residentActor) startCommit(ctx actor.Context) {
 			res = ra.resolve(job, res, gen, etag)
 		}
 		finished = true
-	}()
+	})
 }
 
 // collect deletes, in the background, the garbage that the last head
