@@ -324,7 +324,7 @@ func (d *director) event(ctx actor.Context, m *eventMsg) {
 // spawn makes a resident: its proto.actor actor and its entry.
 func (d *director) spawn(ctx actor.Context, a ownership.Actor, class actors.Class, gen ownership.Generation) *residentEntry {
 	ra := &residentActor{h: d.h, actor: a, class: class, ended: new(atomic.Bool), classSeen: d.h.switches.Load()}
-	opts := []actor.PropsOption{actor.WithDispatcher(d.h.mailboxes)}
+	opts := []actor.PropsOption{d.h.mailboxes()}
 	if d.h.cfg.Supervision != nil {
 		opts = append(opts, d.h.cfg.Supervision.Props(a.Class)...)
 	}

@@ -288,19 +288,22 @@ type Host struct {
 	switches   atomic.Uint64
 	switchedAt sync.Map
 	// goroutines run the mailboxes of the director and the resident
-	// actors (mailboxRuns) and their commits, and are reused: a resident
+	// actors (mailboxes) and their commits, and are reused: a resident
 	// actor's mailbox empties after nearly every event, and a goroutine
 	// started for each run of it, or for each commit, grew its stack anew
 	// every time, a third of a lone caller's warm event
 	// (bench/RESULTS.md).
 	goroutines *gopool.Pool
-	mailboxes  mailboxRuns
 }
 
 // mailboxRuns is the proto.actor dispatcher of the director and the
 // resident actors: each run of a mailbox (the messages it holds, one after
 // the other, until it is empty) goes to a reused goroutine.
 type mailboxRuns struct{ pool *gopool.Pool }
+
+// mailboxes is the dispatcher of the director's and the resident actors'
+// mailboxes.
+func (h *Host) mailboxes() actor.PropsOption { return actor.WithDispatcher(mailboxRuns{h.goroutines}) }
 
 func (d mailboxRuns) Schedule(fn func()) { d.pool.Go(fn) }
 
@@ -388,7 +391,6 @@ func New(cfg Config) (*Host, error) {
 	cfg.setDefaults()
 	h := &Host{cfg: cfg, log: cfg.Logger.With(slog.String("component", "actors")), blocks: kvrun.NewCache(cfg.BlockCache),
 		merges: make(chan struct{}, cfg.Merges), goroutines: gopool.New(maxIdleGoroutines, goroutineIdle)}
-	h.mailboxes = mailboxRuns{h.goroutines}
 	// Each incarnation of the director starts empty: a restart (after a
 	// panic in the director) has stopped every resident actor first, and
 	// the one before answered their callers and told the keeper. A stop of
@@ -401,7 +403,7 @@ func New(cfg Config) (*Host, error) {
 		}
 		last = d
 		return d
-	}, actor.WithDispatcher(h.mailboxes))
+	}, h.mailboxes())
 	if cfg.Parent == nil {
 		h.pid = cfg.System.Root.Spawn(props)
 		return h, nil
