@@ -275,6 +275,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	ac.Keeper, ac.Bucket, ac.Registry, ac.System, ac.Logger = k, cfg.Bucket, cfg.Registry, system, log
 	ac.RetryAfter, ac.Supervision, ac.Sockets, ac.Caller = cfg.Core.LeasePeriod, sup, n.sockets, caller
 	ac.Parent = tree.Under(supervisors.RoleDirector, nil)
+	ac.Rooms = tree.Under(supervisors.RoleSockets, nil)
 	n.directory = newClassDirectory(cfg.Bucket, k.Status, cfg.Core.AttemptTimeout, log)
 	ac.Classes = n.directory
 	n.host, err = actorhost.New(ac)

@@ -42,9 +42,11 @@ type (
 		// answer (director.HandleFailure). Set on the actor's goroutine,
 		// read on the director's.
 		stage atomic.Int32
-		// answered: the event's caller has its answer (answerEvent); set
-		// once, by whichever goroutine answers first.
-		answered atomic.Bool
+		// answered: whether the event's caller has its answer
+		// (answerOpen, answerGiven) or its room actor will give it
+		// (answerCarried, rooms.go). It leaves answerOpen once, by
+		// whichever goroutine answers or carries the event first.
+		answered atomic.Uint32
 		// values: what the event's context carries while it runs, set by
 		// its resident actor (event).
 		values eventValues
@@ -115,12 +117,22 @@ type keyedEvent struct {
 // one its caller gets, whoever gives it (the resident actor, its commit's
 // goroutine, the director when the actor failed or stopped).
 func (m *eventMsg) tryAnswer(r result) bool {
-	if !m.answered.CompareAndSwap(false, true) {
+	if !m.answered.CompareAndSwap(answerOpen, answerGiven) {
 		return false
 	}
 	m.reply <- r // buffered for one answer, and this is the one
 	return true
 }
+
+// The states of eventMsg.answered.
+const (
+	answerOpen uint32 = iota
+	answerGiven
+	// answerCarried: released, its answer handed with its socket output
+	// to its room actor (carry), which gives it once the output is out; no
+	// one else answers it.
+	answerCarried
+)
 
 // keyName is the name of the event's key, or "" without one.
 func (m *eventMsg) keyName() string {

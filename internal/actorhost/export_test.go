@@ -21,3 +21,7 @@ func (c sqlCounter) Load() int64 { return c() }
 
 // The SQL connections opened so far, and those open now.
 var SQLOpens, SQLLive = sqlCounter(actorstore.SQLOpened), sqlCounter(actorstore.SQLOpen)
+
+// HoldRoomOutput makes every room actor call f before it sends the output
+// of the events it was handed, and answers them. Call it before any event.
+func (h *Host) HoldRoomOutput(f func()) { h.roomHold = f }

@@ -120,6 +120,11 @@ type Config struct {
 	// (the node's tree), which restarts it when it fails. Nil: it is
 	// spawned at the system's root.
 	Parent Parent
+	// Rooms, when set, spawns the rooms' actor, the supervisor of the room
+	// actors that send the actors' socket output (rooms.go), as a child of
+	// a supervisor (the node's tree), which never restarts it: it contains
+	// its failures itself. Nil: it is spawned at the system's root.
+	Rooms Parent
 	// Supervision, when set, gives the options the resident actors of a
 	// class are spawned with and the strategy the director supervises them
 	// with (package supervisors has one). Nil: proto.actor's defaults.
@@ -155,7 +160,7 @@ type Supervision interface {
 	EventFailed(class string)
 }
 
-// Parent spawns the director under a supervisor.
+// Parent spawns the director or the rooms' actor under a supervisor.
 type Parent interface {
 	SpawnChild(props *actor.Props, name string) (*actor.PID, error)
 }
@@ -294,6 +299,11 @@ type Host struct {
 	// every time, a third of a lone caller's warm event
 	// (bench/RESULTS.md).
 	goroutines *gopool.Pool
+	// rooms is the rooms' actor, the room actors' supervisor (rooms.go).
+	rooms *actor.PID
+	// roomHold, set only by tests, is called by a room actor before it
+	// sends the output of the events it was handed.
+	roomHold func()
 }
 
 // mailboxRuns is the proto.actor dispatcher of the director and the
@@ -301,8 +311,8 @@ type Host struct {
 // the other, until it is empty) goes to a reused goroutine.
 type mailboxRuns struct{ pool *gopool.Pool }
 
-// mailboxes is the dispatcher of the director's and the resident actors'
-// mailboxes.
+// mailboxes is the dispatcher of the director's, the resident actors' and
+// the room actors' mailboxes.
 func (h *Host) mailboxes() actor.PropsOption { return actor.WithDispatcher(mailboxRuns{h.goroutines}) }
 
 func (d mailboxRuns) Schedule(fn func()) { d.pool.Go(fn) }
@@ -404,16 +414,30 @@ func New(cfg Config) (*Host, error) {
 		last = d
 		return d
 	}, h.mailboxes())
-	if cfg.Parent == nil {
-		h.pid = cfg.System.Root.Spawn(props)
-		return h, nil
+	var err error
+	if h.pid, err = spawnUnder(cfg.System, cfg.Parent, props, "director"); err != nil {
+		return nil, err
 	}
-	pid, err := cfg.Parent.SpawnChild(props, "director")
+	rooms := actor.PropsFromProducer(func() actor.Actor {
+		return &roomsActor{h: h, rooms: map[string]*actor.PID{}, residents: map[string]string{}}
+	}, h.mailboxes(), actor.WithSupervisor(actor.NewRestartingStrategy()))
+	if h.rooms, err = spawnUnder(cfg.System, cfg.Rooms, rooms, "rooms"); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// spawnUnder spawns props as parent's child name, or at the system's root
+// without a parent.
+func spawnUnder(system *actor.ActorSystem, parent Parent, props *actor.Props, name string) (*actor.PID, error) {
+	if parent == nil {
+		return system.Root.Spawn(props), nil
+	}
+	pid, err := parent.SpawnChild(props, name)
 	if err != nil {
 		return nil, fmt.Errorf("actors host: %w", err)
 	}
-	h.pid = pid
-	return h, nil
+	return pid, nil
 }
 
 // ResidentByClass counts the resident actors of each class; nil when the
@@ -514,10 +538,19 @@ func (h *Host) HibernateAll(ctx context.Context) error {
 	h.cfg.System.Root.Send(h.pid, &closeMsg{idle: true, done: done})
 	select {
 	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("hibernate resident actors: %w", ctx.Err())
+	}
+	// Every resident actor has terminated: each room actor ends once it
+	// has sent what its resident actor carried to it, and answered it.
+	rooms := make(chan struct{})
+	h.cfg.System.Root.Send(h.rooms, &roomsIdleMsg{done: rooms})
+	select {
+	case <-rooms:
 		h.goroutines.Stop()
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("hibernate resident actors: %w", ctx.Err())
+		return fmt.Errorf("hibernate resident actors: their socket output: %w", ctx.Err())
 	}
 }
 
@@ -533,6 +566,13 @@ func (h *Host) AwaitMerges(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("await merges: %w", ctx.Err())
 	}
+}
+
+// RoomActors returns how many room actors there are now (rooms.go).
+func (h *Host) RoomActors() int {
+	ch := make(chan int, 1)
+	h.cfg.System.Root.Send(h.rooms, &roomsCountMsg{reply: ch})
+	return <-ch
 }
 
 // Resident returns how many actors are resident now.

@@ -47,6 +47,12 @@ type residentActor struct {
 	// sql is the actor's SQL connection (sql.go), opened at its first SQL
 	// call and closed with per.
 	sql actorstore.SQL
+	// room is the residency's room actor (rooms.go), once the rooms'
+	// actor gave it (roomAsked: asked for; roomQueue: what was released
+	// meanwhile, to hand it next).
+	room      *actor.PID
+	roomAsked bool
+	roomQueue []carried
 
 	// Invariant: when loaded, state is the working state of the hold at
 	// gen: the object at etag in the bucket (stamped with gen by the
@@ -228,6 +234,8 @@ func (ra *residentActor) Receive(ctx actor.Context) {
 	case *keeper.MayActAnswer:
 		ra.mayActAnswered(ctx, msg)
 		ra.advanceFinish(ctx)
+	case *roomMsg:
+		ra.roomGiven(ctx, msg.pid)
 	case *loadedMsg:
 		if ra.loading == msg.l {
 			if ra.finishing {
@@ -294,6 +302,7 @@ func (ra *residentActor) Receive(ctx actor.Context) {
 		ra.collect(ctx) // what the last head lists, if its deletes did not run
 		ra.closePer()
 		ra.sql.Close()
+		ra.roomLast(ctx)
 	}
 }
 
@@ -364,9 +373,15 @@ func (ra *residentActor) answer(ctx actor.Context, m *eventMsg, r result) {
 // counted done. s sends to the director (parent) for the resident actor
 // self.
 func answerEvent(s actor.SenderContext, parent, self *actor.PID, a ownership.Actor, m *eventMsg, r result) {
-	if !m.answered.CompareAndSwap(false, true) {
+	if !m.answered.CompareAndSwap(answerOpen, answerGiven) {
 		return
 	}
+	sendAnswer(s, parent, self, a, m, r)
+}
+
+// sendAnswer counts m done at the director (parent) and gives its caller
+// r: the one answer of m, which the caller claimed.
+func sendAnswer(s actor.SenderContext, parent, self *actor.PID, a ownership.Actor, m *eventMsg, r result) {
 	// Counted done before its caller can send the next event (see
 	// answer).
 	s.Send(parent, &doneMsg{actor: a, pid: self, id: m.id, key: m.keyName()})
@@ -931,7 +946,10 @@ func (ra *residentActor) verdicts(n int, mayAct func() bool) {
 }
 
 // answerReady answers the first n waiting events by their verdicts; may
-// is the hold's, for their socket output.
+// is the hold's, for their socket output. Those released are answered
+// here, unless one of them has socket output to send or the residency
+// has a room actor already: then they are carried to it (rooms.go), which
+// sends the output and answers them in this order.
 func (ra *residentActor) answerReady(ctx actor.Context, n int, may bool) {
 	ready := ra.waiting[:n]
 	if n < len(ra.waiting) {
@@ -946,6 +964,7 @@ func (ra *residentActor) answerReady(ctx actor.Context, n int, may bool) {
 		ra.waiting = ra.waiting[:0]
 		defer clear(ready)
 	}
+	var out []carried
 	at := 0
 	defer func() {
 		if p := recover(); p != nil {
@@ -954,9 +973,12 @@ func (ra *residentActor) answerReady(ctx actor.Context, n int, may bool) {
 			// that landed must not be, as a retry would run it again.
 			// Each is answered by its verdict, without its socket output,
 			// before the panic goes on.
+			for _, c := range out {
+				ra.answerAnyway(ctx, c.m, done(c.r))
+			}
 			for _, w := range ready[at:] {
 				if w.gated == ownership.GateRelease {
-					ra.answer(ctx, w.m, done(w.r))
+					ra.answerAnyway(ctx, w.m, done(w.r))
 				} else {
 					ra.answer(ctx, w.m, result{err: ra.h.unavailable(ra.actor, "actor failed")})
 				}
@@ -977,11 +999,30 @@ func (ra *residentActor) answerReady(ctx actor.Context, n int, may bool) {
 		if w.early {
 			continue // its commit landed, and its goroutine answered it
 		}
-		if len(w.r.out) > 0 && may {
-			flushSockets(ra.h.cfg.Sockets, ra.actor, w.r.out, ra.log)
+		r := w.r
+		if !may {
+			r.out = nil // under a later hold it could overtake that hold's own
 		}
-		ra.answer(ctx, w.m, done(w.r))
+		if len(r.out) > 0 || len(out) > 0 || ra.roomed() {
+			out = append(out, carried{m: w.m, r: r})
+			continue
+		}
+		ra.answer(ctx, w.m, done(r))
 	}
+	at = len(ready)
+	if len(out) > 0 {
+		ra.carry(ctx, out)
+	}
+}
+
+// answerAnyway answers m with r, whether or not it was carried to a room
+// actor already: what a panic leaves.
+func (ra *residentActor) answerAnyway(ctx actor.Context, m *eventMsg, r result) {
+	if m.answered.CompareAndSwap(answerCarried, answerGiven) {
+		sendAnswer(ctx, ctx.Parent(), ctx.Self(), ra.actor, m, r)
+		return
+	}
+	ra.answer(ctx, m, r)
 }
 
 // gateAll answers every waiting event when what the actor wrote will not

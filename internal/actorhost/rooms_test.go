@@ -1,0 +1,149 @@
+package actorhost_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/wasmkeep/wasmkeep/actors"
+	"github.com/wasmkeep/wasmkeep/internal/actorhost"
+	"github.com/wasmkeep/wasmkeep/ownership"
+	"github.com/wasmkeep/wasmkeep/ownership/memstore"
+	"github.com/wasmkeep/wasmkeep/sockets"
+	"github.com/wasmkeep/wasmkeep/supervisors"
+)
+
+// announcer counts its requests in storage; a POST also broadcasts the
+// count to the actor's sockets (there are none here: the output is sent
+// to nobody, but it is the actor's socket output all the same).
+type announcer struct{}
+
+func (announcer) Handle(ctx context.Context, req *actors.Request, st actors.Storage) (*actors.Response, error) {
+	n := 0
+	if v, ok := st.Get("n"); ok {
+		n, _ = strconv.Atoi(string(v))
+	}
+	if req.Method != http.MethodPost {
+		return actors.Text(http.StatusOK, strconv.Itoa(n)), nil
+	}
+	n++
+	if err := st.Put("n", []byte(strconv.Itoa(n))); err != nil {
+		return nil, err
+	}
+	actors.SocketsOf(ctx).Broadcast("", true, []byte(strconv.Itoa(n)))
+	return actors.Text(http.StatusOK, strconv.Itoa(n)), nil
+}
+
+func (announcer) HandleSocket(context.Context, *actors.SocketEvent, actors.Storage) error { return nil }
+
+var announced = ownership.Actor{Class: "announcer", Name: "a"}
+
+// roomHost is a host of the announcer class with a socket owner, whose
+// room actors wait on hold before they send (and answer) anything.
+func roomHost(t *testing.T, cfg actorhost.Config, hold <-chan struct{}) *actorhost.Host {
+	t.Helper()
+	o, err := sockets.New(sockets.Config{Sink: nopSockets{}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = o.Shutdown(context.Background()) })
+	reg := actors.NewRegistry()
+	reg.Register("announcer", announcer{})
+	cfg.Bucket, cfg.Registry, cfg.Sockets = memstore.New(memstore.Faults{}), reg, o
+	h := hostOf(t, cfg)
+	h.HoldRoomOutput(func() { <-hold })
+	return h
+}
+
+// post sends a POST to the announcer and returns its answer on a channel.
+func post(t *testing.T, h *actorhost.Host) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		resp, err := h.Deliver(context.Background(), announced, 1, &actors.Request{Method: http.MethodPost, Header: http.Header{}})
+		if err == nil && resp.Status != http.StatusOK {
+			err = errors.New(string(resp.Body))
+		}
+		done <- err
+	}()
+	return done
+}
+
+// carried waits until the first event was handed to a room actor: the
+// rooms' actor spawns it for that event.
+func carried(t *testing.T, h *actorhost.Host) {
+	t.Helper()
+	require.Eventually(t, func() bool { return h.RoomActors() == 1 }, 10*time.Second, time.Millisecond)
+}
+
+// TestHibernateAllWaitsForTheRoomActors: an event whose socket output a
+// room actor holds is answered by it, before HibernateAll returns.
+func TestHibernateAllWaitsForTheRoomActors(t *testing.T) {
+	hold := make(chan struct{})
+	h := roomHost(t, actorhost.Config{}, hold)
+	first := post(t, h)
+	carried(t, h)
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.HibernateAll(context.Background()) }()
+	select {
+	case err := <-first:
+		t.Fatalf("the event was answered (%v) before its room actor sent its output", err)
+	case err := <-stopped:
+		t.Fatalf("HibernateAll returned (%v) while a room actor held an event", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	require.Equal(t, 1, h.RoomActors())
+	close(hold)
+	require.NoError(t, <-stopped)
+	require.Zero(t, h.RoomActors(), "HibernateAll returned before the room actor ended")
+	require.NoError(t, <-first, "the event took effect")
+}
+
+// TestCarriedEventOutlivesItsResident: an event handed to the room actor
+// keeps the room actor's answer (it took effect) when its resident actor
+// is stopped by its supervisor meanwhile: the director, which answers the
+// events of a stopped actor "not run", leaves it alone. The next
+// residency starts with a room actor of its own.
+func TestCarriedEventOutlivesItsResident(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := supervisors.NewMetrics(reg)
+	require.NoError(t, err)
+	sup, err := supervisors.New(m, supervisors.Policy{MaxRestarts: 1, Within: time.Hour}, nil)
+	require.NoError(t, err)
+	hold := make(chan struct{})
+	o := &panickyKeeper{}
+	hibernated := make(chan string, 16)
+	h := roomHost(t, actorhost.Config{Keeper: o, Supervision: sup,
+		OnHibernate: func(_ ownership.Actor, _ ownership.Generation, reason string) { hibernated <- reason }}, hold)
+
+	first := post(t, h)
+	carried(t, h)
+	// A read's output gate asks the keeper, which panics: the resident
+	// actor restarts, then is stopped.
+	o.armed.Store(true)
+	for range 2 {
+		if _, err := h.Deliver(t.Context(), announced, 1, &actors.Request{Method: http.MethodGet, Header: http.Header{}}); !errors.Is(err, actors.ErrUnavailable) {
+			t.Fatalf("read that panicked: %v, want ErrUnavailable", err)
+		}
+	}
+	o.armed.Store(false)
+	require.Equal(t, "stopped by supervisor", <-hibernated)
+	select {
+	case err := <-first:
+		t.Fatalf("the event the room actor holds was answered %v by someone else", err)
+	default:
+	}
+	close(hold)
+	require.NoError(t, <-first, "the event took effect: its room actor answers it")
+	require.Eventually(t, func() bool { return h.RoomActors() == 0 }, 10*time.Second, time.Millisecond,
+		"the room actor of a stopped resident actor ends once it has answered what it held")
+	// The next residency reads what the first wrote, and has its own room
+	// actor (the first's ended with its resident actor).
+	resp, err := h.Deliver(t.Context(), announced, 1, &actors.Request{Method: http.MethodPost, Header: http.Header{}})
+	require.NoError(t, err)
+	require.Equal(t, "2", string(resp.Body))
+	require.Equal(t, 1, h.RoomActors())
+}
