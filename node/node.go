@@ -275,7 +275,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	ac.Keeper, ac.Bucket, ac.Registry, ac.System, ac.Logger = k, cfg.Bucket, cfg.Registry, system, log
 	ac.RetryAfter, ac.Supervision, ac.Sockets, ac.Caller = cfg.Core.LeasePeriod, sup, n.sockets, caller
 	ac.Parent = tree.Under(supervisors.RoleDirector, nil)
-	ac.Rooms = tree.Under(supervisors.RoleSockets, nil)
+	ac.Rooms = tree.Under(supervisors.RoleSockets, func() string {
+		return fmt.Sprintf("%d room actors", n.host.RoomActors()) // shown once the node serves, n.host set
+	})
 	n.directory = newClassDirectory(cfg.Bucket, k.Status, cfg.Core.AttemptTimeout, log)
 	ac.Classes = n.directory
 	n.host, err = actorhost.New(ac)

@@ -129,7 +129,8 @@ func awaitLine(t *testing.T, n *nodetest.Node, name string, ok func(supervisors.
 }
 
 // TestTreeShowsEveryRole: /debug/tree lists the keeper, the director, the
-// three drivers, the socket owner and the resident actors by class.
+// three drivers, the rooms' actor, the socket owner (a part, not an actor)
+// and the resident actors by class.
 func TestTreeShowsEveryRole(t *testing.T) {
 	n := nodetest.Start(t, nodetest.Options{})
 	count(t, n, "a")
@@ -140,9 +141,12 @@ func TestTreeShowsEveryRole(t *testing.T) {
 		assert.Contains(t, body, want)
 	}
 	assert.Regexp(t, `resident\s+counter\s+2 resident`, body)
+	assert.Regexp(t, `(?m)^sockets\s+node/rooms\s+running\s+0\s+\d+\s+0 room actors$`, body)
+	assert.Regexp(t, `(?m)^sockets\s+sockets\s+running`, body)
 	status, body = get(t, n.URL+"/debug/tree?format=json")
 	require.Equal(t, http.StatusOK, status)
 	assert.Contains(t, body, `"role":"director","name":"director","state":"running"`)
+	assert.Contains(t, body, `"name":"sockets","state":"running","restarts":0,"mailbox":0,"progress":"0 sockets held, 0 failures","part":true}`)
 	for _, role := range []string{"keeper", "director", "sweeper", "drainer", "mover", "sockets"} {
 		assert.NotEmpty(t, series(t, n, `wasmkeep_supervisor_failures_total{role="`+role+`"}`), role)
 	}

@@ -12,8 +12,8 @@ import (
 // BenchmarkIdleActorMemory measures what an idle proto.actor actor costs
 // in heap: the cost a socket owner made of one actor per room would add
 // to every room, so to every hibernated actor with sockets (RATIONALE.md,
-// "Why the socket owner of an actor is a locked room, not a proto.actor
-// actor").
+// "Why an actor's socket output goes through a room actor, and the room
+// stays a locked room").
 //
 //	go test -run '^$' -bench IdleActorMemory -benchtime 1x ./supervisors/
 func BenchmarkIdleActorMemory(b *testing.B) {

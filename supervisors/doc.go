@@ -13,6 +13,8 @@
 //	├── sweeper            sweeper   sends the keeper a Sweep every sweep period
 //	├── drainer            drainer   starts and follows a drain (node.Node.Drain)
 //	├── mover              mover     starts a move (node.Node.Move), sends the take call
+//	├── rooms              sockets   the room actors' supervisor (package internal/actorhost)
+//	│   └── <room actor>...          one per residency that sent socket output (always restarted)
 //	└── sockets            sockets   the socket owner (package sockets): not an actor
 //
 // What a failure (a panic that leaves the actor's Receive) means, by role:
@@ -57,7 +59,13 @@
 //     a parked record is released by the last-socket rule, and the actor
 //     gets each socket's error event (1011), as for any fault of a socket.
 //     The operation returns sockets.ErrInternal. Other actors' sockets are
-//     untouched.
+//     untouched. The rooms' actor, under the same role, contains its own
+//     failures too: a panic in its Receive is recovered and logged, and the
+//     events of the message it handled are answered without their socket
+//     output (they took effect); restarted, it would stop every room actor
+//     with the output in its mailbox. A room actor that panics answers the
+//     events it holds first, and the rooms' actor restarts it at once, every
+//     time: it keeps nothing but its mailbox, which a restart keeps.
 //
 // The keeper, the director and the drivers never wait in Receive on
 // another actor or on the bucket: the keeper runs bucket calls on
@@ -69,7 +77,10 @@
 // background compile of its wasm class, and a restart's or a supervisor
 // stop's commit in flight; its commits, state reads, gates and finish come
 // back as messages (package internal/actorhost, "Blocking", says why none
-// can deadlock). Callers of HibernateAll and Resident wait too, and are
+// can deadlock), and its released events' socket output and answers go to
+// its room actor as messages. The rooms' actor and the room actors never
+// wait: a room actor's sends write to the kernel only what it takes at
+// once (package sockets). Callers of HibernateAll and Resident wait too, and are
 // not actors.
 //
 // The tree is visible at /debug/tree (text; JSON with ?format=json): one

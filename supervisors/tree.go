@@ -27,8 +27,10 @@ const (
 	RoleSweeper  Role = "sweeper"
 	RoleDrainer  Role = "drainer"
 	RoleMover    Role = "mover"
-	// RoleSockets is the socket owner (package sockets): not an actor, but
-	// a part of the tree with a failure of its own (Tree.Contained).
+	// RoleSockets is the socket owner (package sockets), not an actor but a
+	// part of the tree with a failure of its own (Tree.Contained), and the
+	// rooms' actor, the supervisor of the room actors that send the actors'
+	// socket output (package internal/actorhost).
 	RoleSockets Role = "sockets"
 )
 
@@ -60,7 +62,9 @@ var policies = map[Role]rolePolicy{
 	RoleDrainer: {restart: true, maxRestarts: 10, within: time.Minute, backoff: 100 * time.Millisecond, backoffMax: 10 * time.Second},
 	RoleMover:   {restart: true, maxRestarts: 10, within: time.Minute, backoff: 100 * time.Millisecond, backoffMax: 10 * time.Second},
 	// The socket owner contains a failure itself: the failed actor's
-	// sockets close with 1011 and the node carries on. Nothing restarts.
+	// sockets close with 1011 and the node carries on; so does the rooms'
+	// actor (a restart would stop its room actors with output in their
+	// mailboxes). Nothing restarts.
 	RoleSockets: {},
 }
 
@@ -323,6 +327,8 @@ type Line struct {
 	Restarts int    `json:"restarts"`
 	Mailbox  int64  `json:"mailbox"`
 	Progress string `json:"progress,omitempty"`
+	// Part: a part of the node that is not an actor (AddPart).
+	Part bool `json:"part,omitempty"`
 }
 
 // Lines lists the tree's children in role order. The resident actors,
@@ -332,7 +338,7 @@ func (t *Tree) Lines() []Line {
 	t.mu.Lock()
 	var out []Line
 	for _, c := range t.children {
-		out = append(out, Line{Role: string(c.role), Name: c.name, State: c.state, Restarts: c.restarts, Mailbox: c.depth.Load()})
+		out = append(out, Line{Role: string(c.role), Name: c.name, State: c.state, Restarts: c.restarts, Mailbox: c.depth.Load(), Part: c.pid == nil})
 	}
 	progress := map[string]func() string{}
 	for _, c := range t.children {
@@ -366,7 +372,7 @@ func Text(lines []Line) string {
 	fmt.Fprintf(&b, "%-9s %-28s %-12s %8s %8s  %s\n", "ROLE", "NAME", "STATE", "RESTARTS", "MAILBOX", "PROGRESS")
 	for _, l := range lines {
 		name := l.Name
-		if l.Role != "resident" && l.Role != string(RoleSockets) { // the actors of the tree
+		if l.Role != "resident" && !l.Part { // the actors of the tree
 			name = "node/" + name
 		}
 		fmt.Fprintf(&b, "%-9s %-28s %-12s %8d %8d  %s\n", l.Role, name, l.State, l.Restarts, l.Mailbox, l.Progress)

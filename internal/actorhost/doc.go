@@ -62,6 +62,23 @@
 // of an event goes through one claim, so the first is the one kept
 // (answerEvent, eventMsg.tryAnswer).
 //
+// # Socket output
+//
+// An event's sends, broadcasts and closes wait with its answer at the gate.
+// Once a residency releases an event with socket output, that event and
+// every one it releases after are carried (claimed, so that no one else
+// answers them) to the residency's room actor (rooms.go), which sends each
+// event's output to the sockets and then answers it, in release order,
+// while the resident actor goes on. So an event's output goes out before
+// its answer, and before the answer of any event released after it: a
+// WebSocket an event accepts (after its answer) never gets that event's
+// broadcast or an earlier one. The room actors are children of the rooms'
+// actor, which spawns one when a residency first asks and ends it once
+// its resident actor has terminated, by a message that comes after
+// everything the resident actor carried; the director leaves a carried
+// event to the room actor even when its resident actor stopped, and
+// HibernateAll returns once every room actor has ended.
+//
 // # Event keys
 //
 // An event may carry a key (WithEventKey: a client's Idempotency-Key, or
@@ -123,7 +140,9 @@
 //     (Keeper.RequestMayAct) and its answer releases them;
 //   - its end (advanceFinish): the director lets it go with a finishMsg; it
 //     commits and releases what ran, each step by message, and stops
-//     itself, so a drain, an idle stop or a lost hold finishes its events.
+//     itself, so a drain, an idle stop or a lost hold finishes its events;
+//   - its socket output: sent, and its events answered, by its room actor
+//     (see Socket output); the resident actor only hands it over.
 //
 // Four waits stay inside Receive, each holding back that one actor alone:
 //

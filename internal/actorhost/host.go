@@ -299,8 +299,10 @@ type Host struct {
 	// every time, a third of a lone caller's warm event
 	// (bench/RESULTS.md).
 	goroutines *gopool.Pool
-	// rooms is the rooms' actor, the room actors' supervisor (rooms.go).
-	rooms *actor.PID
+	// rooms is the rooms' actor, the room actors' supervisor (rooms.go);
+	// roomActors, how many room actors it has.
+	rooms      *actor.PID
+	roomActors atomic.Int64
 	// roomHold, set only by tests, is called by a room actor before it
 	// sends the output of the events it was handed.
 	roomHold func()
@@ -419,7 +421,7 @@ func New(cfg Config) (*Host, error) {
 		return nil, err
 	}
 	rooms := actor.PropsFromProducer(func() actor.Actor {
-		return &roomsActor{h: h, rooms: map[string]*actor.PID{}, residents: map[string]string{}}
+		return &roomsActor{h: h, actors: map[ownership.Actor]*roomEntry{}, pids: map[string]ownership.Actor{}}
 	}, h.mailboxes(), actor.WithSupervisor(actor.NewRestartingStrategy()))
 	if h.rooms, err = spawnUnder(cfg.System, cfg.Rooms, rooms, "rooms"); err != nil {
 		return nil, err
@@ -568,12 +570,10 @@ func (h *Host) AwaitMerges(ctx context.Context) error {
 	}
 }
 
-// RoomActors returns how many room actors there are now (rooms.go).
-func (h *Host) RoomActors() int {
-	ch := make(chan int, 1)
-	h.cfg.System.Root.Send(h.rooms, &roomsCountMsg{reply: ch})
-	return <-ch
-}
+// RoomActors returns how many room actors there are now (rooms.go): the
+// residencies that have sent socket output, and those that ended with
+// output still to send.
+func (h *Host) RoomActors() int { return int(h.roomActors.Load()) }
 
 // Resident returns how many actors are resident now.
 func (h *Host) Resident() int {

@@ -25,12 +25,12 @@ import (
 //     goes through it, with output or not;
 //   - one residency's room actor ends (roomsActor, on the resident actor's
 //     Terminated) only after everything its resident actor carried: the
-//     end goes to it as a message after them. The next residency of the
-//     actor starts after the director counted every event of the last one
-//     done, and the room actor counts an event done only once its output
-//     is out; a supervisor's stop of a resident actor is the exception (the
-//     director starts the next residency at once, and the room actor of
-//     the one before may still be sending).
+//     end goes to it as a message after them;
+//   - one actor has one room actor at a time: what a later residency
+//     carries waits in roomsActor until the room actor before has ended,
+//     so the actor's residencies reach its sockets in order, even when a
+//     supervisor stopped a resident actor and the director spawned the
+//     next at once.
 //
 // Nothing carried is lost: the director leaves an event that a room actor
 // carries to it (answerCarried), even when its resident actor stopped; a
@@ -67,11 +67,12 @@ type (
 	// by the rooms' actor to itself, so that it comes after the carryMsg
 	// the resident actor sent before its end (Terminated would overtake
 	// them).
-	residentGoneMsg struct{ id string }
+	residentGoneMsg struct {
+		actor ownership.Actor
+		id    string
+	}
 	// roomsIdleMsg: close done once no room actor is left (HibernateAll).
 	roomsIdleMsg struct{ done chan struct{} }
-	// roomsCountMsg: how many room actors there are.
-	roomsCountMsg struct{ reply chan int }
 )
 
 // carry hands the events released now to the residency's room actor,
@@ -124,16 +125,28 @@ func (ra *residentActor) roomLast(ctx actor.Context) {
 
 // roomsActor is the supervisor of the room actors (the node's tree shows
 // it as "rooms", under the role sockets): it spawns one for each residency
-// that asks, and ends it once its resident actor has terminated. It
-// restarts a room actor that failed, at once and always: a room actor
-// keeps nothing but its mailbox, which a restart keeps.
+// that asks, and ends it once its resident actor has terminated. One actor
+// has one room actor at a time: a later residency's waits, with what it
+// carried, until the one before has ended, so that the actor's output goes
+// out in the order its residencies released it even when a supervisor
+// stopped a resident actor and the director spawned the next at once. It
+// restarts a room actor that failed, at once and always: a room actor keeps
+// nothing but its mailbox, which a restart keeps.
 type roomsActor struct {
-	h *Host
-	// rooms: the room actors by their resident actor's PID id; residents,
-	// the other way.
-	rooms     map[string]*actor.PID
-	residents map[string]string
-	waiters   []chan struct{}
+	h      *Host
+	actors map[ownership.Actor]*roomEntry
+	// pids: the actor of each room actor and resident actor in actors, by
+	// PID id.
+	pids    map[string]ownership.Actor
+	waiters []chan struct{}
+}
+
+// roomEntry is one actor's room actor, for the residency of resident.
+type roomEntry struct {
+	room, resident *actor.PID
+	ending         bool // its resident actor terminated: roomEndMsg sent
+	// next: what later residencies carried, waiting for this one's end.
+	next []*carryMsg
 }
 
 func (rs *roomsActor) Receive(ctx actor.Context) {
@@ -154,48 +167,65 @@ func (rs *roomsActor) Receive(ctx actor.Context) {
 	}()
 	switch m := ctx.Message().(type) {
 	case *carryMsg:
-		pid := rs.rooms[m.resident.Id]
-		if pid == nil {
-			room := &roomActor{h: rs.h, actor: m.actor, resident: m.resident}
-			pid = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return room }, rs.h.mailboxes()))
-			rs.rooms[m.resident.Id] = pid
-			rs.residents[pid.Id] = m.resident.Id
-			ctx.Watch(m.resident) // a resident actor gone already: Terminated at once
-			if !m.last {
-				ctx.Send(m.resident, &roomMsg{pid: pid})
-			}
-		}
-		ctx.Send(pid, &outputMsg{events: m.events})
+		rs.carry(ctx, m)
 	case *actor.Terminated:
-		if _, ok := rs.rooms[m.Who.Id]; ok {
-			ctx.Send(ctx.Self(), &residentGoneMsg{id: m.Who.Id})
+		a, ok := rs.pids[m.Who.Id]
+		if !ok {
 			return
 		}
-		if resident, ok := rs.residents[m.Who.Id]; ok {
-			// A room actor ended. Its own end, after its resident actor's,
-			// only: a failure restarts it.
-			delete(rs.residents, m.Who.Id)
-			if pid := rs.rooms[resident]; pid != nil && pid.Id == m.Who.Id {
-				delete(rs.rooms, resident)
-			}
-			rs.idle()
+		e := rs.actors[a]
+		if e.resident.Id == m.Who.Id {
+			ctx.Send(ctx.Self(), &residentGoneMsg{actor: a, id: m.Who.Id})
+			return
 		}
+		// The room actor ended (after its resident actor: a failure
+		// restarts it). The next residency's room actor may start.
+		delete(rs.pids, e.room.Id)
+		delete(rs.pids, e.resident.Id)
+		delete(rs.actors, a)
+		rs.h.roomActors.Add(-1)
+		for _, next := range e.next {
+			rs.carry(ctx, next)
+		}
+		rs.idle()
 	case *residentGoneMsg:
-		if pid := rs.rooms[m.id]; pid != nil {
-			delete(rs.rooms, m.id)
-			ctx.Send(pid, &roomEndMsg{})
+		if e := rs.actors[m.actor]; e != nil && e.resident.Id == m.id && !e.ending {
+			e.ending = true
+			ctx.Send(e.room, &roomEndMsg{})
 		}
 	case *roomsIdleMsg:
 		rs.waiters = append(rs.waiters, m.done)
 		rs.idle()
-	case *roomsCountMsg:
-		m.reply <- len(rs.residents)
 	}
+}
+
+// carry hands what a resident actor carried to its room actor, spawning it
+// if the actor has none, or keeps it for later if the actor's room actor
+// is another residency's.
+func (rs *roomsActor) carry(ctx actor.Context, m *carryMsg) {
+	e := rs.actors[m.actor]
+	switch {
+	case e == nil:
+		room := &roomActor{h: rs.h, actor: m.actor, resident: m.resident}
+		e = &roomEntry{resident: m.resident,
+			room: ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return room }, rs.h.mailboxes()))}
+		rs.actors[m.actor] = e
+		rs.pids[e.room.Id], rs.pids[e.resident.Id] = m.actor, m.actor
+		rs.h.roomActors.Add(1)
+		ctx.Watch(m.resident) // a resident actor gone already: Terminated at once
+		if !m.last {
+			ctx.Send(m.resident, &roomMsg{pid: e.room})
+		}
+	case e.resident.Id != m.resident.Id:
+		e.next = append(e.next, m)
+		return
+	}
+	ctx.Send(e.room, &outputMsg{events: m.events})
 }
 
 // idle wakes HibernateAll's callers once no room actor is left.
 func (rs *roomsActor) idle() {
-	if len(rs.residents) > 0 {
+	if len(rs.actors) > 0 {
 		return
 	}
 	for _, w := range rs.waiters {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,8 +47,9 @@ func (announcer) HandleSocket(context.Context, *actors.SocketEvent, actors.Stora
 var announced = ownership.Actor{Class: "announcer", Name: "a"}
 
 // roomHost is a host of the announcer class with a socket owner, whose
-// room actors wait on hold before they send (and answer) anything.
-func roomHost(t *testing.T, cfg actorhost.Config, hold <-chan struct{}) *actorhost.Host {
+// first room actor waits for release before it sends (and answers) the
+// first events it was handed.
+func roomHost(t *testing.T, cfg actorhost.Config) (h *actorhost.Host, release func()) {
 	t.Helper()
 	o, err := sockets.New(sockets.Config{Sink: nopSockets{}})
 	require.NoError(t, err)
@@ -54,9 +57,17 @@ func roomHost(t *testing.T, cfg actorhost.Config, hold <-chan struct{}) *actorho
 	reg := actors.NewRegistry()
 	reg.Register("announcer", announcer{})
 	cfg.Bucket, cfg.Registry, cfg.Sockets = memstore.New(memstore.Faults{}), reg, o
-	h := hostOf(t, cfg)
-	h.HoldRoomOutput(func() { <-hold })
-	return h
+	h = hostOf(t, cfg)
+	hold := make(chan struct{})
+	release = sync.OnceFunc(func() { close(hold) })
+	t.Cleanup(release) // before the hibernation hostOf's cleanup waits for
+	var calls atomic.Int64
+	h.HoldRoomOutput(func() {
+		if calls.Add(1) == 1 {
+			<-hold
+		}
+	})
+	return h, release
 }
 
 // post sends a POST to the announcer and returns its answer on a channel.
@@ -82,8 +93,7 @@ func carried(t *testing.T, h *actorhost.Host) {
 // TestHibernateAllWaitsForTheRoomActors: an event whose socket output a
 // room actor holds is answered by it, before HibernateAll returns.
 func TestHibernateAllWaitsForTheRoomActors(t *testing.T) {
-	hold := make(chan struct{})
-	h := roomHost(t, actorhost.Config{}, hold)
+	h, release := roomHost(t, actorhost.Config{})
 	first := post(t, h)
 	carried(t, h)
 	stopped := make(chan error, 1)
@@ -96,7 +106,7 @@ func TestHibernateAllWaitsForTheRoomActors(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 	require.Equal(t, 1, h.RoomActors())
-	close(hold)
+	release()
 	require.NoError(t, <-stopped)
 	require.Zero(t, h.RoomActors(), "HibernateAll returned before the room actor ended")
 	require.NoError(t, <-first, "the event took effect")
@@ -106,18 +116,18 @@ func TestHibernateAllWaitsForTheRoomActors(t *testing.T) {
 // keeps the room actor's answer (it took effect) when its resident actor
 // is stopped by its supervisor meanwhile: the director, which answers the
 // events of a stopped actor "not run", leaves it alone. The next
-// residency starts with a room actor of its own.
+// residency's output waits for the first's room actor to end: one actor's
+// residencies reach its sockets in order.
 func TestCarriedEventOutlivesItsResident(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m, err := supervisors.NewMetrics(reg)
 	require.NoError(t, err)
 	sup, err := supervisors.New(m, supervisors.Policy{MaxRestarts: 1, Within: time.Hour}, nil)
 	require.NoError(t, err)
-	hold := make(chan struct{})
 	o := &panickyKeeper{}
 	hibernated := make(chan string, 16)
-	h := roomHost(t, actorhost.Config{Keeper: o, Supervision: sup,
-		OnHibernate: func(_ ownership.Actor, _ ownership.Generation, reason string) { hibernated <- reason }}, hold)
+	h, release := roomHost(t, actorhost.Config{Keeper: o, Supervision: sup,
+		OnHibernate: func(_ ownership.Actor, _ ownership.Generation, reason string) { hibernated <- reason }})
 
 	first := post(t, h)
 	carried(t, h)
@@ -136,14 +146,20 @@ func TestCarriedEventOutlivesItsResident(t *testing.T) {
 		t.Fatalf("the event the room actor holds was answered %v by someone else", err)
 	default:
 	}
-	close(hold)
+	// The next residency reads what the first wrote; its output, and its
+	// answer, wait for the first's room actor.
+	second := post(t, h)
+	select {
+	case err := <-second:
+		t.Fatalf("the next residency's event was answered (%v) while the room actor before it held an event", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	require.Equal(t, 1, h.RoomActors())
+	release()
 	require.NoError(t, <-first, "the event took effect: its room actor answers it")
-	require.Eventually(t, func() bool { return h.RoomActors() == 0 }, 10*time.Second, time.Millisecond,
-		"the room actor of a stopped resident actor ends once it has answered what it held")
-	// The next residency reads what the first wrote, and has its own room
-	// actor (the first's ended with its resident actor).
-	resp, err := h.Deliver(t.Context(), announced, 1, &actors.Request{Method: http.MethodPost, Header: http.Header{}})
+	require.NoError(t, <-second)
+	require.Equal(t, 1, h.RoomActors(), "the next residency's room actor")
+	resp, err := h.Deliver(t.Context(), announced, 1, &actors.Request{Method: http.MethodGet, Header: http.Header{}})
 	require.NoError(t, err)
 	require.Equal(t, "2", string(resp.Body))
-	require.Equal(t, 1, h.RoomActors())
 }
