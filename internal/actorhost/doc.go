@@ -55,7 +55,8 @@
 //
 // The events at the front of the gate that a commit's landing alone
 // releases (they took effect, and carry no socket output and no WebSocket
-// to accept) are answered by the commit's goroutine as soon as it lands,
+// to accept), in a residency that has sent no socket output yet (see
+// Socket output), are answered by the commit's goroutine as soon as it lands,
 // before it sends the landing to the actor's mailbox: a write's answer
 // does not wait for the actor to take the landing (commitJob.early). The
 // actor answers them itself only if the commit does not land; every answer

@@ -638,10 +638,12 @@ func (ra *residentActor) startCommit(ctx actor.Context) {
 	hd, err := ra.state.EncodeHead(ra.gen, ra.version)
 	job := &commitJob{version: ra.version, seq: seq, head: hd, garbage: ra.state.Garbage(), done: make(chan commitResult, 1)}
 	ra.inflight = job
-	if ra.asking == nil {
+	if ra.asking == nil && !ra.roomed() {
 		// The events in front of the output gate that this commit
 		// carries and its landing alone releases (none waits for an
-		// answer of the keeper's: those in front stay in front).
+		// answer of the keeper's: those in front stay in front). Not
+		// once the residency has a room actor: its answers would
+		// overtake the output of the events before them (rooms.go).
 		n := 0
 		for n < len(ra.waiting) {
 			w := &ra.waiting[n]

@@ -21,9 +21,9 @@ import (
 	"github.com/wasmkeep/wasmkeep/supervisors"
 )
 
-// announcer counts its requests in storage; a POST also broadcasts the
-// count to the actor's sockets (there are none here: the output is sent
-// to nobody, but it is the actor's socket output all the same).
+// announcer counts its POSTs and PUTs in storage; a POST also broadcasts
+// the count to the actor's sockets (there are none here: the output is
+// sent to nobody, but it is the actor's socket output all the same).
 type announcer struct{}
 
 func (announcer) Handle(ctx context.Context, req *actors.Request, st actors.Storage) (*actors.Response, error) {
@@ -31,14 +31,16 @@ func (announcer) Handle(ctx context.Context, req *actors.Request, st actors.Stor
 	if v, ok := st.Get("n"); ok {
 		n, _ = strconv.Atoi(string(v))
 	}
-	if req.Method != http.MethodPost {
+	if req.Method != http.MethodPost && req.Method != http.MethodPut {
 		return actors.Text(http.StatusOK, strconv.Itoa(n)), nil
 	}
 	n++
 	if err := st.Put("n", []byte(strconv.Itoa(n))); err != nil {
 		return nil, err
 	}
-	actors.SocketsOf(ctx).Broadcast("", true, []byte(strconv.Itoa(n)))
+	if req.Method == http.MethodPost {
+		actors.SocketsOf(ctx).Broadcast("", true, []byte(strconv.Itoa(n)))
+	}
 	return actors.Text(http.StatusOK, strconv.Itoa(n)), nil
 }
 
@@ -71,10 +73,14 @@ func roomHost(t *testing.T, cfg actorhost.Config) (h *actorhost.Host, release fu
 }
 
 // post sends a POST to the announcer and returns its answer on a channel.
-func post(t *testing.T, h *actorhost.Host) <-chan error {
+func post(t *testing.T, h *actorhost.Host) <-chan error { return announce(t, h, http.MethodPost) }
+
+// announce sends a request to the announcer and returns its answer on a
+// channel.
+func announce(t *testing.T, h *actorhost.Host, method string) <-chan error {
 	done := make(chan error, 1)
 	go func() {
-		resp, err := h.Deliver(context.Background(), announced, 1, &actors.Request{Method: http.MethodPost, Header: http.Header{}})
+		resp, err := h.Deliver(context.Background(), announced, 1, &actors.Request{Method: method, Header: http.Header{}})
 		if err == nil && resp.Status != http.StatusOK {
 			err = errors.New(string(resp.Body))
 		}
@@ -162,4 +168,25 @@ func TestCarriedEventOutlivesItsResident(t *testing.T) {
 	resp, err := h.Deliver(t.Context(), announced, 1, &actors.Request{Method: http.MethodGet, Header: http.Header{}})
 	require.NoError(t, err)
 	require.Equal(t, "2", string(resp.Body))
+}
+
+// TestNoAnswerOvertakesCarriedOutput: once a residency has a room actor,
+// a write without socket output, which its commit's landing alone would
+// release, is answered by the room actor too, after the output of the
+// events before it, not by its commit's goroutine as it lands.
+func TestNoAnswerOvertakesCarriedOutput(t *testing.T) {
+	h, release := roomHost(t, actorhost.Config{})
+	first := post(t, h)
+	carried(t, h)
+	second := announce(t, h, http.MethodPut)
+	select {
+	case err := <-second:
+		t.Fatalf("a write was answered (%v) before the output of the event before it went out", err)
+	case err := <-first:
+		t.Fatalf("the first event was answered (%v) before its output went out", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	release()
+	require.NoError(t, <-first)
+	require.NoError(t, <-second)
 }
