@@ -33,11 +33,11 @@ const socketEventWait = 30 * time.Second
 // faster than its actor handles is pushed back by TCP.
 type SocketEvents struct {
 	keeper SocketKeeper
-	// host and owner are set (SetParts) before the node serves: a socket,
-	// and with it every call of the sink, exists only after.
-	host  *actorhost.Host
-	owner *sockets.Owner
-	log   *slog.Logger
+	// actors is the way to the actors: made before the socket owner,
+	// which is made with s, and before the actors' Host, which is made
+	// with the socket owner (actorhost.Entry).
+	actors *actorhost.Entry
+	log    *slog.Logger
 
 	events   *prometheus.CounterVec
 	wakes    prometheus.Counter
@@ -49,11 +49,11 @@ type SocketEvents struct {
 }
 
 // NewSocketEvents is the socket events' entry of a node whose keeper is
-// k, its metrics registered in reg. SetParts gives it the actors and the
-// socket owner before the node serves.
-func NewSocketEvents(k SocketKeeper, log *slog.Logger, reg prometheus.Registerer) (*SocketEvents, error) {
+// k and whose actors e reaches, its metrics registered in reg.
+func NewSocketEvents(k SocketKeeper, e *actorhost.Entry, log *slog.Logger, reg prometheus.Registerer) (*SocketEvents, error) {
 	s := &SocketEvents{
 		keeper: k,
+		actors: e,
 		log:    log.With(slog.String("component", "sockets")),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "wasmkeep_websocket_events_total", Help: "Socket events delivered to actors, by kind.",
@@ -73,80 +73,78 @@ func NewSocketEvents(k SocketKeeper, log *slog.Logger, reg prometheus.Registerer
 	return s, nil
 }
 
-// SetParts gives s the node's actors and socket owner. Call it once,
-// before the node serves. It is set apart from NewSocketEvents because
-// the three make a loop: the owner delivers through s, s to the actors,
-// and the actors write to the owner's sockets.
-func (s *SocketEvents) SetParts(host *actorhost.Host, owner *sockets.Owner) {
-	s.host, s.owner = host, owner
-}
-
 // SetFaults makes s call f before it delivers each message (tests only).
 func (s *SocketEvents) SetFaults(f func(msg any)) { s.faults = f }
 
 func (s *SocketEvents) Opened(a ownership.Actor) { s.keeper.SocketOpened(a) }
 func (s *SocketEvents) Gone(a ownership.Actor)   { s.keeper.SocketGone(a) }
 
-func (s *SocketEvents) Message(a ownership.Actor, id sockets.ID, text bool, data []byte) {
+// Message delivers a message to its actor. It fails when the event could
+// not run (counted and logged): the socket owner then closes the socket
+// with 1012, so that its client connects again and sends it again.
+func (s *SocketEvents) Message(a ownership.Actor, id sockets.ID, text bool, data []byte) error {
 	ev := &actors.SocketEvent{Kind: actors.SocketMessage, Socket: actors.SocketID(id), Text: text, Data: data}
 	if s.faults != nil {
 		s.faults(ev)
 	}
-	s.deliver(a, ev)
+	return s.deliver(a, ev)
 }
 
 func (s *SocketEvents) Close(a ownership.Actor, id sockets.ID, code int, reason string, clean bool) {
-	s.deliver(a, &actors.SocketEvent{Kind: actors.SocketClose, Socket: actors.SocketID(id), Code: code, Reason: reason, Clean: clean})
+	_ = s.deliver(a, &actors.SocketEvent{Kind: actors.SocketClose, Socket: actors.SocketID(id), Code: code, Reason: reason, Clean: clean})
 }
 
 func (s *SocketEvents) Error(a ownership.Actor, id sockets.ID, err error) {
-	s.deliver(a, &actors.SocketEvent{Kind: actors.SocketError, Socket: actors.SocketID(id), Code: sockets.CloseCode(err), Err: err.Error()})
+	_ = s.deliver(a, &actors.SocketEvent{Kind: actors.SocketError, Socket: actors.SocketID(id), Code: sockets.CloseCode(err), Err: err.Error()})
 }
 
-// deliver runs ev on its actor here (actorhost.Host.DispatchSocket), with
+// errUndelivered is deliver's error: the event did not run here (or may
+// not have: its outcome is unknown).
+var errUndelivered = errors.New("socket event not delivered")
+
+// deliver runs ev on its actor here (actorhost.Entry.DispatchSocket), with
 // socketEventWait of patience for refusals that may pass. An event that
-// cannot run is counted and logged; a message whose actor is held by
-// another node closes its socket (1012), since only this node can reach
-// it. The event is bounded only by its own limits (a wasm guest's event
-// timeout, say), so that the usual event costs no timer.
-func (s *SocketEvents) deliver(a ownership.Actor, ev *actors.SocketEvent) {
-	host := s.host
+// cannot run is counted and logged, and fails; for a message, the socket
+// owner then closes its socket (1012): a message whose actor is held by
+// another node, say, since only this node can reach the socket. The event
+// is bounded only by its own limits (a wasm guest's event timeout, say),
+// so that the usual event costs no timer.
+func (s *SocketEvents) deliver(a ownership.Actor, ev *actors.SocketEvent) error {
 	s.events.WithLabelValues(ev.Kind.String()).Inc()
-	woke, at, err := host.DispatchSocket(context.Background(), a, ev, socketEventWait)
+	woke, at, err := s.actors.DispatchSocket(context.Background(), a, ev, socketEventWait)
 	var ua *actorhost.UnavailableError
 	var damaged *actorhost.DamagedError
 	switch {
 	case at != nil:
-		s.failed(a, ev, "held elsewhere", "actor held by node "+string(at.Node))
+		return s.failed(a, ev, "held elsewhere", "actor held by node "+string(at.Node))
 	case err == nil:
 		if woke {
 			s.wakes.Inc()
 		}
+		return nil
 	case errors.As(err, &damaged):
 		// No retry helps until the object is restored.
-		s.failed(a, ev, "damaged", err.Error())
+		return s.failed(a, ev, "damaged", err.Error())
 	case errors.As(err, &ua) && ua.Draining:
-		s.failed(a, ev, "draining", ua.Reason)
+		return s.failed(a, ev, "draining", ua.Reason)
 	case errors.As(err, &ua) && ua.NotRun:
-		s.failed(a, ev, "timeout", ua.Reason)
+		return s.failed(a, ev, "timeout", ua.Reason)
 	case errors.As(err, &ua):
 		// Refused: it took no effect (its commit did not land). Its socket
 		// is closed, so that its client sends it again.
-		s.failed(a, ev, "refused", ua.Reason)
+		return s.failed(a, ev, "refused", ua.Reason)
 	case errors.Is(err, actors.ErrOutcomeUnknown):
 		// It may have taken effect: run again, it could act twice. Its
 		// socket is closed: its client cannot be told which.
-		s.failed(a, ev, "outcome unknown", err.Error())
+		return s.failed(a, ev, "outcome unknown", err.Error())
 	default:
-		s.failed(a, ev, "deliver", err.Error())
+		return s.failed(a, ev, "deliver", err.Error())
 	}
 }
 
-func (s *SocketEvents) failed(a ownership.Actor, ev *actors.SocketEvent, reason, detail string) {
+func (s *SocketEvents) failed(a ownership.Actor, ev *actors.SocketEvent, reason, detail string) error {
 	s.failures.WithLabelValues(reason).Inc()
 	s.log.Warn("socket event not delivered", slog.String("class", a.Class), slog.String("name", a.Name),
 		slog.String("event", ev.Kind.String()), slog.Any("socket", ev.Socket), slog.String("why", detail))
-	if ev.Kind == actors.SocketMessage {
-		_ = s.owner.Close(a, sockets.ID(ev.Socket), 1012, "actor unavailable on this node")
-	}
+	return errUndelivered
 }

@@ -1,19 +1,24 @@
 // Package node assembles a node and runs it.
 //
 // Start assembles a whole node from its parts: the ownership keeper
-// (package ownership/keeper), the socket owner (package sockets) and the
-// entry of its sockets' events (ingress.SocketEvents), the
-// resident actors (package internal/actorhost), the drivers of the keeper's passes
-// (drivers.go), the peer client (package peer) and the HTTP entry (package
-// ingress) with its server, in the order they use each other: the keeper
-// is made first but begins (takes the lease, is given its hooks) only once
-// the socket owner, the resident actors and the drivers its hooks reach
-// are made, and the hooks are made of them, whole. One link closes a loop
-// and is set after: the socket owner delivers to the resident actors,
-// which write to its sockets, so the socket events' entry is given the
-// actors once they exist (ingress.SocketEvents.SetParts), before the
-// server serves, since a socket, and with it every call of the entry,
-// exists only after. It gives the node a clean Stop:
+// (package ownership/keeper), the way of events to the actors
+// (actorhost.Entry), the entry of its sockets' events
+// (ingress.SocketEvents), the socket owner (package sockets), the
+// resident actors (package internal/actorhost), the drivers of the
+// keeper's passes (drivers.go), the peer client (package peer) and the
+// HTTP entry (package ingress) with its server, each made after what it
+// uses, and none given a part later: the keeper is made first but begins
+// (takes the lease, is given its hooks) only once the socket owner, the
+// resident actors and the drivers its hooks reach are made, and the hooks
+// are made of them, whole. The socket owner delivers to the actors, whose
+// events write to its sockets: the loop is cut by the actors' director,
+// named (actorhost.NewEntry) before the socket events' entry is made with
+// it and spawned (Entry.Start) after the socket owner, which the entry
+// needs no more (a message it cannot deliver is refused, and the socket
+// owner closes its socket). No event reaches the director before it is
+// spawned: no socket exists, and nothing is served, before that.
+//
+// It gives the node a clean Stop:
 // stop accepting and finish in-flight requests, close the sockets with
 // 1012, hibernate every resident actor, then stop the keeper (every hold
 // released, the lease written released). Node is safe for concurrent use.

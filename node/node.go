@@ -233,7 +233,38 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return fail(err)
 	}
-	sink, err := ingress.NewSocketEvents(k, log, reg)
+	pc := cfg.Peers
+	pc.Node, pc.Keeper, pc.ClusterKey, pc.MaxBody, pc.Logger = cfg.Core.Node, k, cfg.HTTP.ClusterKey, cfg.HTTP.MaxBody, log
+	peers, err := peer.New(pc)
+	if err != nil {
+		return fail(err)
+	}
+	n.peers = peers
+	hc := cfg.HTTP
+	hc.Registry, hc.Peers = cfg.Registry, peers
+	caller, err := ingress.NewCaller(hc)
+	if err != nil {
+		return fail(err)
+	}
+	// The way to the actors first, then the socket events' entry that
+	// uses it, the socket owner that delivers to that entry, and the
+	// actors' Host, whose events use the socket owner.
+	ac := cfg.Actors
+	ac.Fetcher = fetcher
+	if cfg.Secrets != nil {
+		ac.Secrets = cfg.Secrets
+	}
+	ac.Keeper, ac.Bucket, ac.Registry, ac.System, ac.Logger = k, cfg.Bucket, cfg.Registry, system, log
+	ac.RetryAfter, ac.Supervision, ac.Caller = cfg.Core.LeasePeriod, sup, caller
+	ac.Parent = tree.Under(supervisors.RoleDirector, nil)
+	ac.Rooms = tree.Under(supervisors.RoleSockets, nil)
+	n.directory = newClassDirectory(cfg.Bucket, k.Status, cfg.Core.AttemptTimeout, log)
+	ac.Classes = n.directory
+	entry, err := actorhost.NewEntry(ac)
+	if err != nil {
+		return fail(err)
+	}
+	sink, err := ingress.NewSocketEvents(k, entry, log, reg)
 	var socketFailures atomic.Int64 // each closed one actor's sockets (1011)
 	if err == nil {
 		if f := cfg.faults; f != nil {
@@ -254,39 +285,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	tree.AddPart(supervisors.RoleSockets, "sockets", func() string {
 		return fmt.Sprintf("%d sockets held, %d failures", n.sockets.Held(), socketFailures.Load())
 	})
-	pc := cfg.Peers
-	pc.Node, pc.Keeper, pc.ClusterKey, pc.MaxBody, pc.Logger = cfg.Core.Node, k, cfg.HTTP.ClusterKey, cfg.HTTP.MaxBody, log
-	peers, err := peer.New(pc)
+	n.host, err = entry.Start(n.sockets)
 	if err != nil {
 		return fail(err)
 	}
-	n.peers = peers
-	hc := cfg.HTTP
-	hc.Registry, hc.Peers = cfg.Registry, peers
-	caller, err := ingress.NewCaller(hc)
-	if err != nil {
-		return fail(err)
-	}
-	ac := cfg.Actors
-	ac.Fetcher = fetcher
-	if cfg.Secrets != nil {
-		ac.Secrets = cfg.Secrets
-	}
-	ac.Keeper, ac.Bucket, ac.Registry, ac.System, ac.Logger = k, cfg.Bucket, cfg.Registry, system, log
-	ac.RetryAfter, ac.Supervision, ac.Sockets, ac.Caller = cfg.Core.LeasePeriod, sup, n.sockets, caller
-	ac.Parent = tree.Under(supervisors.RoleDirector, nil)
-	ac.Rooms = tree.Under(supervisors.RoleSockets, func() string {
-		return fmt.Sprintf("%d room actors", n.host.RoomActors()) // shown once the node serves, n.host set
-	})
-	n.directory = newClassDirectory(cfg.Bucket, k.Status, cfg.Core.AttemptTimeout, log)
-	ac.Classes = n.directory
-	n.host, err = actorhost.New(ac)
-	if err != nil {
-		return fail(err)
-	}
-	// Written before the server serves: a socket, and with it every call
-	// of the sink, exists only after.
-	sink.SetParts(n.host, n.sockets)
 	d, err := n.spawnDrivers(cfg, k, peers.Take, log)
 	if err != nil {
 		return fail(err)

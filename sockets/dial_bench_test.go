@@ -116,10 +116,11 @@ type countSink struct {
 	done chan struct{}
 }
 
-func (s *countSink) Message(ownership.Actor, ID, bool, []byte) {
+func (s *countSink) Message(ownership.Actor, ID, bool, []byte) error {
 	if s.n.Add(1)%s.want == 0 {
 		s.done <- struct{}{}
 	}
+	return nil
 }
 
 // BenchmarkDialedThroughput: 100-byte messages through one outbound

@@ -166,5 +166,7 @@
 // write to the kernel there, never waiting), never with a lock of this
 // package held, so a Sink may call back into the Owner.
 // Opened and Gone must not block; Message may block, which holds back only
-// that socket's reading (TCP then pushes back on the client).
+// that socket's reading (TCP then pushes back on the client), and may fail
+// (its message was not handed to the actor here), which closes that socket
+// with 1012 and UndeliveredReason.
 package sockets

@@ -49,7 +49,7 @@ type recorder struct {
 	ends     chan event
 	// onMessage, if set (before any socket opens), is called after each
 	// message is recorded: the actor's handling of it.
-	onMessage func(a ownership.Actor, id ID, text bool, data []byte)
+	onMessage func(a ownership.Actor, id ID, text bool, data []byte) error
 	// onGone, if set (before any socket opens), is called after each Gone
 	// is recorded.
 	onGone func(a ownership.Actor)
@@ -81,7 +81,7 @@ func (r *recorder) Gone(a ownership.Actor) {
 	}
 }
 
-func (r *recorder) Message(a ownership.Actor, id ID, text bool, data []byte) {
+func (r *recorder) Message(a ownership.Actor, id ID, text bool, data []byte) error {
 	r.mu.Lock()
 	if r.ended[id] {
 		r.problems = append(r.problems, fmt.Sprintf("socket %v: message after its terminal event", id))
@@ -89,8 +89,9 @@ func (r *recorder) Message(a ownership.Actor, id ID, text bool, data []byte) {
 	r.mu.Unlock()
 	r.messages <- event{kind: "message", actor: a, id: id, text: text, data: string(data)}
 	if r.onMessage != nil {
-		r.onMessage(a, id, text, data)
+		return r.onMessage(a, id, text, data)
 	}
+	return nil
 }
 
 func (r *recorder) terminal(e event) {

@@ -71,11 +71,11 @@ func runClients(url string) int {
 // nopSink ignores every event.
 type nopSink struct{}
 
-func (nopSink) Opened(ownership.Actor)                       {}
-func (nopSink) Gone(ownership.Actor)                         {}
-func (nopSink) Message(ownership.Actor, ID, bool, []byte)    {}
-func (nopSink) Close(ownership.Actor, ID, int, string, bool) {}
-func (nopSink) Error(ownership.Actor, ID, error)             {}
+func (nopSink) Opened(ownership.Actor)                          {}
+func (nopSink) Gone(ownership.Actor)                            {}
+func (nopSink) Message(ownership.Actor, ID, bool, []byte) error { return nil }
+func (nopSink) Close(ownership.Actor, ID, int, string, bool)    {}
+func (nopSink) Error(ownership.Actor, ID, error)                {}
 
 func BenchmarkIdleSocketMemory(b *testing.B) {
 	const n = 2000

@@ -37,6 +37,9 @@ const (
 	// MaxCloseReason is the length of a close reason (a control frame holds
 	// 125 bytes, two of them the code).
 	MaxCloseReason = 123
+	// UndeliveredReason is the close reason of a socket whose message the
+	// Sink could not hand to its actor (Sink.Message), with code 1012.
+	UndeliveredReason = "actor unavailable on this node"
 )
 
 // Defaults of Config.
@@ -70,8 +73,12 @@ type Sink interface {
 	// Gone: a socket of a started closing or was freed, whichever came
 	// first; exactly once per socket (ownership.SocketGone).
 	Gone(a ownership.Actor)
-	// Message: a data message arrived. The Owner does not keep data.
-	Message(a ownership.Actor, id ID, text bool, data []byte)
+	// Message: a data message arrived. The Owner does not keep data. An
+	// error says it could not be handed to its actor here: the Owner
+	// closes the socket with 1012 and UndeliveredReason, so that its
+	// client connects again and sends it again, wherever the actor is by
+	// then.
+	Message(a ownership.Actor, id ID, text bool, data []byte) error
 	// Close ends a socket whose close handshake ran or whose connection
 	// dropped: clean is true with the code and reason of the peer's close
 	// frame (1005 when it had no code), false with 1006 when the connection

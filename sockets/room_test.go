@@ -24,12 +24,13 @@ func TestRoomSurvivesInvalidText(t *testing.T) {
 func testRoomSurvivesInvalidText(t *testing.T, cfg Config) {
 	e := newEnv(t, cfg)
 	needRings(t, e, cfg)
-	e.sink.onMessage = func(a ownership.Actor, _ ID, text bool, data []byte) {
+	e.sink.onMessage = func(a ownership.Actor, _ ID, text bool, data []byte) error {
 		if text {
 			if _, err := e.o.Broadcast(a, "", true, data); err != nil {
 				t.Errorf("the room's broadcast: %v", err)
 			}
 		}
+		return nil
 	}
 	alice, aliceID := e.dial(room)
 	mallory, malloryID := e.dial(room)
@@ -95,5 +96,34 @@ func testRoomSurvivesInvalidText(t *testing.T, cfg Config) {
 	}
 	if got := len(e.o.List(room, "")); got != 2 {
 		t.Errorf("%d sockets open, want alice's and bob's", got)
+	}
+}
+
+// TestUndeliveredMessageClosesItsSocket: a message the Sink cannot hand to
+// its actor (Message fails) closes its socket with 1012 and
+// UndeliveredReason, so that its client connects again; the room's other
+// sockets carry on.
+func TestUndeliveredMessageClosesItsSocket(t *testing.T) {
+	e := newEnv(t, Config{})
+	e.sink.onMessage = func(a ownership.Actor, id ID, text bool, data []byte) error {
+		if string(data) == "undeliverable" {
+			return errors.New("its actor is unavailable")
+		}
+		_ = e.o.Send(a, id, text, data)
+		return nil
+	}
+	refused, _ := e.dial(room)
+	other, _ := e.dial(room)
+	if err := refused.WriteMessage(websocket.TextMessage, []byte("undeliverable")); err != nil {
+		t.Fatal(err)
+	}
+	if ce := readClose(t, refused); ce.Code != 1012 || ce.Text != UndeliveredReason {
+		t.Fatalf("close %d %q, want 1012 %q", ce.Code, ce.Text, UndeliveredReason)
+	}
+	if err := other.WriteMessage(websocket.TextMessage, []byte("still here")); err != nil {
+		t.Fatal(err)
+	}
+	if got := readText(t, other); got != "still here" {
+		t.Fatalf("the other socket's echo: %q", got)
 	}
 }

@@ -283,7 +283,9 @@ func (s *socket) receive(text bool, r io.Reader) (err error) {
 	if text && s.autoRespond(data) {
 		return nil
 	}
-	s.o.cfg.Sink.Message(s.actor, s.id, text, data)
+	if s.o.cfg.Sink.Message(s.actor, s.id, text, data) != nil {
+		_ = s.o.Close(s.actor, s.id, 1012, UndeliveredReason)
+	}
 	return nil
 }
 

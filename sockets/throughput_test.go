@@ -19,8 +19,9 @@ type echoSink struct {
 	o *Owner
 }
 
-func (s *echoSink) Message(a ownership.Actor, id ID, text bool, data []byte) {
+func (s *echoSink) Message(a ownership.Actor, id ID, text bool, data []byte) error {
 	_ = s.o.Send(a, id, text, data)
+	return nil
 }
 
 // BenchmarkEchoRoundTrip: one client, a 100-byte message to the Sink and

@@ -100,7 +100,7 @@ func (ae *alarmEvent) set(o AlarmOutcome) { ae.outcome.Store(int32(o)) }
 // came through the output gate, so its writes (the alarm ended, or set
 // for its retry) are durable, and so is what it read. Whether the entry
 // may go is ownership.AlarmEntryDone's to say.
-func (h *Host) DispatchAlarm(ctx context.Context, e actorstore.IndexEntry) (AlarmOutcome, *Elsewhere, error) {
+func (h *Entry) DispatchAlarm(ctx context.Context, e actorstore.IndexEntry) (AlarmOutcome, *Elsewhere, error) {
 	ae := &alarmEvent{entry: e}
 	at, err := h.dispatch(ctx, e.Actor, 0, func(gen ownership.Generation, state *ownership.Sealed) error {
 		ae.set(0)

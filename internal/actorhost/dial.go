@@ -129,7 +129,7 @@ func dialEnded(t *actorstore.Txn, stamp uint64, ev *actors.SocketEvent) (*actors
 // after the events waiting for the load. A read that fails tries again at
 // the next event.
 func (ra *residentActor) dialsGone(t *actorstore.Txn) {
-	owner := ra.h.cfg.Sockets
+	owner := ra.h.sockets
 	if owner == nil {
 		return
 	}

@@ -75,11 +75,11 @@ func (d dialer) HandleSocket(ctx context.Context, ev *actors.SocketEvent, st act
 // nopSockets is a socket owner's Sink that drops every event.
 type nopSockets struct{}
 
-func (nopSockets) Opened(ownership.Actor)                               {}
-func (nopSockets) Gone(ownership.Actor)                                 {}
-func (nopSockets) Message(ownership.Actor, sockets.ID, bool, []byte)    {}
-func (nopSockets) Close(ownership.Actor, sockets.ID, int, string, bool) {}
-func (nopSockets) Error(ownership.Actor, sockets.ID, error)             {}
+func (nopSockets) Opened(ownership.Actor)                                  {}
+func (nopSockets) Gone(ownership.Actor)                                    {}
+func (nopSockets) Message(ownership.Actor, sockets.ID, bool, []byte) error { return nil }
+func (nopSockets) Close(ownership.Actor, sockets.ID, int, string, bool)    {}
+func (nopSockets) Error(ownership.Actor, sockets.ID, error)                {}
 
 // endedSink is a socket owner's Sink that sends the ID of each socket on
 // ended at its terminal event (Close or Error), which comes once the

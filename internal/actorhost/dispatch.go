@@ -44,7 +44,7 @@ const notRunTries = 10
 // with its RetryAfter), a *DamagedError, ErrUnknownClass, keeper.
 // ErrInvalidActor, or ctx's error (the event may still run). An event of
 // a class this node does not serve goes where Config.Classes says.
-func (h *Host) Dispatch(ctx context.Context, a ownership.Actor, req *actors.Request) (*actors.Response, *Elsewhere, error) {
+func (h *Entry) Dispatch(ctx context.Context, a ownership.Actor, req *actors.Request) (*actors.Response, *Elsewhere, error) {
 	var resp *actors.Response
 	at, err := h.dispatch(ctx, a, 0, func(gen ownership.Generation, state *ownership.Sealed) error {
 		r := h.run(ctx, &eventMsg{ctx: ctx, actor: a, gen: gen, sealed: state, req: req})
@@ -60,7 +60,7 @@ func (h *Host) Dispatch(ctx context.Context, a ownership.Actor, req *actors.Requ
 // damage) is tried again after the wait it suggests, for up to patience
 // after the first refusal, since a socket's client cannot be told to retry.
 // woke reports that the actor was not resident: the event woke it.
-func (h *Host) DispatchSocket(ctx context.Context, a ownership.Actor, ev *actors.SocketEvent, patience time.Duration) (woke bool, at *Elsewhere, err error) {
+func (h *Entry) DispatchSocket(ctx context.Context, a ownership.Actor, ev *actors.SocketEvent, patience time.Duration) (woke bool, at *Elsewhere, err error) {
 	at, err = h.dispatch(ctx, a, patience, func(gen ownership.Generation, state *ownership.Sealed) error {
 		r := h.run(ctx, &eventMsg{ctx: ctx, actor: a, gen: gen, sealed: state, sock: ev})
 		woke = r.woke
@@ -74,7 +74,7 @@ func (h *Host) DispatchSocket(ctx context.Context, a ownership.Actor, ev *actors
 // Dispatch would return (ErrUnknownClass, or an *UnavailableError when the
 // nodes that serve the class take no actors now). An entry asks it before
 // it reads a request's body.
-func (h *Host) Routable(ctx context.Context, a ownership.Actor) error {
+func (h *Entry) Routable(ctx context.Context, a ownership.Actor) error {
 	if _, ok := h.cfg.Registry.Lookup(a.Class); ok {
 		return nil
 	}
@@ -88,7 +88,7 @@ func (h *Host) Routable(ctx context.Context, a ownership.Actor) error {
 // Take acquires a here and makes it resident without running an event (a
 // move's target takes the actor; see Adopt). It returns where a is held
 // when another live node holds it.
-func (h *Host) Take(ctx context.Context, a ownership.Actor) (*Elsewhere, error) {
+func (h *Entry) Take(ctx context.Context, a ownership.Actor) (*Elsewhere, error) {
 	return h.dispatch(ctx, a, 0, func(gen ownership.Generation, _ *ownership.Sealed) error { return h.Adopt(a, gen) })
 }
 
@@ -101,7 +101,7 @@ const (
 // dispatch acquires a and runs deliver under the grant, at most
 // notRunTries times while deliver is refused before it ran; with patience,
 // it tries again after a refusal that may pass.
-func (h *Host) dispatch(ctx context.Context, a ownership.Actor, patience time.Duration, deliver func(ownership.Generation, *ownership.Sealed) error) (*Elsewhere, error) {
+func (h *Entry) dispatch(ctx context.Context, a ownership.Actor, patience time.Duration, deliver func(ownership.Generation, *ownership.Sealed) error) (*Elsewhere, error) {
 	if _, ok := h.cfg.Registry.Lookup(a.Class); !ok {
 		if h.cfg.Classes == nil {
 			return nil, fmt.Errorf("%w: %q", actors.ErrUnknownClass, a.Class)
@@ -140,7 +140,7 @@ func (h *Host) dispatch(ctx context.Context, a ownership.Actor, patience time.Du
 
 // tryDispatch is one acquisition and its deliveries. refusal is set when
 // the keeper refused the event (it did not run).
-func (h *Host) tryDispatch(ctx context.Context, a ownership.Actor, deliver func(ownership.Generation, *ownership.Sealed) error) (at *Elsewhere, refusal *UnavailableError, err error) {
+func (h *Entry) tryDispatch(ctx context.Context, a ownership.Actor, deliver func(ownership.Generation, *ownership.Sealed) error) (at *Elsewhere, refusal *UnavailableError, err error) {
 	for range notRunTries {
 		d, err := h.cfg.Keeper.Acquire(ctx, a)
 		if err != nil {

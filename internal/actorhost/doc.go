@@ -9,7 +9,10 @@
 // # An event's way
 //
 // The node's entries (package ingress: HTTP requests, calls and socket
-// events) hand each event to Dispatch (or DispatchSocket), which asks the keeper for the hold (Keeper.Acquire),
+// events) hand each event to Dispatch (or DispatchSocket), methods of the
+// Entry a Host is made from (NewEntry names the director before the Host
+// exists, so that the socket events' entry, which the socket owner needs,
+// is made first), which asks the keeper for the hold (Keeper.Acquire),
 // delivers the event to the resident actor under the grant, and acquires
 // and delivers again while the event was refused before it ran (its grant
 // ended first: UnavailableError.NotRun), at most ten times. The entry

@@ -162,6 +162,9 @@ type Supervision interface {
 
 // Parent spawns the director or the rooms' actor under a supervisor.
 type Parent interface {
+	// ChildPID is the PID a child spawned under name gets.
+	ChildPID(name string) *actor.PID
+	// SpawnChild spawns props under name and returns its PID.
 	SpawnChild(props *actor.Props, name string) (*actor.PID, error)
 }
 
@@ -280,12 +283,14 @@ type DamagedError = actorstore.DamagedError
 // Host keeps this node's resident actors. Its director, a proto.actor actor,
 // owns the resident set: every method sends it a message.
 type Host struct {
-	cfg    Config
-	log    *slog.Logger
-	pid    *actor.PID
-	blocks *kvrun.Cache // of every resident actor's runs
-	reads  actorstore.IOCounts
-	alarms alarmCounts
+	// Entry is the way of events to the actors (dispatch.go); its director
+	// is the one Host spawned.
+	*Entry
+	// sockets is the node's socket owner (nil: none).
+	sockets *sockets.Owner
+	blocks  *kvrun.Cache // of every resident actor's runs
+	reads   actorstore.IOCounts
+	alarms  alarmCounts
 	// merges holds a token for each merge of runs under way (compact.go).
 	merges chan struct{}
 	// switches counts SwitchNow's calls; switchedAt holds, per class
@@ -392,8 +397,23 @@ const DefaultBlockCache = 64 << 20
 // Config says otherwise.
 const DefaultMerges = 2
 
-// New validates cfg and spawns the director.
-func New(cfg Config) (*Host, error) {
+// Entry is the way of events to a Host's actors: Dispatch and its kin
+// acquire an actor's hold from the keeper and send the event to the
+// director, which NewEntry names before it exists. It needs no socket owner,
+// so a node makes its socket events' entry with it first, then the socket
+// owner, then the Host (Start): each part is made after what it uses. No
+// event reaches the director before Start, since no entry of the node
+// serves before then.
+type Entry struct {
+	cfg          Config
+	log          *slog.Logger
+	director     *actor.PID
+	directorName string
+}
+
+// NewEntry validates cfg and names the director of the Host that Start
+// makes from it. cfg.Sockets is not read: Start takes the socket owner.
+func NewEntry(cfg Config) (*Entry, error) {
 	if cfg.Keeper == nil || cfg.Bucket == nil || cfg.Registry == nil || cfg.System == nil {
 		return nil, errors.New("actors host config: keeper, bucket, registry and actor system are required")
 	}
@@ -401,7 +421,28 @@ func New(cfg Config) (*Host, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
-	h := &Host{cfg: cfg, log: cfg.Logger.With(slog.String("component", "actors")), blocks: kvrun.NewCache(cfg.BlockCache),
+	e := &Entry{cfg: cfg, log: cfg.Logger.With(slog.String("component", "actors")),
+		directorName: childName(cfg.System, cfg.Parent, "director")}
+	e.director = childPID(cfg.System, cfg.Parent, e.directorName)
+	return e, nil
+}
+
+// New makes a Host of cfg, with cfg.Sockets as its socket owner: NewEntry,
+// then Start.
+func New(cfg Config) (*Host, error) {
+	e, err := NewEntry(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return e.Start(cfg.Sockets)
+}
+
+// Start makes the Host of e, with owner as the node's socket owner (nil:
+// the node serves no sockets): it spawns the director at the PID e named,
+// and the rooms' actor. Call it once.
+func (e *Entry) Start(owner *sockets.Owner) (*Host, error) {
+	cfg := e.cfg
+	h := &Host{Entry: e, sockets: owner, blocks: kvrun.NewCache(cfg.BlockCache),
 		merges: make(chan struct{}, cfg.Merges), goroutines: gopool.New(maxIdleGoroutines, goroutineIdle)}
 	// Each incarnation of the director starts empty: a restart (after a
 	// panic in the director) has stopped every resident actor first, and
@@ -416,37 +457,58 @@ func New(cfg Config) (*Host, error) {
 		last = d
 		return d
 	}, h.mailboxes())
-	var err error
-	if h.pid, err = spawnUnder(cfg.System, cfg.Parent, props, "director"); err != nil {
+	if err := spawnNamed(cfg.System, cfg.Parent, props, e.directorName); err != nil {
 		return nil, err
 	}
 	rooms := actor.PropsFromProducer(func() actor.Actor {
 		return &roomsActor{h: h, actors: map[ownership.Actor]*roomEntry{}, pids: map[string]ownership.Actor{}}
 	}, h.mailboxes(), actor.WithSupervisor(actor.NewRestartingStrategy()))
-	if h.rooms, err = spawnUnder(cfg.System, cfg.Rooms, rooms, "rooms"); err != nil {
+	name := childName(cfg.System, cfg.Rooms, "rooms")
+	h.rooms = childPID(cfg.System, cfg.Rooms, name)
+	if err := spawnNamed(cfg.System, cfg.Rooms, rooms, name); err != nil {
 		return nil, err
 	}
 	return h, nil
 }
 
-// spawnUnder spawns props as parent's child name, or at the system's root
-// without a parent.
-func spawnUnder(system *actor.ActorSystem, parent Parent, props *actor.Props, name string) (*actor.PID, error) {
+// childName is the name of the Host's child actor kind ("director",
+// "rooms"): as a child of parent, that; at the system's root, that and a
+// number no other actor of the system has.
+func childName(system *actor.ActorSystem, parent Parent, kind string) string {
 	if parent == nil {
-		return system.Root.Spawn(props), nil
+		return kind + system.ProcessRegistry.NextId()
 	}
-	pid, err := parent.SpawnChild(props, name)
+	return kind
+}
+
+// childPID is the PID the actor spawnNamed spawns under name gets.
+func childPID(system *actor.ActorSystem, parent Parent, name string) *actor.PID {
+	if parent == nil {
+		return system.NewLocalPID(name)
+	}
+	return parent.ChildPID(name)
+}
+
+// spawnNamed spawns props under name: as parent's child, or at the
+// system's root without a parent.
+func spawnNamed(system *actor.ActorSystem, parent Parent, props *actor.Props, name string) error {
+	var err error
+	if parent == nil {
+		_, err = system.Root.SpawnNamed(props, name)
+	} else {
+		_, err = parent.SpawnChild(props, name)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("actors host: %w", err)
+		return fmt.Errorf("actors host: %w", err)
 	}
-	return pid, nil
+	return nil
 }
 
 // ResidentByClass counts the resident actors of each class; nil when the
 // director does not answer within a second (it is stopped or restarting).
 func (h *Host) ResidentByClass() map[string]int {
 	ch := make(chan map[string]int, 1)
-	h.cfg.System.Root.Send(h.pid, &countMsg{byClass: ch})
+	h.cfg.System.Root.Send(h.director, &countMsg{byClass: ch})
 	t := time.NewTimer(time.Second)
 	defer t.Stop()
 	select {
@@ -461,7 +523,7 @@ func (h *Host) ResidentByClass() map[string]int {
 // returns the response once its writes are durable and the hold may act.
 // Errors: ErrUnknownClass, an *UnavailableError, or ctx's error (the event
 // may still run).
-func (h *Host) Deliver(ctx context.Context, a ownership.Actor, gen ownership.Generation, req *actors.Request) (*actors.Response, error) {
+func (h *Entry) Deliver(ctx context.Context, a ownership.Actor, gen ownership.Generation, req *actors.Request) (*actors.Response, error) {
 	r := h.run(ctx, &eventMsg{ctx: ctx, actor: a, gen: gen, req: req})
 	return r.resp, r.err
 }
@@ -469,13 +531,13 @@ func (h *Host) Deliver(ctx context.Context, a ownership.Actor, gen ownership.Gen
 // DeliverSocket runs ev as one event of actor a under the hold at gen, like
 // Deliver, and returns once its output is released. woke reports that the
 // actor was not resident: the event woke it.
-func (h *Host) DeliverSocket(ctx context.Context, a ownership.Actor, gen ownership.Generation, ev *actors.SocketEvent) (woke bool, err error) {
+func (h *Entry) DeliverSocket(ctx context.Context, a ownership.Actor, gen ownership.Generation, ev *actors.SocketEvent) (woke bool, err error) {
 	r := h.run(ctx, &eventMsg{ctx: ctx, actor: a, gen: gen, sock: ev})
 	return r.woke, r.err
 }
 
 // run sends m to the director and waits for its result, or ctx's end.
-func (h *Host) run(ctx context.Context, m *eventMsg) result {
+func (h *Entry) run(ctx context.Context, m *eventMsg) result {
 	class, ok := h.cfg.Registry.Lookup(m.actor.Class)
 	if !ok {
 		return result{err: fmt.Errorf("%w: %q", actors.ErrUnknownClass, m.actor.Class)}
@@ -484,7 +546,7 @@ func (h *Host) run(ctx context.Context, m *eventMsg) result {
 	if k, ok := EventKeyOf(ctx); ok && m.req != nil {
 		m.key = &keyedEvent{EventKey: k, sum: fingerprint(m.req)}
 	}
-	h.cfg.System.Root.Send(h.pid, m)
+	h.cfg.System.Root.Send(h.director, m)
 	select {
 	case r := <-m.reply:
 		return r
@@ -500,19 +562,19 @@ func (h *Host) run(ctx context.Context, m *eventMsg) result {
 // hold is resident here). It never blocks: call it from
 // keeper.Hooks.StopActing.
 func (h *Host) StopActing(a ownership.Actor, gen ownership.Generation) {
-	h.cfg.System.Root.Send(h.pid, &stopActingMsg{actor: a, gen: gen})
+	h.cfg.System.Root.Send(h.director, &stopActingMsg{actor: a, gen: gen})
 }
 
 // Adopt makes a resident under the hold at gen without running an event:
 // a move's target took it, so that the events that follow find it here. It
 // hibernates after the idle timeout like any resident. An unknown class
 // is refused (the hold is the caller's to end). It never blocks.
-func (h *Host) Adopt(a ownership.Actor, gen ownership.Generation) error {
+func (h *Entry) Adopt(a ownership.Actor, gen ownership.Generation) error {
 	class, ok := h.cfg.Registry.Lookup(a.Class)
 	if !ok {
 		return fmt.Errorf("%w: %q", actors.ErrUnknownClass, a.Class)
 	}
-	h.cfg.System.Root.Send(h.pid, &adoptMsg{actor: a, class: class, gen: gen})
+	h.cfg.System.Root.Send(h.director, &adoptMsg{actor: a, class: class, gen: gen})
 	return nil
 }
 
@@ -520,7 +582,7 @@ func (h *Host) Adopt(a ownership.Actor, gen ownership.Generation) error {
 // unless a's residency here serves that generation. It never
 // blocks.
 func (h *Host) Abandoned(a ownership.Actor, gen ownership.Generation) {
-	h.cfg.System.Root.Send(h.pid, &abandonedMsg{actor: a, gen: gen})
+	h.cfg.System.Root.Send(h.director, &abandonedMsg{actor: a, gen: gen})
 }
 
 // DropAll drops every resident actor without Idle: the node has lost its
@@ -528,7 +590,7 @@ func (h *Host) Abandoned(a ownership.Actor, gen ownership.Generation) {
 // for reuse end once idle (what runs after, the actors' last steps, runs
 // on goroutines of its own), as after HibernateAll.
 func (h *Host) DropAll() {
-	h.cfg.System.Root.Send(h.pid, &closeMsg{idle: false})
+	h.cfg.System.Root.Send(h.director, &closeMsg{idle: false})
 	h.goroutines.Stop()
 }
 
@@ -537,7 +599,7 @@ func (h *Host) DropAll() {
 // or ctx ends. Every commit is durable already: nothing is lost.
 func (h *Host) HibernateAll(ctx context.Context) error {
 	done := make(chan struct{})
-	h.cfg.System.Root.Send(h.pid, &closeMsg{idle: true, done: done})
+	h.cfg.System.Root.Send(h.director, &closeMsg{idle: true, done: done})
 	select {
 	case <-done:
 	case <-ctx.Done():
@@ -561,7 +623,7 @@ func (h *Host) HibernateAll(ctx context.Context) error {
 // tests use it to see the storage as its merges leave it.
 func (h *Host) AwaitMerges(ctx context.Context) error {
 	done := make(chan struct{})
-	h.cfg.System.Root.Send(h.pid, &mergesMsg{done: done})
+	h.cfg.System.Root.Send(h.director, &mergesMsg{done: done})
 	select {
 	case <-done:
 		return nil
@@ -578,16 +640,16 @@ func (h *Host) RoomActors() int { return int(h.roomActors.Load()) }
 // Resident returns how many actors are resident now.
 func (h *Host) Resident() int {
 	ch := make(chan int, 1)
-	h.cfg.System.Root.Send(h.pid, &countMsg{reply: ch})
+	h.cfg.System.Root.Send(h.director, &countMsg{reply: ch})
 	return <-ch
 }
 
-func (h *Host) unavailable(a ownership.Actor, reason string) *UnavailableError {
+func (h *Entry) unavailable(a ownership.Actor, reason string) *UnavailableError {
 	return &UnavailableError{Actor: a, Reason: reason, RetryAfter: h.cfg.RetryAfter}
 }
 
 // notRun refuses an event before it started (UnavailableError.NotRun).
-func (h *Host) notRun(a ownership.Actor, reason string) *UnavailableError {
+func (h *Entry) notRun(a ownership.Actor, reason string) *UnavailableError {
 	return &UnavailableError{Actor: a, Reason: reason, RetryAfter: h.cfg.RetryAfter, NotRun: true}
 }
 

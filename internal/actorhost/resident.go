@@ -430,7 +430,7 @@ func (ra *residentActor) event(ctx actor.Context, m *eventMsg) {
 	ev := &m.values
 	*ev = eventValues{
 		actor: ra.actor,
-		socks: eventSockets{owner: ra.h.cfg.Sockets, actor: ra.actor},
+		socks: eventSockets{owner: ra.h.sockets, actor: ra.actor},
 		call:  eventCall{ra: ra, actx: ctx, t: t, outer: CallChain(m.ctx), m: m},
 	}
 	gen := ra.gen
@@ -1147,8 +1147,8 @@ func (ra *residentActor) run(ctx context.Context, m *eventMsg, t *actorstore.Txn
 		ev := m.sock
 		if ev.Socket.Dialed() && ev.Kind != actors.SocketMessage {
 			stamp := m.dialStamp
-			if stamp == 0 && ra.h.cfg.Sockets != nil {
-				stamp = ra.h.cfg.Sockets.Stamp()
+			if stamp == 0 && ra.h.sockets != nil {
+				stamp = ra.h.sockets.Stamp()
 			}
 			e, ok, err := dialEnded(t, stamp, ev)
 			if err != nil || !ok {

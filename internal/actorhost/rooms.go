@@ -159,7 +159,7 @@ func (rs *roomsActor) Receive(ctx actor.Context) {
 			if m, ok := ctx.Message().(*carryMsg); ok {
 				for _, c := range m.events {
 					if c.m.answered.CompareAndSwap(answerCarried, answerGiven) {
-						sendAnswer(ctx, rs.h.pid, m.resident, m.actor, c.m, done(c.r))
+						sendAnswer(ctx, rs.h.director, m.resident, m.actor, c.m, done(c.r))
 					}
 				}
 			}
@@ -271,7 +271,7 @@ func (r *roomActor) output(ctx actor.Context, events []carried) {
 	for i, c := range events {
 		at = i
 		if len(c.r.out) > 0 {
-			flushSockets(r.h.cfg.Sockets, r.actor, c.r.out, r.log)
+			flushSockets(r.h.sockets, r.actor, c.r.out, r.log)
 		}
 		at = i + 1
 		r.answer(ctx, c)
@@ -280,7 +280,7 @@ func (r *roomActor) output(ctx actor.Context, events []carried) {
 
 func (r *roomActor) answer(ctx actor.Context, c carried) {
 	if c.m.answered.CompareAndSwap(answerCarried, answerGiven) {
-		sendAnswer(ctx, r.h.pid, r.resident, r.actor, c.m, done(c.r))
+		sendAnswer(ctx, r.h.director, r.resident, r.actor, c.m, done(c.r))
 	}
 }
 

@@ -59,7 +59,7 @@ type echo struct {
 func (e *echo) Opened(ownership.Actor) {}
 func (e *echo) Gone(ownership.Actor)   {}
 
-func (e *echo) Message(a ownership.Actor, id sockets.ID, text bool, data []byte) {
+func (e *echo) Message(a ownership.Actor, id sockets.ID, text bool, data []byte) error {
 	e.mu.Lock()
 	e.messages[id]++
 	if text && !utf8.Valid(data) {
@@ -71,6 +71,7 @@ func (e *echo) Message(a ownership.Actor, id sockets.ID, text bool, data []byte)
 		e.problems = append(e.problems, fmt.Sprintf("%s: echo: %v", a.Name, err))
 		e.mu.Unlock()
 	}
+	return nil
 }
 
 func (e *echo) Close(_ ownership.Actor, id sockets.ID, code int, _ string, clean bool) {
