@@ -1,6 +1,10 @@
 package actorhost
 
-import "github.com/wasmkeep/wasmkeep/internal/actorstore"
+import (
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/wasmkeep/wasmkeep/internal/actorstore"
+)
 
 // Test hooks for the external tests of the storage layout and of SQL.
 
@@ -25,3 +29,6 @@ var SQLOpens, SQLLive = sqlCounter(actorstore.SQLOpened), sqlCounter(actorstore.
 // HoldRoomOutput makes every room actor call f before it sends the output
 // of the events it was handed, and answers them. Call it before any event.
 func (h *Host) HoldRoomOutput(f func()) { h.roomHold = f }
+
+// System is the actor system h runs in.
+func (h *Host) System() *actor.ActorSystem { return h.cfg.System }

@@ -299,10 +299,10 @@ func (ra *residentActor) Receive(ctx actor.Context) {
 		ra.endLoad(ctx, "actor stopped")
 		ra.endSwitch(ctx, "actor stopped")
 		ra.settleEnding(ctx, true)
-		ra.collect(ctx) // what the last head lists, if its deletes did not run
+		ra.roomLast(ctx) // before anything else can fail
+		ra.collect(ctx)  // what the last head lists, if its deletes did not run
 		ra.closePer()
 		ra.sql.Close()
-		ra.roomLast(ctx)
 	}
 }
 
@@ -1034,6 +1034,14 @@ func (ra *residentActor) answerAnyway(ctx actor.Context, m *eventMsg, r result) 
 // Nothing waits afterwards.
 func (ra *residentActor) gateAll(ctx actor.Context, through uint64, outcome ownership.Outcome, reason string) {
 	never := func() bool { return false }
+	// Released in a residency with a room actor: carried to it, after the
+	// output of the events released before (rooms.go), without their own.
+	var out []carried
+	defer func() {
+		if len(out) > 0 {
+			ra.carry(ctx, out)
+		}
+	}()
 	for _, w := range ra.waiting {
 		o := ownership.Failed
 		switch {
@@ -1046,6 +1054,12 @@ func (ra *residentActor) gateAll(ctx actor.Context, through uint64, outcome owne
 		case ownership.GateRelease:
 			if w.early {
 				ra.answer(ctx, w.m, w.r)
+				continue
+			}
+			if ra.roomed() {
+				r := w.r
+				r.out = nil
+				out = append(out, carried{m: w.m, r: r})
 				continue
 			}
 			ra.answer(ctx, w.m, done(w.r))

@@ -56,7 +56,8 @@ type (
 		events   []carried
 		last     bool
 	}
-	// roomMsg: the PID of the resident actor's room actor.
+	// roomMsg: the PID of the resident actor's room actor. It may find the
+	// resident actor stopped: not worth a dead letter's log line.
 	roomMsg struct{ pid *actor.PID }
 	// outputMsg: released events, to send and answer in order.
 	outputMsg struct{ events []carried }
@@ -123,6 +124,8 @@ func (ra *residentActor) roomLast(ctx actor.Context) {
 	}
 }
 
+func (*roomMsg) IgnoreDeadLetterLogging() {}
+
 // roomsActor is the supervisor of the room actors (the node's tree shows
 // it as "rooms", under the role sockets): it spawns one for each residency
 // that asks, and ends it once its resident actor has terminated. One actor
@@ -139,6 +142,9 @@ type roomsActor struct {
 	// PID id.
 	pids    map[string]ownership.Actor
 	waiters []chan struct{}
+	// replay: what later residencies carried, being handed on now that
+	// the room actor before ended.
+	replay []*carryMsg
 }
 
 // roomEntry is one actor's room actor, for the residency of resident.
@@ -156,7 +162,12 @@ func (rs *roomsActor) Receive(ctx actor.Context) {
 			// its mailbox holds. What this message carried is answered
 			// without its output (it took effect).
 			rs.h.log.Error("panic in the rooms' actor; what it handled is answered without its socket output", slog.Any("panic", p))
+			lost := rs.replay
+			rs.replay = nil
 			if m, ok := ctx.Message().(*carryMsg); ok {
+				lost = append(lost, m)
+			}
+			for _, m := range lost {
 				for _, c := range m.events {
 					if c.m.answered.CompareAndSwap(answerCarried, answerGiven) {
 						sendAnswer(ctx, rs.h.director, m.resident, m.actor, c.m, done(c.r))
@@ -184,7 +195,10 @@ func (rs *roomsActor) Receive(ctx actor.Context) {
 		delete(rs.pids, e.resident.Id)
 		delete(rs.actors, a)
 		rs.h.roomActors.Add(-1)
-		for _, next := range e.next {
+		rs.replay = e.next
+		for len(rs.replay) > 0 {
+			next := rs.replay[0]
+			rs.replay = rs.replay[1:]
 			rs.carry(ctx, next)
 		}
 		rs.idle()
@@ -213,14 +227,21 @@ func (rs *roomsActor) carry(ctx actor.Context, m *carryMsg) {
 		rs.pids[e.room.Id], rs.pids[e.resident.Id] = m.actor, m.actor
 		rs.h.roomActors.Add(1)
 		ctx.Watch(m.resident) // a resident actor gone already: Terminated at once
+		// The first events before the PID: once the resident actor has it,
+		// it sends the room actor the next ones itself.
+		ctx.Send(e.room, &outputMsg{events: m.events})
 		if !m.last {
 			ctx.Send(m.resident, &roomMsg{pid: e.room})
 		}
-	case e.resident.Id != m.resident.Id:
+	case e.ending || e.resident.Id != m.resident.Id:
+		// Another residency's room actor, or this one's told to end: a
+		// resident actor that stops sends its last events (roomLast) after
+		// the registry dropped it, so its Terminated may come first. They
+		// go to a room actor of their own once this one has ended.
 		e.next = append(e.next, m)
-		return
+	default:
+		ctx.Send(e.room, &outputMsg{events: m.events})
 	}
-	ctx.Send(e.room, &outputMsg{events: m.events})
 }
 
 // idle wakes HibernateAll's callers once no room actor is left.

@@ -10,11 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/internal/actorhost"
+	"github.com/wasmkeep/wasmkeep/internal/actorstore"
 	"github.com/wasmkeep/wasmkeep/ownership"
 	"github.com/wasmkeep/wasmkeep/ownership/memstore"
 	"github.com/wasmkeep/wasmkeep/sockets"
@@ -189,4 +191,167 @@ func TestNoAnswerOvertakesCarriedOutput(t *testing.T) {
 	release()
 	require.NoError(t, <-first)
 	require.NoError(t, <-second)
+}
+
+// stateGate holds each Put of key, while armed, until gate lets it go,
+// telling entered first.
+type stateGate struct {
+	ownership.Bucket
+	key     string
+	armed   atomic.Bool
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (b *stateGate) Put(ctx context.Context, key string, body []byte, c ownership.Condition) (ownership.ETag, error) {
+	if key == b.key && b.armed.Load() {
+		b.entered <- struct{}{}
+		<-b.gate
+	}
+	return b.Bucket.Put(ctx, key, body, c)
+}
+
+// pidSupervision keeps the PID of the last resident actor started.
+type pidSupervision struct {
+	mu  sync.Mutex
+	pid *actor.PID
+}
+
+func (s *pidSupervision) Props(string) []actor.PropsOption {
+	return []actor.PropsOption{actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
+		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+			if _, ok := env.Message.(*actor.Started); ok {
+				s.mu.Lock()
+				s.pid = c.Self()
+				s.mu.Unlock()
+			}
+			next(c, env)
+		}
+	})}
+}
+func (s *pidSupervision) Strategy(string) actor.SupervisorStrategy {
+	return actor.DefaultSupervisorStrategy()
+}
+func (s *pidSupervision) EventFailed(string) {}
+
+// ranAnnouncer is the announcer telling ran each request it handled.
+type ranAnnouncer struct {
+	announcer
+	ran chan string
+}
+
+func (a ranAnnouncer) Handle(ctx context.Context, req *actors.Request, st actors.Storage) (*actors.Response, error) {
+	r, err := a.announcer.Handle(ctx, req, st)
+	a.ran <- req.Method
+	return r, err
+}
+
+// TestLastCarryOfAStoppedResident: a resident actor is stopped (a
+// supervisor's stop, the director's restart) while the commit of its first
+// event with socket output is in flight and a write waits behind it. Its
+// Stopped hands the first event over, after proto.actor dropped the actor
+// from its registry, so the rooms' actor's Watch gets Terminated at once
+// and tells the new room actor to end; then the write lands and goes
+// over too. The write is answered (it took effect): it goes to a room
+// actor of its own once the first has ended, not to one already told to
+// end. The sleeps only let each step's messages arrive; a slower machine
+// makes the test pass without reaching the window, never fail.
+func TestLastCarryOfAStoppedResident(t *testing.T) {
+	o, err := sockets.New(sockets.Config{Sink: nopSockets{}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = o.Shutdown(context.Background()) })
+	ran := make(chan string, 16)
+	reg := actors.NewRegistry()
+	reg.Register("announcer", ranAnnouncer{ran: ran})
+	b := &stateGate{Bucket: memstore.New(memstore.Faults{}), key: actorstore.StateKey(announced), entered: make(chan struct{}, 4), gate: make(chan struct{}, 4)}
+	sup := &pidSupervision{}
+	cfg := actorhost.Config{Bucket: b, Registry: reg, Sockets: o, Supervision: sup}
+	h := hostOf(t, cfg)
+	hold := make(chan struct{})
+	release := sync.OnceFunc(func() { close(hold) })
+	t.Cleanup(release)
+	var calls atomic.Int64
+	h.HoldRoomOutput(func() {
+		if calls.Add(1) == 1 {
+			<-hold
+		}
+	})
+
+	require.NoError(t, <-announce(t, h, http.MethodPut)) // loaded, no room
+	<-ran
+	b.armed.Store(true)
+	a := post(t, h) // A: broadcast; its commit C1 blocks
+	<-ran
+	<-b.entered
+	bb := announce(t, h, http.MethodPut) // B: a write, waits behind C1
+	<-ran
+	sup.mu.Lock()
+	pid := sup.pid
+	sup.mu.Unlock()
+	h.System().Root.Stop(pid)
+	time.Sleep(50 * time.Millisecond)
+	b.gate <- struct{}{} // C1 lands in Stopped: A carried (first carryMsg); C2 starts
+	<-b.entered
+	require.Eventually(t, func() bool { return h.RoomActors() == 1 }, 5*time.Second, time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // Terminated (dead letter), residentGoneMsg, roomEndMsg
+	b.gate <- struct{}{}               // C2 lands: B to roomQueue, roomLast
+	time.Sleep(100 * time.Millisecond)
+	release()
+	select {
+	case err := <-a:
+		require.NoError(t, err)
+	case <-time.After(3 * time.Second):
+		t.Fatal("A never answered")
+	}
+	select {
+	case err := <-bb:
+		require.NoError(t, err)
+	case <-time.After(3 * time.Second):
+		t.Fatal("B (a write that landed) was never answered: its carryMsg(last) went to a room actor already told to end")
+	}
+}
+
+// TestRestartCarriesWhatItReleases: a restart's settling (gateAll)
+// releases a write that landed; in a residency with a room actor it goes
+// through it, after the output of the event released before, not answered
+// at once.
+func TestRestartCarriesWhatItReleases(t *testing.T) {
+	o, err := sockets.New(sockets.Config{Sink: nopSockets{}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = o.Shutdown(context.Background()) })
+	ran := make(chan string, 16)
+	reg := actors.NewRegistry()
+	reg.Register("announcer", ranAnnouncer{ran: ran})
+	b := &stateGate{Bucket: memstore.New(memstore.Faults{}), key: actorstore.StateKey(announced), entered: make(chan struct{}, 4), gate: make(chan struct{}, 4)}
+	k := &panickyKeeper{}
+	h := hostOf(t, actorhost.Config{Bucket: b, Registry: reg, Sockets: o, Keeper: k})
+	hold := make(chan struct{})
+	release := sync.OnceFunc(func() { close(hold) })
+	t.Cleanup(release)
+	var calls atomic.Int64
+	h.HoldRoomOutput(func() {
+		if calls.Add(1) == 1 {
+			<-hold
+		}
+	})
+	a := post(t, h) // A: broadcast, carried; its room actor is held
+	<-ran
+	require.Eventually(t, func() bool { return h.RoomActors() == 1 }, 5*time.Second, time.Millisecond)
+	b.armed.Store(true)
+	bb := announce(t, h, http.MethodPut) // B: a write; its commit C2 blocks
+	<-ran
+	<-b.entered
+	x := announce(t, h, http.MethodGet) // X: a read behind B
+	<-ran
+	k.armed.Store(true)
+	b.gate <- struct{}{} // C2 lands: release asks MayActNow for X, which panics: restart, gateAll
+	select {
+	case err := <-bb:
+		t.Errorf("B answered (%v) while A's output (released before it) is still held in the room actor", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	k.armed.Store(false)
+	release()
+	<-a
+	<-x
 }
