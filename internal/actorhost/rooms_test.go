@@ -50,17 +50,21 @@ func (announcer) HandleSocket(context.Context, *actors.SocketEvent, actors.Stora
 
 var announced = ownership.Actor{Class: "announcer", Name: "a"}
 
-// roomHost is a host of the announcer class with a socket owner, whose
-// first room actor waits for release before it sends (and answers) the
-// first events it was handed.
-func roomHost(t *testing.T, cfg actorhost.Config) (h *actorhost.Host, release func()) {
+// roomHost is a host of class (registered as the announcer) with a socket
+// owner, on cfg.Bucket (a memstore when nil), whose first room actor waits
+// for release before it sends (and answers) the first events it was
+// handed.
+func roomHost(t *testing.T, cfg actorhost.Config, class actors.Class) (h *actorhost.Host, release func()) {
 	t.Helper()
 	o, err := sockets.New(sockets.Config{Sink: nopSockets{}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = o.Shutdown(context.Background()) })
 	reg := actors.NewRegistry()
-	reg.Register("announcer", announcer{})
-	cfg.Bucket, cfg.Registry, cfg.Sockets = memstore.New(memstore.Faults{}), reg, o
+	reg.Register(announced.Class, class)
+	if cfg.Bucket == nil {
+		cfg.Bucket = memstore.New(memstore.Faults{})
+	}
+	cfg.Registry, cfg.Sockets = reg, o
 	h = hostOf(t, cfg)
 	hold := make(chan struct{})
 	release = sync.OnceFunc(func() { close(hold) })
@@ -101,7 +105,7 @@ func carried(t *testing.T, h *actorhost.Host) {
 // TestHibernateAllWaitsForTheRoomActors: an event whose socket output a
 // room actor holds is answered by it, before HibernateAll returns.
 func TestHibernateAllWaitsForTheRoomActors(t *testing.T) {
-	h, release := roomHost(t, actorhost.Config{})
+	h, release := roomHost(t, actorhost.Config{}, announcer{})
 	first := post(t, h)
 	carried(t, h)
 	stopped := make(chan error, 1)
@@ -135,7 +139,7 @@ func TestCarriedEventOutlivesItsResident(t *testing.T) {
 	o := &panickyKeeper{}
 	hibernated := make(chan string, 16)
 	h, release := roomHost(t, actorhost.Config{Keeper: o, Supervision: sup,
-		OnHibernate: func(_ ownership.Actor, _ ownership.Generation, reason string) { hibernated <- reason }})
+		OnHibernate: func(_ ownership.Actor, _ ownership.Generation, reason string) { hibernated <- reason }}, announcer{})
 
 	first := post(t, h)
 	carried(t, h)
@@ -177,7 +181,7 @@ func TestCarriedEventOutlivesItsResident(t *testing.T) {
 // release, is answered by the room actor too, after the output of the
 // events before it, not by its commit's goroutine as it lands.
 func TestNoAnswerOvertakesCarriedOutput(t *testing.T) {
-	h, release := roomHost(t, actorhost.Config{})
+	h, release := roomHost(t, actorhost.Config{}, announcer{})
 	first := post(t, h)
 	carried(t, h)
 	second := announce(t, h, http.MethodPut)
@@ -209,6 +213,12 @@ func (b *stateGate) Put(ctx context.Context, key string, body []byte, c ownershi
 		<-b.gate
 	}
 	return b.Bucket.Put(ctx, key, body, c)
+}
+
+// gatedState is a memstore whose Puts of a's state object wait at the
+// gate while armed.
+func gatedState(a ownership.Actor) *stateGate {
+	return &stateGate{Bucket: memstore.New(memstore.Faults{}), key: actorstore.StateKey(a), entered: make(chan struct{}, 4), gate: make(chan struct{}, 4)}
 }
 
 // pidSupervision keeps the PID of the last resident actor started.
@@ -257,25 +267,10 @@ func (a ranAnnouncer) Handle(ctx context.Context, req *actors.Request, st actors
 // end. The sleeps only let each step's messages arrive; a slower machine
 // makes the test pass without reaching the window, never fail.
 func TestLastCarryOfAStoppedResident(t *testing.T) {
-	o, err := sockets.New(sockets.Config{Sink: nopSockets{}})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = o.Shutdown(context.Background()) })
 	ran := make(chan string, 16)
-	reg := actors.NewRegistry()
-	reg.Register("announcer", ranAnnouncer{ran: ran})
-	b := &stateGate{Bucket: memstore.New(memstore.Faults{}), key: actorstore.StateKey(announced), entered: make(chan struct{}, 4), gate: make(chan struct{}, 4)}
+	b := gatedState(announced)
 	sup := &pidSupervision{}
-	cfg := actorhost.Config{Bucket: b, Registry: reg, Sockets: o, Supervision: sup}
-	h := hostOf(t, cfg)
-	hold := make(chan struct{})
-	release := sync.OnceFunc(func() { close(hold) })
-	t.Cleanup(release)
-	var calls atomic.Int64
-	h.HoldRoomOutput(func() {
-		if calls.Add(1) == 1 {
-			<-hold
-		}
-	})
+	h, release := roomHost(t, actorhost.Config{Bucket: b, Supervision: sup}, ranAnnouncer{ran: ran})
 
 	require.NoError(t, <-announce(t, h, http.MethodPut)) // loaded, no room
 	<-ran
@@ -316,24 +311,10 @@ func TestLastCarryOfAStoppedResident(t *testing.T) {
 // through it, after the output of the event released before, not answered
 // at once.
 func TestRestartCarriesWhatItReleases(t *testing.T) {
-	o, err := sockets.New(sockets.Config{Sink: nopSockets{}})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = o.Shutdown(context.Background()) })
 	ran := make(chan string, 16)
-	reg := actors.NewRegistry()
-	reg.Register("announcer", ranAnnouncer{ran: ran})
-	b := &stateGate{Bucket: memstore.New(memstore.Faults{}), key: actorstore.StateKey(announced), entered: make(chan struct{}, 4), gate: make(chan struct{}, 4)}
+	b := gatedState(announced)
 	k := &panickyKeeper{}
-	h := hostOf(t, actorhost.Config{Bucket: b, Registry: reg, Sockets: o, Keeper: k})
-	hold := make(chan struct{})
-	release := sync.OnceFunc(func() { close(hold) })
-	t.Cleanup(release)
-	var calls atomic.Int64
-	h.HoldRoomOutput(func() {
-		if calls.Add(1) == 1 {
-			<-hold
-		}
-	})
+	h, release := roomHost(t, actorhost.Config{Bucket: b, Keeper: k}, ranAnnouncer{ran: ran})
 	a := post(t, h) // A: broadcast, carried; its room actor is held
 	<-ran
 	require.Eventually(t, func() bool { return h.RoomActors() == 1 }, 5*time.Second, time.Millisecond)
