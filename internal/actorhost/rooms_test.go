@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -95,33 +96,65 @@ func announce(t *testing.T, h *actorhost.Host, method string) <-chan error {
 	return done
 }
 
-// carried waits until the first event was handed to a room actor: the
-// rooms' actor spawns it for that event.
+// carried waits until everything in the test's bubble is blocked, and
+// checks that the first event was handed to a room actor (the rooms'
+// actor spawns one for it), which holds it.
 func carried(t *testing.T, h *actorhost.Host) {
 	t.Helper()
-	require.Eventually(t, func() bool { return h.RoomActors() == 1 }, 10*time.Second, time.Millisecond)
+	synctest.Wait()
+	require.Equal(t, 1, h.RoomActors(), "room actors holding the first event")
+}
+
+// unanswered fails t if any of events has its answer once everything in
+// the test's bubble is blocked.
+func unanswered(t *testing.T, why string, events ...<-chan error) {
+	t.Helper()
+	synctest.Wait()
+	for i, e := range events {
+		select {
+		case err := <-e:
+			t.Fatalf("event %d answered (%v) %s", i, err, why)
+		default:
+		}
+	}
+}
+
+// deadLettersPass lets the period of proto.actor's dead-letter throttle
+// pass, on the bubble's clock: a message to a stopped actor starts a
+// goroutine that waits it out, and a bubble ends only once every
+// goroutine has.
+func deadLettersPass() { time.Sleep(time.Minute) }
+
+// answered returns the answer of event once everything in the test's
+// bubble is blocked, and fails t if it has none by then.
+func answered(t *testing.T, event <-chan error, what string) error {
+	t.Helper()
+	synctest.Wait()
+	select {
+	case err := <-event:
+		return err
+	default:
+		t.Fatalf("%s was never answered", what)
+		return nil
+	}
 }
 
 // TestHibernateAllWaitsForTheRoomActors: an event whose socket output a
 // room actor holds is answered by it, before HibernateAll returns.
 func TestHibernateAllWaitsForTheRoomActors(t *testing.T) {
-	h, release := roomHost(t, actorhost.Config{}, announcer{})
-	first := post(t, h)
-	carried(t, h)
-	stopped := make(chan error, 1)
-	go func() { stopped <- h.HibernateAll(context.Background()) }()
-	select {
-	case err := <-first:
-		t.Fatalf("the event was answered (%v) before its room actor sent its output", err)
-	case err := <-stopped:
-		t.Fatalf("HibernateAll returned (%v) while a room actor held an event", err)
-	case <-time.After(100 * time.Millisecond):
-	}
-	require.Equal(t, 1, h.RoomActors())
-	release()
-	require.NoError(t, <-stopped)
-	require.Zero(t, h.RoomActors(), "HibernateAll returned before the room actor ended")
-	require.NoError(t, <-first, "the event took effect")
+	synctest.Test(t, func(t *testing.T) {
+		h, release := roomHost(t, actorhost.Config{}, announcer{})
+		first := post(t, h)
+		carried(t, h)
+		stopped := make(chan error, 1)
+		go func() { stopped <- h.HibernateAll(context.Background()) }()
+		unanswered(t, "while its room actor held it, or HibernateAll returned", first, stopped)
+		require.Equal(t, 1, h.RoomActors())
+		release()
+		require.NoError(t, <-stopped)
+		require.Zero(t, h.RoomActors(), "HibernateAll returned before the room actor ended")
+		require.NoError(t, <-first, "the event took effect")
+	})
 }
 
 // TestCarriedEventOutlivesItsResident: an event handed to the room actor
@@ -131,49 +164,44 @@ func TestHibernateAllWaitsForTheRoomActors(t *testing.T) {
 // residency's output waits for the first's room actor to end: one actor's
 // residencies reach its sockets in order.
 func TestCarriedEventOutlivesItsResident(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	m, err := supervisors.NewMetrics(reg)
-	require.NoError(t, err)
-	sup, err := supervisors.New(m, supervisors.Policy{MaxRestarts: 1, Within: time.Hour}, nil)
-	require.NoError(t, err)
-	o := &panickyKeeper{}
-	hibernated := make(chan string, 16)
-	h, release := roomHost(t, actorhost.Config{Keeper: o, Supervision: sup,
-		OnHibernate: func(_ ownership.Actor, _ ownership.Generation, reason string) { hibernated <- reason }}, announcer{})
+	synctest.Test(t, func(t *testing.T) {
+		reg := prometheus.NewRegistry()
+		m, err := supervisors.NewMetrics(reg)
+		require.NoError(t, err)
+		sup, err := supervisors.New(m, supervisors.Policy{MaxRestarts: 1, Within: time.Hour}, nil)
+		require.NoError(t, err)
+		o := &panickyKeeper{}
+		hibernated := make(chan string, 16)
+		h, release := roomHost(t, actorhost.Config{Keeper: o, Supervision: sup,
+			OnHibernate: func(_ ownership.Actor, _ ownership.Generation, reason string) { hibernated <- reason }}, announcer{})
 
-	first := post(t, h)
-	carried(t, h)
-	// A read's output gate asks the keeper, which panics: the resident
-	// actor restarts, then is stopped.
-	o.armed.Store(true)
-	for range 2 {
-		if _, err := h.Deliver(t.Context(), announced, 1, &actors.Request{Method: http.MethodGet, Header: http.Header{}}); !errors.Is(err, actors.ErrUnavailable) {
-			t.Fatalf("read that panicked: %v, want ErrUnavailable", err)
+		first := post(t, h)
+		carried(t, h)
+		// A read's output gate asks the keeper, which panics: the resident
+		// actor restarts, then is stopped.
+		o.armed.Store(true)
+		for range 2 {
+			if _, err := h.Deliver(t.Context(), announced, 1, &actors.Request{Method: http.MethodGet, Header: http.Header{}}); !errors.Is(err, actors.ErrUnavailable) {
+				t.Fatalf("read that panicked: %v, want ErrUnavailable", err)
+			}
 		}
-	}
-	o.armed.Store(false)
-	require.Equal(t, "stopped by supervisor", <-hibernated)
-	select {
-	case err := <-first:
-		t.Fatalf("the event the room actor holds was answered %v by someone else", err)
-	default:
-	}
-	// The next residency reads what the first wrote; its output, and its
-	// answer, wait for the first's room actor.
-	second := post(t, h)
-	select {
-	case err := <-second:
-		t.Fatalf("the next residency's event was answered (%v) while the room actor before it held an event", err)
-	case <-time.After(100 * time.Millisecond):
-	}
-	require.Equal(t, 1, h.RoomActors())
-	release()
-	require.NoError(t, <-first, "the event took effect: its room actor answers it")
-	require.NoError(t, <-second)
-	require.Equal(t, 1, h.RoomActors(), "the next residency's room actor")
-	resp, err := h.Deliver(t.Context(), announced, 1, &actors.Request{Method: http.MethodGet, Header: http.Header{}})
-	require.NoError(t, err)
-	require.Equal(t, "2", string(resp.Body))
+		o.armed.Store(false)
+		require.Equal(t, "stopped by supervisor", <-hibernated)
+		unanswered(t, "by someone else than the room actor holding it", first)
+		// The next residency reads what the first wrote; its output, and its
+		// answer, wait for the first's room actor.
+		second := post(t, h)
+		unanswered(t, "while the room actor before it held an event", second)
+		require.Equal(t, 1, h.RoomActors())
+		release()
+		require.NoError(t, <-first, "the event took effect: its room actor answers it")
+		require.NoError(t, <-second)
+		require.Equal(t, 1, h.RoomActors(), "the next residency's room actor")
+		resp, err := h.Deliver(t.Context(), announced, 1, &actors.Request{Method: http.MethodGet, Header: http.Header{}})
+		require.NoError(t, err)
+		require.Equal(t, "2", string(resp.Body))
+		deadLettersPass()
+	})
 }
 
 // TestNoAnswerOvertakesCarriedOutput: once a residency has a room actor,
@@ -181,20 +209,16 @@ func TestCarriedEventOutlivesItsResident(t *testing.T) {
 // release, is answered by the room actor too, after the output of the
 // events before it, not by its commit's goroutine as it lands.
 func TestNoAnswerOvertakesCarriedOutput(t *testing.T) {
-	h, release := roomHost(t, actorhost.Config{}, announcer{})
-	first := post(t, h)
-	carried(t, h)
-	second := announce(t, h, http.MethodPut)
-	select {
-	case err := <-second:
-		t.Fatalf("a write was answered (%v) before the output of the event before it went out", err)
-	case err := <-first:
-		t.Fatalf("the first event was answered (%v) before its output went out", err)
-	case <-time.After(100 * time.Millisecond):
-	}
-	release()
-	require.NoError(t, <-first)
-	require.NoError(t, <-second)
+	synctest.Test(t, func(t *testing.T) {
+		h, release := roomHost(t, actorhost.Config{}, announcer{})
+		first := post(t, h)
+		carried(t, h)
+		second := announce(t, h, http.MethodPut)
+		unanswered(t, "before the output of the first event went out", first, second)
+		release()
+		require.NoError(t, <-first)
+		require.NoError(t, <-second)
+	})
 }
 
 // stateGate holds each Put of key, while armed, until gate lets it go,
@@ -264,46 +288,37 @@ func (a ranAnnouncer) Handle(ctx context.Context, req *actors.Request, st actors
 // and tells the new room actor to end; then the write lands and goes
 // over too. The write is answered (it took effect): it goes to a room
 // actor of its own once the first has ended, not to one already told to
-// end. The sleeps only let each step's messages arrive; a slower machine
-// makes the test pass without reaching the window, never fail.
+// end.
 func TestLastCarryOfAStoppedResident(t *testing.T) {
-	ran := make(chan string, 16)
-	b := gatedState(announced)
-	sup := &pidSupervision{}
-	h, release := roomHost(t, actorhost.Config{Bucket: b, Supervision: sup}, ranAnnouncer{ran: ran})
+	synctest.Test(t, func(t *testing.T) {
+		ran := make(chan string, 16)
+		b := gatedState(announced)
+		sup := &pidSupervision{}
+		h, release := roomHost(t, actorhost.Config{Bucket: b, Supervision: sup}, ranAnnouncer{ran: ran})
 
-	require.NoError(t, <-announce(t, h, http.MethodPut)) // loaded, no room
-	<-ran
-	b.armed.Store(true)
-	a := post(t, h) // A: broadcast; its commit C1 blocks
-	<-ran
-	<-b.entered
-	bb := announce(t, h, http.MethodPut) // B: a write, waits behind C1
-	<-ran
-	sup.mu.Lock()
-	pid := sup.pid
-	sup.mu.Unlock()
-	h.System().Root.Stop(pid)
-	time.Sleep(50 * time.Millisecond)
-	b.gate <- struct{}{} // C1 lands in Stopped: A carried (first carryMsg); C2 starts
-	<-b.entered
-	require.Eventually(t, func() bool { return h.RoomActors() == 1 }, 5*time.Second, time.Millisecond)
-	time.Sleep(100 * time.Millisecond) // Terminated (dead letter), residentGoneMsg, roomEndMsg
-	b.gate <- struct{}{}               // C2 lands: B to roomQueue, roomLast
-	time.Sleep(100 * time.Millisecond)
-	release()
-	select {
-	case err := <-a:
-		require.NoError(t, err)
-	case <-time.After(3 * time.Second):
-		t.Fatal("A never answered")
-	}
-	select {
-	case err := <-bb:
-		require.NoError(t, err)
-	case <-time.After(3 * time.Second):
-		t.Fatal("B (a write that landed) was never answered: its carryMsg(last) went to a room actor already told to end")
-	}
+		require.NoError(t, <-announce(t, h, http.MethodPut)) // loaded, no room
+		<-ran
+		b.armed.Store(true)
+		a := post(t, h) // A: broadcast; its commit C1 waits at the gate
+		<-ran
+		<-b.entered
+		bb := announce(t, h, http.MethodPut) // B: a write, waits behind C1
+		<-ran
+		sup.mu.Lock()
+		pid := sup.pid
+		sup.mu.Unlock()
+		h.System().Root.Stop(pid)
+		synctest.Wait()
+		b.gate <- struct{}{} // C1 lands in Stopped: A carried (the first carry); C2 starts
+		<-b.entered
+		carried(t, h)        // and Terminated (a dead letter), residentGoneMsg, roomEndMsg
+		b.gate <- struct{}{} // C2 lands: B waits for the room actor's PID, then roomLast
+		synctest.Wait()
+		release()
+		require.NoError(t, answered(t, a, "A"))
+		require.NoError(t, answered(t, bb, "B (a write that landed; its last carry went to a room actor already told to end)"))
+		deadLettersPass()
+	})
 }
 
 // TestRestartCarriesWhatItReleases: a restart's settling (gateAll)
@@ -311,28 +326,26 @@ func TestLastCarryOfAStoppedResident(t *testing.T) {
 // through it, after the output of the event released before, not answered
 // at once.
 func TestRestartCarriesWhatItReleases(t *testing.T) {
-	ran := make(chan string, 16)
-	b := gatedState(announced)
-	k := &panickyKeeper{}
-	h, release := roomHost(t, actorhost.Config{Bucket: b, Keeper: k}, ranAnnouncer{ran: ran})
-	a := post(t, h) // A: broadcast, carried; its room actor is held
-	<-ran
-	require.Eventually(t, func() bool { return h.RoomActors() == 1 }, 5*time.Second, time.Millisecond)
-	b.armed.Store(true)
-	bb := announce(t, h, http.MethodPut) // B: a write; its commit C2 blocks
-	<-ran
-	<-b.entered
-	x := announce(t, h, http.MethodGet) // X: a read behind B
-	<-ran
-	k.armed.Store(true)
-	b.gate <- struct{}{} // C2 lands: release asks MayActNow for X, which panics: restart, gateAll
-	select {
-	case err := <-bb:
-		t.Errorf("B answered (%v) while A's output (released before it) is still held in the room actor", err)
-	case <-time.After(200 * time.Millisecond):
-	}
-	k.armed.Store(false)
-	release()
-	<-a
-	<-x
+	synctest.Test(t, func(t *testing.T) {
+		ran := make(chan string, 16)
+		b := gatedState(announced)
+		k := &panickyKeeper{}
+		h, release := roomHost(t, actorhost.Config{Bucket: b, Keeper: k}, ranAnnouncer{ran: ran})
+		a := post(t, h) // A: broadcast, carried; its room actor is held
+		<-ran
+		carried(t, h)
+		b.armed.Store(true)
+		bb := announce(t, h, http.MethodPut) // B: a write; its commit C2 waits at the gate
+		<-ran
+		<-b.entered
+		x := announce(t, h, http.MethodGet) // X: a read behind B
+		<-ran
+		k.armed.Store(true)
+		b.gate <- struct{}{} // C2 lands: release asks MayActNow for X, which panics: restart, gateAll
+		unanswered(t, "while A's output, released before it, is held in the room actor", bb)
+		k.armed.Store(false)
+		release()
+		<-a
+		<-x
+	})
 }
