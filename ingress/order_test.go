@@ -12,6 +12,7 @@ import (
 
 	"github.com/wasmkeep/wasmkeep/actors"
 	"github.com/wasmkeep/wasmkeep/internal/nodetest"
+	"github.com/wasmkeep/wasmkeep/supervisors"
 )
 
 // joins is a class whose every socket hears each join: an upgrade
@@ -65,6 +66,17 @@ func TestSocketOutputComesBeforeTheAnswer(t *testing.T) {
 		if got := read(t, conns[i]); got != marker {
 			t.Fatalf("socket %d: first frame %q, want %q (its own join or an earlier one overtook its answer)", i, got, marker)
 		}
+	}
+	// The room's residency sends through one room actor, counted in the
+	// tree's line of the rooms' actor.
+	var rooms []supervisors.Line
+	for _, l := range n.Node.Tree() {
+		if l.Name == "rooms" {
+			rooms = append(rooms, l)
+		}
+	}
+	if len(rooms) != 1 || rooms[0].Progress != "room actors: 1" {
+		t.Errorf("the tree's rooms' actor: %+v, want one line counting 1 room actor", rooms)
 	}
 	// Every socket heard, after its marker, the joins and markers of the
 	// sockets after it, in order.

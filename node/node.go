@@ -466,7 +466,13 @@ func (n *Node) Move(ctx context.Context, a ownership.Actor, target ownership.Nod
 // Tree lists the node's tree, one actor a line (see Tree.Lines), then its
 // resident actors, one line a class.
 func (n *Node) Tree() []supervisors.Line {
-	return append(n.tree.Lines(), n.residents.ResidentLines(n.host.ResidentByClass())...)
+	lines := n.tree.Lines()
+	for i := range lines {
+		if l := &lines[i]; l.Role == string(supervisors.RoleSockets) && !l.Part {
+			l.Progress = fmt.Sprintf("room actors: %d", n.host.RoomActors()) // the rooms' actor
+		}
+	}
+	return append(lines, n.residents.ResidentLines(n.host.ResidentByClass())...)
 }
 
 // Status is what the node's ownership core holds now.

@@ -141,7 +141,7 @@ func TestTreeShowsEveryRole(t *testing.T) {
 		assert.Contains(t, body, want)
 	}
 	assert.Regexp(t, `resident\s+counter\s+2 resident`, body)
-	assert.Regexp(t, `(?m)^sockets\s+node/rooms\s+running\s+0\s+\d+\s*$`, body)
+	assert.Regexp(t, `(?m)^sockets\s+node/rooms\s+running\s+0\s+\d+\s+room actors: 0$`, body)
 	assert.Regexp(t, `(?m)^sockets\s+sockets\s+running`, body)
 	status, body = get(t, n.URL+"/debug/tree?format=json")
 	require.Equal(t, http.StatusOK, status)
