@@ -22,10 +22,17 @@ import (
 //     event's own broadcast, nor that of an event released before it;
 //   - one residency's events reach the sockets in the order they were
 //     released: once a residency has a room actor, every event it releases
-//     goes through it, with output or not;
+//     goes through it, with output or not (a restart's settling too, in
+//     gateAll), and no write is answered at its commit's landing
+//     (startCommit); the rooms' actor sends a new room actor its first
+//     events before it tells the resident actor its PID;
 //   - one residency's room actor ends (roomsActor, on the resident actor's
 //     Terminated) only after everything its resident actor carried: the
-//     end goes to it as a message after them;
+//     end goes to it as a message after them. A resident actor that stops
+//     hands over its last events (roomLast) after proto.actor dropped it
+//     from its registry, so its Terminated may come first: what it carries
+//     once its room actor was told to end waits for a room actor of its
+//     own;
 //   - one actor has one room actor at a time: what a later residency
 //     carries waits in roomsActor until the room actor before has ended,
 //     so the actor's residencies reach its sockets in order, even when a
