@@ -93,18 +93,18 @@ type alarmEvent struct {
 
 func (ae *alarmEvent) set(o AlarmOutcome) { ae.outcome.Store(int32(o)) }
 
-// DispatchAlarm delivers the alarm the index entry names to its actor, as
+// DispatchAlarm delivers the alarm the index entry due names to its actor, as
 // Dispatch delivers a request: it acquires the actor here, or returns
 // where it is held. The outcome is what the alarm's event came to (0 if
 // none ran here); it is durable only when err is nil: the event's answer
 // came through the output gate, so its writes (the alarm ended, or set
 // for its retry) are durable, and so is what it read. Whether the entry
 // may go is ownership.AlarmEntryDone's to say.
-func (h *Entry) DispatchAlarm(ctx context.Context, e actorstore.IndexEntry) (AlarmOutcome, *Elsewhere, error) {
-	ae := &alarmEvent{entry: e}
-	at, err := h.dispatch(ctx, e.Actor, 0, func(gen ownership.Generation, state *ownership.Sealed) error {
+func (e *Entry) DispatchAlarm(ctx context.Context, due actorstore.IndexEntry) (AlarmOutcome, *Elsewhere, error) {
+	ae := &alarmEvent{entry: due}
+	at, err := e.dispatch(ctx, due.Actor, 0, func(gen ownership.Generation, state *ownership.Sealed) error {
 		ae.set(0)
-		return h.run(ctx, &eventMsg{ctx: ctx, actor: e.Actor, gen: gen, sealed: state, alarm: ae}).err
+		return e.run(ctx, &eventMsg{ctx: ctx, actor: due.Actor, gen: gen, sealed: state, alarm: ae}).err
 	})
 	if at != nil {
 		return 0, at, err

@@ -44,10 +44,10 @@ const notRunTries = 10
 // with its RetryAfter), a *DamagedError, ErrUnknownClass, keeper.
 // ErrInvalidActor, or ctx's error (the event may still run). An event of
 // a class this node does not serve goes where Config.Classes says.
-func (h *Entry) Dispatch(ctx context.Context, a ownership.Actor, req *actors.Request) (*actors.Response, *Elsewhere, error) {
+func (e *Entry) Dispatch(ctx context.Context, a ownership.Actor, req *actors.Request) (*actors.Response, *Elsewhere, error) {
 	var resp *actors.Response
-	at, err := h.dispatch(ctx, a, 0, func(gen ownership.Generation, state *ownership.Sealed) error {
-		r := h.run(ctx, &eventMsg{ctx: ctx, actor: a, gen: gen, sealed: state, req: req})
+	at, err := e.dispatch(ctx, a, 0, func(gen ownership.Generation, state *ownership.Sealed) error {
+		r := e.run(ctx, &eventMsg{ctx: ctx, actor: a, gen: gen, sealed: state, req: req})
 		resp = r.resp
 		return r.err
 	})
@@ -60,9 +60,9 @@ func (h *Entry) Dispatch(ctx context.Context, a ownership.Actor, req *actors.Req
 // damage) is tried again after the wait it suggests, for up to patience
 // after the first refusal, since a socket's client cannot be told to retry.
 // woke reports that the actor was not resident: the event woke it.
-func (h *Entry) DispatchSocket(ctx context.Context, a ownership.Actor, ev *actors.SocketEvent, patience time.Duration) (woke bool, at *Elsewhere, err error) {
-	at, err = h.dispatch(ctx, a, patience, func(gen ownership.Generation, state *ownership.Sealed) error {
-		r := h.run(ctx, &eventMsg{ctx: ctx, actor: a, gen: gen, sealed: state, sock: ev})
+func (e *Entry) DispatchSocket(ctx context.Context, a ownership.Actor, ev *actors.SocketEvent, patience time.Duration) (woke bool, at *Elsewhere, err error) {
+	at, err = e.dispatch(ctx, a, patience, func(gen ownership.Generation, state *ownership.Sealed) error {
+		r := e.run(ctx, &eventMsg{ctx: ctx, actor: a, gen: gen, sealed: state, sock: ev})
 		woke = r.woke
 		return r.err
 	})
@@ -74,22 +74,22 @@ func (h *Entry) DispatchSocket(ctx context.Context, a ownership.Actor, ev *actor
 // Dispatch would return (ErrUnknownClass, or an *UnavailableError when the
 // nodes that serve the class take no actors now). An entry asks it before
 // it reads a request's body.
-func (h *Entry) Routable(ctx context.Context, a ownership.Actor) error {
-	if _, ok := h.cfg.Registry.Lookup(a.Class); ok {
+func (e *Entry) Routable(ctx context.Context, a ownership.Actor) error {
+	if _, ok := e.cfg.Registry.Lookup(a.Class); ok {
 		return nil
 	}
-	if h.cfg.Classes == nil {
+	if e.cfg.Classes == nil {
 		return fmt.Errorf("%w %q", actors.ErrUnknownClass, a.Class)
 	}
-	_, err := h.cfg.Classes.Serving(ctx, a)
+	_, err := e.cfg.Classes.Serving(ctx, a)
 	return err
 }
 
 // Take acquires a here and makes it resident without running an event (a
 // move's target takes the actor; see Adopt). It returns where a is held
 // when another live node holds it.
-func (h *Entry) Take(ctx context.Context, a ownership.Actor) (*Elsewhere, error) {
-	return h.dispatch(ctx, a, 0, func(gen ownership.Generation, _ *ownership.Sealed) error { return h.Adopt(a, gen) })
+func (e *Entry) Take(ctx context.Context, a ownership.Actor) (*Elsewhere, error) {
+	return e.dispatch(ctx, a, 0, func(gen ownership.Generation, _ *ownership.Sealed) error { return e.Adopt(a, gen) })
 }
 
 // Bounds on the waits between the tries of a patient dispatch.
@@ -101,14 +101,14 @@ const (
 // dispatch acquires a and runs deliver under the grant, at most
 // notRunTries times while deliver is refused before it ran; with patience,
 // it tries again after a refusal that may pass.
-func (h *Entry) dispatch(ctx context.Context, a ownership.Actor, patience time.Duration, deliver func(ownership.Generation, *ownership.Sealed) error) (*Elsewhere, error) {
-	if _, ok := h.cfg.Registry.Lookup(a.Class); !ok {
-		if h.cfg.Classes == nil {
+func (e *Entry) dispatch(ctx context.Context, a ownership.Actor, patience time.Duration, deliver func(ownership.Generation, *ownership.Sealed) error) (*Elsewhere, error) {
+	if _, ok := e.cfg.Registry.Lookup(a.Class); !ok {
+		if e.cfg.Classes == nil {
 			return nil, fmt.Errorf("%w: %q", actors.ErrUnknownClass, a.Class)
 		}
 		// Another node serves it: the event goes there, which acquires
 		// the actor or sends it on to its holder.
-		at, err := h.cfg.Classes.Serving(ctx, a)
+		at, err := e.cfg.Classes.Serving(ctx, a)
 		if err != nil {
 			return nil, err
 		}
@@ -116,7 +116,7 @@ func (h *Entry) dispatch(ctx context.Context, a ownership.Actor, patience time.D
 	}
 	var deadline time.Time // set at the first refusal that may pass
 	for {
-		at, refusal, err := h.tryDispatch(ctx, a, deliver)
+		at, refusal, err := e.tryDispatch(ctx, a, deliver)
 		if refusal == nil || refusal.Draining || patience <= 0 {
 			return at, err
 		}
@@ -140,9 +140,9 @@ func (h *Entry) dispatch(ctx context.Context, a ownership.Actor, patience time.D
 
 // tryDispatch is one acquisition and its deliveries. refusal is set when
 // the keeper refused the event (it did not run).
-func (h *Entry) tryDispatch(ctx context.Context, a ownership.Actor, deliver func(ownership.Generation, *ownership.Sealed) error) (at *Elsewhere, refusal *UnavailableError, err error) {
+func (e *Entry) tryDispatch(ctx context.Context, a ownership.Actor, deliver func(ownership.Generation, *ownership.Sealed) error) (at *Elsewhere, refusal *UnavailableError, err error) {
 	for range notRunTries {
-		d, err := h.cfg.Keeper.Acquire(ctx, a)
+		d, err := e.cfg.Keeper.Acquire(ctx, a)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -157,7 +157,7 @@ func (h *Entry) tryDispatch(ctx context.Context, a ownership.Actor, deliver func
 			ua := &UnavailableError{Actor: a, Reason: d.Reason, RetryAfter: d.RetryAfter, NotRun: true, Draining: d.Draining}
 			if d.Draining && d.Peer != "" {
 				ua.Peer = &Elsewhere{Node: d.Peer, Addr: d.PeerAddr, Instance: d.PeerInstance}
-				if c := h.cfg.Classes; c != nil && !c.Serves(ctx, d.Peer, a.Class) {
+				if c := e.cfg.Classes; c != nil && !c.Serves(ctx, d.Peer, a.Class) {
 					// The peer the keeper named does not serve the class:
 					// one that does takes the actor, if any is live.
 					ua.Peer = nil
@@ -175,5 +175,5 @@ func (h *Entry) tryDispatch(ctx context.Context, a ownership.Actor, deliver func
 		}
 		// Refused before it ran (its grant ended first): a new grant.
 	}
-	return nil, nil, &UnavailableError{Actor: a, Reason: fmt.Sprintf("its hold ended before the event ran, %d times", notRunTries), RetryAfter: h.cfg.RetryAfter, NotRun: true}
+	return nil, nil, &UnavailableError{Actor: a, Reason: fmt.Sprintf("its hold ended before the event ran, %d times", notRunTries), RetryAfter: e.cfg.RetryAfter, NotRun: true}
 }

@@ -523,22 +523,22 @@ func (h *Host) ResidentByClass() map[string]int {
 // returns the response once its writes are durable and the hold may act.
 // Errors: ErrUnknownClass, an *UnavailableError, or ctx's error (the event
 // may still run).
-func (h *Entry) Deliver(ctx context.Context, a ownership.Actor, gen ownership.Generation, req *actors.Request) (*actors.Response, error) {
-	r := h.run(ctx, &eventMsg{ctx: ctx, actor: a, gen: gen, req: req})
+func (e *Entry) Deliver(ctx context.Context, a ownership.Actor, gen ownership.Generation, req *actors.Request) (*actors.Response, error) {
+	r := e.run(ctx, &eventMsg{ctx: ctx, actor: a, gen: gen, req: req})
 	return r.resp, r.err
 }
 
 // DeliverSocket runs ev as one event of actor a under the hold at gen, like
 // Deliver, and returns once its output is released. woke reports that the
 // actor was not resident: the event woke it.
-func (h *Entry) DeliverSocket(ctx context.Context, a ownership.Actor, gen ownership.Generation, ev *actors.SocketEvent) (woke bool, err error) {
-	r := h.run(ctx, &eventMsg{ctx: ctx, actor: a, gen: gen, sock: ev})
+func (e *Entry) DeliverSocket(ctx context.Context, a ownership.Actor, gen ownership.Generation, ev *actors.SocketEvent) (woke bool, err error) {
+	r := e.run(ctx, &eventMsg{ctx: ctx, actor: a, gen: gen, sock: ev})
 	return r.woke, r.err
 }
 
 // run sends m to the director and waits for its result, or ctx's end.
-func (h *Entry) run(ctx context.Context, m *eventMsg) result {
-	class, ok := h.cfg.Registry.Lookup(m.actor.Class)
+func (e *Entry) run(ctx context.Context, m *eventMsg) result {
+	class, ok := e.cfg.Registry.Lookup(m.actor.Class)
 	if !ok {
 		return result{err: fmt.Errorf("%w: %q", actors.ErrUnknownClass, m.actor.Class)}
 	}
@@ -546,7 +546,7 @@ func (h *Entry) run(ctx context.Context, m *eventMsg) result {
 	if k, ok := EventKeyOf(ctx); ok && m.req != nil {
 		m.key = &keyedEvent{EventKey: k, sum: fingerprint(m.req)}
 	}
-	h.cfg.System.Root.Send(h.director, m)
+	e.cfg.System.Root.Send(e.director, m)
 	select {
 	case r := <-m.reply:
 		return r
@@ -569,12 +569,12 @@ func (h *Host) StopActing(a ownership.Actor, gen ownership.Generation) {
 // a move's target took it, so that the events that follow find it here. It
 // hibernates after the idle timeout like any resident. An unknown class
 // is refused (the hold is the caller's to end). It never blocks.
-func (h *Entry) Adopt(a ownership.Actor, gen ownership.Generation) error {
-	class, ok := h.cfg.Registry.Lookup(a.Class)
+func (e *Entry) Adopt(a ownership.Actor, gen ownership.Generation) error {
+	class, ok := e.cfg.Registry.Lookup(a.Class)
 	if !ok {
 		return fmt.Errorf("%w: %q", actors.ErrUnknownClass, a.Class)
 	}
-	h.cfg.System.Root.Send(h.director, &adoptMsg{actor: a, class: class, gen: gen})
+	e.cfg.System.Root.Send(e.director, &adoptMsg{actor: a, class: class, gen: gen})
 	return nil
 }
 
@@ -644,13 +644,13 @@ func (h *Host) Resident() int {
 	return <-ch
 }
 
-func (h *Entry) unavailable(a ownership.Actor, reason string) *UnavailableError {
-	return &UnavailableError{Actor: a, Reason: reason, RetryAfter: h.cfg.RetryAfter}
+func (e *Entry) unavailable(a ownership.Actor, reason string) *UnavailableError {
+	return &UnavailableError{Actor: a, Reason: reason, RetryAfter: e.cfg.RetryAfter}
 }
 
 // notRun refuses an event before it started (UnavailableError.NotRun).
-func (h *Entry) notRun(a ownership.Actor, reason string) *UnavailableError {
-	return &UnavailableError{Actor: a, Reason: reason, RetryAfter: h.cfg.RetryAfter, NotRun: true}
+func (e *Entry) notRun(a ownership.Actor, reason string) *UnavailableError {
+	return &UnavailableError{Actor: a, Reason: reason, RetryAfter: e.cfg.RetryAfter, NotRun: true}
 }
 
 func unknownOutcome(a ownership.Actor, reason string) *OutcomeUnknownError {
