@@ -19,7 +19,8 @@
 #   DURATION  measured time of each http run                 6s
 #   CONNS     keep-alive connections of the http runs        32
 #   WS_SOCKETS, WS_MSGS, WS_BCAST   echo and broadcast sizes 100, 300, 1000
-#   IDLE_SOCKETS  idle sockets (over 50 rooms), held 8 s     2000
+#   IDLE_SOCKETS  idle sockets (over 50 rooms)                2000
+#   IDLE_HOLD     how long they are held before the measure   8s
 #   A_FLAGS, B_FLAGS  more flags of each side's node (split on spaces)   none
 #   BUCKET    mem (mem://) or dir (a fresh directory bucket per side, the
 #             embedded store a node runs on by default)            mem
@@ -39,6 +40,7 @@ SCENARIOS=${SCENARIOS:-"http-1name http-1000names ws-echo ws-echo-wasm ws-bcast 
 want() { [[ " $SCENARIOS " == *" $1 "* ]]; }
 REPS=${REPS:-3}; DURATION=${DURATION:-6s}; CONNS=${CONNS:-32}
 WS_SOCKETS=${WS_SOCKETS:-100}; WS_MSGS=${WS_MSGS:-300}; WS_BCAST=${WS_BCAST:-1000}; IDLE_SOCKETS=${IDLE_SOCKETS:-2000}
+IDLE_HOLD=${IDLE_HOLD:-8s}
 OUT=$HERE/results/$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$OUT" "$WORK/bin"
 LOG=$OUT/log.txt; RES=$OUT/results.jsonl; : >"$RES"
@@ -125,7 +127,7 @@ for rep in $(seq 1 "$REPS"); do
     # compile at start takes and gives back would fall inside the measure.
     stop "$s"; start "$s" --idle-timeout 2s --classes "$NOCLASSES"
     run "$s" ws-idle ws-idle -url "ws://127.0.0.1:${PORT[$s]}/actor/chat/" -sockets "$IDLE_SOCKETS" -rooms 50 -prefix "idle$rep" \
-      -dial-conc 32 -hold 8s
+      -dial-conc 32 -hold "$IDLE_HOLD"
     stop "$s"; start "$s"
   done
 done
