@@ -1020,11 +1020,9 @@ func (ra *residentActor) answerReady(ctx actor.Context, n int, may bool) {
 // answerAnyway answers m with r, whether or not it was carried to a room
 // actor already: what a panic leaves.
 func (ra *residentActor) answerAnyway(ctx actor.Context, m *eventMsg, r result) {
-	if m.answered.CompareAndSwap(answerCarried, answerGiven) {
-		sendAnswer(ctx, ctx.Parent(), ctx.Self(), ra.actor, m, r)
-		return
+	if !giveCarried(ctx, ctx.Parent(), ctx.Self(), ra.actor, m, r) {
+		ra.answer(ctx, m, r)
 	}
-	ra.answer(ctx, m, r)
 }
 
 // gateAll answers every waiting event when what the actor wrote will not

@@ -176,9 +176,7 @@ func (rs *roomsActor) Receive(ctx actor.Context) {
 			}
 			for _, m := range lost {
 				for _, c := range m.events {
-					if c.m.answered.CompareAndSwap(answerCarried, answerGiven) {
-						sendAnswer(ctx, rs.h.director, m.resident, m.actor, c.m, done(c.r))
-					}
+					giveCarried(ctx, rs.h.director, m.resident, m.actor, c.m, done(c.r))
 				}
 			}
 		}
@@ -307,9 +305,18 @@ func (r *roomActor) output(ctx actor.Context, events []carried) {
 }
 
 func (r *roomActor) answer(ctx actor.Context, c carried) {
-	if c.m.answered.CompareAndSwap(answerCarried, answerGiven) {
-		sendAnswer(ctx, r.h.director, r.resident, r.actor, c.m, done(c.r))
+	giveCarried(ctx, r.h.director, r.resident, r.actor, c.m, done(c.r))
+}
+
+// giveCarried answers m, carried to a room actor, with r, as answerEvent
+// answers an event no one carries: it reports whether m was carried and
+// unanswered, and so answered now.
+func giveCarried(s actor.SenderContext, director, resident *actor.PID, a ownership.Actor, m *eventMsg, r result) bool {
+	if !m.answered.CompareAndSwap(answerCarried, answerGiven) {
+		return false
 	}
+	sendAnswer(s, director, resident, a, m, r)
+	return true
 }
 
 func (r *roomActor) log() *slog.Logger {
